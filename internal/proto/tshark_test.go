@@ -148,4 +148,3 @@ func excerpt(s, word string) string {
 	}
 	return ""
 }
-
