@@ -1,0 +1,86 @@
+# HiNIC build, test and release checks. GNU make.
+#
+#   make test           system packages (scripts/deps.sh), go vet, go test -race
+#   make demo           build bin/hinic and decode the golden RoCEv2 capture
+#   make lint           gofmt and go vet
+#   make bench          Go benchmarks of internal/...
+#   make release-check  goreleaser check, with goreleaser installed in .cache/bin
+#   make build | clean | deps
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+# Go from PATH, else from the standard install location (a fresh shell on
+# Debian may not have /usr/local/go/bin on PATH yet).
+GO ?= $(shell command -v go 2>/dev/null || { test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go; } || echo go)
+GO_MIN_MINOR := 26
+
+BIN := bin/hinic
+CLI_PKG := github.com/PacketFive/hinic/internal/cli
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The commit's date keeps rebuilds of one commit identical; outside a
+# checkout (or before the first commit) fall back to now.
+DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null | grep . || TZ=UTC date +%Y-%m-%dT%H:%M:%SZ)
+
+LDFLAGS := -s -w \
+	-X $(CLI_PKG).version=$(VERSION) \
+	-X $(CLI_PKG).commit=$(COMMIT) \
+	-X $(CLI_PKG).date=$(DATE)
+
+GORELEASER_VERSION := v2.15.1
+GORELEASER_DIR := $(CURDIR)/.cache/bin
+GORELEASER := $(GORELEASER_DIR)/goreleaser
+
+.PHONY: build test lint bench demo release-check clean deps check-go
+
+check-go:
+	@if ! command -v "$(GO)" >/dev/null 2>&1; then \
+		echo "make: Go not found. HiNIC needs Go 1.$(GO_MIN_MINOR) or newer:" >&2; \
+		echo "  download it from https://go.dev/dl/, unpack it into /usr/local" >&2; \
+		echo "  (tar -C /usr/local -xzf go1.$(GO_MIN_MINOR).*.linux-amd64.tar.gz)" >&2; \
+		echo "  and add /usr/local/go/bin to PATH." >&2; \
+		exit 1; \
+	fi
+	@minor=$$("$(GO)" env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p'); \
+	if [ -n "$$minor" ] && [ "$$minor" -lt $(GO_MIN_MINOR) ]; then \
+		echo "make: $$("$(GO)" env GOVERSION) is too old; HiNIC needs Go 1.$(GO_MIN_MINOR) or newer (https://go.dev/dl/)." >&2; \
+		exit 1; \
+	fi
+
+deps:
+	@./scripts/deps.sh
+
+build: check-go
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hinic
+
+test: deps check-go
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+lint: check-go
+	@unformatted=$$("$$("$(GO)" env GOROOT)/bin/gofmt" -l .); \
+	if [ -n "$$unformatted" ]; then \
+		echo "make lint: these files need gofmt -w:" >&2; \
+		echo "$$unformatted" >&2; \
+		exit 1; \
+	fi
+	$(GO) vet ./...
+
+bench: check-go
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+demo: build
+	./$(BIN) proto decode testdata/rocev2-golden.pcap
+
+$(GORELEASER): | check-go
+	@echo "Installing goreleaser $(GORELEASER_VERSION) into $(GORELEASER_DIR) (about 5 minutes, once)"
+	GOBIN=$(GORELEASER_DIR) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+release-check: $(GORELEASER)
+	$(GORELEASER) check
+
+clean:
+	rm -rf bin dist

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that HiNIC's build and tests need.
+#
+# Run by `make deps` (and so by `make test`) and by .ci/run. When every
+# package is already installed it does nothing and needs no network, so
+# repeated runs are fast and work offline. Otherwise it runs apt-get update
+# once and installs what is missing: directly as root, through sudo
+# otherwise, or, without sudo, prints the command to run and fails.
+set -euo pipefail
+
+# The one list of system packages. Add new ones here.
+PACKAGES=(
+	python3-scapy # RoCEv2 frames and ICRC checked against Scapy
+	tshark        # frames checked against Wireshark's dissectors
+	make
+	gcc           # cgo, needed by go test -race
+	git
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+	if [[ $status != installed ]]; then
+		missing+=("$pkg")
+	fi
+done
+
+if ((${#missing[@]} == 0)); then
+	echo "deps: all ${#PACKAGES[@]} system packages are installed"
+	exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "deps: apt-get not found; HiNIC is built on Debian 12. Install: ${missing[*]}" >&2
+	exit 1
+fi
+
+sudo=()
+if ((EUID != 0)); then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "deps: not root and sudo is not available. As root, run:" >&2
+		echo "  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}" >&2
+		exit 1
+	fi
+	sudo=(sudo)
+fi
+
+# noninteractive: tshark's debconf question (may non-root users capture?)
+# must not wait for an answer; CI has no standard input.
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
