@@ -58,18 +58,39 @@ func ICRCRoCEv2(pkt []byte) uint32 {
 	return crc32.Update(c, crc32.IEEETable, pkt[n:])
 }
 
-// crcUpdateSmall is crc32.Update for the short masked header copies: a
-// byte-wise loop over the IEEE table. crc32.Update's assembly makes its
-// argument escape, which would move the stack copy to the heap on every
-// packet; the long payload still goes through crc32.Update.
+// crcUpdateSmall is crc32.Update for the short masked header copies,
+// computed slicing-by-8 over tables derived from the IEEE polynomial.
+// crc32.Update's assembly makes its argument escape, which would move the
+// stack copy to the heap on every packet; the long payload still goes
+// through crc32.Update.
 func crcUpdateSmall(crc uint32, p []byte) uint32 {
-	tab := crc32.IEEETable
+	t := &ieeeSlicing8
 	crc = ^crc
+	for len(p) >= 8 {
+		crc ^= binary.LittleEndian.Uint32(p)
+		crc = t[7][byte(crc)] ^ t[6][byte(crc>>8)] ^ t[5][byte(crc>>16)] ^ t[4][byte(crc>>24)] ^
+			t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]]
+		p = p[8:]
+	}
 	for _, b := range p {
-		crc = tab[byte(crc)^b] ^ crc>>8
+		crc = t[0][byte(crc)^b] ^ crc>>8
 	}
 	return ^crc
 }
+
+// ieeeSlicing8 holds the slicing-by-8 tables of the reflected IEEE CRC-32:
+// table 0 is the classic byte table, table k advances a byte's contribution
+// by k more bytes.
+var ieeeSlicing8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			c := t[k-1][i]
+			t[k][i] = t[0][byte(c)] ^ c>>8
+		}
+	}
+	return t
+}()
 
 // ICRCIB computes the ICRC of a native InfiniBand packet. pkt starts at the
 // LRH and ends just before the ICRC; it must hold the LRH, the GRH when the
@@ -117,9 +138,9 @@ func GetICRC(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 // inversion, over every byte from the start of the LRH through the ICRC. It
 // is recomputed at every hop. Like the ICRC it is stored least-significant
 // byte first (docs/decisions/0001-ib-icrc.md).
-var vcrcTable = func() (t [256]uint16) {
+var vcrcTables = func() (t [8][256]uint16) {
 	const polyReflected = 0xD008 // 0x100B bit-reversed
-	for i := range t {
+	for i := range t[0] {
 		c := uint16(i)
 		for range 8 {
 			if c&1 != 0 {
@@ -128,16 +149,30 @@ var vcrcTable = func() (t [256]uint16) {
 				c >>= 1
 			}
 		}
-		t[i] = c
+		t[0][i] = c
+	}
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			c := t[k-1][i]
+			t[k][i] = t[0][byte(c)] ^ c>>8
+		}
 	}
 	return t
 }()
 
-// VCRC computes the variant CRC over b (LRH through ICRC).
+// VCRC computes the variant CRC over b (LRH through ICRC), eight bytes at a
+// time (slicing-by-8).
 func VCRC(b []byte) uint16 {
+	t := &vcrcTables
 	c := uint16(0xFFFF)
+	for len(b) >= 8 {
+		c ^= binary.LittleEndian.Uint16(b)
+		c = t[7][byte(c)] ^ t[6][byte(c>>8)] ^ t[5][b[2]] ^ t[4][b[3]] ^
+			t[3][b[4]] ^ t[2][b[5]] ^ t[1][b[6]] ^ t[0][b[7]]
+		b = b[8:]
+	}
 	for _, x := range b {
-		c = c>>8 ^ vcrcTable[byte(c)^x]
+		c = c>>8 ^ t[0][byte(c)^x]
 	}
 	return ^c
 }

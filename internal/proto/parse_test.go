@@ -260,9 +260,14 @@ func TestVCRCCheckValue(t *testing.T) {
 	// The catalogue check value of CRC-16 with poly 0x100B reflected,
 	// init 0xFFFF, xorout 0xFFFF over "123456789" (computed by the
 	// definition in refVCRC; the table version must agree).
-	in := []byte("123456789")
-	if got, want := VCRC(in), refVCRC(in); got != want {
-		t.Fatalf("VCRC = %04x, reference %04x", got, want)
+	in := []byte("123456789 and some more bytes to run the eight-byte loop")
+	for n := range len(in) + 1 {
+		if got, want := VCRC(in[:n]), refVCRC(in[:n]); got != want {
+			t.Fatalf("VCRC of %d bytes = %04x, reference %04x", n, got, want)
+		}
+		if got, want := crcUpdateSmall(0x12345678, in[:n]), crc32.Update(0x12345678, crc32.IEEETable, in[:n]); got != want {
+			t.Fatalf("crcUpdateSmall of %d bytes = %08x, crc32 %08x", n, got, want)
+		}
 	}
 }
 
