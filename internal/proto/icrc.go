@@ -33,7 +33,8 @@ const maxMaskedHeaders = 60 + UDPHeaderSize + BTHSize
 
 // ICRCRoCEv2 computes the ICRC of a RoCEv2 packet. pkt starts at the IP
 // header (IPv4 or IPv6, told by the version nibble) and ends just before the
-// ICRC; it must hold the IP, UDP and BTH headers (ParseRoCEv2 ensures it).
+// ICRC; it must hold the IP, UDP and BTH headers (Parse ensures it for
+// FrameRoCEv2 frames).
 // It does not allocate.
 func ICRCRoCEv2(pkt []byte) uint32 {
 	v4 := pkt[0]>>4 == 4
@@ -94,8 +95,8 @@ var ieeeSlicing8 = func() (t [8][256]uint32) {
 
 // ICRCIB computes the ICRC of a native InfiniBand packet. pkt starts at the
 // LRH and ends just before the ICRC; it must hold the LRH, the GRH when the
-// LRH's LNH says there is one, and the BTH (ParseIB ensures it). It does not
-// allocate.
+// LRH's LNH says there is one, and the BTH (Parse with LinkIB ensures it).
+// It does not allocate.
 func ICRCIB(pkt []byte) uint32 {
 	return icrcAfterLRH(pkt[LRHSize:], LRH(pkt).LNH() == LNHIBAGlobal)
 }
