@@ -46,8 +46,12 @@ func (p PSN) Before(q PSN) bool { return p.Diff(q) < 0 }
 func (p PSN) After(q PSN) bool { return p.Diff(q) > 0 }
 
 // InWindow reports whether p lies in the n PSNs starting at start
-// (start <= p < start+n, with wrap). n must not exceed PSNHalfWindow.
+// (start <= p < start+n, with wrap). An empty or negative window holds
+// nothing; n is capped at PSNModulus.
 func (p PSN) InWindow(start PSN, n int) bool {
+	if n <= 0 {
+		return false
+	}
 	d := uint32(p-start) & PSNMask
-	return d < uint32(n)
+	return uint64(d) < uint64(min(n, PSNModulus))
 }

@@ -46,6 +46,9 @@ func TestPSNTable(t *testing.T) {
 	if !PSN(1).InWindow(0xFFFFFF, 3) || PSN(2).InWindow(0xFFFFFF, 3) {
 		t.Error("InWindow across the wrap")
 	}
+	if PSN(5).InWindow(5, 0) || PSN(5).InWindow(5, -1) || !PSN(4).InWindow(5, 1<<30) {
+		t.Error("InWindow with an empty, negative or oversized window")
+	}
 }
 
 func TestPSNProperties(t *testing.T) {

@@ -1,0 +1,92 @@
+package rdma
+
+import "sync/atomic"
+
+// Counters is a snapshot of a device's counters. All counts are since the
+// device was created. Packet counters count frames at the port (loopback
+// frames count once as tx and once as rx).
+type Counters struct {
+	TxPackets uint64 // frames built and handed to the port or looped back
+	TxBytes   uint64 // bytes of those frames (Ethernet header through ICRC)
+	TxErrors  uint64 // frames Port.Send refused (counted, then dropped)
+	RxPackets uint64 // RoCEv2 frames accepted for a QP (after all checks)
+	RxBytes   uint64 // bytes of those frames
+
+	LoopbackPackets uint64 // frames that went QP to QP on this device without the port
+
+	RxDropped     uint64 // frames dropped because the receive queue was full
+	RxICRCErrors  uint64 // RoCEv2 frames with a bad ICRC (dropped)
+	RxMalformed   uint64 // frames that did not parse, bad IPv4 checksum, oversize
+	RxNotRoCE     uint64 // well-formed frames that are not RoCEv2 (ARP, LLDP, ...), ignored
+	RxNotForUs    uint64 // RoCEv2 frames whose destination MAC or IP is not ours
+	RxUnknownQP   uint64 // RoCEv2 frames for a QP number that does not exist
+	RxPKeyErrors  uint64 // P_Key mismatch (dropped)
+	RxWrongState  uint64 // packets for a QP whose state does not accept them
+	RxUnsupported uint64 // valid opcodes this part does not implement (UC, UD, atomics...)
+
+	// Requester side.
+	Retransmits        uint64 // request packets sent again (any cause)
+	RetransmitTimeouts uint64 // local ACK timeouts that led to a retransmission
+	AcksReceived       uint64 // ACK packets (AETH syndrome ACK) processed
+	SeqNAKsReceived    uint64 // PSN sequence error NAKs received
+	RNRNAKsReceived    uint64 // RNR NAKs received
+	ErrNAKsReceived    uint64 // invalid request, remote access and remote operational NAKs received
+	ReadGapRetries     uint64 // READ requests reissued because responses were missing
+	RetryExceeded      uint64 // completions with RetryExcErr
+	RNRRetryExceeded   uint64 // completions with RNRRetryExcErr
+	StaleResponses     uint64 // ACKs and READ responses for PSNs already acknowledged or never sent
+
+	// Responder side.
+	AcksSent          uint64 // ACK packets sent (coalesced)
+	SeqNAKsSent       uint64 // PSN sequence error NAKs sent (one per gap)
+	RNRNAKsSent       uint64 // RNR NAKs sent
+	ErrNAKsSent       uint64 // invalid request, remote access and remote operational NAKs sent
+	OutOfSequence     uint64 // requests dropped because their PSN is ahead of the expected PSN
+	Duplicates        uint64 // duplicate requests (re-ACKed or replayed)
+	ReadReplays       uint64 // duplicate READ requests answered from the saved request
+	ReadResponsesSent uint64 // READ response packets sent (first sends and replays)
+
+	CompletionErrors uint64 // work completions with a status other than success
+	CQOverflows      uint64 // completions lost because a CQ was full
+}
+
+// counters is the live, atomically updated form of Counters.
+type counters struct {
+	txPackets, txBytes, txErrors, rxPackets, rxBytes, loopback atomic.Uint64
+
+	rxDropped, rxICRC, rxMalformed, rxNotRoCE, rxNotForUs, rxUnknownQP atomic.Uint64
+	rxPKey, rxWrongState, rxUnsupported                                atomic.Uint64
+
+	retransmits, retransmitTimeouts, acksReceived, seqNAKsReceived  atomic.Uint64
+	rnrNAKsReceived, errNAKsReceived, readGapRetries, retryExceeded atomic.Uint64
+	rnrRetryExceeded, staleResponses                                atomic.Uint64
+
+	acksSent, seqNAKsSent, rnrNAKsSent, errNAKsSent, outOfSequence atomic.Uint64
+	duplicates, readReplays, readResponsesSent                     atomic.Uint64
+
+	completionErrors, cqOverflows atomic.Uint64
+}
+
+func (c *counters) snapshot() Counters {
+	return Counters{
+		TxPackets: c.txPackets.Load(), TxBytes: c.txBytes.Load(), TxErrors: c.txErrors.Load(),
+		RxPackets: c.rxPackets.Load(), RxBytes: c.rxBytes.Load(), LoopbackPackets: c.loopback.Load(),
+
+		RxDropped: c.rxDropped.Load(), RxICRCErrors: c.rxICRC.Load(), RxMalformed: c.rxMalformed.Load(),
+		RxNotRoCE: c.rxNotRoCE.Load(), RxNotForUs: c.rxNotForUs.Load(), RxUnknownQP: c.rxUnknownQP.Load(),
+		RxPKeyErrors: c.rxPKey.Load(), RxWrongState: c.rxWrongState.Load(), RxUnsupported: c.rxUnsupported.Load(),
+
+		Retransmits: c.retransmits.Load(), RetransmitTimeouts: c.retransmitTimeouts.Load(),
+		AcksReceived: c.acksReceived.Load(), SeqNAKsReceived: c.seqNAKsReceived.Load(),
+		RNRNAKsReceived: c.rnrNAKsReceived.Load(), ErrNAKsReceived: c.errNAKsReceived.Load(),
+		ReadGapRetries: c.readGapRetries.Load(), RetryExceeded: c.retryExceeded.Load(),
+		RNRRetryExceeded: c.rnrRetryExceeded.Load(), StaleResponses: c.staleResponses.Load(),
+
+		AcksSent: c.acksSent.Load(), SeqNAKsSent: c.seqNAKsSent.Load(), RNRNAKsSent: c.rnrNAKsSent.Load(),
+		ErrNAKsSent: c.errNAKsSent.Load(), OutOfSequence: c.outOfSequence.Load(),
+		Duplicates: c.duplicates.Load(), ReadReplays: c.readReplays.Load(),
+		ReadResponsesSent: c.readResponsesSent.Load(),
+
+		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
+	}
+}

@@ -1,0 +1,181 @@
+package rdma
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// WC is a work completion (struct ibv_wc).
+type WC struct {
+	WRID      uint64
+	Status    WCStatus
+	Opcode    WCOpcode
+	VendorErr uint32
+	ByteLen   uint32
+	// ImmData is the immediate data as the number the sender put in
+	// SendWR.ImmData (it travels big-endian in the ImmDt header).
+	ImmData      uint32
+	QPNum        uint32
+	SrcQP        uint32 // for RC: the remote QP number
+	WCFlags      WCFlags
+	PKeyIndex    uint16
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
+}
+
+// CQ is a completion queue: a bounded ring the engine writes and Poll
+// reads. Safe for concurrent use (a mutex guards the ring; the engine holds
+// it only to append one entry).
+type CQ struct {
+	dev *Device
+	ch  *CompChannel
+	cqe int
+
+	mu            sync.Mutex
+	ring          []WC
+	head, count   int
+	armed         bool
+	solicitedOnly bool
+	dead          bool
+
+	refs atomic.Int32 // QPs using the CQ
+}
+
+// CreateCQ creates a completion queue with room for cqe completions. ch,
+// when not nil, receives an event each time the CQ is armed (ReqNotify) and
+// gets a matching completion.
+func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if cqe < 1 || cqe > d.cfg.MaxCQE {
+		return nil, fmt.Errorf("rdma: create CQ: cqe %d outside 1..%d: %w", cqe, d.cfg.MaxCQE, ErrInvalid)
+	}
+	if ch != nil && ch.dev != d {
+		return nil, fmt.Errorf("rdma: create CQ: completion channel of another device: %w", ErrInvalid)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nCQ >= d.cfg.MaxCQ {
+		return nil, fmt.Errorf("rdma: create CQ: %d CQs exist (MaxCQ): %w", d.nCQ, ErrNoResources)
+	}
+	d.nCQ++
+	return &CQ{dev: d, ch: ch, cqe: cqe, ring: make([]WC, cqe)}, nil
+}
+
+// CQE returns the number of completions the CQ holds.
+func (cq *CQ) CQE() int { return cq.cqe }
+
+// Poll moves up to len(wc) completions, oldest first, into wc and returns
+// how many it moved (ibv_poll_cq).
+func (cq *CQ) Poll(wc []WC) int {
+	cq.mu.Lock()
+	n := min(len(wc), cq.count)
+	for i := 0; i < n; i++ {
+		wc[i] = cq.ring[cq.head]
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+	}
+	cq.count -= n
+	cq.mu.Unlock()
+	return n
+}
+
+// ReqNotify arms the CQ (ibv_req_notify_cq): the next completion added
+// (with solicitedOnly, the next solicited receive completion or any error
+// completion) sends one event to the CQ's completion channel, and disarms.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if cq.ch == nil {
+		return fmt.Errorf("rdma: req notify CQ: no completion channel: %w", ErrInvalid)
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.dead {
+		return fmt.Errorf("rdma: req notify CQ: destroyed: %w", ErrInvalid)
+	}
+	if !cq.armed {
+		cq.armed, cq.solicitedOnly = true, solicitedOnly
+	} else if !solicitedOnly {
+		cq.solicitedOnly = false // "next completion" is the wider request
+	}
+	return nil
+}
+
+// Destroy frees the CQ. It fails with ErrBusy while QPs use it.
+func (cq *CQ) Destroy() error {
+	d := cq.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := cq.refs.Load(); n > 0 {
+		return fmt.Errorf("rdma: destroy CQ: %d QPs still use it: %w", n, ErrBusy)
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.dead {
+		return fmt.Errorf("rdma: destroy CQ: already destroyed: %w", ErrInvalid)
+	}
+	cq.dead = true
+	d.nCQ--
+	return nil
+}
+
+// push appends a completion (engine goroutine). A full CQ loses the
+// completion and counts CQOverflows; IBTA makes an overrun a CQ error, which
+// this part reports only through the counter.
+func (cq *CQ) push(wc *WC, solicited bool) {
+	d := cq.dev
+	if wc.Status != WCSuccess {
+		d.ctr.completionErrors.Add(1)
+	}
+	cq.mu.Lock()
+	if cq.count == len(cq.ring) {
+		cq.mu.Unlock()
+		d.ctr.cqOverflows.Add(1)
+		return
+	}
+	i := cq.head + cq.count
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = *wc
+	cq.count++
+	notify := cq.armed && (!cq.solicitedOnly || solicited || wc.Status != WCSuccess)
+	if notify {
+		cq.armed = false
+	}
+	cq.mu.Unlock()
+	if notify {
+		cq.ch.notify(cq)
+	}
+}
+
+// CompChannel delivers CQ events (ibv_comp_channel). Receiving from
+// Events is ibv_get_cq_event and ibv_ack_cq_events together: there is
+// nothing to acknowledge. Safe for concurrent use.
+type CompChannel struct {
+	dev    *Device
+	events chan *CQ
+}
+
+// NewCompChannel creates a completion channel. Its event queue holds
+// MaxCQ events; since an event needs a ReqNotify, a consumer that reads
+// events before re-arming never fills it. An event that finds it full is
+// dropped.
+func (d *Device) NewCompChannel() *CompChannel {
+	return &CompChannel{dev: d, events: make(chan *CQ, d.cfg.MaxCQ)}
+}
+
+// Events returns the channel on which armed CQs that got a completion
+// arrive, one event per arming.
+func (ch *CompChannel) Events() <-chan *CQ { return ch.events }
+
+func (ch *CompChannel) notify(cq *CQ) {
+	select {
+	case ch.events <- cq:
+	default:
+	}
+}

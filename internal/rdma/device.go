@@ -1,0 +1,436 @@
+package rdma
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the DeviceConfig limits left at zero.
+const (
+	DefaultMaxQP         = 1024
+	DefaultMaxCQ         = 1024
+	DefaultMaxMR         = 4096
+	DefaultMaxPD         = 1024
+	DefaultMaxQPWR       = 16384
+	DefaultMaxCQE        = 65536
+	DefaultMaxSGE        = 32 // rxe's max_sge
+	DefaultMaxInline     = 256
+	DefaultMaxQPRDAtomic = 16 // outstanding READs per QP, both directions
+	DefaultMTU           = 1024
+	DefaultRxQueueLen    = 4096
+	DefaultRxWait        = time.Millisecond
+	DefaultVendorID      = 0x1ED5 // HiNIC's virtual PCI vendor (ARCHITECTURE.md)
+	DefaultVendorPartID  = 0xCA10
+)
+
+// Fixed properties of the emulated device.
+const (
+	// MaxMsgSize is the largest message (max_msg_sz), as rxe in 6.12.
+	MaxMsgSize = 1 << 31
+	// MaxUnackedPSNs bounds the PSNs a requester has in flight, like
+	// rxe's RXE_MAX_UNACKED_PSNS.
+	MaxUnackedPSNs = 128
+	// ackReqInterval: the requester sets AckReq at least every this many
+	// packets of a long message so the window keeps moving.
+	ackReqInterval = MaxUnackedPSNs / 4
+	// maxFrameSize is the largest frame the engine builds or accepts:
+	// Ethernet + IPv6 + UDP + BTH + RETH + ImmDt + 4096 payload + pad + ICRC
+	// with room to spare (a VLAN tag, odd padding).
+	maxFrameSize = 4096 + 256
+	// pkeyDefault is the only P_Key of the table (full member).
+	pkeyDefault = 0xFFFF
+	// firstQPN is the first QP number handed out; 0 and 1 are QP0/QP1
+	// and rxe starts its RC/UD numbers at 0x11.
+	firstQPN = 0x11
+)
+
+// DeviceConfig describes an emulated RoCEv2 NIC with one port.
+type DeviceConfig struct {
+	Name     string // the ibdev name, e.g. "hinic0"
+	NodeGUID uint64
+	PortGUID uint64
+	MAC      [6]byte // the port's MAC; GID 0 is derived from it
+	// IPv4 addresses of the netdev. GID index 0 is the link-local
+	// fe80::/64 GID built from the MAC (EUI-64, as Linux does for RoCE);
+	// index 1+i is the RoCEv2 GID ::ffff:IPv4[i] (perftest -x 1 picks the
+	// first address).
+	IPv4 []netip.Addr
+	// IPv6 addresses (global or ULA), added to the GID table after the
+	// IPv4 ones. Optional.
+	IPv6 []netip.Addr
+	// MTU is the active path-MTU limit: 256, 512, 1024, 2048 or 4096
+	// bytes, or the IB MTU codes 1-5. Zero means DefaultMTU.
+	MTU    int
+	Memory Memory // the DMA space (required)
+	Clock  Clock  // nil means SystemClock()
+
+	// Limits; zero means the Default* value.
+	MaxQP, MaxCQ, MaxMR, MaxPD, MaxQPWR, MaxCQE, MaxSGE, MaxInline, MaxQPRDAtomic int
+
+	// Identity reported by QueryDevice; zero means the defaults.
+	VendorID, VendorPartID, HWVer uint32
+	FWVersion                     string
+
+	// RxQueueLen bounds the frames waiting for the engine. Zero means
+	// DefaultRxQueueLen.
+	RxQueueLen int
+	// RxWait is how long Deliver waits for room in a full receive queue
+	// before it drops the frame (counted in RxDropped). The wait pushes
+	// back on the sender (the fabric's socket, an in-memory wire) the way
+	// link-level flow control would; it is bounded so that two devices
+	// whose engines both block in Port.Send cannot deadlock. Zero means
+	// DefaultRxWait; negative means never wait.
+	RxWait time.Duration
+}
+
+// DeviceAttr is what QueryDevice reports (struct ibv_device_attr).
+type DeviceAttr struct {
+	FWVer           string
+	NodeGUID        uint64
+	SysImageGUID    uint64
+	MaxMRSize       uint64
+	PageSizeCap     uint64
+	VendorID        uint32
+	VendorPartID    uint32
+	HWVer           uint32
+	MaxQP           int
+	MaxQPWR         int
+	DeviceCapFlags  uint32
+	MaxSGE          int
+	MaxSGERd        int
+	MaxCQ           int
+	MaxCQE          int
+	MaxMR           int
+	MaxPD           int
+	MaxQPRdAtom     int
+	MaxQPInitRdAtom int
+	MaxResRdAtom    int
+	AtomicCap       int // 0 = IBV_ATOMIC_NONE in this part
+	MaxPKeys        int
+	LocalCAAckDelay uint8
+	PhysPortCnt     int
+	MaxInlineData   int // not in ibv_device_attr; the SQ inline limit
+	MaxMsgSize      uint64
+}
+
+// Device capability flags reported in DeviceAttr.DeviceCapFlags (enum
+// ibv_device_cap_flags).
+const (
+	DeviceCurrQPStateMod = 1 << 7  // IBV_DEVICE_CURR_QP_STATE_MOD
+	DeviceSysImageGUID   = 1 << 11 // IBV_DEVICE_SYS_IMAGE_GUID
+	DeviceRCRNRNAKGen    = 1 << 12 // IBV_DEVICE_RC_RNR_NAK_GEN
+)
+
+// PortAttr is what QueryPort reports (struct ibv_port_attr).
+type PortAttr struct {
+	State         PortState
+	MaxMTU        MTU
+	ActiveMTU     MTU
+	GIDTableLen   int
+	PortCapFlags  uint32
+	MaxMsgSize    uint64
+	BadPKeyCntr   uint32
+	QKeyViolCntr  uint32
+	PKeyTableLen  int
+	LID           uint16
+	SMLID         uint16
+	LMC           uint8
+	MaxVLNum      uint8
+	SMSL          uint8
+	SubnetTimeout uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	PhysState     uint8
+	LinkLayer     LinkLayer
+}
+
+// Device is one emulated RoCEv2 NIC: a GID table, resource tables and the
+// transport engine.
+//
+// Ownership: the verbs methods (AllocPD, RegMR, CreateCQ, CreateQP, Post*,
+// Poll, Modify, Query*, Counters, Deliver, Close) are safe for concurrent use
+// from any goroutine. All transport state (PSNs, retransmission, responder
+// state, the QP table) is owned by the device's engine goroutine; other
+// goroutines reach it only through the engine's bounded queues (see
+// engine.go).
+type Device struct {
+	cfg       DeviceConfig
+	port      Port
+	mem       Memory
+	clock     Clock
+	activeMTU MTU
+
+	gids   [][16]byte
+	ipv4   [][4]byte // our IPv4 addresses (destination check)
+	maxQPN int
+
+	ctr counters
+
+	// Resource tables, guarded by mu (control path only).
+	mu      sync.Mutex
+	nextQPN uint32
+	qpnUsed map[uint32]bool
+	nPD     int
+	nCQ     int
+	nQP     int
+	pdID    uint32
+
+	// Memory-region key table, read by the engine on every DMA lookup.
+	mrMu    sync.RWMutex
+	mrs     []*MR // index = key >> 8; slot 0 unused
+	mrFree  []uint32
+	mrKeyGn uint8
+	nMR     int
+
+	// The engine: see engine.go.
+	eng engine
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// NewDevice creates a device whose frames leave through port and starts its
+// engine goroutine. Close stops it.
+func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
+	if port == nil {
+		return nil, fmt.Errorf("rdma: new device %q: nil port: %w", cfg.Name, ErrInvalid)
+	}
+	if cfg.Memory == nil {
+		return nil, fmt.Errorf("rdma: new device %q: DeviceConfig.Memory is required: %w", cfg.Name, ErrInvalid)
+	}
+	if cfg.MAC == ([6]byte{}) || cfg.MAC[0]&1 != 0 {
+		return nil, fmt.Errorf("rdma: new device %q: DeviceConfig.MAC must be a unicast address: %w", cfg.Name, ErrInvalid)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock()
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.MaxQP, DefaultMaxQP)
+	def(&cfg.MaxCQ, DefaultMaxCQ)
+	def(&cfg.MaxMR, DefaultMaxMR)
+	def(&cfg.MaxPD, DefaultMaxPD)
+	def(&cfg.MaxQPWR, DefaultMaxQPWR)
+	def(&cfg.MaxCQE, DefaultMaxCQE)
+	def(&cfg.MaxSGE, DefaultMaxSGE)
+	def(&cfg.MaxInline, DefaultMaxInline)
+	def(&cfg.MaxQPRDAtomic, DefaultMaxQPRDAtomic)
+	def(&cfg.RxQueueLen, DefaultRxQueueLen)
+	def(&cfg.MTU, DefaultMTU)
+	if cfg.RxWait == 0 {
+		cfg.RxWait = DefaultRxWait
+	}
+	if cfg.MaxMR >= 1<<24 {
+		return nil, fmt.Errorf("rdma: new device %q: MaxMR %d exceeds the 24-bit key index: %w", cfg.Name, cfg.MaxMR, ErrInvalid)
+	}
+	if cfg.MaxQPRDAtomic > 255 {
+		cfg.MaxQPRDAtomic = 255
+	}
+	if cfg.VendorID == 0 {
+		cfg.VendorID = DefaultVendorID
+	}
+	if cfg.VendorPartID == 0 {
+		cfg.VendorPartID = DefaultVendorPartID
+	}
+	if cfg.FWVersion == "" {
+		cfg.FWVersion = "1.0.0"
+	}
+	mtu, ok := MTUFromBytes(cfg.MTU)
+	if !ok && cfg.MTU >= int(MTU256) && cfg.MTU <= int(MTU4096) {
+		mtu, ok = MTU(cfg.MTU), true
+	}
+	if !ok {
+		return nil, fmt.Errorf("rdma: new device %q: MTU %d is not 256, 512, 1024, 2048, 4096 or an IB MTU code 1-5: %w", cfg.Name, cfg.MTU, ErrInvalid)
+	}
+	d := &Device{
+		cfg:       cfg,
+		port:      port,
+		mem:       cfg.Memory,
+		clock:     cfg.Clock,
+		activeMTU: mtu,
+		nextQPN:   firstQPN,
+		qpnUsed:   make(map[uint32]bool),
+		mrs:       make([]*MR, 1, 64),
+	}
+	d.gids = append(d.gids, linkLocalGID(cfg.MAC))
+	for _, a := range cfg.IPv4 {
+		if !a.Is4() {
+			return nil, fmt.Errorf("rdma: new device %q: IPv4 address %v is not IPv4: %w", cfg.Name, a, ErrInvalid)
+		}
+		d.ipv4 = append(d.ipv4, a.As4())
+		d.gids = append(d.gids, a.As16()) // ::ffff:a.b.c.d
+	}
+	for _, a := range cfg.IPv6 {
+		if !a.Is6() || a.Is4In6() {
+			return nil, fmt.Errorf("rdma: new device %q: IPv6 address %v is not IPv6: %w", cfg.Name, a, ErrInvalid)
+		}
+		d.gids = append(d.gids, a.As16())
+	}
+	d.eng.init(d)
+	go d.eng.run()
+	return d, nil
+}
+
+// linkLocalGID is fe80::/64 with the modified EUI-64 interface ID of mac
+// (RFC 4291 appendix A), the default GID Linux gives a RoCE port.
+func linkLocalGID(mac [6]byte) [16]byte {
+	var g [16]byte
+	g[0], g[1] = 0xfe, 0x80
+	g[8] = mac[0] ^ 0x02
+	g[9], g[10] = mac[1], mac[2]
+	g[11], g[12] = 0xff, 0xfe
+	g[13], g[14], g[15] = mac[3], mac[4], mac[5]
+	return g
+}
+
+// Name returns the configured device name.
+func (d *Device) Name() string { return d.cfg.Name }
+
+// Close stops the engine: every QP is moved to the error state (its posted
+// work completes with WRFlushErr), timers are stopped and the engine
+// goroutine is joined. Later verbs calls return ErrClosed; Deliver drops.
+// Close is idempotent and always returns nil.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		d.closed.Store(true)
+		close(d.eng.quit)
+		<-d.eng.done
+	})
+	return nil
+}
+
+// QueryDevice returns the device attributes.
+func (d *Device) QueryDevice() DeviceAttr {
+	c := &d.cfg
+	return DeviceAttr{
+		FWVer:           c.FWVersion,
+		NodeGUID:        c.NodeGUID,
+		SysImageGUID:    c.NodeGUID,
+		MaxMRSize:       1 << 40,
+		PageSizeCap:     0xFFFFF000, // 4 KiB and larger powers of two
+		VendorID:        c.VendorID,
+		VendorPartID:    c.VendorPartID,
+		HWVer:           c.HWVer,
+		MaxQP:           c.MaxQP,
+		MaxQPWR:         c.MaxQPWR,
+		DeviceCapFlags:  DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen,
+		MaxSGE:          c.MaxSGE,
+		MaxSGERd:        c.MaxSGE,
+		MaxCQ:           c.MaxCQ,
+		MaxCQE:          c.MaxCQE,
+		MaxMR:           c.MaxMR,
+		MaxPD:           c.MaxPD,
+		MaxQPRdAtom:     c.MaxQPRDAtomic,
+		MaxQPInitRdAtom: c.MaxQPRDAtomic,
+		MaxResRdAtom:    c.MaxQPRDAtomic * c.MaxQP,
+		MaxPKeys:        1,
+		LocalCAAckDelay: 15,
+		PhysPortCnt:     1,
+		MaxInlineData:   c.MaxInline,
+		MaxMsgSize:      MaxMsgSize,
+	}
+}
+
+// QueryPort returns the attributes of port 1, the only port.
+func (d *Device) QueryPort() PortAttr {
+	return PortAttr{
+		State:        PortActive,
+		MaxMTU:       MTU4096,
+		ActiveMTU:    d.activeMTU,
+		GIDTableLen:  len(d.gids),
+		PortCapFlags: 1 << 16, // IB_PORT_CM_SUP, as rxe
+		MaxMsgSize:   MaxMsgSize,
+		PKeyTableLen: 1,
+		MaxVLNum:     1,
+		ActiveWidth:  2,  // 4X
+		ActiveSpeed:  32, // EDR: 4X EDR reads as 100 Gb/s
+		PhysState:    5,  // LinkUp
+		LinkLayer:    LinkLayerEthernet,
+	}
+}
+
+// QueryGID returns GID table entry index.
+func (d *Device) QueryGID(index int) ([16]byte, error) {
+	if index < 0 || index >= len(d.gids) {
+		return [16]byte{}, fmt.Errorf("rdma: query GID %d: table has %d entries: %w", index, len(d.gids), ErrInvalid)
+	}
+	return d.gids[index], nil
+}
+
+// QueryGIDType returns the type of GID table entry index: every entry is a
+// RoCEv2 GID (the engine speaks RoCEv2 only).
+func (d *Device) QueryGIDType(index int) (GIDType, error) {
+	if index < 0 || index >= len(d.gids) {
+		return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, len(d.gids), ErrInvalid)
+	}
+	return GIDTypeRoCEv2, nil
+}
+
+// QueryPKey returns P_Key table entry index (one entry, 0xFFFF).
+func (d *Device) QueryPKey(index int) (uint16, error) {
+	if index != 0 {
+		return 0, fmt.Errorf("rdma: query P_Key %d: table has 1 entry: %w", index, ErrInvalid)
+	}
+	return pkeyDefault, nil
+}
+
+// Counters returns a snapshot of the device counters.
+func (d *Device) Counters() Counters { return d.ctr.snapshot() }
+
+// gidIndex returns the index of gid in our table, or -1.
+func (d *Device) gidIndex(gid [16]byte) int {
+	for i, g := range d.gids {
+		if g == gid {
+			return i
+		}
+	}
+	return -1
+}
+
+// PD is a protection domain. Safe for concurrent use.
+type PD struct {
+	dev    *Device
+	handle uint32
+	refs   atomic.Int32 // MRs and QPs that use it
+	dead   atomic.Bool
+}
+
+// Handle returns a number that identifies the PD on its device.
+func (pd *PD) Handle() uint32 { return pd.handle }
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (*PD, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nPD >= d.cfg.MaxPD {
+		return nil, fmt.Errorf("rdma: alloc PD: %d PDs allocated (MaxPD): %w", d.nPD, ErrNoResources)
+	}
+	d.nPD++
+	d.pdID++
+	return &PD{dev: d, handle: d.pdID}, nil
+}
+
+// Dealloc frees the PD. It fails with ErrBusy while MRs or QPs use it.
+func (pd *PD) Dealloc() error {
+	d := pd.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if pd.dead.Load() {
+		return fmt.Errorf("rdma: dealloc PD %d: already deallocated: %w", pd.handle, ErrInvalid)
+	}
+	if n := pd.refs.Load(); n > 0 {
+		return fmt.Errorf("rdma: dealloc PD %d: %d MRs/QPs still use it: %w", pd.handle, n, ErrBusy)
+	}
+	pd.dead.Store(true)
+	d.nPD--
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package rdma is HiNIC's transport engine: the "hardware" of the emulated
+// RDMA NIC, with a Go verbs API shaped after libibverbs so that the device
+// backend can map guest ring entries one to one and the embedded rack can
+// drive it in process.
+//
+// A Device is one RoCEv2 NIC with one Ethernet port. It owns a GID table,
+// protection domains, memory regions over an abstract DMA space (Memory),
+// completion queues and reliable-connected queue pairs, and it runs the RC
+// transport (IBA Vol 1 chapter 9) itself: segmentation, PSNs, ACK
+// coalescing, the local ACK timer, PSN-sequence-error and RNR NAKs with
+// retransmission, READ responses and their replay, the responder's key and
+// bounds checks, completions and the error flush. Frames leave through a
+// Port and arrive through Device.Deliver as standard RoCEv2 frames
+// (Ethernet / IPv4 or IPv6 / UDP 4791 / BTH ... / ICRC), built and parsed
+// with package proto.
+//
+// # Threading
+//
+// Each Device runs one engine goroutine that owns every QP's transport
+// state; there are no locks on PSN state. Verbs calls from other goroutines
+// reach it through bounded queues (received frames, per-QP doorbell and
+// timer events, control requests), and completions come back through CQs.
+// Every exported type documents whether it is safe for concurrent use.
+// Timers come from an injected Clock; rdmatest.FakeClock makes
+// retransmission and RNR behaviour deterministic in tests.
+//
+// # Imports
+//
+// rdma imports only the standard library and internal/proto. It must not
+// import internal/fabric or internal/device: the device backend depends on
+// it, never the reverse, and the fabric meets it only at the Port.
+//
+// docs/rdma-engine.md describes the engine in full: what is implemented,
+// defaults and limits, counters, and what is left for part 2 (atomics, SRQ,
+// UD, multicast, native IB, DCQCN).
+package rdma

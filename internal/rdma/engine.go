@@ -1,0 +1,515 @@
+package rdma
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// The engine is the device's transport "hardware": one goroutine per Device
+// (engine.run) owns every QP's transport state, the QP table, the ACK
+// coalescing and send-scheduling lists and the loopback queue. Nothing in
+// that state is locked; other goroutines reach the engine only through:
+//
+//   - rxq: frames from Deliver, bounded (DeviceConfig.RxQueueLen). A full
+//     queue makes Deliver wait up to DeviceConfig.RxWait, then drop the
+//     frame like a NIC whose receive ring overflows; the bound keeps two
+//     engines that deliver to each other from inside Port.Send from
+//     deadlocking.
+//   - QP events: PostSend/PostRecv doorbells and timer expiries set bits in
+//     QP.events and queue the QP on evList (one entry per QP however many
+//     events), then kick wake (capacity 1).
+//   - ctl: control requests (create/modify/query/destroy QP) run as closures
+//     on the engine goroutine; the caller waits for completion.
+//
+// Completions leave through CQs (mutex-guarded rings). Frames leave through
+// Port.Send, called only from the engine goroutine with the engine's single
+// transmit buffer (the Port copies what it keeps), or, for loopback, go to
+// the engine-owned loopback queue in a pooled buffer.
+
+// Engine tuning.
+const (
+	rxBatch      = 64   // frames handled before ACKs are flushed and senders run
+	sendBudget   = 16   // packets a QP may send per scheduling round
+	maxLoopQueue = 8192 // loopback frames waiting; more are dropped (counted)
+)
+
+// Engine events, bits of QP.events.
+const (
+	evSQ    uint32 = 1 << iota // send work posted
+	evRQ                       // receive work posted (only signaled in ERR)
+	evRetry                    // the local ACK timer fired
+	evRNR                      // the RNR timer fired
+)
+
+// frameBuf is a pooled frame buffer. Ownership moves with the pointer:
+// Deliver fills it and passes it to the engine through rxq; the engine
+// returns it to the free list when done.
+type frameBuf struct {
+	n int
+	b [maxFrameSize]byte
+}
+
+type ctlReq struct {
+	fn   func()
+	done chan struct{}
+}
+
+type engine struct {
+	d *Device
+
+	rxq  chan *frameBuf
+	free chan *frameBuf
+	ctl  chan *ctlReq
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+
+	evMu    sync.Mutex
+	evList  []*QP
+	evSpare []*QP
+
+	idleMu      sync.Mutex
+	idleWaiters []chan struct{}
+	activity    atomic.Uint64
+
+	// Owned by the engine goroutine.
+	qps      map[uint32]*QP
+	sendList []*QP
+	ackList  []*QP
+	loopQ    []*frameBuf
+	loopHead int
+	pending  *frameBuf // taken from rxq while idle, handled next
+	tx       frameBuf  // transmit buffer for Port.Send
+	ipID     uint16
+}
+
+func (e *engine) init(d *Device) {
+	e.d = d
+	e.rxq = make(chan *frameBuf, d.cfg.RxQueueLen)
+	e.free = make(chan *frameBuf, d.cfg.RxQueueLen+rxBatch)
+	e.ctl = make(chan *ctlReq)
+	e.wake = make(chan struct{}, 1)
+	e.quit = make(chan struct{})
+	e.done = make(chan struct{})
+	e.qps = make(map[uint32]*QP)
+}
+
+func (e *engine) getBuf() *frameBuf {
+	select {
+	case b := <-e.free:
+		return b
+	default:
+		return new(frameBuf)
+	}
+}
+
+func (e *engine) putBuf(b *frameBuf) {
+	select {
+	case e.free <- b:
+	default:
+	}
+}
+
+// Deliver hands the engine a frame that arrived from the fabric. The frame
+// is copied; the caller keeps its buffer. When the receive queue is full,
+// Deliver waits up to DeviceConfig.RxWait (1 ms by default) for room, then
+// drops the frame and counts it (RxDropped); frames after Close are
+// dropped at once. Malformed frames, bad ICRCs and unknown QPs are counted
+// and dropped by the engine. Safe for concurrent use; it allocates only
+// when it has to wait.
+func (d *Device) Deliver(frame []byte) {
+	if d.closed.Load() {
+		d.ctr.rxDropped.Add(1)
+		return
+	}
+	if len(frame) > maxFrameSize {
+		d.ctr.rxMalformed.Add(1)
+		return
+	}
+	e := &d.eng
+	b := e.getBuf()
+	b.n = copy(b.b[:], frame)
+	select {
+	case e.rxq <- b:
+		return
+	default:
+	}
+	if w := d.cfg.RxWait; w > 0 {
+		t := time.NewTimer(w)
+		defer t.Stop()
+		select {
+		case e.rxq <- b:
+			return
+		case <-t.C:
+		case <-e.done:
+		}
+	}
+	e.putBuf(b)
+	d.ctr.rxDropped.Add(1)
+}
+
+// signal records events for qp and makes sure the engine will look at it.
+// Safe from any goroutine, including timer callbacks; never blocks.
+func (e *engine) signal(qp *QP, ev uint32) {
+	if qp.events.Or(ev) != 0 {
+		return // already queued
+	}
+	e.evMu.Lock()
+	e.evList = append(e.evList, qp)
+	e.evMu.Unlock()
+	e.kick()
+}
+
+func (e *engine) kick() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// do runs fn on the engine goroutine and waits for it.
+func (e *engine) do(fn func()) error {
+	if e.d.closed.Load() {
+		return ErrClosed
+	}
+	r := &ctlReq{fn: fn, done: make(chan struct{})}
+	select {
+	case e.ctl <- r:
+	case <-e.done:
+		return ErrClosed
+	}
+	<-r.done
+	return nil
+}
+
+// waitIdle blocks until the engine has nothing to do: no queued frames,
+// events or control requests and no QP able to send. Tests use it (with
+// activity) to reach a quiescent state before advancing a fake clock.
+func (e *engine) waitIdle() {
+	ch := make(chan struct{})
+	e.idleMu.Lock()
+	e.idleWaiters = append(e.idleWaiters, ch)
+	e.idleMu.Unlock()
+	e.kick()
+	select {
+	case <-ch:
+	case <-e.done:
+	}
+}
+
+func (e *engine) run() {
+	defer close(e.done)
+	for {
+		select {
+		case <-e.quit:
+			e.shutdown()
+			return
+		default:
+		}
+		worked := e.drainCtl()
+		if e.drainEvents() {
+			worked = true
+		}
+		if e.drainRx() {
+			worked = true
+		}
+		if e.sendRound() {
+			worked = true
+		}
+		if worked {
+			e.activity.Add(1)
+			continue
+		}
+		e.notifyIdle()
+		select {
+		case <-e.quit:
+			e.shutdown()
+			return
+		case r := <-e.ctl:
+			e.runCtl(r)
+			e.activity.Add(1)
+		case b := <-e.rxq:
+			e.pending = b
+		case <-e.wake:
+		}
+	}
+}
+
+func (e *engine) runCtl(r *ctlReq) {
+	r.fn()
+	close(r.done)
+}
+
+func (e *engine) drainCtl() bool {
+	worked := false
+	for {
+		select {
+		case r := <-e.ctl:
+			e.runCtl(r)
+			worked = true
+		default:
+			return worked
+		}
+	}
+}
+
+func (e *engine) notifyIdle() {
+	e.idleMu.Lock()
+	defer e.idleMu.Unlock()
+	if len(e.idleWaiters) == 0 || len(e.rxq) > 0 {
+		return
+	}
+	e.evMu.Lock()
+	n := len(e.evList)
+	e.evMu.Unlock()
+	if n > 0 {
+		return
+	}
+	for _, ch := range e.idleWaiters {
+		close(ch)
+	}
+	clear(e.idleWaiters)
+	e.idleWaiters = e.idleWaiters[:0]
+}
+
+func (e *engine) drainEvents() bool {
+	e.evMu.Lock()
+	list := e.evList
+	e.evList = e.evSpare[:0]
+	e.evMu.Unlock()
+	for _, qp := range list {
+		ev := qp.events.Swap(0)
+		if !qp.destroyed {
+			qp.handleEvents(ev)
+		}
+	}
+	clear(list)
+	e.evSpare = list[:0]
+	return len(list) > 0
+}
+
+// drainRx handles up to rxBatch frames (loopback first), then sends the
+// coalesced ACKs of the batch.
+func (e *engine) drainRx() bool {
+	n := 0
+	for n < rxBatch {
+		var b *frameBuf
+		switch {
+		case e.pending != nil:
+			b, e.pending = e.pending, nil
+		case e.loopHead < len(e.loopQ):
+			b = e.loopQ[e.loopHead]
+			e.loopQ[e.loopHead] = nil
+			e.loopHead++
+		default:
+			select {
+			case b = <-e.rxq:
+			default:
+			}
+		}
+		if b == nil {
+			break
+		}
+		if !e.rxFrame(b) {
+			e.putBuf(b)
+		}
+		n++
+	}
+	if e.loopHead == len(e.loopQ) {
+		e.loopQ = e.loopQ[:0]
+		e.loopHead = 0
+	}
+	acks := e.flushAcks()
+	return n > 0 || acks
+}
+
+// schedule puts qp on the send list if it is not there.
+func (e *engine) schedule(qp *QP) {
+	if !qp.inSendList && !qp.destroyed {
+		qp.inSendList = true
+		e.sendList = append(e.sendList, qp)
+	}
+}
+
+// sendRound lets every QP on the send list send up to sendBudget packets.
+// A QP that cannot go on (window full, nothing posted, waiting for an RNR
+// timer, ...) leaves the list; the event that unblocks it puts it back.
+func (e *engine) sendRound() bool {
+	n := len(e.sendList)
+	if n == 0 {
+		return false
+	}
+	sent := false
+	j := 0
+	for i := 0; i < n; i++ {
+		qp := e.sendList[i]
+		progressed, more := false, false
+		if !qp.destroyed {
+			// The responder's READ responses first (they answer
+			// requests older than anything the requester sends now),
+			// then the requester.
+			rp, rmore := qp.replyStep(sendBudget)
+			progressed, more = qp.reqStep(sendBudget)
+			progressed, more = progressed || rp, more || rmore
+		}
+		sent = sent || progressed
+		if more {
+			e.sendList[j] = qp
+			j++
+		} else {
+			qp.inSendList = false
+		}
+	}
+	// QPs scheduled during the round were appended after n.
+	m := copy(e.sendList[j:], e.sendList[n:])
+	clear(e.sendList[j+m:])
+	e.sendList = e.sendList[:j+m]
+	if e.flushAcks() { // ACKs of requests taken from a backlog
+		sent = true
+	}
+	return sent
+}
+
+func (e *engine) queueAck(qp *QP) {
+	if !qp.inAckList {
+		qp.inAckList = true
+		e.ackList = append(e.ackList, qp)
+	}
+}
+
+func (e *engine) flushAcks() bool {
+	if len(e.ackList) == 0 {
+		return false
+	}
+	for _, qp := range e.ackList {
+		qp.inAckList = false
+		if qp.resp.ackPending && !qp.destroyed {
+			qp.resp.ackPending = false
+			qp.sendAck(qp.resp.ackPSN, proto.MakeSyndrome(proto.AckTypeACK, proto.AETHCreditInvalid))
+			e.d.ctr.acksSent.Add(1)
+		}
+	}
+	clear(e.ackList)
+	e.ackList = e.ackList[:0]
+	return true
+}
+
+// rxFrame validates one frame and hands its packet to the QP. Every reason
+// to drop is counted; nothing is logged. It reports whether it kept b (a
+// request parked on a QP that is busy answering a READ); otherwise the
+// caller recycles it.
+func (e *engine) rxFrame(b *frameBuf) bool {
+	d := e.d
+	frame := b.b[:b.n]
+	pkt, err := proto.Parse(frame, proto.LinkEthernet)
+	if err != nil {
+		d.ctr.rxMalformed.Add(1)
+		return false
+	}
+	if pkt.Type != proto.FrameRoCEv2 {
+		if pkt.Type == proto.FrameOther || pkt.Type == proto.FrameMACControl {
+			d.ctr.rxNotRoCE.Add(1)
+		} else {
+			d.ctr.rxMalformed.Add(1)
+		}
+		return false
+	}
+	if !bytes.Equal(pkt.Eth.Dst(), d.cfg.MAC[:]) {
+		d.ctr.rxNotForUs.Add(1)
+		return false
+	}
+	if pkt.IPv4 != nil {
+		if !pkt.IPv4.IsChecksumValid() {
+			d.ctr.rxMalformed.Add(1)
+			return false
+		}
+		if !d.ownsIPv4(pkt.IPv4.Dst()) {
+			d.ctr.rxNotForUs.Add(1)
+			return false
+		}
+	} else if !d.ownsGID(pkt.IPv6.Dst()) {
+		d.ctr.rxNotForUs.Add(1)
+		return false
+	}
+	if !pkt.ICRCValid() {
+		d.ctr.rxICRC.Add(1)
+		return false
+	}
+	bth := pkt.BTH
+	if bth.PKey()&0x7FFF != pkeyDefault&0x7FFF {
+		d.ctr.rxPKey.Add(1)
+		return false
+	}
+	qp := e.qps[bth.DestQP()]
+	if qp == nil {
+		d.ctr.rxUnknownQP.Add(1)
+		return false
+	}
+	d.ctr.rxPackets.Add(1)
+	d.ctr.rxBytes.Add(uint64(len(frame)))
+	op := bth.Opcode()
+	if op.Transport() != proto.TransportRC {
+		d.ctr.rxUnsupported.Add(1)
+		return false
+	}
+	switch op.Info().Kind {
+	case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic:
+		if qp.resp.reply != nil || qp.backHead < len(qp.backlog) {
+			// The responder is still sending READ responses: requests
+			// wait, in order, as in rxe's per-QP request queue. A
+			// requester keeps at most MaxUnackedPSNs packets in flight,
+			// so the backlog stays small; beyond twice that, drop.
+			if len(qp.backlog)-qp.backHead >= 2*MaxUnackedPSNs {
+				d.ctr.rxDropped.Add(1)
+				return false
+			}
+			qp.backlog = append(qp.backlog, b)
+			e.schedule(qp)
+			return true
+		}
+		qp.onRequest(&pkt)
+	case proto.KindAck, proto.KindReadResponse:
+		qp.onResponse(&pkt)
+	default: // atomic ACKs: this part sends no atomics
+		d.ctr.rxUnsupported.Add(1)
+	}
+	return false
+}
+
+func (d *Device) ownsIPv4(ip []byte) bool {
+	for _, a := range d.ipv4 {
+		if bytes.Equal(a[:], ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Device) ownsGID(ip []byte) bool {
+	for _, g := range d.gids {
+		if bytes.Equal(g[:], ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// shutdown runs when Close stops the engine: every QP goes to ERR (posted
+// work completes with WRFlushErr) and timers stop.
+func (e *engine) shutdown() {
+	for _, qp := range e.qps {
+		qp.enterError()
+		qp.stopTimers()
+	}
+}
+
+// WaitIdle blocks until the engine has nothing left to do: no queued frames,
+// events or control requests and no QP able to send (QPs may still wait
+// for a timer). It is for tests and deterministic harnesses driving the
+// device with a fake clock; see rdmatest.Settle. After Close it returns at
+// once.
+func (d *Device) WaitIdle() { d.eng.waitIdle() }

@@ -1,0 +1,183 @@
+package rdma
+
+import (
+	"fmt"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// Port is where the engine's frames go: the device's link to the fabric.
+// The engine calls Send from its goroutine only, one frame at a time, with
+// a buffer it reuses: Send must not keep frame after it returns (copy it if
+// needed). Send may block for back-pressure but must not call back into the
+// engine: no control calls (Modify, CreateQP, Close, ...) of the sending
+// device from inside Send. Calling Deliver, of any device, is fine: it only
+// enqueues, waiting at most DeviceConfig.RxWait for room.
+// An error counts as TxErrors and the frame is lost, as on a wire;
+// retransmission recovers.
+type Port interface {
+	Send(frame []byte) error
+}
+
+// txPath is a QP's precomputed addressing: the parts of every frame the QP
+// sends that do not change per packet (Ethernet, IP and UDP headers, the
+// BTH's P_Key and destination QP). It is built from the AV when the QP goes
+// to RTR and is owned by the engine goroutine.
+type txPath struct {
+	f        proto.PacketFields
+	tc       uint8 // traffic class with the ECN bits cleared (DSCP << 2)
+	loopback bool  // the destination is this device: frames skip the port
+}
+
+// ipv4Mapped reports whether gid is an IPv4-mapped address ::ffff:a.b.c.d,
+// which RoCEv2 sends as IPv4 (IBTA Annex A17).
+func ipv4Mapped(g [16]byte) bool {
+	for _, b := range g[:10] {
+		if b != 0 {
+			return false
+		}
+	}
+	return g[10] == 0xff && g[11] == 0xff
+}
+
+// udpSourcePort is rxe's source port: 0xC000 + hash_32(qpn, 14), the
+// kernel's golden-ratio hash of the local QP number. It spreads QPs over
+// ECMP paths and receive queues while keeping one flow per QP.
+func udpSourcePort(qpn uint32) uint16 {
+	h := (qpn * 0x61C88647) >> (32 - 14)
+	return proto.RoCEv2SourcePortBase | uint16(h&0x3FFF)
+}
+
+// buildPath checks an AV for a QP and returns its frame template.
+func (d *Device) buildPath(qpn, destQPN uint32, ah *AHAttr) (txPath, error) {
+	var p txPath
+	if !ah.IsGlobal {
+		return p, fmt.Errorf("AV: RoCE needs a GRH (AHAttr.IsGlobal): %w", ErrInvalid)
+	}
+	if ah.PortNum > 1 {
+		return p, fmt.Errorf("AV: port %d does not exist: %w", ah.PortNum, ErrInvalid)
+	}
+	g := &ah.GRH
+	if int(g.SGIDIndex) >= len(d.gids) {
+		return p, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+	}
+	sgid, dgid := d.gids[g.SGIDIndex], g.DGID
+	if dgid == ([16]byte{}) {
+		return p, fmt.Errorf("AV: zero DGID: %w", ErrInvalid)
+	}
+	if dgid[0] == 0xff {
+		return p, fmt.Errorf("AV: multicast DGID on an RC QP: %w", ErrInvalid)
+	}
+	v4 := ipv4Mapped(dgid)
+	if v4 != ipv4Mapped(sgid) {
+		return p, fmt.Errorf("AV: SGID %d (%s) and DGID (%s) are of different IP families: %w",
+			g.SGIDIndex, gidString(sgid), gidString(dgid), ErrInvalid)
+	}
+	dmac := ah.DMAC
+	p.loopback = d.gidIndex(dgid) >= 0 || dmac == d.cfg.MAC
+	if dmac == ([6]byte{}) {
+		if !p.loopback {
+			return p, fmt.Errorf("AV: DMAC not set (the caller resolves the next-hop MAC of %s): %w", gidString(dgid), ErrInvalid)
+		}
+		dmac = d.cfg.MAC
+	}
+	hop := g.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	f := &p.f
+	f.Link = proto.LinkEthernet
+	f.Eth = proto.EthernetFields{Dst: dmac, Src: d.cfg.MAC}
+	p.tc = g.TrafficClass &^ 3
+	if v4 {
+		f.IP4 = proto.IPv4Fields{TTL: hop, Flags: 0b010} // DF, as rxe
+		copy(f.IP4.Src[:], sgid[12:])
+		copy(f.IP4.Dst[:], dgid[12:])
+	} else {
+		f.IPv6 = true
+		f.IP6 = proto.IPv6Fields{FlowLabel: g.FlowLabel & 0xFFFFF, HopLimit: hop, Src: sgid, Dst: dgid}
+	}
+	f.UDP = proto.UDPFields{SrcPort: udpSourcePort(qpn), DstPort: proto.RoCEv2Port}
+	f.BTH = proto.BTHFields{PKey: pkeyDefault, DestQP: destQPN}
+	return p, nil
+}
+
+func gidString(g [16]byte) string {
+	if ipv4Mapped(g) {
+		return fmt.Sprintf("::ffff:%d.%d.%d.%d", g[12], g[13], g[14], g[15])
+	}
+	return fmt.Sprintf("%x:%x:%x:%x:%x:%x:%x:%x",
+		uint16(g[0])<<8|uint16(g[1]), uint16(g[2])<<8|uint16(g[3]),
+		uint16(g[4])<<8|uint16(g[5]), uint16(g[6])<<8|uint16(g[7]),
+		uint16(g[8])<<8|uint16(g[9]), uint16(g[10])<<8|uint16(g[11]),
+		uint16(g[12])<<8|uint16(g[13]), uint16(g[14])<<8|uint16(g[15]))
+}
+
+// txBegin finishes the per-packet IP fields of f (a copy of the QP's
+// template with the BTH and extension headers filled in) and returns the
+// buffer to build in and the offset where the payload goes, so callers DMA
+// the payload straight into the frame. ect marks the packet ECN-capable
+// (ECT(0)), which RoCEv2 data packets are; ACKs are not-ECT.
+func (qp *QP) txBegin(f *proto.PacketFields, ect bool) (*frameBuf, int) {
+	e := &qp.dev.eng
+	tos := qp.path.tc
+	if ect {
+		tos |= proto.ECNECT0
+	}
+	if f.IPv6 {
+		f.IP6.TrafficClass = tos
+	} else {
+		f.IP4.TOS = tos
+		f.IP4.ID = e.ipID
+		e.ipID++
+	}
+	fb := &e.tx
+	if qp.path.loopback {
+		fb = e.getBuf()
+	}
+	f.Payload = nil
+	return fb, f.Len() - proto.ICRCSize
+}
+
+// txEnd encodes the frame (payload already in place in fb) and sends it
+// out of the port, or queues it on the loopback queue.
+func (qp *QP) txEnd(f *proto.PacketFields, fb *frameBuf, payload []byte) {
+	d := qp.dev
+	e := &d.eng
+	f.Payload = payload
+	n, err := f.Encode(fb.b[:])
+	if err != nil { // cannot happen for the sizes the engine builds
+		d.ctr.txErrors.Add(1)
+		if qp.path.loopback {
+			e.putBuf(fb)
+		}
+		return
+	}
+	if qp.path.loopback {
+		d.ctr.loopback.Add(1)
+		if len(e.loopQ)-e.loopHead >= maxLoopQueue {
+			d.ctr.rxDropped.Add(1)
+			e.putBuf(fb)
+		} else {
+			fb.n = n
+			e.loopQ = append(e.loopQ, fb)
+		}
+	} else if err := d.port.Send(fb.b[:n]); err != nil {
+		d.ctr.txErrors.Add(1)
+	}
+	// Counted after the hand-off: rdmatest.Settle relies on a frame being
+	// in its receiver's queue by the time it shows in TxPackets.
+	d.ctr.txPackets.Add(1)
+	d.ctr.txBytes.Add(uint64(n))
+}
+
+// sendAck sends an ACK or NAK (opcode ACKNOWLEDGE) for psn with the given
+// AETH syndrome and the responder's current MSN.
+func (qp *QP) sendAck(psn proto.PSN, syndrome uint8) {
+	f := qp.path.f
+	f.BTH.Opcode = proto.OpRCAcknowledge
+	f.BTH.PSN = psn
+	f.AETH = proto.AETHFields{Syndrome: syndrome, MSN: qp.resp.msn}
+	fb, _ := qp.txBegin(&f, false)
+	qp.txEnd(&f, fb, nil)
+}

@@ -1,0 +1,154 @@
+package rdma
+
+import "fmt"
+
+// PostSend posts send work requests (ibv_post_send). It checks the QP state
+// (RTS, SQD, SQE or ERR; in ERR the requests complete with WRFlushErr), the
+// opcode, the SGE count, the total length, inline size and queue space, and
+// copies each request (and its inline data, read from the DMA space now) into
+// the send queue, so wrs may be reused when it returns. On failure it returns
+// a *PostError naming the first request not posted; earlier ones were posted.
+//
+// Keys and address ranges of the SGEs are checked when the request executes,
+// as on hardware and rxe: a bad lkey completes the request with LocProtErr.
+// Safe for concurrent use; it does not allocate unless it fails.
+func (qp *QP) PostSend(wrs []SendWR) error {
+	d := qp.dev
+	if d.closed.Load() {
+		return &PostError{Index: 0, Err: ErrClosed}
+	}
+	switch st := qp.State(); st {
+	case QPStateRTS, QPStateSQD, QPStateSQE, QPStateErr:
+	default:
+		return &PostError{Index: 0, Err: fmt.Errorf("post send to QP %#x in %v: %w", qp.qpn, st, ErrInvalidState)}
+	}
+	capWR := uint32(qp.init.Cap.MaxSendWR)
+	qp.sqMu.Lock()
+	prod := qp.sqProd.Load()
+	start := prod
+	var perr error
+	for i := range wrs {
+		wr := &wrs[i]
+		if err := qp.checkSendWR(wr); err != nil {
+			perr = &PostError{Index: i, Err: err}
+			break
+		}
+		if prod-qp.sqCons.Load() >= capWR {
+			perr = &PostError{Index: i, Err: fmt.Errorf("send queue of QP %#x full (%d WRs): %w", qp.qpn, capWR, ErrNoResources)}
+			break
+		}
+		w := &qp.sq[prod&qp.sqMask]
+		w.wrID, w.opcode, w.flags, w.imm = wr.WRID, wr.Opcode, wr.SendFlags, wr.ImmData
+		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
+		var length uint64
+		for _, s := range wr.SGList {
+			length += uint64(s.Length)
+		}
+		w.length = uint32(length)
+		w.isInline = wr.SendFlags&SendInline != 0 && wr.Opcode != WRRDMARead
+		if w.isInline {
+			w.sge = w.sgeBuf[:0]
+			w.inline = w.inlineBuf[:length]
+			off := 0
+			for _, s := range wr.SGList {
+				if err := d.mem.ReadAt(w.inline[off:off+int(s.Length)], s.Addr); err != nil {
+					perr = &PostError{Index: i, Err: fmt.Errorf("inline data at %#x: %v: %w", s.Addr, err, ErrInvalid)}
+					break
+				}
+				off += int(s.Length)
+			}
+			if perr != nil {
+				break
+			}
+		} else {
+			w.inline = nil
+			w.sge = w.sgeBuf[:len(wr.SGList)]
+			copy(w.sge, wr.SGList)
+		}
+		prod++
+	}
+	qp.sqProd.Store(prod)
+	qp.sqMu.Unlock()
+	if prod != start {
+		d.eng.signal(qp, evSQ)
+	}
+	return perr
+}
+
+func (qp *QP) checkSendWR(wr *SendWR) error {
+	switch wr.Opcode {
+	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead:
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRSendWithInv, WRLocalInv, WRBindMW:
+		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrUnsupported)
+	default:
+		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrInvalid)
+	}
+	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
+		return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
+	}
+	var length uint64
+	for _, s := range wr.SGList {
+		length += uint64(s.Length)
+	}
+	if length > MaxMsgSize {
+		return fmt.Errorf("message of %d bytes exceeds %d: %w", length, MaxMsgSize, ErrInvalid)
+	}
+	if wr.SendFlags&SendInline != 0 {
+		if wr.Opcode == WRRDMARead {
+			return fmt.Errorf("inline RDMA READ: %w", ErrInvalid)
+		}
+		if length > uint64(qp.init.Cap.MaxInlineData) {
+			return fmt.Errorf("%d bytes of inline data, QP %#x allows %d: %w", length, qp.qpn, qp.init.Cap.MaxInlineData, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// PostRecv posts receive work requests (ibv_post_recv). The QP must not
+// be in RESET; in ERR the requests complete with WRFlushErr. Like PostSend
+// it copies the requests and returns a *PostError for the first one it
+// could not post. Safe for concurrent use; no allocation unless it fails.
+func (qp *QP) PostRecv(wrs []RecvWR) error {
+	d := qp.dev
+	if d.closed.Load() {
+		return &PostError{Index: 0, Err: ErrClosed}
+	}
+	if st := qp.State(); st == QPStateReset {
+		return &PostError{Index: 0, Err: fmt.Errorf("post recv to QP %#x in %v: %w", qp.qpn, st, ErrInvalidState)}
+	}
+	capWR := uint32(qp.init.Cap.MaxRecvWR)
+	qp.rqMu.Lock()
+	prod := qp.rqProd.Load()
+	start := prod
+	var perr error
+	for i := range wrs {
+		wr := &wrs[i]
+		if len(wr.SGList) > qp.init.Cap.MaxRecvSGE {
+			perr = &PostError{Index: i, Err: fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxRecvSGE, ErrInvalid)}
+			break
+		}
+		if prod-qp.rqCons.Load() >= capWR {
+			perr = &PostError{Index: i, Err: fmt.Errorf("receive queue of QP %#x full (%d WRs): %w", qp.qpn, capWR, ErrNoResources)}
+			break
+		}
+		w := &qp.rq[prod&qp.rqMask]
+		w.wrID = wr.WRID
+		w.sge = w.sgeBuf[:len(wr.SGList)]
+		copy(w.sge, wr.SGList)
+		w.length = 0
+		for _, s := range wr.SGList {
+			w.length += uint64(s.Length)
+		}
+		prod++
+	}
+	qp.rqProd.Store(prod)
+	qp.rqMu.Unlock()
+	// Only a QP in ERR needs the engine to look at new receives (to flush
+	// them); the responder finds the others when a SEND arrives. Reading
+	// the state after publishing pairs with enterError, which stores the
+	// state before flushing.
+	if prod != start && qp.State() == QPStateErr {
+		d.eng.signal(qp, evRQ)
+	}
+	return perr
+}

@@ -1,0 +1,469 @@
+package rdma
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// QPCap are the queue sizes of a QP (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR     int
+	MaxRecvWR     int
+	MaxSendSGE    int
+	MaxRecvSGE    int
+	MaxInlineData int
+}
+
+// QPInitAttr are the creation attributes of a QP (struct
+// ibv_qp_init_attr).
+type QPInitAttr struct {
+	SendCQ   *CQ
+	RecvCQ   *CQ
+	Cap      QPCap
+	QPType   QPType
+	SQSigAll bool // every send WR completes with a CQE, signaled or not
+}
+
+// GlobalRoute is the GRH part of an address vector (struct ibv_global_route).
+type GlobalRoute struct {
+	DGID         [16]byte
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AHAttr is an address vector (struct ibv_ah_attr plus the RoCE DMAC).
+// RoCE needs IsGlobal and the GRH; DLID, SL, SrcPathBits and StaticRate are
+// kept but unused on Ethernet.
+type AHAttr struct {
+	GRH         GlobalRoute
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    bool
+	PortNum     uint8
+	// DMAC is the next-hop MAC. The kernel resolves it in real life; here
+	// the caller (the device backend from the guest's AH, the rack
+	// harness, a test) does. It may be zero only for a destination on this
+	// device (loopback).
+	DMAC [6]byte
+}
+
+// QPAttr are the modifiable attributes of a QP (struct ibv_qp_attr).
+type QPAttr struct {
+	QPState          QPState
+	CurQPState       QPState
+	PathMTU          MTU
+	PathMigState     uint8
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPNum        uint32
+	QPAccessFlags    Access
+	Cap              QPCap
+	AHAttr           AHAttr
+	AltAHAttr        AHAttr
+	PKeyIndex        uint16
+	AltPKeyIndex     uint16
+	EnSQDAsyncNotify uint8
+	SQDraining       uint8
+	MaxRDAtomic      uint8
+	MaxDestRDAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
+}
+
+// SGE is a scatter/gather element (struct ibv_sge).
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SendWR is a send work request (struct ibv_send_wr, flattened).
+type SendWR struct {
+	WRID      uint64
+	SGList    []SGE
+	Opcode    WROpcode
+	SendFlags SendFlags
+	// ImmData is sent big-endian in the ImmDt header and shows up as the
+	// same number in the receiver's WC.ImmData.
+	ImmData    uint32
+	RemoteAddr uint64 // RDMA and atomic operations
+	RKey       uint32
+	CompareAdd uint64 // atomics (not in this part)
+	Swap       uint64
+}
+
+// RecvWR is a receive work request (struct ibv_recv_wr).
+type RecvWR struct {
+	WRID   uint64
+	SGList []SGE
+}
+
+// sendWQE is one send-queue slot. The fields up to the engine marker are
+// written by PostSend before it publishes the slot (QP.sqProd) and are
+// read-only afterwards; the rest belong to the engine goroutine.
+type sendWQE struct {
+	wrID       uint64
+	opcode     WROpcode
+	flags      SendFlags
+	imm        uint32
+	remoteAddr uint64
+	rkey       uint32
+	length     uint32
+	sge        []SGE  // view of sgeBuf
+	inline     []byte // view of inlineBuf when SendInline
+	isInline   bool
+
+	sgeBuf    []SGE  // this slot's share of the QP's SGE arena
+	inlineBuf []byte // this slot's share of the inline arena
+
+	// Engine-owned.
+	mrs       []*MR // resolved lkeys, one per SGE
+	errStatus WCStatus
+	readOut   bool // a READ counted in reqState.outReads
+	firstPSN  proto.PSN
+	lastPSN   proto.PSN
+	nextPSN   proto.PSN // next packet to (re)send
+	respPSN   proto.PSN // READ: next response PSN expected
+}
+
+func (w *sendWQE) isRead() bool { return w.opcode == WRRDMARead }
+
+// recvWQE is one receive-queue slot; same ownership rule as sendWQE.
+type recvWQE struct {
+	wrID   uint64
+	sge    []SGE
+	length uint64
+	sgeBuf []SGE
+
+	mrs []*MR // engine-owned: resolved when a SEND starts filling it
+}
+
+// QP is a reliable-connected queue pair.
+//
+// Ownership: PostSend, PostRecv, Modify, Query, Destroy, QPN and State are
+// safe for concurrent use. The send and receive rings are shared: posters
+// fill slots under sqMu/rqMu and publish them with an atomic producer
+// index, the engine consumes them and publishes the consumer index. Every
+// other field below the engine marker (attributes, PSNs, timers, responder
+// state) belongs to the device's engine goroutine; Modify and Query reach
+// it by running on that goroutine.
+type QP struct {
+	dev    *Device
+	pd     *PD
+	qpn    uint32
+	init   QPInitAttr
+	sendCQ *CQ
+	recvCQ *CQ
+
+	state atomic.Uint32 // QPState; stored by the engine only
+
+	sqMu   sync.Mutex
+	sq     []sendWQE
+	sqMask uint32
+	sqProd atomic.Uint32 // WQEs posted (free-running)
+	sqCons atomic.Uint32 // WQEs completed (free-running)
+
+	rqMu   sync.Mutex
+	rq     []recvWQE
+	rqMask uint32
+	rqProd atomic.Uint32
+	rqCons atomic.Uint32
+
+	events atomic.Uint32 // pending engine events (ev* bits)
+
+	snapMu sync.Mutex
+	snap   QPAttr // attributes after the last Modify, for Query after Close
+
+	// Engine-owned.
+	attr      QPAttr
+	destroyed bool
+	path      txPath
+	pmtu      int
+	req       reqState
+	resp      respState
+	// readRes holds the most recent READ requests for replaying duplicates
+	// (IBA 9.7.5: a duplicate READ is answered again from memory): the
+	// device's MaxQPRDAtomic of them, the most max_dest_rd_atomic can be.
+	readRes []readRes
+	// backlog holds request frames that arrived while READ responses
+	// were still going out (see replyStep); they own their buffers.
+	backlog    []*frameBuf
+	backHead   int // backlog[backHead:] are waiting
+	inSendList bool
+	inAckList  bool
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// State returns the QP's current state.
+func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
+
+func ringSize(n int) (int, uint32) {
+	if n < 1 {
+		n = 1
+	}
+	size := 1 << bits.Len(uint(n-1))
+	return size, uint32(size - 1)
+}
+
+// CreateQP creates an RC QP in the RESET state.
+func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
+	if err := d.checkPD(pd); err != nil {
+		return nil, fmt.Errorf("rdma: create QP: %w", err)
+	}
+	if attr.QPType != QPTypeRC {
+		return nil, fmt.Errorf("rdma: create QP: type %v: only RC in this part: %w", attr.QPType, ErrUnsupported)
+	}
+	for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
+		if cq == nil || cq.dev != d {
+			return nil, fmt.Errorf("rdma: create QP: send and receive CQs of this device are required: %w", ErrInvalid)
+		}
+	}
+	c := &attr.Cap
+	lim := &d.cfg
+	switch {
+	case c.MaxSendWR < 0 || c.MaxSendWR > lim.MaxQPWR:
+		return nil, fmt.Errorf("rdma: create QP: MaxSendWR %d outside 0..%d: %w", c.MaxSendWR, lim.MaxQPWR, ErrInvalid)
+	case c.MaxRecvWR < 0 || c.MaxRecvWR > lim.MaxQPWR:
+		return nil, fmt.Errorf("rdma: create QP: MaxRecvWR %d outside 0..%d: %w", c.MaxRecvWR, lim.MaxQPWR, ErrInvalid)
+	case c.MaxSendSGE < 0 || c.MaxSendSGE > lim.MaxSGE:
+		return nil, fmt.Errorf("rdma: create QP: MaxSendSGE %d outside 0..%d: %w", c.MaxSendSGE, lim.MaxSGE, ErrInvalid)
+	case c.MaxRecvSGE < 0 || c.MaxRecvSGE > lim.MaxSGE:
+		return nil, fmt.Errorf("rdma: create QP: MaxRecvSGE %d outside 0..%d: %w", c.MaxRecvSGE, lim.MaxSGE, ErrInvalid)
+	case c.MaxInlineData < 0 || c.MaxInlineData > lim.MaxInline:
+		return nil, fmt.Errorf("rdma: create QP: MaxInlineData %d outside 0..%d: %w", c.MaxInlineData, lim.MaxInline, ErrInvalid)
+	}
+	// Like providers, hand out at least one SGE per WR.
+	c.MaxSendSGE = max(c.MaxSendSGE, 1)
+	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+
+	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ}
+	n, mask := ringSize(c.MaxSendWR)
+	qp.sq, qp.sqMask = make([]sendWQE, n), mask
+	sgeArena := make([]SGE, n*c.MaxSendSGE)
+	mrArena := make([]*MR, n*c.MaxSendSGE)
+	inlineArena := make([]byte, n*c.MaxInlineData)
+	for i := range qp.sq {
+		s, m := i*c.MaxSendSGE, c.MaxSendSGE
+		qp.sq[i].sgeBuf = sgeArena[s : s+m : s+m]
+		qp.sq[i].mrs = mrArena[s : s+m : s+m]
+		k := i * c.MaxInlineData
+		qp.sq[i].inlineBuf = inlineArena[k : k+c.MaxInlineData : k+c.MaxInlineData]
+	}
+	n, mask = ringSize(c.MaxRecvWR)
+	qp.rq, qp.rqMask = make([]recvWQE, n), mask
+	sgeArena = make([]SGE, n*c.MaxRecvSGE)
+	mrArena = make([]*MR, n*c.MaxRecvSGE)
+	for i := range qp.rq {
+		s, m := i*c.MaxRecvSGE, c.MaxRecvSGE
+		qp.rq[i].sgeBuf = sgeArena[s : s+m : s+m]
+		qp.rq[i].mrs = mrArena[s : s+m : s+m]
+	}
+	qp.readRes = make([]readRes, max(d.cfg.MaxQPRDAtomic, 1))
+	qp.attr.PortNum = 1
+	qp.attr.PathMTU = d.activeMTU
+	qp.attr.Cap = *c
+
+	d.mu.Lock()
+	if d.nQP >= d.cfg.MaxQP {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("rdma: create QP: %d QPs exist (MaxQP): %w", d.nQP, ErrNoResources)
+	}
+	for d.qpnUsed[d.nextQPN] || d.nextQPN < firstQPN {
+		d.nextQPN = (d.nextQPN + 1) & proto.QPNMask
+	}
+	qp.qpn = d.nextQPN
+	d.nextQPN = (d.nextQPN + 1) & proto.QPNMask
+	d.qpnUsed[qp.qpn] = true
+	d.nQP++
+	pd.refs.Add(1)
+	attr.SendCQ.refs.Add(1)
+	attr.RecvCQ.refs.Add(1)
+	d.mu.Unlock()
+
+	if err := d.eng.do(func() { d.eng.qps[qp.qpn] = qp }); err != nil {
+		qp.release()
+		return nil, fmt.Errorf("rdma: create QP: %w", err)
+	}
+	return qp, nil
+}
+
+// release returns the QP's number and references (control path).
+func (qp *QP) release() {
+	d := qp.dev
+	d.mu.Lock()
+	delete(d.qpnUsed, qp.qpn)
+	d.nQP--
+	qp.pd.refs.Add(-1)
+	qp.sendCQ.refs.Add(-1)
+	qp.recvCQ.refs.Add(-1)
+	d.mu.Unlock()
+}
+
+// Destroy destroys the QP. Outstanding work is discarded without
+// completions (ibv_destroy_qp); packets for its number are dropped as
+// unknown-QP from then on.
+func (qp *QP) Destroy() error {
+	d := qp.dev
+	var err error
+	if e := d.eng.do(func() {
+		if qp.destroyed {
+			err = fmt.Errorf("rdma: destroy QP %#x: already destroyed: %w", qp.qpn, ErrInvalid)
+			return
+		}
+		qp.destroyed = true
+		qp.stopTimers()
+		qp.dropBacklog()
+		delete(d.eng.qps, qp.qpn)
+	}); e != nil {
+		return fmt.Errorf("rdma: destroy QP %#x: %w", qp.qpn, e)
+	}
+	if err == nil {
+		qp.release()
+	}
+	return err
+}
+
+// Query returns the QP's attributes and creation attributes
+// (ibv_query_qp). It reads them on the engine goroutine, so they are
+// consistent with the traffic; after Close it returns the attributes as
+// the last Modify left them, with the state ERR.
+func (qp *QP) Query() (QPAttr, QPInitAttr) {
+	var a QPAttr
+	err := qp.dev.eng.do(func() {
+		a = qp.attr
+		if qp.State() == QPStateSQD && qp.req.compIdx != qp.req.startIdx {
+			a.SQDraining = 1
+		}
+	})
+	if err != nil {
+		qp.snapMu.Lock()
+		a = qp.snap
+		qp.snapMu.Unlock()
+	}
+	a.QPState = qp.State()
+	a.CurQPState = a.QPState
+	init := qp.init
+	init.Cap = a.Cap
+	return a, init
+}
+
+// snapshot records the attributes for Query after Close (engine).
+func (qp *QP) snapshot() {
+	qp.snapMu.Lock()
+	qp.snap = qp.attr
+	qp.snapMu.Unlock()
+}
+
+// handleEvents runs on the engine for the events signaled to qp.
+func (qp *QP) handleEvents(ev uint32) {
+	e := &qp.dev.eng
+	st := qp.State()
+	if ev&evRetry != 0 {
+		qp.req.timer = nil
+		qp.onRetryTimer()
+	}
+	if ev&evRNR != 0 {
+		qp.req.rnrTimer = nil
+		qp.onRNRTimer()
+	}
+	if ev&evSQ != 0 {
+		if st == QPStateErr {
+			qp.flushSQ()
+		} else {
+			e.schedule(qp)
+		}
+	}
+	if ev&evRQ != 0 && st == QPStateErr {
+		qp.flushRQ()
+	}
+}
+
+func (qp *QP) setState(s QPState) { qp.state.Store(uint32(s)) }
+
+// enterError moves the QP to ERR (IBA 10.3: on a fatal error or by
+// Modify) and completes all outstanding work with WRFlushErr.
+func (qp *QP) enterError() {
+	if qp.State() == QPStateErr {
+		return
+	}
+	qp.setState(QPStateErr)
+	qp.stopTimers()
+	qp.dropBacklog()
+	qp.req.rnrWait = false
+	qp.resp.ackPending = false
+	qp.resp.op = respIdle
+	qp.flushSQ()
+	qp.flushRQ()
+}
+
+func (qp *QP) stopTimers() {
+	r := &qp.req
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	if r.rnrTimer != nil {
+		r.rnrTimer.Stop()
+		r.rnrTimer = nil
+	}
+	r.deadline = zeroTime
+}
+
+// flushSQ completes every send WQE not yet completed with WRFlushErr
+// (error completions are generated whether or not the WR was signaled).
+func (qp *QP) flushSQ() {
+	r := &qp.req
+	prod := qp.sqProd.Load()
+	for r.compIdx != prod {
+		w := qp.sqSlot(r.compIdx)
+		qp.completeSend(w, WCWRFlushErr)
+	}
+	r.startIdx, r.reqIdx = r.compIdx, r.compIdx
+	r.outReads = 0
+	r.stalled = false
+}
+
+// flushRQ completes every posted receive with WRFlushErr.
+func (qp *QP) flushRQ() {
+	prod := qp.rqProd.Load()
+	for c := qp.rqCons.Load(); c != prod; c++ {
+		w := &qp.rq[c&qp.rqMask]
+		wc := WC{WRID: w.wrID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+		qp.rqCons.Store(c + 1) // free the slot before the completion is visible
+		qp.recvCQ.push(&wc, false)
+	}
+}
+
+// reset returns the QP to its freshly created condition (Modify to RESET):
+// work queues are emptied without completions.
+func (qp *QP) reset() {
+	qp.stopTimers()
+	qp.dropBacklog()
+	qp.sqCons.Store(qp.sqProd.Load())
+	qp.rqCons.Store(qp.rqProd.Load())
+	c := qp.sqCons.Load()
+	qp.req = reqState{compIdx: c, startIdx: c, reqIdx: c}
+	qp.resp = respState{}
+	clear(qp.readRes)
+	cap := qp.attr.Cap
+	qp.attr = QPAttr{PortNum: 1, PathMTU: qp.dev.activeMTU, Cap: cap}
+	qp.path = txPath{}
+}
+
+func (qp *QP) sqSlot(i uint32) *sendWQE { return &qp.sq[i&qp.sqMask] }

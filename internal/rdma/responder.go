@@ -1,0 +1,439 @@
+package rdma
+
+import "github.com/PacketFive/hinic/internal/proto"
+
+// Responder operation in progress (IBA 9.7.5: the opcode sequence of a
+// multi-packet message).
+const (
+	respIdle = iota
+	respSend
+	respWrite
+)
+
+// respState is the responder half of an RC QP (IBA 9.7.5), owned by the
+// engine goroutine.
+type respState struct {
+	ePSN    proto.PSN // next expected request PSN
+	msn     uint32    // messages completed, carried in every AETH
+	nakSent bool      // a sequence-error or RNR NAK already went out for ePSN
+
+	op uint8
+	// SEND in progress: the receive WQE at the RQ head, bytes placed.
+	recvOff uint64
+	// WRITE in progress.
+	wMR  *MR
+	wVA  uint64
+	wLen uint32
+	wOff uint32
+
+	ackPending bool
+	ackPSN     proto.PSN
+
+	resNext int // next slot of QP.readRes to fill
+
+	// READ responses in progress: sent a budget at a time by the send
+	// scheduler (replyStep), so a large READ does not stall the engine.
+	// Requests that arrive meanwhile wait in QP.backlog.
+	reply    *readRes
+	replyPSN proto.PSN
+}
+
+type readRes struct {
+	valid       bool
+	first, last proto.PSN
+	mr          *MR
+	va          uint64
+	length      uint32
+}
+
+// onRequest handles a request packet (SEND, WRITE, READ request, atomic).
+func (qp *QP) onRequest(pkt *proto.Packet) {
+	d := qp.dev
+	switch qp.State() {
+	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+	default:
+		d.ctr.rxWrongState.Add(1)
+		return
+	}
+	rs := &qp.resp
+	bth := pkt.BTH
+	psn := bth.PSN()
+	switch diff := psn.Diff(rs.ePSN); {
+	case diff > 0:
+		// Out of sequence (IBA 9.7.5): NAK once per gap, drop the
+		// rest silently until ePSN arrives.
+		d.ctr.outOfSequence.Add(1)
+		if !rs.nakSent {
+			rs.nakSent = true
+			qp.sendNAK(rs.ePSN, proto.NAKPSNSequenceError)
+			d.ctr.seqNAKsSent.Add(1)
+		}
+		return
+	case diff < 0:
+		qp.duplicate(pkt, psn)
+		return
+	}
+	info := bth.Opcode().Info()
+	switch info.Kind {
+	case proto.KindSend:
+		qp.respSend(pkt, psn, info)
+	case proto.KindWrite:
+		qp.respWrite(pkt, psn, info)
+	case proto.KindReadRequest:
+		qp.respRead(pkt, psn)
+	default: // atomics are part 2: NAK like a responder without atomic support
+		d.ctr.rxUnsupported.Add(1)
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+	}
+}
+
+// checkSequence enforces the opcode sequence of multi-packet messages; it
+// NAKs an invalid request and reports false on a violation.
+func (qp *QP) checkSequence(psn proto.PSN, kind proto.Kind, pos proto.Position) bool {
+	rs := &qp.resp
+	ok := false
+	switch rs.op {
+	case respIdle:
+		ok = pos != proto.PosMiddle && pos != proto.PosLast
+	case respSend:
+		ok = kind == proto.KindSend && (pos == proto.PosMiddle || pos == proto.PosLast)
+	case respWrite:
+		ok = kind == proto.KindWrite && (pos == proto.PosMiddle || pos == proto.PosLast)
+	}
+	if !ok {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+	}
+	return ok
+}
+
+// checkSegment checks a segment's payload size against the path MTU:
+// FIRST and MIDDLE carry exactly one MTU, LAST 1..MTU, ONLY 0..MTU.
+func (qp *QP) checkSegment(pos proto.Position, n int) bool {
+	switch pos {
+	case proto.PosFirst, proto.PosMiddle:
+		return n == qp.pmtu
+	case proto.PosLast:
+		return n >= 1 && n <= qp.pmtu
+	}
+	return n <= qp.pmtu
+}
+
+// accepted finishes an in-sequence request: the expected PSN moves on by
+// npkts and an AckReq asks for a (coalesced) ACK.
+func (qp *QP) accepted(psn proto.PSN, npkts int, ackReq bool) {
+	rs := &qp.resp
+	rs.ePSN = psn.Add(npkts)
+	rs.nakSent = false
+	if ackReq {
+		rs.ackPending, rs.ackPSN = true, psn.Add(npkts-1)
+		qp.dev.eng.queueAck(qp)
+	}
+}
+
+func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo) {
+	d := qp.dev
+	rs := &qp.resp
+	pos := info.Position
+	if !qp.checkSequence(psn, proto.KindSend, pos) {
+		return
+	}
+	payload := pkt.Payload
+	if pos == proto.PosFirst || pos == proto.PosOnly {
+		if qp.rqCons.Load() == qp.rqProd.Load() {
+			// Receiver not ready (IBA 9.7.5): NAK with our
+			// min_rnr_timer; the requester resends this packet later.
+			// Later packets of the window are dropped as out of
+			// sequence without a second NAK.
+			rs.nakSent = true
+			qp.sendNAKSyndrome(psn, proto.MakeSyndrome(proto.AckTypeRNRNAK, qp.attr.MinRNRTimer))
+			d.ctr.rnrNAKsSent.Add(1)
+			return
+		}
+		w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+		for i, s := range w.sge {
+			w.mrs[i] = nil
+			if s.Length == 0 {
+				continue
+			}
+			mr := d.lookupMR(s.LKey)
+			if mr == nil || mr.pd != qp.pd || mr.access&AccessLocalWrite == 0 || !mr.contains(s.Addr, uint64(s.Length)) {
+				// The receive buffer is unusable: a local protection
+				// error here, a remote operational error there.
+				rs.op = respSend
+				qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
+				return
+			}
+			w.mrs[i] = mr
+		}
+		rs.op, rs.recvOff = respSend, 0
+	}
+	if !qp.checkSegment(pos, len(payload)) {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+	if rs.recvOff+uint64(len(payload)) > w.length {
+		// The message does not fit the receive buffer (IBA 9.9.3):
+		// local length error here, invalid request there.
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCLocLenErr)
+		return
+	}
+	if !qp.scatter(w.sge, w.mrs, int(rs.recvOff), payload) {
+		qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
+		return
+	}
+	rs.recvOff += uint64(len(payload))
+	if pos == proto.PosLast || pos == proto.PosOnly {
+		wc := WC{WRID: w.wrID, Opcode: WCRecv, ByteLen: uint32(rs.recvOff), QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+		if pkt.ImmDt != nil {
+			wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), WCWithImm
+		}
+		qp.rqCons.Add(1)
+		rs.op = respIdle
+		rs.msn++
+		qp.recvCQ.push(&wc, pkt.BTH.SE())
+	}
+	qp.accepted(psn, 1, pkt.BTH.AckReq())
+}
+
+func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo) {
+	d := qp.dev
+	rs := &qp.resp
+	pos := info.Position
+	if !qp.checkSequence(psn, proto.KindWrite, pos) {
+		return
+	}
+	if qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	payload := pkt.Payload
+	if pos == proto.PosFirst || pos == proto.PosOnly {
+		reth := pkt.RETH
+		va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
+		var mr *MR
+		if n > 0 { // a zero-length WRITE touches nothing and needs no key
+			mr = d.lookupMR(rkey)
+			if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteWrite == 0 || !mr.contains(va, uint64(n)) {
+				qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
+				return
+			}
+		}
+		rs.op, rs.wMR, rs.wVA, rs.wLen, rs.wOff = respWrite, mr, va, n, 0
+	}
+	if !qp.checkSegment(pos, len(payload)) || uint64(rs.wOff)+uint64(len(payload)) > uint64(rs.wLen) {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	end := pos == proto.PosLast || pos == proto.PosOnly
+	if end && rs.wOff+uint32(len(payload)) != rs.wLen {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	withImm := pkt.ImmDt != nil
+	if withImm && qp.rqCons.Load() == qp.rqProd.Load() {
+		rs.nakSent = true
+		qp.sendNAKSyndrome(psn, proto.MakeSyndrome(proto.AckTypeRNRNAK, qp.attr.MinRNRTimer))
+		d.ctr.rnrNAKsSent.Add(1)
+		return
+	}
+	if len(payload) > 0 {
+		if rs.wMR.write(rs.wVA+uint64(rs.wOff), payload) != nil {
+			qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
+			return
+		}
+		rs.wOff += uint32(len(payload))
+	}
+	if end {
+		rs.op = respIdle
+		rs.wMR = nil
+		rs.msn++
+		if withImm {
+			w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+			wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
+				WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+			qp.rqCons.Add(1)
+			qp.recvCQ.push(&wc, pkt.BTH.SE())
+		}
+	}
+	qp.accepted(psn, 1, pkt.BTH.AckReq())
+}
+
+func (qp *QP) respRead(pkt *proto.Packet, psn proto.PSN) {
+	d := qp.dev
+	rs := &qp.resp
+	if !qp.checkSequence(psn, proto.KindReadRequest, proto.PosNone) {
+		return
+	}
+	if qp.attr.QPAccessFlags&AccessRemoteRead == 0 || qp.attr.MaxDestRDAtomic == 0 {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	reth := pkt.RETH
+	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
+	var mr *MR
+	if n > 0 {
+		mr = d.lookupMR(rkey)
+		if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteRead == 0 || !mr.contains(va, uint64(n)) {
+			qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
+			return
+		}
+	}
+	npkts := 1
+	if n > 0 {
+		npkts = (int(n) + qp.pmtu - 1) / qp.pmtu
+	}
+	res := &qp.readRes[rs.resNext]
+	rs.resNext = (rs.resNext + 1) % len(qp.readRes)
+	*res = readRes{valid: true, first: psn, last: psn.Add(npkts - 1), mr: mr, va: va, length: n}
+	rs.msn++
+	// The responses acknowledge everything before them.
+	rs.ackPending = false
+	qp.accepted(psn, npkts, false)
+	qp.startReply(res, psn)
+}
+
+// startReply begins sending the responses of a saved READ from psn on.
+func (qp *QP) startReply(res *readRes, from proto.PSN) {
+	qp.resp.reply, qp.resp.replyPSN = res, from
+	qp.dev.eng.schedule(qp)
+}
+
+// replyStep sends up to budget READ responses; when the READ is answered
+// it goes on with the requests that waited. progressed reports that it
+// did something, more that it stopped for the budget.
+func (qp *QP) replyStep(budget int) (progressed, more bool) {
+	rs := &qp.resp
+	for rs.reply != nil || qp.backHead < len(qp.backlog) {
+		if rs.reply != nil {
+			if budget == 0 {
+				return progressed, true
+			}
+			n := qp.sendReadResponses(rs.reply, rs.replyPSN, budget)
+			budget -= n
+			progressed = true
+			if rs.reply == nil || rs.replyPSN.After(rs.reply.last) {
+				rs.reply = nil
+			}
+			continue
+		}
+		// Requests that waited for the reply, in arrival order; one may
+		// start another reply.
+		b := qp.backlog[qp.backHead]
+		qp.backlog[qp.backHead] = nil
+		qp.backHead++
+		if qp.backHead == len(qp.backlog) {
+			qp.backlog, qp.backHead = qp.backlog[:0], 0
+		}
+		if pkt, err := proto.Parse(b.b[:b.n], proto.LinkEthernet); err == nil {
+			qp.onRequest(&pkt)
+		}
+		qp.dev.eng.putBuf(b)
+		progressed = true
+	}
+	return progressed, false
+}
+
+// dropBacklog releases parked requests (QP to ERR, RESET or destroyed).
+func (qp *QP) dropBacklog() {
+	for _, b := range qp.backlog[qp.backHead:] {
+		qp.dev.eng.putBuf(b)
+	}
+	clear(qp.backlog)
+	qp.backlog, qp.backHead = qp.backlog[:0], 0
+	qp.resp.reply = nil
+}
+
+// sendReadResponses sends up to max responses of a saved READ from psn
+// from on, advances resp.replyPSN, and returns how many it sent.
+func (qp *QP) sendReadResponses(res *readRes, from proto.PSN, max int) int {
+	d := qp.dev
+	sent := 0
+	for p := from; !p.After(res.last) && sent < max; p = p.Next() {
+		idx := int(p.Diff(res.first))
+		off := idx * qp.pmtu
+		n := min(qp.pmtu, int(res.length)-off)
+		first, last := p == res.first, p == res.last
+		f := qp.path.f
+		f.BTH.PSN = p
+		switch {
+		case first && last:
+			f.BTH.Opcode = proto.OpRCReadResponseOnly
+		case first:
+			f.BTH.Opcode = proto.OpRCReadResponseFirst
+		case last:
+			f.BTH.Opcode = proto.OpRCReadResponseLast
+		default:
+			f.BTH.Opcode = proto.OpRCReadResponseMiddle
+		}
+		f.AETH = proto.AETHFields{Syndrome: proto.MakeSyndrome(proto.AckTypeACK, proto.AETHCreditInvalid), MSN: qp.resp.msn}
+		fb, po := qp.txBegin(&f, true)
+		payload := fb.b[po : po+n]
+		if n > 0 && res.mr.read(res.va+uint64(off), payload) != nil {
+			if qp.path.loopback {
+				d.eng.putBuf(fb)
+			}
+			qp.respFatal(p, proto.NAKRemoteOperationalError, WCLocProtErr)
+			return sent
+		}
+		qp.txEnd(&f, fb, payload)
+		d.ctr.readResponsesSent.Add(1)
+		sent++
+		qp.resp.replyPSN = p.Next()
+	}
+	return sent
+}
+
+// duplicate handles a request whose PSN is before ePSN (IBA 9.7.5):
+// SENDs and WRITEs are acknowledged again without being executed; a READ
+// is answered again from the saved request.
+func (qp *QP) duplicate(pkt *proto.Packet, psn proto.PSN) {
+	d := qp.dev
+	rs := &qp.resp
+	d.ctr.duplicates.Add(1)
+	switch pkt.BTH.Opcode().Info().Kind {
+	case proto.KindSend, proto.KindWrite:
+		rs.ackPending, rs.ackPSN = true, rs.ePSN.Add(-1)
+		d.eng.queueAck(qp)
+	case proto.KindReadRequest:
+		for i := range qp.readRes {
+			res := &qp.readRes[i]
+			if res.valid && !psn.Before(res.first) && !psn.After(res.last) {
+				d.ctr.readReplays.Add(1)
+				qp.startReply(res, psn)
+				return
+			}
+		}
+		// Too old to replay: the requester will time out.
+	}
+}
+
+// sendNAK sends a NAK with a NAK code for psn.
+func (qp *QP) sendNAK(psn proto.PSN, code uint8) {
+	qp.sendNAKSyndrome(psn, proto.MakeSyndrome(proto.AckTypeNAK, code))
+}
+
+// sendNAKSyndrome sends an RNR NAK or NAK. A NAK acknowledges every PSN
+// before its own, so a coalesced ACK still pending is superseded.
+func (qp *QP) sendNAKSyndrome(psn proto.PSN, syndrome uint8) {
+	qp.resp.ackPending = false
+	qp.sendAck(psn, syndrome)
+}
+
+// respFatal handles a responder class C error (IBA 9.9.3): NAK the
+// request, complete the receive WQE in use (if any) with recvStatus, and
+// move the QP to ERR.
+func (qp *QP) respFatal(psn proto.PSN, nakCode uint8, recvStatus WCStatus) {
+	d := qp.dev
+	rs := &qp.resp
+	qp.sendNAK(psn, nakCode)
+	d.ctr.errNAKsSent.Add(1)
+	if rs.op == respSend && qp.rqCons.Load() != qp.rqProd.Load() {
+		w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+		wc := WC{WRID: w.wrID, Status: recvStatus, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+		qp.rqCons.Add(1) // free the slot before the completion is visible
+		qp.recvCQ.push(&wc, false)
+	}
+	rs.op = respIdle
+	qp.enterError()
+}
