@@ -1,7 +1,7 @@
 # HiNIC build, test and release checks. GNU make.
 #
 #   make test           system packages (scripts/deps.sh), go vet, go test -race
-#   make demo           build bin/hinic and decode the golden RoCEv2 capture
+#   make demo           the embedded rack (HiSwitch + two RDMA engines) through the e2e gate
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
@@ -72,8 +72,18 @@ lint: check-go
 bench: check-go
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
+DEMO_DIR := $(CURDIR)/.cache/demo
+
+# The embedded rack: HiSwitch and two emulated hosts in one process, put
+# through the e2e gate; then the fabric's capture of host1's port, decoded,
+# with every ICRC checked.
 demo: build
-	./$(BIN) proto decode testdata/rocev2-golden.pcap
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	./$(BIN) verify e2e --pcap $(DEMO_DIR) --junit $(DEMO_DIR)/gate.xml
+	@echo
+	@echo "The first frames on host1's switch port, from $(DEMO_DIR)/sw0-port1.pcap:"
+	./$(BIN) proto decode --count 8 $(DEMO_DIR)/sw0-port1.pcap
+	./$(BIN) proto decode --check-icrc -o json $(DEMO_DIR)/sw0-port1.pcap > /dev/null
 
 $(GORELEASER): | check-go
 	@echo "Installing goreleaser $(GORELEASER_VERSION) into $(GORELEASER_DIR) (about 5 minutes, once)"
@@ -83,4 +93,5 @@ release-check: $(GORELEASER)
 	$(GORELEASER) check
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist .cache/demo
+

@@ -15,6 +15,9 @@ PACKAGES=(
 	make
 	gcc           # cgo, needed by go test -race
 	git
+	qemu-system-x86   # internal/fabric: stock QEMU guests ping through HiSwitch
+	busybox-static    # their initramfs (built in Go at test time)
+	linux-image-amd64 # the kernel they boot (/boot/vmlinuz-*, virtio-net modules)
 )
 
 missing=()

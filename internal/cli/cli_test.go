@@ -123,7 +123,7 @@ func TestExecuteErrorKinds(t *testing.T) {
 		{
 			name: "usage error from run",
 			run:  func(context.Context, context.CancelFunc) error { return cmdutil.UsageErrorf("--ports must be 1..64") },
-			want: 2, wantStderr: "hinic: --ports must be 1..64\nRun 'hinic fabric serve --help' for usage.\n",
+			want: 2, wantStderr: "hinic: --ports must be 1..64\nRun 'hinic testnoun run --help' for usage.\n",
 		},
 		{
 			name: "verification failed",
@@ -155,10 +155,10 @@ func TestExecuteErrorKinds(t *testing.T) {
 			},
 			want: 0,
 		},
-		{name: "noun alone shows help", args: []string{"fabric"}, want: 0},
+		{name: "noun alone shows help", args: []string{"testnoun"}, want: 0},
 		{
-			name: "noun with unknown verb", args: []string{"fabric", "nosuchverb"}, want: 2,
-			wantStderr: "hinic: unknown command \"nosuchverb\" for \"hinic fabric\"\nRun 'hinic fabric --help' for usage.\n",
+			name: "noun with unknown verb", args: []string{"testnoun", "nosuchverb"}, want: 2,
+			wantStderr: "hinic: unknown command \"nosuchverb\" for \"hinic testnoun\"\nRun 'hinic testnoun --help' for usage.\n",
 		},
 	}
 	for _, tt := range tests {
@@ -169,17 +169,19 @@ func TestExecuteErrorKinds(t *testing.T) {
 			ios, _, out, errOut := cmdutil.Test()
 			f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
 			root := NewCmdRoot(f)
-			fabric := &cobra.Command{Use: "fabric", Short: "Run the emulated switch"}
-			fabric.AddCommand(&cobra.Command{
-				Use: "serve",
+			// A noun of the test's own: real nouns (fabric serve) would
+			// really run.
+			noun := &cobra.Command{Use: "testnoun", Short: "A test noun"}
+			noun.AddCommand(&cobra.Command{
+				Use: "run",
 				RunE: func(cmd *cobra.Command, args []string) error {
 					return tt.run(cmd.Context(), cancel)
 				},
 			})
-			root.AddCommand(fabric)
+			root.AddCommand(noun)
 			args := tt.args
 			if args == nil {
-				args = []string{"fabric", "serve"}
+				args = []string{"testnoun", "run"}
 			}
 			got := execute(ctx, f, root, args)
 			if got != tt.want {
@@ -188,7 +190,7 @@ func TestExecuteErrorKinds(t *testing.T) {
 			if errOut.String() != tt.wantStderr {
 				t.Errorf("stderr = %q, want %q", errOut, tt.wantStderr)
 			}
-			if tt.name == "noun alone shows help" && !strings.Contains(out.String(), "hinic fabric [command]") {
+			if tt.name == "noun alone shows help" && !strings.Contains(out.String(), "hinic testnoun [command]") {
 				t.Errorf("help not shown:\n%s", out)
 			}
 		})

@@ -3,8 +3,11 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	benchcmd "github.com/PacketFive/hinic/internal/cli/bench"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	fabriccmd "github.com/PacketFive/hinic/internal/cli/fabric"
 	protocmd "github.com/PacketFive/hinic/internal/cli/proto"
+	verifycmd "github.com/PacketFive/hinic/internal/cli/verify"
 )
 
 const rootLong = `HiNIC is a software-emulated RDMA NIC and fabric for developing and
@@ -60,6 +63,9 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		NewCmdCompletion(f, nil),
 		NewCmdGenMan(f, nil),
 		protocmd.NewCmdProto(f),
+		verifycmd.NewCmdVerify(f),
+		benchcmd.NewCmdBench(f),
+		fabriccmd.NewCmdFabric(f),
 	)
 	return cmd
 }

@@ -31,6 +31,11 @@ type Options struct {
 	Hex []string
 	// Link is the link layer of hex frames: "ethernet" or "ib".
 	Link string
+	// Count stops after this many frames; 0 reads them all.
+	Count int
+	// CheckICRC fails the command (exit 3) when a transport frame's ICRC
+	// (or VCRC) is bad, and prints a summary on standard error.
+	CheckICRC bool
 }
 
 const long = `Decode RoCEv2 and native InfiniBand frames and check their ICRC.
@@ -70,6 +75,9 @@ func NewCmdDecode(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 			if opts.Link != "ethernet" && opts.Link != "ib" {
 				return cmdutil.UsageErrorf("invalid --link %q: valid values are ethernet, ib", opts.Link)
 			}
+			if opts.Count < 0 {
+				return cmdutil.UsageErrorf("--count must not be negative")
+			}
 			if len(opts.Hex) > 0 && opts.Input != "" {
 				return cmdutil.UsageErrorf("give either FILE or --hex, not both")
 			}
@@ -81,6 +89,8 @@ func NewCmdDecode(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 	}
 	cmd.Flags().StringArrayVar(&opts.Hex, "hex", nil, "decode this hex `FRAME` (repeatable)")
 	cmd.Flags().StringVar(&opts.Link, "link", "ethernet", "link layer of hex frames: ethernet or ib")
+	cmd.Flags().IntVarP(&opts.Count, "count", "c", 0, "stop after `N` frames (0: all)")
+	cmd.Flags().BoolVar(&opts.CheckICRC, "check-icrc", false, "exit 3 if any RoCE/IB frame has a bad ICRC or VCRC; print a summary")
 	return cmd
 }
 
@@ -94,7 +104,8 @@ func run(opts *Options) error {
 		return err
 	}
 	w := printer.Records(columns...)
-	for i := 1; ; i++ {
+	var sum summary
+	for i := 1; opts.Count == 0 || i <= opts.Count; i++ {
 		frame, link, err := src.next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -104,11 +115,42 @@ func run(opts *Options) error {
 			return fmt.Errorf("reading frame %d: %w", i, err)
 		}
 		r := Describe(i, frame, link)
+		sum.add(&r)
 		if err := w.Write(r, r.row()...); err != nil {
 			return err
 		}
 	}
-	return w.Close()
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if opts.CheckICRC {
+		fmt.Fprintln(opts.IO.ErrOut, sum.String())
+		if sum.badCRC > 0 {
+			return cmdutil.VerifyErrorf("%d frames with a bad ICRC or VCRC", sum.badCRC)
+		}
+	}
+	return nil
+}
+
+// summary counts what --check-icrc reports.
+type summary struct{ frames, transport, badCRC, malformed int }
+
+func (s *summary) add(r *Record) {
+	s.frames++
+	if r.Error != "" {
+		s.malformed++
+	}
+	if r.ICRCOK != nil {
+		s.transport++
+		if !*r.ICRCOK || (r.VCRCOK != nil && !*r.VCRCOK) {
+			s.badCRC++
+		}
+	}
+}
+
+func (s *summary) String() string {
+	return fmt.Sprintf("decoded %d frames: %d RoCE/IB transport frames, %d with a bad ICRC or VCRC, %d malformed",
+		s.frames, s.transport, s.badCRC, s.malformed)
 }
 
 // source yields frames with the link layer each arrived on.

@@ -157,3 +157,16 @@ func TestTableIsPlainWhenPiped(t *testing.T) {
 		t.Errorf("frame 12: %q", lines[12])
 	}
 }
+
+func TestCountAndCheckICRC(t *testing.T) {
+	pcap := repoFile(t, "testdata/rocev2-golden.pcap")
+	out, errOut, code := run(t, "", "proto", "decode", "--count", "3", "--check-icrc", pcap)
+	if code != 0 || len(strings.Split(strings.TrimSpace(out), "\n")) != 4 || !strings.Contains(errOut, "decoded 3 frames: 3 RoCE/IB transport frames, 0 with a bad") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	// The golden capture holds two frames with a bad ICRC (21 and 25).
+	_, errOut, code = run(t, "", "proto", "decode", "--check-icrc", "-o", "json", pcap)
+	if code != 3 || !strings.Contains(errOut, "2 with a bad ICRC") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

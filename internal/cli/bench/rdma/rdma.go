@@ -1,0 +1,118 @@
+// Package rdma implements `hinic bench rdma`: perftest-style figures of
+// the embedded rack with the raw ceiling measured in the same run.
+package rdma
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/perf"
+)
+
+// Options are the settings of one bench run.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Printer func() (*cmdutil.Printer, error)
+	Context context.Context
+	Config  perf.BenchConfig
+}
+
+const long = `Measure the embedded rack (HiSwitch and two RDMA engines in this
+process, joined by SOCK_SEQPACKET sockets) as perftest would: ib_send_bw,
+ib_write_bw and ib_read_bw over a range of message sizes, and ib_send_lat,
+ib_write_lat and ib_read_lat, every byte checked.
+
+In the same run it measures the raw ceiling: the same number of bytes moved
+from host to host as 4 KiB frames through the same two socket hops (host,
+switch, host) with no RDMA protocol work at all. Each bandwidth is also
+given as a ratio of that ceiling (VS-RAW), the figure to compare across
+machines.
+
+Bandwidth is MiB/s (2^20 bytes per second, perftest's MB/sec) and Gbit/s.
+Latency is the typical (median) and 99th percentile, in µs: half the round
+trip for SEND and WRITE, the whole round trip for READ, as perftest
+reports them.`
+
+// NewCmdRDMA returns the `bench rdma` command; runF replaces the run in
+// tests.
+func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	var bytesMiB int
+	cmd := &cobra.Command{
+		Use:     "rdma",
+		Short:   "perftest-style bandwidth and latency of the embedded rack, against the raw ceiling",
+		Long:    long,
+		Example: "  hinic bench rdma\n  hinic bench rdma --sizes 4096,65536 --mib 16 -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Context = cmd.Context()
+			switch opts.Config.MTU {
+			case 256, 512, 1024, 2048, 4096:
+			default:
+				return cmdutil.UsageErrorf("invalid --mtu %d: valid values are 256, 512, 1024, 2048, 4096", opts.Config.MTU)
+			}
+			for _, s := range opts.Config.Sizes {
+				if s < 1 || s > 1<<20 {
+					return cmdutil.UsageErrorf("invalid size %d in --sizes: 1 B to 1 MiB", s)
+				}
+			}
+			if bytesMiB < 1 || opts.Config.LatIters < 1 {
+				return cmdutil.UsageErrorf("--mib and --lat-iters must be at least 1")
+			}
+			opts.Config.Bytes = bytesMiB << 20
+			if runF != nil {
+				return runF(opts)
+			}
+			return run(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Config.MTU, "mtu", 4096, "path MTU of the emulated NICs")
+	fl.IntSliceVar(&opts.Config.Sizes, "sizes", []int{64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20}, "bandwidth message sizes, bytes")
+	fl.IntVar(&bytesMiB, "mib", 64, "MiB moved by each bandwidth test (iterations are clamped to 100..5000)")
+	fl.IntSliceVar(&opts.Config.LatSizes, "lat-sizes", []int{2, 4096}, "latency message sizes, bytes")
+	fl.IntVar(&opts.Config.LatIters, "lat-iters", 1000, "round trips of each latency test")
+	return cmd
+}
+
+func run(opts *Options) error {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	printer, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	opts.Config.Progress = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
+	rep, err := perf.Bench(ctx, opts.Config)
+	if err != nil {
+		return err
+	}
+	if printer.Format() == cmdutil.FormatJSON {
+		return printer.Object(rep)
+	}
+	w := printer.Records("TEST", "SIZE", "ITERS", "MIB/S", "GBIT/S", "VS-RAW", "TYPICAL-US", "P99-US")
+	dash := func(v float64, prec int) string {
+		if v == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(v, 'f', prec, 64)
+	}
+	for _, r := range rep.Rows {
+		if err := w.Write(r, r.Test, strconv.Itoa(r.Size), strconv.Itoa(r.Iters), dash(r.MiBps, 1), dash(r.Gbps, 2),
+			dash(r.VsRaw, 2), dash(r.Typical, 2), dash(r.P99, 2)); err != nil {
+			return err
+		}
+	}
+	raw := rep.Raw
+	if err := w.Write(raw, "raw ceiling", strconv.Itoa(raw.FrameSize), strconv.Itoa(raw.Frames), dash(raw.MiBps, 1),
+		dash(raw.Gbps, 2), "1.00", "-", "-"); err != nil {
+		return err
+	}
+	return w.Close()
+}

@@ -1,0 +1,213 @@
+package fabric_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	clifabric "github.com/PacketFive/hinic/internal/cli/fabric"
+	"github.com/PacketFive/hinic/internal/cli/fabric/serve"
+	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+func isolate(t *testing.T) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_FABRIC_PORTS", "HINIC_FABRIC_RUN_DIR", "HINIC_FABRIC_PCAP"} {
+		t.Setenv(k, "")
+	}
+}
+
+func shortDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "hfc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// TestServeAndStatus runs `fabric serve` until its context is cancelled
+// and asks it for `fabric status` in both formats.
+func TestServeAndStatus(t *testing.T) {
+	isolate(t)
+	base := runtime.NumGoroutine()
+	dir := shortDir(t)
+	ios, _, _, errOut := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	cmd := clifabric.NewCmdFabric(f)
+	cmd.SetArgs([]string{"serve", "--run-dir", dir, "--ports", "3"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
+
+	sock := filepath.Join(dir, "sw0-port1.sock")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, fabric.ControlSocketName)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, _, err := fabric.DialPort(ctx, sock, &proto.HelloFields{Version: 1, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC, Name: "host1/hicain0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	for _, format := range []string{"table", "json"} {
+		ios2, _, out, _ := cmdutil.Test()
+		f2 := cmdutil.NewFactory(ios2, cmdutil.BuildInfo{})
+		f2.SetDefault(cmdutil.KeyOutput, format)
+		st := clifabric.NewCmdFabric(f2)
+		st.SetArgs([]string{"status", "--run-dir", dir})
+		if err := st.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if format == "json" {
+			var got fabric.Status
+			if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+				t.Fatalf("json: %v\n%s", err, out)
+			}
+			if len(got.Switches) != 1 || got.Switches[0].Ports[0].Peer.Name != "host1/hicain0" {
+				t.Errorf("status %+v", got)
+			}
+			continue
+		}
+		text := out.String()
+		for _, want := range []string{"Switch sw0", "PORT", "host1/hicain0", "up", "FDB (0 entries)"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("table lacks %q:\n%s", want, text)
+			}
+		}
+	}
+
+	cancel()
+	stopped = true
+	if err := <-done; err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind: %v", err)
+	}
+	if !strings.Contains(errOut.String(), `msg="HiSwitch serving" switches=1 ports=3`) {
+		t.Errorf("stderr: %s", errOut)
+	}
+	c.Close()
+	deadline = time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		buf := make([]byte, 1<<20)
+		t.Errorf("goroutines: %d, %d before\n%s", n, base, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func TestStatusWithoutFabric(t *testing.T) {
+	isolate(t)
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	cmd := clifabric.NewCmdFabric(f)
+	cmd.SetArgs([]string{"status", "--run-dir", shortDir(t)})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "hinic fabric serve --run-dir") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestConfigFiles loads the example configs of testdata/fabric through
+// viper as serve does, and checks that the fabric accepts them.
+func TestConfigFiles(t *testing.T) {
+	for _, name := range []string{"two-racks.yaml", "dial.yaml"} {
+		path, _ := filepath.Abs(filepath.Join("..", "..", "..", "testdata", "fabric", name))
+		t.Run(name, func(t *testing.T) {
+			isolate(t)
+			ios, _, _, _ := cmdutil.Test()
+			f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+			var got fabric.Config
+			cmd := serve.NewCmdServe(f, func(_ context.Context, o *serve.Options) error {
+				got = o.Fabric
+				return nil
+			})
+			cmd.PersistentFlags().String("config", "", "")
+			f.BindFlag(cmdutil.KeyConfig, cmd.PersistentFlags().Lookup("config"))
+			cmd.SetArgs([]string{"--config", path})
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if name == "two-racks.yaml" {
+				sw := got.Switches[0]
+				if len(got.Switches) != 2 || sw.Aging != 300*time.Second || sw.PFC.XOFF != 128<<10 ||
+					sw.Queues.Bytes != 1<<20 || sw.Port[0].Speed != 100e9 || sw.NodeGUID != 0x0248000000000100 ||
+					sw.DSCPToTC["26"] != 3 || len(got.Links) != 1 || sw.Port[2].Faults.Seed != 42 || got.Ports != 10 {
+					t.Errorf("config %+v", got)
+				}
+			}
+			got.RunDir = shortDir(t)
+			got.Links = nil // resolved separately below
+			for i := range got.Switches {
+				for j := range got.Switches[i].Port {
+					got.Switches[i].Port[j].Dial = ""
+				}
+			}
+			if _, err := fabric.New(got); err != nil {
+				t.Errorf("fabric rejects %s: %v", name, err)
+			}
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for name, tt := range map[string]struct{ yaml, want string }{
+		"unknown key":    {"fabric:\n  switches:\n    - name: a\n      agin: 5s\n", "agin"},
+		"bad size":       {"fabric:\n  switches:\n    - pfc: {xoff: lots}\n", "invalid size"},
+		"bad port":       {"fabric:\n  switches:\n    - port: [{num: 99}]\n", "port num 99"},
+		"bad link layer": {"fabric:\n  switches:\n    - port: [{num: 1, link: fddi}]\n", "fddi"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			isolate(t)
+			if err := os.WriteFile("hinic.yaml", []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ios, _, _, _ := cmdutil.Test()
+			f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+			cmd := serve.NewCmdServe(f, func(_ context.Context, o *serve.Options) error {
+				_, err := fabric.New(o.Fabric)
+				if err != nil {
+					return &cmdutil.UsageError{Err: err}
+				}
+				return nil
+			})
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			cmd.SetArgs(nil)
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			if cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+				t.Errorf("exit code %d", cmdutil.ExitCode(err))
+			}
+		})
+	}
+}

@@ -1,0 +1,152 @@
+// Package status implements `hinic fabric status`: it asks a running
+// fabric for its ports, FDB and LFT through the control socket.
+package status
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/fabric"
+)
+
+// KeyRunDir is the run directory setting, shared with `fabric serve`
+// (the fabric noun binds its --run-dir flag).
+const KeyRunDir = "fabric.run-dir"
+
+// Options are the settings of one `hinic fabric status` run.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Printer func() (*cmdutil.Printer, error)
+	RunDir  string
+}
+
+const long = `Show the state of a running fabric: for every switch its ports (state,
+peer, link layer, frames and bytes each way, drops by reason, PFC frames
+sent and received, ECN marks), its FDB and, for switches with InfiniBand
+ports, the LFT the subnet manager programmed.
+
+The fabric is found through control.sock in the run directory.`
+
+// NewCmdStatus returns the `fabric status` command. runF replaces the
+// work in tests; nil runs it.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	cmd := &cobra.Command{
+		Use:     "status",
+		Short:   "Show ports, FDB and LFT of a running fabric",
+		Long:    long,
+		Example: "  hinic fabric status\n  hinic fabric status --run-dir /tmp/rack1 -o json | jq '.switches[].ports[] | {num, state, drops}'",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := f.Config()
+			if err != nil {
+				return err
+			}
+			opts.RunDir = v.GetString(KeyRunDir)
+			if opts.RunDir == "" {
+				opts.RunDir = fabric.DefaultRunDir()
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+// Run queries the fabric and prints its status.
+func Run(ctx context.Context, opts *Options) error {
+	st, err := fabric.QueryStatus(ctx, opts.RunDir)
+	if err != nil {
+		return err
+	}
+	p, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	if p.Format() == cmdutil.FormatJSON {
+		return p.Object(st)
+	}
+	return printTables(opts.IO.Out, p, st)
+}
+
+func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {
+	u := strconv.FormatUint
+	for i, sw := range st.Switches {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintf(out, "Switch %s  node GUID %s  aging %gs  lossless TCs %v\n\n", sw.Name, sw.NodeGUID, sw.AgingSecs, sw.Lossless)
+		w := p.Records("PORT", "KIND", "LINK", "STATE", "PEER", "RX FRAMES", "RX BYTES", "TX FRAMES", "TX BYTES", "DROPS", "PFC TX", "PFC RX", "ECN MARKS")
+		for _, ps := range sw.Ports {
+			peer := ps.Peer.Name
+			if peer == "" {
+				peer = "-"
+			}
+			if err := w.Write(ps, strconv.Itoa(ps.Num), ps.Kind, ps.Link, ps.State, peer,
+				u(ps.RxFrames, 10), u(ps.RxBytes, 10), u(ps.TxFrames, 10), u(ps.TxBytes, 10),
+				dropsCell(ps), u(ps.PFCSent, 10), u(ps.PFCRecv+ps.PauseRecv, 10), u(ps.ECNMarked, 10)); err != nil {
+				return err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nFDB (%d entries)\n", len(sw.FDB))
+		if len(sw.FDB) > 0 {
+			w = p.Records("VLAN", "MAC", "PORT", "TYPE", "AGE")
+			for _, e := range sw.FDB {
+				kind, age := "dynamic", fmt.Sprintf("%.0fs", e.Age)
+				if e.Static {
+					kind, age = "static", "-"
+				}
+				if err := w.Write(e, strconv.Itoa(e.VLAN), e.MAC, strconv.Itoa(e.Port), kind, age); err != nil {
+					return err
+				}
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+		}
+		if sw.IB != nil {
+			fmt.Fprintf(out, "\nLFT (switch LID %d, %d LIDs routed)\n", sw.IB.LID, len(sw.IB.LFT))
+			if len(sw.IB.LFT) > 0 {
+				w = p.Records("LID", "PORT")
+				for _, e := range sw.IB.LFT {
+					if err := w.Write(e, strconv.Itoa(int(e.LID)), strconv.Itoa(e.Port)); err != nil {
+						return err
+					}
+				}
+				if err := w.Close(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// dropsCell is the total with the non-zero reasons: "3 (oversize 2,
+// malformed 1)".
+func dropsCell(ps fabric.PortStatus) string {
+	total := ps.TotalDrops()
+	if total == 0 {
+		return "0"
+	}
+	var parts []string
+	for r, n := range ps.Drops {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}

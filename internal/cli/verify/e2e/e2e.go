@@ -1,0 +1,154 @@
+// Package e2e implements `hinic verify e2e`: the end-to-end gate.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/rack"
+	"github.com/PacketFive/hinic/internal/verify"
+)
+
+// Options are the settings of one gate run.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Printer func() (*cmdutil.Printer, error)
+	Context context.Context
+
+	Embedded bool
+	MTU      int
+	Pcap     string
+	JUnit    string
+	Cases    verify.EmbeddedOptions
+}
+
+const long = `Run the end-to-end gate: the RC equivalents of ibv_rc_pingpong and of
+perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat
+and ib_read_lat between two emulated hosts, each case on its own QP pair
+and each checking every byte it moved.
+
+The target is the embedded rack: a HiSwitch fabric and two RDMA engines in
+this process, joined by real SOCK_SEQPACKET sockets, with no VMs. (Deployed
+QEMU racks become a target once they exist.)
+
+Each case reports pass, fail or unsupported with its headline figure:
+µs per iteration for the pingpong, MiB/s for bandwidth, the typical
+(median) latency in µs, half the round trip for SEND and WRITE and the whole
+round trip for READ, as perftest reports them. The command exits 3 when a
+case fails.`
+
+// NewCmdE2E returns the `verify e2e` command; runF replaces the run in tests.
+func NewCmdE2E(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	cmd := &cobra.Command{
+		Use:   "e2e",
+		Short: "Run the end-to-end RDMA gate (embedded rack by default)",
+		Long:  long,
+		Example: `  hinic verify e2e
+  hinic verify e2e --mtu 1024 --bw-iters 5000 --junit gate.xml
+  hinic verify e2e -o json | jq '.[] | select(.result != "pass")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Context = cmd.Context()
+			if !opts.Embedded {
+				return cmdutil.UsageErrorf("only the embedded rack can be verified in this version: drop --embedded=false")
+			}
+			switch opts.MTU {
+			case 256, 512, 1024, 2048, 4096:
+			default:
+				return cmdutil.UsageErrorf("invalid --mtu %d: valid values are 256, 512, 1024, 2048, 4096", opts.MTU)
+			}
+			for name, v := range map[string]int{"pingpong-iters": opts.Cases.PingPongIters, "bw-iters": opts.Cases.BWIters,
+				"lat-iters": opts.Cases.LatIters, "bw-size": opts.Cases.BWSize} {
+				if v < 1 {
+					return cmdutil.UsageErrorf("--%s must be at least 1", name)
+				}
+			}
+			if opts.Cases.BWSize > 1<<20 {
+				return cmdutil.UsageErrorf("--bw-size %d: at most 1 MiB", opts.Cases.BWSize)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return run(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.Embedded, "embedded", true, "verify the embedded rack (fabric and emulated hosts in this process)")
+	fl.IntVar(&opts.MTU, "mtu", 4096, "path MTU of the emulated NICs")
+	fl.StringVar(&opts.Pcap, "pcap", "", "write the fabric's per-port captures to `DIR`")
+	fl.StringVar(&opts.JUnit, "junit", "", "also write the report as JUnit XML to `FILE`")
+	fl.IntVar(&opts.Cases.PingPongIters, "pingpong-iters", 500, "round trips of the pingpong case")
+	fl.IntVar(&opts.Cases.BWIters, "bw-iters", 1000, "messages of each bandwidth case")
+	fl.IntVar(&opts.Cases.BWSize, "bw-size", 65536, "message size of the bandwidth cases, bytes")
+	fl.IntVar(&opts.Cases.LatIters, "lat-iters", 1000, "round trips of each latency case")
+	return cmd
+}
+
+func run(opts *Options) error {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	printer, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	if opts.Pcap != "" {
+		if err := os.MkdirAll(opts.Pcap, 0o755); err != nil {
+			return err
+		}
+	}
+	r, err := rack.Start(ctx, rack.Config{Hosts: 2, MTU: opts.MTU, Pcap: opts.Pcap})
+	if err != nil {
+		return err
+	}
+	progress := func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
+	rep := verify.Run(ctx, "embedded", verify.EmbeddedCases(r, opts.Cases), progress)
+	if err := r.Close(); err != nil {
+		return fmt.Errorf("closing the rack: %w", err)
+	}
+	if opts.JUnit != "" {
+		f, err := os.Create(opts.JUnit)
+		if err != nil {
+			return err
+		}
+		werr := rep.WriteJUnit(f)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return werr
+		}
+	}
+	if printer.Format() == cmdutil.FormatJSON {
+		if err := printer.Object(rep.Cases); err != nil {
+			return err
+		}
+	} else {
+		w := printer.Records("CASE", "RESULT", "FIGURE", "DETAIL")
+		for _, c := range rep.Cases {
+			if err := w.Write(c, c.Case, string(c.Result), verify.FormatFigure(c.Figure, c.Unit), c.Detail); err != nil {
+				return err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	pass, fail, unsup := rep.Counts()
+	fmt.Fprintf(opts.IO.ErrOut, "gate: %d pass, %d fail, %d unsupported on the embedded rack (MTU %s) in %.1f s\n",
+		pass, fail, unsup, strconv.Itoa(opts.MTU), rep.Duration)
+	if rep.Failed() {
+		return cmdutil.VerifyErrorf("%d of %d cases failed", fail, len(rep.Cases))
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}

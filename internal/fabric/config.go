@@ -1,0 +1,649 @@
+package fabric
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// Named defaults. docs/fabric.md lists them; change both together.
+const (
+	// DefaultPorts is the number of ports of a switch that does not say.
+	DefaultPorts = 10
+	// MaxPorts is the most ports one switch may have (the IB port number
+	// is one byte and 255 is reserved).
+	MaxPorts = 254
+	// DefaultSwitchName names the switch of a config without switches.
+	DefaultSwitchName = "sw0"
+	// DefaultAgingTime is how long a learned FDB entry lives without
+	// traffic (IEEE 802.1Q's recommended 300 s, as Open vSwitch uses).
+	DefaultAgingTime = 300 * time.Second
+	// DefaultFDBSize bounds the learned entries of one switch.
+	DefaultFDBSize = 8192
+	// DefaultMaxFrame is the largest frame a port accepts: a 9000-byte
+	// jumbo MTU plus Ethernet and VLAN headers, rounded up.
+	DefaultMaxFrame = 9216
+	// MinMaxFrame is the smallest max-frame a port may be given.
+	MinMaxFrame = 64
+	// DefaultQueueFrames and DefaultQueueBytes bound each egress queue
+	// (one per port and traffic class); a frame is admitted while both
+	// hold.
+	DefaultQueueFrames = 256
+	DefaultQueueBytes  = ByteSize(1 << 20)
+	// DefaultXOFF and DefaultXON are the PFC thresholds on the bytes one
+	// ingress port has buffered in one lossless class.
+	DefaultXOFF = ByteSize(128 << 10)
+	DefaultXON  = ByteSize(64 << 10)
+	// DefaultPauseQuanta is the pause time HiSwitch sends in an XOFF.
+	DefaultPauseQuanta = 0xFFFF
+	// DefaultSpeed is a port's nominal speed, used to convert pause
+	// quanta into time.
+	DefaultSpeed = BitRate(100e9)
+	// DefaultECNKMin, DefaultECNKMax and DefaultECNPMax are the RED-like
+	// marking parameters on egress queue depth (DCQCN-style).
+	DefaultECNKMin = ByteSize(64 << 10)
+	DefaultECNKMax = ByteSize(512 << 10)
+	DefaultECNPMax = 0.2
+	// DefaultSocketBuffer is the default SocketBuffer.
+	DefaultSocketBuffer = ByteSize(1 << 20)
+	// DefaultIOBatch is the number of frames one recvmmsg or sendmmsg
+	// moves at most.
+	DefaultIOBatch = 32
+	// NumTC is the number of traffic classes (IEEE 802.1Q).
+	NumTC = 8
+)
+
+// Port kinds.
+const (
+	KindSeqpacket  = "seqpacket"   // UNIX SOCK_SEQPACKET with the HiNIC hello
+	KindQEMUStream = "qemu-stream" // QEMU 7.2 -netdev stream: 4-byte length, no hello
+)
+
+// Link layers of a port.
+const (
+	LinkEthernet = "ethernet"
+	LinkIB       = "ib"
+)
+
+// Config describes a fabric: one or more switches, the links between
+// them, and where their sockets live. It is read from the "fabric" key of
+// the configuration (docs/fabric.md); the zero Config is one 10-port
+// switch in the default run directory.
+type Config struct {
+	// RunDir holds the port sockets and control.sock.
+	RunDir string `mapstructure:"run-dir" json:"run_dir,omitempty"`
+	// Ports is the port count of every switch that does not give one.
+	Ports int `mapstructure:"ports" json:"ports,omitempty"`
+	// Pcap, when not empty, is a directory that receives one capture per
+	// port.
+	Pcap string `mapstructure:"pcap" json:"pcap,omitempty"`
+	// IOBatch is the most frames moved by one recvmmsg or sendmmsg; 1
+	// disables batching.
+	IOBatch int `mapstructure:"io-batch" json:"io_batch,omitempty"`
+	// SocketBuffer is the send and receive buffer size asked for on each
+	// port connection (the kernel caps it at net.core.wmem_max and
+	// rmem_max).
+	SocketBuffer ByteSize `mapstructure:"socket-buffer" json:"socket_buffer,omitempty"`
+	// Switches lists the switches; none means one switch named sw0.
+	Switches []SwitchConfig `mapstructure:"switches" json:"switches,omitempty"`
+	// Links joins switch ports of this process with socket pairs.
+	Links []LinkConfig `mapstructure:"links" json:"links,omitempty"`
+
+	// Clock drives aging and pause timers; nil means the system clock.
+	Clock Clock `mapstructure:"-" json:"-"`
+	// Logger receives port up/down and setup messages; nil discards them.
+	Logger *slog.Logger `mapstructure:"-" json:"-"`
+	// NewIB makes the IB engine of a switch with IB ports; nil uses
+	// package ibsw.
+	NewIB func(IBConfig) (IBSwitch, error) `mapstructure:"-" json:"-"`
+}
+
+// SwitchConfig describes one switch.
+type SwitchConfig struct {
+	Name  string `mapstructure:"name"`
+	Ports int    `mapstructure:"ports"`
+	// NodeGUID is the switch's IB node GUID (also its port GUID in
+	// hellos); 0 derives one from the name.
+	NodeGUID uint64 `mapstructure:"node-guid"`
+	// MAC is the base MAC; port N uses base+N. Empty derives a locally
+	// administered address from the name.
+	MAC string `mapstructure:"mac"`
+	// Aging is the FDB aging time (with a unit: "300s", "5m").
+	Aging time.Duration `mapstructure:"aging"`
+	// FDBSize bounds the learned FDB entries.
+	FDBSize int `mapstructure:"fdb-size"`
+	// MaxFrame is the default max-frame of the ports.
+	MaxFrame int `mapstructure:"max-frame"`
+	// Static FDB entries; they never age and learning never moves them.
+	Static []StaticEntry `mapstructure:"static"`
+	// Queues bounds each per-port, per-class egress queue.
+	Queues QueueConfig `mapstructure:"queues"`
+	// PCPToTC maps 802.1Q priorities to traffic classes (8 entries);
+	// empty is the identity.
+	PCPToTC []int `mapstructure:"pcp-to-tc"`
+	// DSCPToTC overrides the traffic class of untagged IP frames by DSCP
+	// (the default is DSCP>>3: 26 -> TC3, 48 -> TC6).
+	DSCPToTC map[string]int `mapstructure:"dscp-to-tc"`
+	// Scheduler chooses strict-priority and ETS classes.
+	Scheduler SchedulerConfig `mapstructure:"scheduler"`
+	PFC       PFCConfig       `mapstructure:"pfc"`
+	ECN       ECNConfig       `mapstructure:"ecn"`
+	// Port holds per-port settings, by port number.
+	Port []PortConfig `mapstructure:"port"`
+}
+
+// StaticEntry is a static FDB entry.
+type StaticEntry struct {
+	MAC  string `mapstructure:"mac"`
+	VLAN int    `mapstructure:"vlan"` // 0 means 1
+	Port int    `mapstructure:"port"`
+}
+
+// QueueConfig bounds one egress queue.
+type QueueConfig struct {
+	Frames int      `mapstructure:"frames"`
+	Bytes  ByteSize `mapstructure:"bytes"`
+}
+
+// SchedulerConfig selects the transmission selection algorithm per
+// traffic class (IEEE 802.1Qaz): classes in Strict are served first,
+// highest class first; the others share what is left by ETS (deficit
+// round robin) in proportion to Weights.
+type SchedulerConfig struct {
+	Strict  []int `mapstructure:"strict"`  // default [6, 7]
+	Weights []int `mapstructure:"weights"` // 8 entries; default equal
+}
+
+// PFCConfig configures priority flow control (IEEE 802.1Qbb).
+type PFCConfig struct {
+	// Lossless lists the lossless traffic classes; default [3]. An
+	// empty list in the file keeps the default; use [-1] for none.
+	Lossless []int `mapstructure:"lossless"`
+	// XOFF and XON are thresholds on the bytes an ingress port has
+	// buffered in one lossless class.
+	XOFF ByteSize `mapstructure:"xoff"`
+	XON  ByteSize `mapstructure:"xon"`
+	// Quanta is the pause time sent in an XOFF.
+	Quanta int `mapstructure:"quanta"`
+}
+
+// ECNConfig configures ECN marking on egress queue depth: no mark below
+// KMin bytes, probability rising linearly to PMax at KMax, always above
+// KMax (RED as DCQCN switches use it). KMin == KMax is a plain threshold.
+type ECNConfig struct {
+	Disabled bool     `mapstructure:"disabled"`
+	KMin     ByteSize `mapstructure:"kmin"`
+	KMax     ByteSize `mapstructure:"kmax"`
+	PMax     float64  `mapstructure:"pmax"`
+	Seed     uint64   `mapstructure:"seed"`
+}
+
+// PortConfig holds the settings of one port.
+type PortConfig struct {
+	Num int `mapstructure:"num"`
+	// Link is "ethernet" (default) or "ib".
+	Link string `mapstructure:"link"`
+	// Kind is "seqpacket" (default) or "qemu-stream".
+	Kind string `mapstructure:"kind"`
+	// Path overrides the socket path.
+	Path string `mapstructure:"path"`
+	// Dial makes this port an inter-switch link to another process: it
+	// connects to that switch's port socket instead of listening.
+	Dial string `mapstructure:"dial"`
+	// Speed converts PFC pause quanta into time.
+	Speed BitRate `mapstructure:"speed"`
+	// PVID is the VLAN of untagged and priority-tagged frames (default 1).
+	PVID int `mapstructure:"pvid"`
+	// VLANs, if not empty, are the only VLANs the port is a member of
+	// (besides PVID); empty means every VLAN.
+	VLANs    []int        `mapstructure:"vlans"`
+	MaxFrame int          `mapstructure:"max-frame"`
+	Faults   FaultsConfig `mapstructure:"faults"`
+}
+
+// FaultsConfig injects faults into the frames a port receives; every
+// probability is 0 by default. Seed makes a run repeatable.
+type FaultsConfig struct {
+	Drop      float64 `mapstructure:"drop"`
+	Duplicate float64 `mapstructure:"duplicate"`
+	Reorder   float64 `mapstructure:"reorder"`
+	Corrupt   float64 `mapstructure:"corrupt"`
+	Seed      uint64  `mapstructure:"seed"`
+}
+
+func (f FaultsConfig) enabled() bool {
+	return f.Drop > 0 || f.Duplicate > 0 || f.Reorder > 0 || f.Corrupt > 0
+}
+
+// LinkConfig joins two ports of switches of this process, each written
+// "switch:port" (for example "tor1:10").
+type LinkConfig struct {
+	A string `mapstructure:"a"`
+	B string `mapstructure:"b"`
+}
+
+// DefaultRunDir returns $XDG_RUNTIME_DIR/hinic, or /run/hinic as root,
+// or a directory under the system temporary directory otherwise.
+func DefaultRunDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/hinic"
+	}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "hinic")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("hinic-%d", os.Getuid()))
+}
+
+// resolved settings, validated and with defaults filled in.
+
+type switchSettings struct {
+	name      string
+	nodeGUID  uint64
+	baseMAC   [6]byte
+	aging     time.Duration
+	fdbSize   int
+	static    []staticEntry
+	queues    QueueConfig
+	pcpToTC   [8]uint8
+	dscpToTC  [64]uint8
+	strict    [NumTC]bool
+	weights   [NumTC]int
+	lossless  [NumTC]bool
+	xoff, xon int64
+	quanta    uint16
+	ecn       ECNConfig
+	ports     []portSettings
+}
+
+type staticEntry struct {
+	mac  [6]byte
+	vlan uint16
+	port int
+}
+
+type portSettings struct {
+	num      int
+	link     string
+	kind     string
+	path     string
+	dial     string
+	speed    BitRate
+	pvid     uint16
+	vlans    []uint16 // nil: all
+	maxFrame int
+	faults   FaultsConfig
+}
+
+func (p *portSettings) member(vlan uint16) bool {
+	if p.vlans == nil || vlan == p.pvid {
+		return true
+	}
+	_, ok := slices.BinarySearch(p.vlans, vlan)
+	return ok
+}
+
+// resolve validates c and fills in defaults.
+func (c *Config) resolve() ([]switchSettings, error) {
+	if c.RunDir == "" {
+		c.RunDir = DefaultRunDir()
+	}
+	if c.Ports == 0 {
+		c.Ports = DefaultPorts
+	}
+	if c.IOBatch <= 0 {
+		c.IOBatch = DefaultIOBatch
+	}
+	if c.IOBatch > 256 {
+		return nil, fmt.Errorf("io-batch %d: at most 256", c.IOBatch)
+	}
+	if c.SocketBuffer <= 0 {
+		c.SocketBuffer = DefaultSocketBuffer
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	sws := c.Switches
+	if len(sws) == 0 {
+		sws = []SwitchConfig{{Name: DefaultSwitchName}}
+	}
+	out := make([]switchSettings, 0, len(sws))
+	names := map[string]bool{}
+	for i := range sws {
+		s, err := c.resolveSwitch(&sws[i], i)
+		if err != nil {
+			return nil, err
+		}
+		if names[s.name] {
+			return nil, fmt.Errorf("switch name %q used twice", s.name)
+		}
+		names[s.name] = true
+		out = append(out, s)
+	}
+	paths := map[string]string{}
+	for _, s := range out {
+		for _, p := range s.ports {
+			if p.dial != "" {
+				continue
+			}
+			id := fmt.Sprintf("%s:%d", s.name, p.num)
+			if other, ok := paths[p.path]; ok {
+				return nil, fmt.Errorf("ports %s and %s share socket path %s", other, id, p.path)
+			}
+			paths[p.path] = id
+			if len(p.path) >= 108 {
+				return nil, fmt.Errorf("port %s: socket path %s is %d bytes; UNIX socket paths must be shorter than 108: choose a shorter --run-dir", id, p.path, len(p.path))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (c *Config) resolveSwitch(sc *SwitchConfig, idx int) (switchSettings, error) {
+	s := switchSettings{name: sc.Name}
+	if s.name == "" {
+		s.name = DefaultSwitchName
+		if idx > 0 {
+			s.name = fmt.Sprintf("sw%d", idx)
+		}
+	}
+	if strings.ContainsAny(s.name, "/: \t\n") {
+		return s, fmt.Errorf("switch name %q: must not contain '/', ':' or spaces", s.name)
+	}
+	errf := func(format string, a ...any) (switchSettings, error) {
+		return s, fmt.Errorf("switch %s: "+format, append([]any{s.name}, a...)...)
+	}
+	n := sc.Ports
+	if n == 0 {
+		n = c.Ports
+	}
+	if n < 1 || n > MaxPorts {
+		return errf("ports %d: must be 1 to %d", n, MaxPorts)
+	}
+	s.nodeGUID = sc.NodeGUID
+	h := fnv64(s.name)
+	if s.nodeGUID == 0 {
+		// 0x0002_C9 is not ours to use; HiNIC GUIDs carry the locally
+		// administered bit like its MACs.
+		s.nodeGUID = 0x0200_0000_0000_0000 | h&0x00FF_FFFF_FFFF_FF00
+	}
+	if sc.MAC != "" {
+		hw, err := net.ParseMAC(sc.MAC)
+		if err != nil || len(hw) != 6 {
+			return errf("mac %q: not a MAC address", sc.MAC)
+		}
+		copy(s.baseMAC[:], hw)
+	} else {
+		s.baseMAC = [6]byte{0x02, 0x48, byte(h >> 24), byte(h >> 16), byte(h >> 8), 0}
+	}
+	s.aging = sc.Aging
+	if s.aging == 0 {
+		s.aging = DefaultAgingTime
+	}
+	if s.aging < 0 {
+		return errf("aging %s: must be positive", s.aging)
+	}
+	s.fdbSize = sc.FDBSize
+	if s.fdbSize == 0 {
+		s.fdbSize = DefaultFDBSize
+	}
+	s.queues = sc.Queues
+	if s.queues.Frames == 0 {
+		s.queues.Frames = DefaultQueueFrames
+	}
+	if s.queues.Bytes == 0 {
+		s.queues.Bytes = DefaultQueueBytes
+	}
+	if s.queues.Frames < 1 || s.queues.Frames > 1<<16 || s.queues.Bytes < 1 {
+		return errf("queues: frames must be 1 to 65536 and bytes positive")
+	}
+	for i := range s.pcpToTC {
+		s.pcpToTC[i] = uint8(i)
+	}
+	if len(sc.PCPToTC) > 0 {
+		if len(sc.PCPToTC) != 8 {
+			return errf("pcp-to-tc: need 8 entries, got %d", len(sc.PCPToTC))
+		}
+		for i, tc := range sc.PCPToTC {
+			if tc < 0 || tc >= NumTC {
+				return errf("pcp-to-tc[%d] = %d: classes are 0 to 7", i, tc)
+			}
+			s.pcpToTC[i] = uint8(tc)
+		}
+	}
+	for d := range s.dscpToTC {
+		s.dscpToTC[d] = uint8(d >> 3)
+	}
+	for k, tc := range sc.DSCPToTC {
+		d, err := strconv.Atoi(k)
+		if err != nil || d < 0 || d > 63 || tc < 0 || tc >= NumTC {
+			return errf("dscp-to-tc %s: %d: DSCP is 0 to 63, class 0 to 7", k, tc)
+		}
+		s.dscpToTC[d] = uint8(tc)
+	}
+	strict := sc.Scheduler.Strict
+	if strict == nil {
+		strict = []int{6, 7}
+	}
+	for _, tc := range strict {
+		if tc < 0 || tc >= NumTC {
+			return errf("scheduler.strict: class %d: classes are 0 to 7", tc)
+		}
+		s.strict[tc] = true
+	}
+	for i := range s.weights {
+		s.weights[i] = 1
+	}
+	if len(sc.Scheduler.Weights) > 0 {
+		if len(sc.Scheduler.Weights) != NumTC {
+			return errf("scheduler.weights: need 8 entries, got %d", len(sc.Scheduler.Weights))
+		}
+		for i, w := range sc.Scheduler.Weights {
+			if w < 0 || w > 100 {
+				return errf("scheduler.weights[%d] = %d: must be 0 to 100", i, w)
+			}
+			s.weights[i] = w
+		}
+	}
+	for i := range s.weights {
+		if !s.strict[i] && s.weights[i] == 0 {
+			// A zero-weight ETS class would starve for ever; it still
+			// gets the minimum.
+			s.weights[i] = 1
+		}
+	}
+	lossless := sc.PFC.Lossless
+	if lossless == nil {
+		lossless = []int{3}
+	}
+	for _, tc := range lossless {
+		if tc == -1 {
+			continue
+		}
+		if tc < 0 || tc >= NumTC {
+			return errf("pfc.lossless: class %d: classes are 0 to 7", tc)
+		}
+		s.lossless[tc] = true
+	}
+	s.xoff, s.xon = int64(sc.PFC.XOFF), int64(sc.PFC.XON)
+	if s.xoff == 0 {
+		s.xoff = int64(DefaultXOFF)
+	}
+	if s.xon == 0 {
+		s.xon = min(int64(DefaultXON), s.xoff/2)
+	}
+	if s.xon >= s.xoff || s.xon < 0 {
+		return errf("pfc: xon (%d) must be below xoff (%d)", s.xon, s.xoff)
+	}
+	q := sc.PFC.Quanta
+	if q == 0 {
+		q = DefaultPauseQuanta
+	}
+	if q < 1 || q > 0xFFFF {
+		return errf("pfc.quanta %d: must be 1 to 65535", q)
+	}
+	s.quanta = uint16(q)
+	s.ecn = sc.ECN
+	if s.ecn.KMin == 0 && s.ecn.KMax == 0 {
+		s.ecn.KMin, s.ecn.KMax = DefaultECNKMin, DefaultECNKMax
+	}
+	if s.ecn.KMax < s.ecn.KMin {
+		return errf("ecn: kmax (%d) below kmin (%d)", s.ecn.KMax, s.ecn.KMin)
+	}
+	if s.ecn.PMax == 0 {
+		s.ecn.PMax = DefaultECNPMax
+	}
+	if s.ecn.PMax < 0 || s.ecn.PMax > 1 {
+		return errf("ecn.pmax %g: must be 0 to 1", s.ecn.PMax)
+	}
+	if s.ecn.Seed == 0 {
+		s.ecn.Seed = 1
+	}
+
+	maxFrame := sc.MaxFrame
+	if maxFrame == 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	s.ports = make([]portSettings, n)
+	for i := range s.ports {
+		s.ports[i] = portSettings{
+			num: i + 1, link: LinkEthernet, kind: KindSeqpacket,
+			path:  filepath.Join(c.RunDir, fmt.Sprintf("%s-port%d.sock", s.name, i+1)),
+			speed: DefaultSpeed, pvid: 1, maxFrame: maxFrame,
+		}
+	}
+	for _, pc := range sc.Port {
+		if pc.Num < 1 || pc.Num > n {
+			return errf("port num %d: ports are 1 to %d", pc.Num, n)
+		}
+		p := &s.ports[pc.Num-1]
+		if err := applyPort(p, &pc); err != nil {
+			return errf("port %d: %v", pc.Num, err)
+		}
+	}
+	for _, st := range sc.Static {
+		hw, err := net.ParseMAC(st.MAC)
+		if err != nil || len(hw) != 6 {
+			return errf("static entry %q: not a MAC address", st.MAC)
+		}
+		if st.Port < 1 || st.Port > n {
+			return errf("static entry %s: port %d: ports are 1 to %d", st.MAC, st.Port, n)
+		}
+		vlan := st.VLAN
+		if vlan == 0 {
+			vlan = 1
+		}
+		if vlan < 1 || vlan > 4094 {
+			return errf("static entry %s: vlan %d: must be 1 to 4094", st.MAC, vlan)
+		}
+		var e staticEntry
+		copy(e.mac[:], hw)
+		e.vlan, e.port = uint16(vlan), st.Port
+		s.static = append(s.static, e)
+	}
+	return s, nil
+}
+
+func applyPort(p *portSettings, pc *PortConfig) error {
+	switch pc.Link {
+	case "", LinkEthernet:
+	case LinkIB, "infiniband":
+		p.link = LinkIB
+	default:
+		return fmt.Errorf("link %q: must be ethernet or ib", pc.Link)
+	}
+	switch pc.Kind {
+	case "", KindSeqpacket:
+	case KindQEMUStream, "stream":
+		p.kind = KindQEMUStream
+		if p.link != LinkEthernet {
+			return fmt.Errorf("a qemu-stream port carries Ethernet only")
+		}
+	default:
+		return fmt.Errorf("kind %q: must be seqpacket or qemu-stream", pc.Kind)
+	}
+	if pc.Path != "" {
+		p.path = pc.Path
+	}
+	if pc.Dial != "" {
+		if p.kind != KindSeqpacket {
+			return fmt.Errorf("dial needs a seqpacket port")
+		}
+		p.dial = pc.Dial
+	}
+	if pc.Speed < 0 {
+		return fmt.Errorf("speed %d: must be positive", pc.Speed)
+	}
+	if pc.Speed > 0 {
+		p.speed = pc.Speed
+	}
+	if pc.PVID != 0 {
+		if pc.PVID < 1 || pc.PVID > 4094 {
+			return fmt.Errorf("pvid %d: must be 1 to 4094", pc.PVID)
+		}
+		p.pvid = uint16(pc.PVID)
+	}
+	if len(pc.VLANs) > 0 {
+		for _, v := range pc.VLANs {
+			if v < 1 || v > 4094 {
+				return fmt.Errorf("vlan %d: must be 1 to 4094", v)
+			}
+			p.vlans = append(p.vlans, uint16(v))
+		}
+		slices.Sort(p.vlans)
+	}
+	if pc.MaxFrame != 0 {
+		p.maxFrame = pc.MaxFrame
+	}
+	if p.maxFrame < MinMaxFrame || p.maxFrame > 0xFFFF {
+		return fmt.Errorf("max-frame %d: must be %d to 65535", p.maxFrame, MinMaxFrame)
+	}
+	f := pc.Faults
+	for _, v := range []float64{f.Drop, f.Duplicate, f.Reorder, f.Corrupt} {
+		if v < 0 || v > 1 {
+			return fmt.Errorf("faults: probabilities are 0 to 1")
+		}
+	}
+	p.faults = f
+	return nil
+}
+
+func (p *portSettings) helloLink() proto.HelloLink {
+	if p.link == LinkIB {
+		return proto.HelloLinkInfiniBand
+	}
+	return proto.HelloLinkEthernet
+}
+
+// fnv64 is FNV-1a, used to derive stable identities from names.
+func fnv64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// parsePortRef parses "switch:port".
+func parsePortRef(s string) (string, int, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("%q: write switch:port, for example tor1:10", s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: port %q is not a number", s, s[i+1:])
+	}
+	return s[:i], n, nil
+}

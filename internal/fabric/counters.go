@@ -1,0 +1,50 @@
+package fabric
+
+import "sync/atomic"
+
+// DropReason says why a frame was dropped.
+type DropReason int
+
+// Drop reasons. Each has a counter per port and a name in status output.
+const (
+	DropMalformed  DropReason = iota // the frame does not parse (runt, bad header)
+	DropOversize                     // larger than the port's max-frame
+	DropVLAN                         // VLAN not allowed on the ingress port
+	DropFiltered                     // destination is on the ingress port
+	DropQueueFull                    // lossy class, egress queue full (tail drop)
+	DropLinkDown                     // egress port down, or it went down with the frame queued
+	DropFault                        // fault injection
+	DropLinkLayer                    // Ethernet frame for an IB port or the reverse
+	DropUnroutable                   // IB: ibsw did not forward it
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{
+	"malformed", "oversize", "vlan", "filtered", "queue-full", "link-down", "fault", "link-layer", "unroutable",
+}
+
+// String returns the reason's name as status shows it.
+func (r DropReason) String() string {
+	if r >= 0 && r < numDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// portCounters are a port's statistics. rx counters are written by the
+// port's rx goroutine, tx counters by its tx goroutine, drops by any rx
+// goroutine (the egress port counts its own tail drops); all are atomic
+// so that status reads them at any time. The padding keeps rx and tx on
+// separate cache lines.
+type portCounters struct {
+	rxFrames, rxBytes atomic.Uint64
+	pfcRx, pauseRx    atomic.Uint64
+	_                 [32]byte
+	txFrames, txBytes atomic.Uint64
+	pfcTx             atomic.Uint64
+	_                 [40]byte
+	drops             [numDropReasons]atomic.Uint64
+	ecnMarked         atomic.Uint64
+	floods            atomic.Uint64
+	faults            atomic.Uint64 // faults injected (all kinds)
+}

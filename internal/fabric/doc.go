@@ -1,0 +1,35 @@
+// Package fabric is HiSwitch, the emulated top-of-rack switch of HiNIC:
+// its ports (UNIX SOCK_SEQPACKET sockets opened by the versioned hello of
+// docs/fabric-wire.md, QEMU -netdev stream sockets, inter-switch links),
+// the Ethernet pipeline (FDB learning and aging per VLAN, flooding,
+// 802.1Q PCP and DSCP to traffic class, per-class bounded egress queues
+// with strict-priority and ETS scheduling, PFC, ECN marking), the glue to
+// the InfiniBand forwarding of package ibsw, captures, fault injection,
+// the control socket behind `hinic fabric status`, and the benchmark
+// behind `hinic bench fabric`.
+//
+// # Goroutines and ownership
+//
+// Every connected port runs two goroutines: rx reads frames from the peer
+// (recvmmsg batches into pooled buffers) and runs the ingress pipeline
+// inline, handing each frame to the egress queue of the port it leaves
+// by; tx drains that port's queues in scheduler order and writes them
+// (sendmmsg batches). A buffer has one owner at a time: rx owns it from
+// the read until it is enqueued, the egress queue until tx dequeues it,
+// tx until it is written and returned to the pool. Flooding copies the
+// frame once per extra egress port, so no buffer is ever shared.
+//
+// Each listening port has an accept loop; each accepted connection gets a
+// short-lived handshake goroutine. Each switch has a housekeeping
+// goroutine (FDB aging sweep, capture flush) and the fabric one control
+// server. All of them are joined by Close.
+//
+// Timers that are part of the switch's behaviour (FDB aging, PFC pause
+// expiry) come from an injected Clock, so tests drive them with a
+// ManualClock. I/O deadlines and redial back-off use real time.
+//
+// # Dependencies
+//
+// fabric imports proto and ibsw; it must not import device, rdma or the
+// CLI. The device backend meets the fabric only at the socket wire format.
+package fabric

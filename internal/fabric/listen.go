@@ -1,0 +1,272 @@
+package fabric
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+const (
+	// helloTimeout bounds the wait for a peer's hello.
+	helloTimeout = 5 * time.Second
+	// redialMin and redialMax bound the back-off of a dialling port.
+	redialMin = 100 * time.Millisecond
+	redialMax = 2 * time.Second
+	// socketMode is the mode of port and control sockets.
+	socketMode = 0o660
+)
+
+// listen opens the port's socket: SOCK_SEQPACKET for a HiNIC port,
+// SOCK_STREAM for a QEMU stream port.
+func (p *port) listen() error {
+	network := "unixpacket"
+	if p.cfg.kind == KindQEMUStream {
+		network = "unix"
+	}
+	ln, err := listenUnix(network, p.cfg.path)
+	if err != nil {
+		return fmt.Errorf("fabric: switch %s port %d: %w", p.sw.cfg.name, p.cfg.num, err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.sw.wg.Add(1)
+	go p.acceptLoop(ln)
+	return nil
+}
+
+// listenUnix listens on path with mode 0660, replacing a stale socket
+// file that nobody listens on.
+func listenUnix(network, path string) (*net.UnixListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen %s: exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout(network, path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen %s: another process serves this socket (stop it, or choose another --run-dir)", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen %s: remove stale socket: %w", path, err)
+		}
+	}
+	ln, err := net.ListenUnix(network, &net.UnixAddr{Name: path, Net: network})
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, socketMode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: chmod: %w", path, err)
+	}
+	return ln, nil
+}
+
+func (p *port) closeListener() {
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	if ln != nil {
+		ln.Close() // unlinks the socket file
+	}
+}
+
+func (p *port) acceptLoop(ln *net.UnixListener) {
+	sw := p.sw
+	defer sw.wg.Done()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and friends: wait a little rather than spin.
+			select {
+			case <-sw.ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case sw.hsSem <- struct{}{}:
+		default:
+			c.Close() // too many handshakes at once
+			continue
+		}
+		sw.wg.Add(1)
+		go func() {
+			defer sw.wg.Done()
+			defer func() { <-sw.hsSem }()
+			if p.cfg.kind == KindQEMUStream {
+				p.acceptStream(c)
+			} else {
+				p.handshake(c)
+			}
+		}()
+	}
+}
+
+// acceptStream attaches a QEMU stream connection; a second one while a
+// peer holds the port is closed (the stream framing has no way to say
+// why).
+func (p *port) acceptStream(c *net.UnixConn) {
+	if err := p.attach(c, PeerInfo{Name: "qemu", Role: "qemu"}, true); err != nil {
+		c.Close()
+	}
+}
+
+// myHello is the switch's hello on this port with the given status.
+func (p *port) myHello(status uint16) []byte {
+	return proto.AppendHello(nil, &proto.HelloFields{
+		Version: proto.HelloVersion, LinkLayer: p.cfg.helloLink(), Role: proto.HelloRoleSwitch,
+		Status: status, MaxFrame: uint16(p.cfg.maxFrame), MAC: p.mac, PortNum: uint8(p.cfg.num),
+		PortGUID: p.sw.cfg.nodeGUID, NodeGUID: p.sw.cfg.nodeGUID,
+		Name: fmt.Sprintf("%s/port%d", p.sw.cfg.name, p.cfg.num),
+	})
+}
+
+// checkHello validates a peer's hello against the port and returns the
+// status to answer.
+func (p *port) checkHello(b []byte, trunc bool) (proto.Hello, uint16) {
+	if trunc {
+		return nil, proto.HelloMalformed
+	}
+	h, err := proto.ParseHello(b)
+	if err != nil {
+		return nil, proto.HelloMalformed
+	}
+	switch {
+	case h.Version() != proto.HelloVersion:
+		return h, proto.HelloBadVersion
+	case h.Role() != proto.HelloRoleNIC && h.Role() != proto.HelloRoleSwitch:
+		return h, proto.HelloMalformed
+	case h.LinkLayer() != p.cfg.helloLink():
+		return h, proto.HelloWrongLinkLayer
+	case int(h.MaxFrame()) > p.cfg.maxFrame:
+		return h, proto.HelloFrameTooBig
+	}
+	return h, proto.HelloOK
+}
+
+// handshake reads the peer's hello, answers it and attaches the
+// connection. Whatever the peer sends, the connection is either attached
+// or answered and closed.
+func (p *port) handshake(c *net.UnixConn) {
+	sw := p.sw
+	stop := context.AfterFunc(sw.ctx, func() { c.SetDeadline(time.Now()) })
+	defer stop()
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	buf := make([]byte, proto.HelloMaxSize+1)
+	n, _, flags, _, err := c.ReadMsgUnix(buf, nil)
+	if err != nil || n == 0 {
+		c.Close()
+		return
+	}
+	h, status := p.checkHello(buf[:n], flags&syscall.MSG_TRUNC != 0)
+	var peer PeerInfo
+	if status == proto.HelloOK {
+		peer = peerFromHello(h)
+		p.mu.Lock()
+		busy := p.sess != nil
+		p.mu.Unlock()
+		if busy {
+			status = proto.HelloPortBusy
+		}
+	}
+	if status != proto.HelloOK {
+		c.Write(p.myHello(status))
+		c.Close()
+		return
+	}
+	if !stop() {
+		c.Close() // the switch is closing
+		return
+	}
+	if _, err := c.Write(p.myHello(proto.HelloOK)); err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	if err := p.attach(c, peer, false); err != nil {
+		// Lost a race with another peer between the check and attach:
+		// the OK is already sent, so the close is the answer.
+		c.Close()
+	}
+}
+
+func peerFromHello(h proto.Hello) PeerInfo {
+	f := h.Fields()
+	role := "nic"
+	if f.Role == proto.HelloRoleSwitch {
+		role = "switch"
+	}
+	name := strings.ToValidUTF8(f.Name, "?")
+	return PeerInfo{
+		Name: name, Role: role, MAC: net.HardwareAddr(f.MAC[:]).String(), PortNum: int(f.PortNum),
+		PortGUID: f.PortGUID, NodeGUID: f.NodeGUID, MaxFrame: int(f.MaxFrame),
+	}
+}
+
+// dialLoop keeps an inter-switch link to another process up: it dials
+// the remote switch's port socket, says hello as a switch, and runs the
+// session; when the session ends it dials again, backing off.
+func (p *port) dialLoop() {
+	sw := p.sw
+	defer sw.wg.Done()
+	backoff := redialMin
+	for {
+		conn, peer, err := p.dialOnce()
+		if err == nil {
+			err = p.attach(conn, peer, false)
+			if err != nil {
+				conn.Close()
+			} else {
+				backoff = redialMin
+				p.mu.Lock()
+				s := p.sess
+				p.mu.Unlock()
+				if s != nil {
+					select {
+					case <-s.done:
+					case <-sw.ctx.Done():
+						return
+					}
+					<-s.txDone
+				}
+			}
+		}
+		if err != nil {
+			sw.log.Debug("dial", "port", p.cfg.num, "path", p.cfg.dial, "err", err)
+		}
+		select {
+		case <-sw.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, redialMax)
+	}
+}
+
+func (p *port) dialOnce() (*net.UnixConn, PeerInfo, error) {
+	ctx, cancel := context.WithTimeout(p.sw.ctx, helloTimeout)
+	defer cancel()
+	hello := proto.HelloFields{
+		Version: proto.HelloVersion, LinkLayer: p.cfg.helloLink(), Role: proto.HelloRoleSwitch,
+		MaxFrame: uint16(p.cfg.maxFrame), MAC: p.mac, PortNum: uint8(p.cfg.num),
+		PortGUID: p.sw.cfg.nodeGUID, NodeGUID: p.sw.cfg.nodeGUID,
+		Name: fmt.Sprintf("%s/port%d", p.sw.cfg.name, p.cfg.num),
+	}
+	c, ans, err := DialPort(ctx, p.cfg.dial, &hello)
+	if err != nil {
+		return nil, PeerInfo{}, err
+	}
+	return c, peerFromHello(ans), nil
+}

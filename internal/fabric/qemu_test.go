@@ -1,0 +1,290 @@
+package fabric_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/fabric"
+)
+
+// requireTool skips the test when a tool it runs is missing, unless
+// HINIC_REQUIRE_TOOLS=1 (CI), where a missing tool is a failure.
+func requireTool(t *testing.T, what, hint string, ok bool) {
+	t.Helper()
+	if ok {
+		return
+	}
+	msg := fmt.Sprintf("%s not available (%s)", what, hint)
+	if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
+		t.Fatal(msg + "; HINIC_REQUIRE_TOOLS=1 makes this a failure")
+	}
+	t.Skip(msg)
+}
+
+// TestQEMUGuestsPing boots two stock QEMU guests (TCG) with virtio-net
+// NICs on -netdev stream ports of one switch; each pings the other
+// through it.
+func TestQEMUGuestsPing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots two VMs")
+	}
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	requireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
+	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
+	slices.Sort(kernels)
+	requireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
+	kernel := kernels[len(kernels)-1]
+	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
+	modDir := filepath.Join("/lib/modules", release)
+	_, err = os.Stat(filepath.Join(modDir, "modules.dep"))
+	requireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
+	busybox := "/bin/busybox"
+	_, err = os.Stat(busybox)
+	requireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+
+	mods, err := moduleOrder(modDir, "kernel/drivers/virtio/virtio_pci.ko", "kernel/drivers/net/virtio_net.ko")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir, err := os.MkdirTemp("", "hq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	fab, err := fabric.New(fabric.Config{RunDir: dir, Switches: []fabric.SwitchConfig{{
+		Ports: 2, Port: []fabric.PortConfig{{Num: 1, Kind: fabric.KindQEMUStream}, {Num: 2, Kind: fabric.KindQEMUStream}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fab.Close()
+	sw := fab.Switches()[0]
+
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	type guest struct {
+		n      int
+		out    *lockedBuffer
+		cmd    *exec.Cmd
+		passed chan struct{}
+	}
+	var guests []*guest
+	for n := 1; n <= 2; n++ {
+		initrd := filepath.Join(t.TempDir(), "initrd.cpio")
+		if err := writeInitramfs(initrd, busybox, modDir, mods, guestInit(n, 3-n, mods)); err != nil {
+			t.Fatal(err)
+		}
+		g := &guest{n: n, out: &lockedBuffer{}, passed: make(chan struct{})}
+		g.cmd = exec.CommandContext(ctx, qemu,
+			"-accel", "tcg", "-m", "256", "-nodefaults", "-nographic", "-no-reboot",
+			"-serial", "stdio", "-monitor", "none",
+			"-kernel", kernel, "-initrd", initrd,
+			"-append", "console=ttyS0 panic=-1 quiet loglevel=3",
+			"-netdev", "stream,id=n0,server=off,addr.type=unix,addr.path="+sw.SocketPath(n),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:12:34:%02x", n),
+		)
+		pr, pw := io.Pipe()
+		g.cmd.Stdout, g.cmd.Stderr = pw, pw
+		if err := g.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				g.out.WriteLine(sc.Text())
+				if strings.Contains(sc.Text(), "HINIC-PING-OK") {
+					close(g.passed)
+				}
+			}
+		}()
+		defer func() {
+			g.cmd.Process.Kill()
+			g.cmd.Wait()
+			pw.Close()
+		}()
+		guests = append(guests, g)
+	}
+	for _, g := range guests {
+		select {
+		case <-g.passed:
+		case <-ctx.Done():
+			for _, g := range guests {
+				t.Logf("guest %d console:\n%s", g.n, g.out.String())
+			}
+			t.Logf("switch: %+v", sw.Status().Ports)
+			t.Fatalf("guest %d did not reach the other through the switch", g.n)
+		}
+	}
+	for _, g := range guests {
+		t.Logf("guest %d console:\n%s", g.n, g.out.String())
+	}
+	st := sw.Status()
+	for _, p := range st.Ports {
+		if p.State != "up" || p.RxFrames == 0 || p.TxFrames == 0 {
+			t.Errorf("port %d: %+v", p.Num, p)
+		}
+	}
+	if len(st.FDB) < 2 {
+		t.Errorf("FDB %+v", st.FDB)
+	}
+}
+
+// guestInit is the guest's /init: load virtio-net, configure 10.42.0.n,
+// ping 10.42.0.peer until it answers, say so on the console, then keep
+// answering the peer's pings.
+func guestInit(n, peer int, mods []string) string {
+	var b strings.Builder
+	b.WriteString("#!/bin/busybox sh\n")
+	for _, m := range mods {
+		fmt.Fprintf(&b, "/bin/busybox insmod /lib/modules/%s\n", filepath.Base(m))
+	}
+	fmt.Fprintf(&b, `B=/bin/busybox
+$B ip link set lo up
+$B ip addr add 10.42.0.%d/24 dev eth0
+$B ip link set eth0 up
+i=0
+while [ $i -lt 90 ]; do
+  if $B ping -c 1 -W 1 10.42.0.%d >/dev/null 2>&1; then
+    echo HINIC-PING-OK
+    break
+  fi
+  i=$((i+1))
+done
+[ $i -lt 90 ] || echo HINIC-PING-FAILED
+$B sleep 120
+$B poweroff -f
+`, n, peer)
+	return b.String()
+}
+
+// moduleOrder returns the modules to load, dependencies first, from
+// modules.dep (which lists a module's dependencies so that the last is
+// loaded first, as modprobe does).
+func moduleOrder(modDir string, want ...string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(modDir, "modules.dep"))
+	if err != nil {
+		return nil, err
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if ok {
+			deps[name] = strings.Fields(rest)
+		}
+	}
+	var order []string
+	for _, m := range want {
+		d, ok := deps[m]
+		if !ok {
+			return nil, fmt.Errorf("%s not in modules.dep (built in?)", m)
+		}
+		for i := len(d) - 1; i >= 0; i-- {
+			if !slices.Contains(order, d[i]) {
+				order = append(order, d[i])
+			}
+		}
+		if !slices.Contains(order, m) {
+			order = append(order, m)
+		}
+	}
+	return order, nil
+}
+
+// writeInitramfs writes a cpio "newc" archive: /init, /bin/busybox,
+// /dev/console and the modules in /lib/modules. Written in Go, so no
+// mount, loop device or root is needed.
+func writeInitramfs(path, busybox, modDir string, mods []string, init string) error {
+	var w cpioWriter
+	w.dir("dev")
+	w.dir("bin")
+	w.dir("lib")
+	w.dir("lib/modules")
+	w.node("dev/console", 0o20600, 5, 1) // character device 5:1
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return err
+	}
+	w.file("bin/busybox", 0o755, bb)
+	w.file("bin/sh", 0o755, bb)
+	for _, m := range mods {
+		data, err := os.ReadFile(filepath.Join(modDir, m))
+		if err != nil {
+			return err
+		}
+		w.file("lib/modules/"+filepath.Base(m), 0o644, data)
+	}
+	w.file("init", 0o755, []byte(init))
+	w.trailer()
+	return os.WriteFile(path, w.buf.Bytes(), 0o644)
+}
+
+type cpioWriter struct {
+	buf bytes.Buffer
+	ino uint32
+}
+
+func (w *cpioWriter) header(name string, mode uint32, size int, rmaj, rmin uint32) {
+	w.ino++
+	nlink := uint32(1)
+	if mode&0o170000 == 0o040000 {
+		nlink = 2
+	}
+	fmt.Fprintf(&w.buf, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		w.ino, mode, 0, 0, nlink, 0, size, 0, 0, rmaj, rmin, len(name)+1, 0)
+	w.buf.WriteString(name)
+	w.buf.WriteByte(0)
+	w.pad()
+}
+
+func (w *cpioWriter) pad() {
+	for w.buf.Len()%4 != 0 {
+		w.buf.WriteByte(0)
+	}
+}
+
+func (w *cpioWriter) dir(name string) { w.header(name, 0o040755, 0, 0, 0) }
+
+func (w *cpioWriter) node(name string, mode, major, minor uint32) {
+	w.header(name, mode, 0, major, minor)
+}
+
+func (w *cpioWriter) file(name string, perm uint32, data []byte) {
+	w.header(name, 0o100000|perm, len(data), 0, 0)
+	w.buf.Write(data)
+	w.pad()
+}
+
+func (w *cpioWriter) trailer() { w.header("TRAILER!!!", 0, 0, 0, 0) }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) WriteLine(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+	l.b.WriteByte('\n')
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

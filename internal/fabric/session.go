@@ -1,0 +1,308 @@
+package fabric
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// streamMaxFrame is QEMU's NET_BUFSIZE (4096 + 65536): a stream length
+// above it cannot come from QEMU, so the stream is out of step and the
+// connection is closed.
+const streamMaxFrame = 4096 + 65536
+
+// session is one peer's connection to a port. rx and tx goroutines run
+// while it lasts; either ends it with shutdown, rx then tears it down.
+type session struct {
+	p      *port
+	conn   *net.UnixConn
+	stream bool
+
+	once   sync.Once
+	done   chan struct{} // closed by shutdown
+	txDone chan struct{} // closed when tx has returned
+}
+
+// attach starts a session on conn. It fails with ErrPortBusy when a peer
+// holds the port and ErrClosed when the switch is closing.
+func (p *port) attach(conn *net.UnixConn, peer PeerInfo, stream bool) error {
+	sw := p.sw
+	p.mu.Lock()
+	// Checked under p.mu: close sets closing before it ends the ports'
+	// sessions (under p.mu), so a session is either refused here or
+	// seen and ended there.
+	if sw.closing.Load() {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	if p.sess != nil {
+		p.mu.Unlock()
+		return ErrPortBusy
+	}
+	s := &session{p: p, conn: conn, stream: stream, done: make(chan struct{}), txDone: make(chan struct{})}
+	p.sess, p.peer, p.since = s, peer, sw.clock.Now()
+	p.sessions++
+	p.abort.Store(false)
+	sw.wg.Add(2) // under p.mu, so close's Wait cannot miss it
+	p.mu.Unlock()
+
+	setSocketBuffers(conn, sw.sockBuf)
+	p.eg.setUp(true, nil)
+	p.up.Store(true)
+	if p.cfg.link == LinkIB && sw.ib != nil {
+		sw.ibMu.Lock()
+		sw.ib.SetPortLink(p.cfg.num, true)
+		sw.ibMu.Unlock()
+	}
+	sw.log.Info("port up", "port", p.cfg.num, "peer", peer.Name, "role", peer.Role)
+	go p.rxLoop(s)
+	go p.txLoop(s)
+	return nil
+}
+
+// shutdown ends the session: the connection closes, which wakes rx and
+// tx, and rx goroutines blocked on a full lossless queue give up.
+func (s *session) shutdown() {
+	s.once.Do(func() {
+		s.p.abort.Store(true)
+		s.conn.Close()
+		close(s.done)
+		s.p.sw.wakeWaiters()
+	})
+}
+
+// endSession ends the current session, if any, without waiting.
+func (p *port) endSession() {
+	p.mu.Lock()
+	s := p.sess
+	p.mu.Unlock()
+	if s != nil {
+		s.shutdown()
+	}
+}
+
+// teardown runs on rx after both goroutines of s have stopped: the port
+// goes down, queued frames are dropped, FDB entries on it flushed.
+func (p *port) teardown(s *session) {
+	sw := p.sw
+	p.up.Store(false)
+	p.eg.setUp(false, func(f *frame, data bool) {
+		if data {
+			p.ctr.drops[DropLinkDown].Add(1)
+		}
+		sw.release(f)
+	})
+	sw.fdb.flushPort(p.idx)
+	if p.cfg.link == LinkIB && sw.ib != nil {
+		sw.ibMu.Lock()
+		sw.ib.SetPortLink(p.cfg.num, false)
+		sw.ibMu.Unlock()
+	}
+	// The peer is gone: the next one starts with no pause in force.
+	p.eg.mu.Lock()
+	for tc := range p.xoff {
+		p.xoff[tc].Store(false)
+	}
+	p.eg.mu.Unlock()
+	if p.faults != nil {
+		p.faults.flush(sw)
+	}
+	p.cap.flush()
+	p.mu.Lock()
+	peer := p.peer
+	p.sess = nil
+	p.peer = PeerInfo{}
+	p.mu.Unlock()
+	sw.log.Info("port down", "port", p.cfg.num, "peer", peer.Name)
+}
+
+func (p *port) rxLoop(s *session) {
+	defer p.sw.wg.Done()
+	if s.stream {
+		p.rxStream(s)
+	} else {
+		p.rxPacket(s)
+	}
+	s.shutdown()
+	<-s.txDone
+	p.teardown(s)
+}
+
+// rxPacket reads SEQPACKET messages in batches into pooled frames and
+// runs each through the pipeline.
+func (p *port) rxPacket(s *session) {
+	sw := p.sw
+	bio, err := newBatchIO(s.conn, sw.ioBatch)
+	if err != nil {
+		return
+	}
+	n := sw.ioBatch
+	frames := make([]*frame, n)
+	bufs := make([][]byte, n)
+	sizes := make([]int, n)
+	trunc := make([]bool, n)
+	defer func() {
+		for _, f := range frames {
+			sw.pool.put(f)
+		}
+	}()
+	for i := range frames {
+		frames[i] = sw.pool.get()
+	}
+	// Read one byte more than max-frame so that an oversize frame shows
+	// as such even when the pool's buffers are exactly max-frame long.
+	limit := min(p.cfg.maxFrame+1, sw.pool.size)
+	for {
+		for i := range frames {
+			bufs[i] = frames[i].buf[:limit]
+		}
+		got, err := bio.readBatch(bufs, sizes, trunc)
+		if err != nil {
+			return
+		}
+		now := sw.clock.Now()
+		for i := range got {
+			f := frames[i]
+			if trunc[i] || sizes[i] > p.cfg.maxFrame {
+				p.ctr.rxFrames.Add(1)
+				p.ctr.rxBytes.Add(uint64(sizes[i]))
+				p.ctr.drops[DropOversize].Add(1)
+				continue // the buffer is reused
+			}
+			f.buf = f.buf[:sizes[i]]
+			sw.receive(p, f, now)
+			frames[i] = sw.pool.get()
+		}
+	}
+}
+
+// rxStream reads QEMU -netdev stream framing: a 4-byte big-endian length,
+// then the frame.
+func (p *port) rxStream(s *session) {
+	sw := p.sw
+	br := bufio.NewReaderSize(s.conn, 256<<10)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		switch {
+		case n > streamMaxFrame:
+			p.ctr.drops[DropMalformed].Add(1)
+			return
+		case n > p.cfg.maxFrame:
+			p.ctr.rxFrames.Add(1)
+			p.ctr.rxBytes.Add(uint64(n))
+			p.ctr.drops[DropOversize].Add(1)
+			if _, err := br.Discard(n); err != nil {
+				return
+			}
+			continue
+		}
+		f := sw.pool.get()
+		f.buf = f.buf[:n]
+		if _, err := io.ReadFull(br, f.buf); err != nil {
+			sw.pool.put(f)
+			return
+		}
+		sw.receive(p, f, sw.clock.Now())
+	}
+}
+
+// txLoop sends what the scheduler picks, in batches, until the session
+// ends.
+func (p *port) txLoop(s *session) {
+	defer p.sw.wg.Done()
+	defer close(s.txDone)
+	defer s.shutdown()
+	sw := p.sw
+	n := sw.ioBatch
+	out := make([]*frame, n)
+	bufs := make([][]byte, n)
+	var write func([][]byte) error
+	if s.stream {
+		w := newStreamWriter(s.conn, n)
+		write = w.write
+	} else {
+		bio, err := newBatchIO(s.conn, n)
+		if err != nil {
+			return
+		}
+		write = bio.writeBatch
+	}
+	var timer Timer
+	var timerAt time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		got, wake := p.eg.dequeue(out, sw.clock.Now())
+		if got == 0 {
+			if !wake.IsZero() && (timer == nil || !timerAt.Equal(wake)) {
+				if timer != nil {
+					timer.Stop()
+				}
+				timerAt = wake
+				timer = sw.clock.AfterFunc(wake.Sub(sw.clock.Now()), p.eg.kick)
+			}
+			select {
+			case <-p.eg.notify:
+			case <-s.done:
+				return
+			}
+			continue
+		}
+		for i := range got {
+			bufs[i] = out[i].buf
+		}
+		err := write(bufs[:got])
+		now := sw.clock.Now()
+		for i := range got {
+			f := out[i]
+			if err == nil {
+				p.ctr.txFrames.Add(1)
+				p.ctr.txBytes.Add(uint64(len(f.buf)))
+				if f.in < 0 {
+					p.ctr.pfcTx.Add(1)
+				}
+				p.cap.write(now, f.buf)
+			} else if f.in >= 0 {
+				p.ctr.drops[DropLinkDown].Add(1)
+			}
+			sw.release(f)
+			out[i] = nil
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// streamWriter writes frames with QEMU stream framing, a batch per
+// writev.
+type streamWriter struct {
+	c    *net.UnixConn
+	hdrs [][4]byte
+	vec  [][]byte
+}
+
+func newStreamWriter(c *net.UnixConn, batch int) *streamWriter {
+	return &streamWriter{c: c, hdrs: make([][4]byte, batch), vec: make([][]byte, 0, 2*batch)}
+}
+
+func (w *streamWriter) write(bufs [][]byte) error {
+	w.vec = w.vec[:0]
+	for i, b := range bufs {
+		binary.BigEndian.PutUint32(w.hdrs[i][:], uint32(len(b)))
+		w.vec = append(w.vec, w.hdrs[i][:], b)
+	}
+	nb := net.Buffers(w.vec)
+	_, err := nb.WriteTo(w.c)
+	return err
+}

@@ -1,0 +1,258 @@
+// Package rack is the embedded rack: one HiSwitch fabric and N emulated
+// hosts in one process, with no VMs. Each host is an RDMA engine
+// (internal/rdma) with its own simulated host memory, attached to a fabric
+// port over a real UNIX SOCK_SEQPACKET connection opened by the port hello,
+// exactly as the device backend attaches a guest's NIC. The rack serves the
+// embedded e2e gate (`hinic verify e2e --embedded`), `hinic bench rdma` and
+// the README demo.
+//
+// rack imports fabric and rdma, which never import each other: they meet
+// here only through the socket.
+package rack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+
+	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rdma"
+)
+
+// Defaults.
+const (
+	DefaultHosts   = 2
+	DefaultMTU     = 4096
+	DefaultMemSize = 64 << 20
+	// maxFrame is the largest frame a host port sends: a 4096-byte IB MTU
+	// plus RoCEv2 headers (Ethernet 18, IPv6 40, UDP 8, BTH and extensions
+	// 12+28, ICRC 4), rounded up.
+	maxFrame = 4096 + 256
+)
+
+// Config describes a rack.
+type Config struct {
+	Hosts   int    // emulated hosts, at least 1; default 2
+	MTU     int    // path MTU of every engine: 256..4096; default 4096
+	MemSize int    // bytes of simulated memory per host; default 64 MiB
+	RunDir  string // fabric socket directory; "" makes a temporary one removed by Close
+	Pcap    string // when set, the fabric writes one capture per port here
+	// Raw attaches hosts to the fabric without an engine: their Conn is
+	// free for raw frames (the raw ceiling of `hinic bench rdma`).
+	Raw    bool
+	Logger *slog.Logger // nil discards
+}
+
+// Host is one emulated host: its NIC engine, memory and addresses.
+type Host struct {
+	Name   string
+	Index  int // 0-based
+	Device *rdma.Device
+	Memory *rdma.HostMemory
+	MAC    [6]byte
+	IP     netip.Addr
+	// Conn is the host's connection to its fabric port. In a Raw rack the
+	// caller reads and writes it; otherwise the rack does.
+	Conn *net.UnixConn
+
+	allocMu sync.Mutex
+	next    uint64 // bump allocator over Memory
+}
+
+// Alloc reserves n bytes of the host's memory, 4 KiB aligned, and returns
+// their address. Free gives the most recent allocations back (a stack).
+func (h *Host) Alloc(n uint64) (uint64, error) {
+	h.allocMu.Lock()
+	defer h.allocMu.Unlock()
+	addr := (h.next + 4095) &^ 4095
+	if addr+n > h.Memory.Size() {
+		return 0, fmt.Errorf("rack: %s: out of memory (%d bytes asked, %d left)", h.Name, n, h.Memory.Size()-addr)
+	}
+	h.next = addr + n
+	return addr, nil
+}
+
+// Free returns [addr, addr+n) to the allocator when it is the most recent
+// allocation; anything else stays reserved until the rack closes.
+func (h *Host) Free(addr, n uint64) {
+	h.allocMu.Lock()
+	defer h.allocMu.Unlock()
+	if addr+n == h.next {
+		h.next = addr
+	}
+}
+
+// GIDIndex is the GID table index of the host's RoCEv2 IPv4 GID
+// (::ffff:a.b.c.d), as perftest's -x 1 and ibv_rc_pingpong's -g 1 use.
+const GIDIndex = 1
+
+// Rack is a running embedded rack.
+type Rack struct {
+	Fabric *fabric.Fabric
+	Hosts  []*Host
+
+	tmpDir    string
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// hostMAC and hostIP number hosts from 1: 02:48:4e:00:00:01, 10.42.0.1.
+func hostMAC(i int) [6]byte   { return [6]byte{0x02, 0x48, 0x4e, 0x00, byte(i >> 8), byte(i)} }
+func hostIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 42, byte(i >> 8), byte(i)}) }
+
+// Start builds the fabric, attaches every host and returns the rack. Close
+// it when done.
+func Start(ctx context.Context, cfg Config) (*Rack, error) {
+	if cfg.Hosts == 0 {
+		cfg.Hosts = DefaultHosts
+	}
+	if cfg.Hosts < 1 || cfg.Hosts > 250 {
+		return nil, fmt.Errorf("rack: %d hosts: want 1 to 250", cfg.Hosts)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.MemSize == 0 {
+		cfg.MemSize = DefaultMemSize
+	}
+	r := &Rack{}
+	runDir := cfg.RunDir
+	if runDir == "" {
+		d, err := os.MkdirTemp("", "hinic-rack-")
+		if err != nil {
+			return nil, fmt.Errorf("rack: %w", err)
+		}
+		r.tmpDir, runDir = d, d
+	}
+	fab, err := fabric.New(fabric.Config{RunDir: runDir, Ports: max(fabric.DefaultPorts, cfg.Hosts),
+		Pcap: cfg.Pcap, Logger: cfg.Logger})
+	if err != nil {
+		r.removeTmp()
+		return nil, fmt.Errorf("rack: %w", err)
+	}
+	if err := fab.Start(); err != nil {
+		r.removeTmp()
+		return nil, fmt.Errorf("rack: start fabric: %w", err)
+	}
+	r.Fabric = fab
+	sw := fab.Switches()[0]
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	for i := range cfg.Hosts {
+		h, err := r.attach(ctx, runCtx, sw, i, cfg)
+		if err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+		r.Hosts = append(r.Hosts, h)
+	}
+	return r, nil
+}
+
+func (r *Rack) attach(ctx, runCtx context.Context, sw *fabric.Switch, i int, cfg Config) (*Host, error) {
+	h := &Host{Name: fmt.Sprintf("host%d", i+1), Index: i, MAC: hostMAC(i + 1), IP: hostIP(i + 1),
+		Memory: rdma.NewHostMemory(cfg.MemSize)}
+	guid := uint64(0x0248_4eff_fe00_0000) | uint64(i+1)<<8
+	conn, answer, err := fabric.DialPort(ctx, sw.SocketPath(i+1), &proto.HelloFields{
+		Version: proto.HelloVersion, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC,
+		MaxFrame: maxFrame, MAC: h.MAC, PortNum: 1, PortGUID: guid, NodeGUID: guid, Name: h.Name + "/hinic0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rack: attach %s: %w", h.Name, err)
+	}
+	_ = answer
+	h.Conn = conn
+	if cfg.Raw {
+		return h, nil
+	}
+	dev, err := rdma.NewDevice(rdma.DeviceConfig{
+		Name: "hinic0", NodeGUID: guid, PortGUID: guid, MAC: h.MAC,
+		IPv4: []netip.Addr{h.IP}, MTU: cfg.MTU, Memory: h.Memory,
+	}, connPort{conn})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("rack: %s: %w", h.Name, err)
+	}
+	h.Device = dev
+	r.wg.Add(1)
+	go r.receive(runCtx, h)
+	return h, nil
+}
+
+// connPort is the engine's Port: one frame per SEQPACKET message. Write
+// blocks while the socket buffer is full, which is the back-pressure a NIC
+// gets from its link.
+type connPort struct{ c *net.UnixConn }
+
+func (p connPort) Send(frame []byte) error {
+	_, err := p.c.Write(frame)
+	return err
+}
+
+// receive is the host's rx goroutine: it hands every frame from the fabric
+// to the engine (which copies what it keeps) until the connection closes.
+func (r *Rack) receive(ctx context.Context, h *Host) {
+	defer r.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := h.Conn.Read(buf)
+		if err != nil {
+			return
+		}
+		if n > 0 {
+			h.Device.Deliver(buf[:n])
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// Close stops the hosts and the fabric and removes a temporary run
+// directory. It is idempotent.
+func (r *Rack) Close() error {
+	r.closeOnce.Do(func() {
+		var errs []error
+		if r.cancel != nil {
+			r.cancel()
+		}
+		for _, h := range r.Hosts {
+			if h.Conn != nil {
+				errs = append(errs, ignoreClosed(h.Conn.Close()))
+			}
+		}
+		r.wg.Wait()
+		for _, h := range r.Hosts {
+			if h.Device != nil {
+				errs = append(errs, h.Device.Close())
+			}
+		}
+		if r.Fabric != nil {
+			errs = append(errs, r.Fabric.Close())
+		}
+		r.removeTmp()
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}
+
+func (r *Rack) removeTmp() {
+	if r.tmpDir != "" {
+		_ = os.RemoveAll(r.tmpDir)
+	}
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,70 @@
+package verify
+
+import (
+	"context"
+
+	"github.com/PacketFive/hinic/internal/perf"
+	"github.com/PacketFive/hinic/internal/rack"
+)
+
+// EmbeddedOptions size the embedded gate. Zero values take the defaults,
+// which keep the whole gate to seconds.
+type EmbeddedOptions struct {
+	PingPongIters int // ibv_rc_pingpong -n; default 500
+	PingPongSize  int // ibv_rc_pingpong -s; default 4096
+	BWIters       int // perftest -n for the bandwidth cases; default 1000
+	BWSize        int // perftest -s for the bandwidth cases; default 65536
+	LatIters      int // perftest -n for the latency cases; default 1000
+	LatSize       int // perftest -s for the latency cases; default 2
+}
+
+func (o *EmbeddedOptions) defaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.PingPongIters, 500)
+	def(&o.PingPongSize, 4096)
+	def(&o.BWIters, 1000)
+	def(&o.BWSize, 65536)
+	def(&o.LatIters, 1000)
+	def(&o.LatSize, 2)
+}
+
+// EmbeddedCases returns the gate's cases between the first two hosts of r:
+// the RC equivalents of ibv_rc_pingpong and of perftest's ib_send_bw,
+// ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat and ib_read_lat, each
+// on its own freshly connected QP pair and each checking the data it moved.
+func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
+	o.defaults()
+	a, b := r.Hosts[0], r.Hosts[1]
+	return []Case{
+		{"ibv_rc_pingpong", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.PingPong(ctx, a, b, o.PingPongSize, o.PingPongIters))
+		}},
+		{"ib_send_bw", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.SendBW(ctx, a, b, o.BWSize, o.BWIters))
+		}},
+		{"ib_write_bw", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.WriteBW(ctx, a, b, o.BWSize, o.BWIters))
+		}},
+		{"ib_read_bw", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.ReadBW(ctx, a, b, o.BWSize, o.BWIters))
+		}},
+		{"ib_send_lat", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.SendLat(ctx, a, b, o.LatSize, o.LatIters))
+		}},
+		{"ib_write_lat", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.WriteLat(ctx, a, b, o.LatSize, o.LatIters))
+		}},
+		{"ib_read_lat", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.ReadLat(ctx, a, b, o.LatSize, o.LatIters))
+		}},
+	}
+}
+
+// outcome turns a workload's result into a case outcome.
+func outcome(r perf.Result, err error) (Outcome, error) {
+	return Outcome{Figure: r.Figure, Unit: r.Unit, Detail: r.Detail}, err
+}

@@ -1,0 +1,168 @@
+// Package verify is HiNIC's end-to-end gate: it runs named cases (the RC
+// equivalents of ibv_rc_pingpong and perftest in the embedded rack today;
+// the stock tools over SSH in VM racks later) and collects their results in
+// one Report format, printed as a table, JSON or JUnit XML.
+//
+// verify may import the engines and the rack harness; nothing imports it
+// but the CLI.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/jstemmer/go-junit-report/v2/junit"
+)
+
+// Result is the outcome of one case.
+type Result string
+
+// Outcomes.
+const (
+	Pass        Result = "pass"
+	Fail        Result = "fail"
+	Unsupported Result = "unsupported"
+)
+
+// ErrUnsupported is returned (wrapped) by a case the target cannot run; the
+// case is reported "unsupported", which does not fail the gate.
+var ErrUnsupported = errors.New("unsupported")
+
+// CaseResult is one line of a report. Figure and Unit carry the case's
+// headline measurement (for example MiB/s, or µs for a latency).
+type CaseResult struct {
+	Case     string  `json:"case"`
+	Result   Result  `json:"result"`
+	Figure   float64 `json:"figure"`
+	Unit     string  `json:"unit"`
+	Detail   string  `json:"detail"`
+	Duration float64 `json:"duration_s"`
+}
+
+// Report is the outcome of a gate run.
+type Report struct {
+	Target   string       `json:"target"`
+	Started  time.Time    `json:"started"`
+	Duration float64      `json:"duration_s"`
+	Cases    []CaseResult `json:"cases"`
+}
+
+// Failed reports whether any case failed.
+func (r *Report) Failed() bool {
+	for _, c := range r.Cases {
+		if c.Result == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// Counts returns how many cases passed, failed and were unsupported.
+func (r *Report) Counts() (pass, fail, unsupported int) {
+	for _, c := range r.Cases {
+		switch c.Result {
+		case Pass:
+			pass++
+		case Fail:
+			fail++
+		case Unsupported:
+			unsupported++
+		}
+	}
+	return
+}
+
+// Outcome is what a case function returns when it ran to the end.
+type Outcome struct {
+	Figure float64
+	Unit   string
+	Detail string
+}
+
+// Case is one named check.
+type Case struct {
+	Name string
+	Run  func(ctx context.Context) (Outcome, error)
+}
+
+// Progress receives a line as each case starts and ends; nil discards.
+type Progress func(format string, a ...any)
+
+// Run runs cases in order and returns their report. A case that returns an
+// error fails (or is unsupported, for ErrUnsupported); a cancelled context
+// stops the run after the current case, which then fails with the context's
+// error.
+func Run(ctx context.Context, target string, cases []Case, progress Progress) *Report {
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	rep := &Report{Target: target, Started: time.Now()}
+	for i, c := range cases {
+		if ctx.Err() != nil {
+			rep.Cases = append(rep.Cases, CaseResult{Case: c.Name, Result: Fail, Detail: "not run: " + ctx.Err().Error()})
+			continue
+		}
+		progress("[%d/%d] %s ...", i+1, len(cases), c.Name)
+		start := time.Now()
+		out, err := c.Run(ctx)
+		cr := CaseResult{Case: c.Name, Result: Pass, Figure: out.Figure, Unit: out.Unit, Detail: out.Detail,
+			Duration: time.Since(start).Seconds()}
+		switch {
+		case errors.Is(err, ErrUnsupported):
+			cr.Result, cr.Detail = Unsupported, err.Error()
+		case err != nil:
+			cr.Result, cr.Detail = Fail, err.Error()
+		}
+		progress("[%d/%d] %s: %s %s", i+1, len(cases), c.Name, cr.Result, FormatFigure(cr.Figure, cr.Unit))
+		rep.Cases = append(rep.Cases, cr)
+	}
+	rep.Duration = time.Since(rep.Started).Seconds()
+	return rep
+}
+
+// FormatFigure renders a figure with its unit, or "" when there is none.
+func FormatFigure(v float64, unit string) string {
+	if unit == "" {
+		return ""
+	}
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64) + " " + unit
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + " " + unit
+}
+
+// WriteJUnit writes the report as JUnit XML: one suite named after the
+// target, one test case per case; unsupported cases are skipped.
+func (r *Report) WriteJUnit(w io.Writer) error {
+	suite := junit.Testsuite{Name: "hinic verify " + r.Target, Time: seconds(r.Duration)}
+	suite.SetTimestamp(r.Started)
+	for _, c := range r.Cases {
+		tc := junit.Testcase{Name: c.Case, Classname: "hinic.verify." + r.Target, Time: seconds(c.Duration)}
+		msg := c.Detail
+		if f := FormatFigure(c.Figure, c.Unit); f != "" {
+			tc.SystemOut = &junit.Output{Data: f}
+		}
+		switch c.Result {
+		case Fail:
+			tc.Failure = &junit.Result{Message: msg}
+		case Unsupported:
+			tc.Skipped = &junit.Result{Message: msg}
+		}
+		suite.AddTestcase(tc)
+	}
+	var all junit.Testsuites
+	all.AddSuite(suite)
+	if err := all.WriteXML(w); err != nil {
+		return fmt.Errorf("verify: write JUnit: %w", err)
+	}
+	return nil
+}
+
+func seconds(s float64) string { return strconv.FormatFloat(s, 'f', 3, 64) }
