@@ -1,6 +1,6 @@
 # HiNIC build, test and release checks. GNU make.
 #
-#   make test           system packages (scripts/deps.sh), go vet, go test -race
+#   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic tests
 #   make demo           the embedded rack (HiSwitch + two RDMA engines) through the e2e gate
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
@@ -59,6 +59,9 @@ build: check-go
 test: deps check-go
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	@# The race detector scales the long traffic tests down; run them at
+	@# full size (10,000 random messages each) without it too.
+	$(GO) test -count=1 -run 'RandomTraffic' ./internal/rack ./internal/rdma
 
 lint: check-go
 	@unformatted=$$("$$("$(GO)" env GOROOT)/bin/gofmt" -l .); \

@@ -1,0 +1,81 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/PacketFive/hinic/internal/cli"
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+)
+
+func run(args ...string) (string, string, int) {
+	ios, _, out, errOut := cmdutil.Test()
+	code := cli.Run(context.Background(), args, ios)
+	return out.String(), errOut.String(), code
+}
+
+// TestGateJSONAndJUnit runs the real command on the embedded rack with
+// small iteration counts and checks the JSON report, the JUnit file and the
+// capture it leaves.
+func TestGateJSONAndJUnit(t *testing.T) {
+	dir := t.TempDir()
+	junit := filepath.Join(dir, "gate.xml")
+	out, errOut, code := run("verify", "e2e", "-o", "json", "--mtu", "1024", "--pingpong-iters", "20",
+		"--bw-iters", "50", "--lat-iters", "50", "--junit", junit, "--pcap", filepath.Join(dir, "pcap"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var cases []struct {
+		Case, Result, Unit, Detail string
+		Figure                     float64
+	}
+	if err := json.Unmarshal([]byte(out), &cases); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := []string{"ibv_rc_pingpong", "ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat"}
+	if len(cases) != len(want) {
+		t.Fatalf("%d cases", len(cases))
+	}
+	for i, c := range cases {
+		if c.Case != want[i] || c.Result != "pass" || c.Figure <= 0 || c.Unit == "" {
+			t.Errorf("case %d: %+v", i, c)
+		}
+	}
+	raw, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+	}
+	if err := xml.Unmarshal(raw, &doc); err != nil || doc.Tests != 7 || doc.Failures != 0 {
+		t.Fatalf("junit %+v %v", doc, err)
+	}
+	// The capture decodes with every ICRC valid.
+	_, errOut, code = run("proto", "decode", "--check-icrc", "-o", "json", filepath.Join(dir, "pcap", "sw0-port1.pcap"))
+	if code != 0 || !strings.Contains(errOut, " 0 with a bad ICRC") {
+		t.Fatalf("decode exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "transport frames") {
+		t.Fatal(errOut)
+	}
+}
+
+func TestGateUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"verify", "e2e", "--mtu", "1500"},
+		{"verify", "e2e", "--bw-iters", "0"},
+		{"verify", "e2e", "--bw-size", "4000000"},
+		{"verify", "e2e", "--embedded=false"},
+	} {
+		if _, errOut, code := run(args...); code != 2 {
+			t.Errorf("%v: exit %d (%s)", args, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rack
+
+const raceEnabled = false
