@@ -221,15 +221,11 @@ func PingPong(ctx context.Context, a, b *rack.Host, size, iters int) (Result, er
 // flight; the server checks each message against the pattern of its slot
 // before reposting the receive. The figure is MiB/s at the sender.
 func SendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
-	p, err := connect(a, b, slots*size)
+	p, crcs, err := bwPair(a, b, size, true)
 	if err != nil {
 		return Result{}, err
 	}
 	defer p.close()
-	if err := fillSlots(p.c, size); err != nil {
-		return Result{}, err
-	}
-	crcs := slotCRCs(size)
 	var recvs []rdma.RecvWR
 	for i := range min(slots, iters) {
 		recvs = append(recvs, rdma.RecvWR{WRID: uint64(i), SGList: sge(p.s, i*size, size)})
@@ -271,6 +267,25 @@ func SendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, erro
 	return bwResult(size, iters, elapsed, "every message checked at the receiver"), nil
 }
 
+// bwPair connects a pair for a bandwidth workload with slots buffers of
+// size bytes on each side, fills the data side's (the client's, or the
+// server's for READs) with the slot patterns, and returns their CRCs.
+func bwPair(a, b *rack.Host, size int, clientHoldsData bool) (*pair, []uint32, error) {
+	p, err := connect(a, b, slots*size)
+	if err != nil {
+		return nil, nil, err
+	}
+	data := p.c
+	if !clientHoldsData {
+		data = p.s
+	}
+	if err := fillSlots(data, size); err != nil {
+		p.close()
+		return nil, nil, err
+	}
+	return p, slotCRCs(size), nil
+}
+
 // stream posts iters work requests built by wr with at most depth in
 // flight, every one signaled, and waits for all completions; elapsed is set
 // from the first post to the last completion, as perftest measures.
@@ -308,15 +323,11 @@ func bwResult(size, iters int, d time.Duration, what string) Result {
 // WriteBW is ib_write_bw: iters RDMA WRITEs into the server's slots, then a
 // WRITE with immediate tells the server to check every slot.
 func WriteBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
-	p, err := connect(a, b, slots*size)
+	p, crcs, err := bwPair(a, b, size, true)
 	if err != nil {
 		return Result{}, err
 	}
 	defer p.close()
-	if err := fillSlots(p.c, size); err != nil {
-		return Result{}, err
-	}
-	crcs := slotCRCs(size)
 	if err := p.s.QP.PostRecv([]rdma.RecvWR{{WRID: 1}}); err != nil {
 		return Result{}, err
 	}
@@ -359,15 +370,11 @@ func WriteBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, err
 // ReadBW is ib_read_bw: iters RDMA READs of the server's slots; the client
 // checks each read's data before reusing its buffer.
 func ReadBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
-	p, err := connect(a, b, slots*size)
+	p, crcs, err := bwPair(a, b, size, false)
 	if err != nil {
 		return Result{}, err
 	}
 	defer p.close()
-	if err := fillSlots(p.s, size); err != nil {
-		return Result{}, err
-	}
-	crcs := slotCRCs(size)
 	scratch := make([]byte, size)
 	var elapsed time.Duration
 	start := time.Now()
