@@ -1,0 +1,70 @@
+package rdma
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// AH is an address handle (ibv_ah): an address vector checked once when it
+// is created, for the datagram work requests that name their destination
+// per request. RC QPs take their address vector in Modify (QPAttrAV), as in
+// libibverbs. An AH holds a reference on its PD. Safe for concurrent use.
+type AH struct {
+	pd   *PD
+	attr AHAttr
+	dead atomic.Bool
+}
+
+// CreateAH validates attr as the engine would route it and returns a
+// handle. RoCE needs a GRH (IsGlobal) and, for a unicast destination not on
+// this device, the next-hop MAC in DMAC. A multicast DGID (ff00::/8) is
+// accepted without a DMAC: the MAC follows from the group.
+func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if pd == nil || pd.dev != d || pd.dead.Load() {
+		return nil, fmt.Errorf("rdma: create AH: PD is not valid on this device: %w", ErrInvalid)
+	}
+	if err := d.checkAH(&attr); err != nil {
+		return nil, fmt.Errorf("rdma: create AH: %w", err)
+	}
+	attr.PortNum = 1
+	pd.refs.Add(1)
+	return &AH{pd: pd, attr: attr}, nil
+}
+
+func (d *Device) checkAH(attr *AHAttr) error {
+	g := &attr.GRH
+	if !attr.IsGlobal || g.DGID[0] != 0xff {
+		_, err := d.buildPath(0, 0, attr)
+		return err
+	}
+	// Multicast: the checks of buildPath that apply to a group.
+	if attr.PortNum > 1 {
+		return fmt.Errorf("AV: port %d does not exist: %w", attr.PortNum, ErrInvalid)
+	}
+	if int(g.SGIDIndex) >= len(d.gids) {
+		return fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+	}
+	if ipv4Mapped(d.gids[g.SGIDIndex]) != ipv4Mapped(g.DGID) {
+		return fmt.Errorf("AV: SGID %d and multicast DGID %s are of different IP families: %w",
+			g.SGIDIndex, gidString(g.DGID), ErrInvalid)
+	}
+	return nil
+}
+
+// Attr returns the address vector.
+func (ah *AH) Attr() AHAttr { return ah.attr }
+
+// PD returns the protection domain the AH belongs to.
+func (ah *AH) PD() *PD { return ah.pd }
+
+// Destroy releases the handle and its PD reference.
+func (ah *AH) Destroy() error {
+	if !ah.dead.CompareAndSwap(false, true) {
+		return fmt.Errorf("rdma: destroy AH: already destroyed: %w", ErrInvalid)
+	}
+	ah.pd.refs.Add(-1)
+	return nil
+}
