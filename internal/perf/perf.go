@@ -8,6 +8,7 @@ package perf
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"slices"
@@ -287,9 +288,11 @@ func bwPair(a, b *rack.Host, size int, clientHoldsData bool) (*pair, []uint32, e
 }
 
 // stream posts iters work requests built by wr with at most depth in
-// flight, every one signaled, and waits for all completions; elapsed is set
-// from the first post to the last completion, as perftest measures.
-func stream(ctx context.Context, e *rack.Endpoint, cq *rack.Poller, iters, depth int, elapsed *time.Duration, wr func(i int) rdma.SendWR) error {
+// flight, every one signaled, and waits for all completions, calling check
+// (when given) with each completed request's index; elapsed is set from
+// the first post to the last completion, as perftest measures.
+func stream(ctx context.Context, e *rack.Endpoint, cq *rack.Poller, iters, depth int, elapsed *time.Duration,
+	wr func(i int) rdma.SendWR, check ...func(i int) error) error {
 	start := time.Now()
 	posted, done := 0, 0
 	for done < iters {
@@ -307,6 +310,11 @@ func stream(ctx context.Context, e *rack.Endpoint, cq *rack.Poller, iters, depth
 		}
 		if int(wc.WRID) != done {
 			return fmt.Errorf("completion for WR %d, expected %d (out of order)", wc.WRID, done)
+		}
+		for _, c := range check {
+			if err := c(done); err != nil {
+				return err
+			}
 		}
 		done++
 	}
@@ -572,4 +580,89 @@ func ReadLat(ctx context.Context, a, b *rack.Host, size, iters int) (Result, err
 		}
 	}
 	return latencyResult(samples, size, false, "READ, data checked"), nil
+}
+
+// AtomicBW is ib_atomic_bw: iters FETCH_AND_ADDs of 1 on one word of the
+// server, as many in flight as max_rd_atomic allows (the engine queues the
+// rest). Every original value must be distinct and the word must end at
+// iters: each atomic executed exactly once. The figure is operations per
+// second.
+func AtomicBW(ctx context.Context, a, b *rack.Host, iters int) (Result, error) {
+	p, err := connect(a, b, max(8*slots, 4096))
+	if err != nil {
+		return Result{}, err
+	}
+	defer p.close()
+	if err := p.s.Host.Memory.WriteAt(make([]byte, 8), p.s.Buf); err != nil {
+		return Result{}, err
+	}
+	seen := make([]bool, iters)
+	var elapsed time.Duration
+	err = stream(ctx, p.c, p.cSend, iters, slots, &elapsed, func(i int) rdma.SendWR {
+		return rdma.SendWR{Opcode: rdma.WRAtomicFetchAndAdd, SGList: sge(p.c, 8*(i%slots), 8),
+			RemoteAddr: p.c.RemoteBuf, RKey: p.c.RemoteRKey, CompareAdd: 1}
+	}, func(i int) error {
+		orig, err := readWord(p.c, 8*(i%slots))
+		if err != nil {
+			return err
+		}
+		if orig >= uint64(iters) || seen[orig] {
+			return fmt.Errorf("atomic %d returned %d: seen before or out of range", i, orig)
+		}
+		seen[orig] = true
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	final, err := readWord(p.s, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	if final != uint64(iters) {
+		return Result{}, fmt.Errorf("the target word is %d after %d FETCH_ADDs of 1", final, iters)
+	}
+	ops := float64(iters) / elapsed.Seconds()
+	return Result{Figure: ops, Unit: "ops/s", Size: 8, Iters: iters, Elapsed: elapsed,
+		Detail: fmt.Sprintf("%d FETCH_ADDs in %v; every original value distinct, the word ends at %d", iters,
+			elapsed.Round(time.Millisecond), final)}, nil
+}
+
+// AtomicLat is ib_atomic_lat: one CMP_AND_SWP at a time, each swapping the
+// value the previous one left; latency is the whole round trip.
+func AtomicLat(ctx context.Context, a, b *rack.Host, iters int) (Result, error) {
+	p, err := connect(a, b, 4096)
+	if err != nil {
+		return Result{}, err
+	}
+	defer p.close()
+	if err := p.s.Host.Memory.WriteAt(make([]byte, 8), p.s.Buf); err != nil {
+		return Result{}, err
+	}
+	samples := make([]time.Duration, iters)
+	for i := range iters {
+		start := time.Now()
+		if err := p.c.QP.PostSend([]rdma.SendWR{{WRID: uint64(i), Opcode: rdma.WRAtomicCmpAndSwp, SendFlags: rdma.SendSignaled,
+			SGList: sge(p.c, 0, 8), RemoteAddr: p.c.RemoteBuf, RKey: p.c.RemoteRKey,
+			CompareAdd: uint64(i), Swap: uint64(i + 1)}}); err != nil {
+			return Result{}, err
+		}
+		if _, err := p.cSend.Next(ctx); err != nil {
+			return Result{}, err
+		}
+		samples[i] = time.Since(start)
+		if orig, err := readWord(p.c, 0); err != nil || orig != uint64(i) {
+			return Result{}, fmt.Errorf("CMP_AND_SWP %d found %d, want %d (%v)", i, orig, i, err)
+		}
+	}
+	return latencyResult(samples, 8, false, "CMP_AND_SWP chain, every swap checked"), nil
+}
+
+// readWord reads the little-endian 64-bit word at offset off of e's buffer.
+func readWord(e *rack.Endpoint, off int) (uint64, error) {
+	var b [8]byte
+	if err := e.Host.Memory.ReadAt(b[:], e.Buf+uint64(off)); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
 }

@@ -43,8 +43,13 @@ func randomTraffic(t *testing.T, mtu, msgs, maxSize int, seed uint64) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// Nothing is lost in the lossless class, so no retransmission is ever
+	// needed; a long ACK timeout (code 22, about 17 s) keeps an overloaded
+	// machine from causing a spurious one, whose READ replay would read
+	// memory this test has already reused (a data race in host memory,
+	// though correct on the wire).
 	a, b, err := ConnectRC(r.Hosts[0], r.Hosts[1], RCOptions{BufSize: window * region, SendDepth: 2 * window,
-		RecvDepth: 2 * window, Events: true})
+		RecvDepth: 2 * window, Events: true, Timeout: 22})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,12 @@ func TestConcurrentQPs(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 100
 	}
-	p := newPair(t, pairOpts{realClock: true, mtu: 4096, memSize: workers * region, sendWR: 32, recvWR: 32, cqe: 128})
+	// The real clock, with an ACK timeout (timeout 22, about 17 s) that an
+	// overloaded machine cannot trip: a spurious retransmission of a READ
+	// would make the responder replay it from memory the worker has
+	// already reused for its next message (correct on the wire, but a data
+	// race in this test's shared host memory).
+	p := newPair(t, pairOpts{realClock: true, timeout: 22, mtu: 4096, memSize: workers * region, sendWR: 32, recvWR: 32, cqe: 128})
 	pairs := make([]qpPair, workers)
 	for i := range pairs {
 		pairs[i] = p.extraQPs(t)

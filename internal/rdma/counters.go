@@ -45,6 +45,8 @@ type Counters struct {
 	Duplicates        uint64 // duplicate requests (re-ACKed or replayed)
 	ReadReplays       uint64 // duplicate READ requests answered from the saved request
 	ReadResponsesSent uint64 // READ response packets sent (first sends and replays)
+	AtomicsExecuted   uint64 // CMP_AND_SWP and FETCH_AND_ADD executed on memory
+	AtomicReplays     uint64 // duplicate atomics answered from the saved original value
 
 	CompletionErrors uint64 // work completions with a status other than success
 	CQOverflows      uint64 // completions lost because a CQ was full
@@ -63,6 +65,7 @@ type counters struct {
 
 	acksSent, seqNAKsSent, rnrNAKsSent, errNAKsSent, outOfSequence atomic.Uint64
 	duplicates, readReplays, readResponsesSent                     atomic.Uint64
+	atomicsExecuted, atomicReplays                                 atomic.Uint64
 
 	completionErrors, cqOverflows atomic.Uint64
 }
@@ -86,6 +89,7 @@ func (c *counters) snapshot() Counters {
 		ErrNAKsSent: c.errNAKsSent.Load(), OutOfSequence: c.outOfSequence.Load(),
 		Duplicates: c.duplicates.Load(), ReadReplays: c.readReplays.Load(),
 		ReadResponsesSent: c.readResponsesSent.Load(),
+		AtomicsExecuted:   c.atomicsExecuted.Load(), AtomicReplays: c.atomicReplays.Load(),
 
 		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
 	}

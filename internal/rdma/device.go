@@ -108,7 +108,7 @@ type DeviceAttr struct {
 	MaxQPRdAtom     int
 	MaxQPInitRdAtom int
 	MaxResRdAtom    int
-	AtomicCap       int // 0 = IBV_ATOMIC_NONE in this part
+	AtomicCap       int // AtomicCapHCA: atomic with respect to this device's operations
 	MaxPKeys        int
 	LocalCAAckDelay uint8
 	PhysPortCnt     int
@@ -305,6 +305,13 @@ func (d *Device) Close() error {
 	return nil
 }
 
+// Atomic capabilities (ibv_atomic_cap).
+const (
+	AtomicCapNone = 0 // IBV_ATOMIC_NONE
+	AtomicCapHCA  = 1 // IBV_ATOMIC_HCA: atomic with respect to this device's operations
+	AtomicCapGlob = 2 // IBV_ATOMIC_GLOB: also with respect to the host CPUs
+)
+
 // QueryDevice returns the device attributes.
 func (d *Device) QueryDevice() DeviceAttr {
 	c := &d.cfg
@@ -330,6 +337,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxQPInitRdAtom: c.MaxQPRDAtomic,
 		MaxResRdAtom:    c.MaxQPRDAtomic * c.MaxQP,
 		MaxPKeys:        1,
+		AtomicCap:       AtomicCapHCA,
 		LocalCAAckDelay: 15,
 		PhysPortCnt:     1,
 		MaxInlineData:   c.MaxInline,

@@ -472,9 +472,9 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 			return true
 		}
 		qp.onRequest(&pkt)
-	case proto.KindAck, proto.KindReadResponse:
+	case proto.KindAck, proto.KindReadResponse, proto.KindAtomicAck:
 		qp.onResponse(&pkt)
-	default: // atomic ACKs: this part sends no atomics
+	default:
 		d.ctr.rxUnsupported.Add(1)
 	}
 	return false

@@ -40,6 +40,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		w := &qp.sq[prod&qp.sqMask]
 		w.wrID, w.opcode, w.flags, w.imm = wr.WRID, wr.Opcode, wr.SendFlags, wr.ImmData
 		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
+		w.compareAdd, w.swap = wr.CompareAdd, wr.Swap
 		var length uint64
 		for _, s := range wr.SGList {
 			length += uint64(s.Length)
@@ -77,8 +78,8 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 
 func (qp *QP) checkSendWR(wr *SendWR) error {
 	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead:
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd, WRSendWithInv, WRLocalInv, WRBindMW:
+	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+	case WRSendWithInv, WRLocalInv, WRBindMW:
 		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrUnsupported)
 	default:
 		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrInvalid)
@@ -92,6 +93,19 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 	}
 	if length > MaxMsgSize {
 		return fmt.Errorf("message of %d bytes exceeds %d: %w", length, MaxMsgSize, ErrInvalid)
+	}
+	if wr.Opcode == WRAtomicCmpAndSwp || wr.Opcode == WRAtomicFetchAndAdd {
+		// IBA 9.4.5: an atomic operates on one aligned 64-bit word; the
+		// original value comes back into 8 bytes of local memory.
+		if length != 8 {
+			return fmt.Errorf("%v needs an 8-byte local buffer, got %d bytes: %w", wr.Opcode, length, ErrInvalid)
+		}
+		if wr.RemoteAddr%8 != 0 {
+			return fmt.Errorf("%v at remote address %#x: not 8-byte aligned: %w", wr.Opcode, wr.RemoteAddr, ErrInvalid)
+		}
+		if wr.SendFlags&SendInline != 0 {
+			return fmt.Errorf("inline %v: %w", wr.Opcode, ErrInvalid)
+		}
 	}
 	if wr.SendFlags&SendInline != 0 {
 		if wr.Opcode == WRRDMARead {

@@ -122,6 +122,8 @@ type sendWQE struct {
 	imm        uint32
 	remoteAddr uint64
 	rkey       uint32
+	compareAdd uint64 // atomics: compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand
+	swap       uint64 // atomics: swap operand (CMP_AND_SWP)
 	length     uint32
 	sge        []SGE  // view of sgeBuf
 	inline     []byte // view of inlineBuf when SendInline
@@ -133,14 +135,24 @@ type sendWQE struct {
 	// Engine-owned.
 	mrs       []*MR // resolved lkeys, one per SGE
 	errStatus WCStatus
-	readOut   bool // a READ counted in reqState.outReads
+	readOut   bool // a READ or atomic counted in reqState.outReads
 	firstPSN  proto.PSN
 	lastPSN   proto.PSN
 	nextPSN   proto.PSN // next packet to (re)send
-	respPSN   proto.PSN // READ: next response PSN expected
+	respPSN   proto.PSN // READ or atomic: next response PSN expected
 }
 
 func (w *sendWQE) isRead() bool { return w.opcode == WRRDMARead }
+
+func (w *sendWQE) isAtomic() bool {
+	return w.opcode == WRAtomicCmpAndSwp || w.opcode == WRAtomicFetchAndAdd
+}
+
+// hasResponse reports whether the responder answers w with data (READ
+// responses or an ATOMIC ACKNOWLEDGE) rather than a plain ACK: such
+// requests count against max_rd_atomic and are reissued when an ACK shows
+// their responses were lost (IBA 9.7.4.1).
+func (w *sendWQE) hasResponse() bool { return w.isRead() || w.isAtomic() }
 
 // recvWQE is one receive-queue slot; same ownership rule as sendWQE.
 type recvWQE struct {

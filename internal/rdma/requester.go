@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +97,7 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 		if w.errStatus != 0 {
 			return sent > 0, false
 		}
-		if !w.nextPSN.Before(r.sqPSN) && !w.isRead() && r.sqPSN.Diff(r.una) >= MaxUnackedPSNs {
+		if !w.nextPSN.Before(r.sqPSN) && !w.hasResponse() && r.sqPSN.Diff(r.una) >= MaxUnackedPSNs {
 			return sent > 0, false // window full
 		}
 		qp.sendRequest(w)
@@ -117,7 +118,7 @@ func (qp *QP) canStart(w *sendWQE) bool {
 	if w.flags&SendFence != 0 && r.outReads > 0 {
 		return false
 	}
-	if w.isRead() && r.outReads >= max(int(qp.attr.MaxRDAtomic), 1) {
+	if w.hasResponse() && r.outReads >= max(int(qp.attr.MaxRDAtomic), 1) {
 		return false
 	}
 	return r.sqPSN.Diff(r.una) < MaxUnackedPSNs
@@ -141,7 +142,7 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 			}
 			mr := d.lookupMR(s.LKey)
 			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) ||
-				(w.isRead() && mr.access&AccessLocalWrite == 0) {
+				(w.hasResponse() && mr.access&AccessLocalWrite == 0) {
 				w.errStatus = WCLocProtErr
 				break
 			}
@@ -161,7 +162,7 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 	w.firstPSN = r.sqPSN
 	w.lastPSN = r.sqPSN.Add(npkts - 1)
 	w.nextPSN, w.respPSN = w.firstPSN, w.firstPSN
-	if w.isRead() {
+	if w.hasResponse() {
 		r.outReads++
 		w.readOut = true
 	}
@@ -179,7 +180,22 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	f.BTH.PSN = psn
 	idx := int(psn.Diff(w.firstPSN))
 	off := idx * qp.pmtu
-	if w.isRead() {
+	if w.isAtomic() {
+		f.BTH.Opcode = proto.OpRCCompareSwap
+		if w.opcode == WRAtomicFetchAndAdd {
+			f.BTH.Opcode = proto.OpRCFetchAdd
+		}
+		f.BTH.AckReq = true
+		f.AtomicETH = proto.AtomicETHFields{VA: w.remoteAddr, RKey: w.rkey, SwapData: w.swap, CompareData: w.compareAdd}
+		if w.opcode == WRAtomicFetchAndAdd {
+			// FETCH_ADD carries its operand in SwapData (IBA 9.3.4).
+			f.AtomicETH.SwapData, f.AtomicETH.CompareData = w.compareAdd, 0
+		}
+		fb, _ := qp.txBegin(&f, true)
+		qp.txEnd(&f, fb, nil)
+		w.nextPSN = w.lastPSN.Next()
+		r.noAckPkts = 0
+	} else if w.isRead() {
 		f.BTH.Opcode = proto.OpRCReadRequest
 		f.BTH.AckReq = true
 		f.RETH = proto.RETHFields{VA: w.remoteAddr + uint64(off), RKey: w.rkey, DMALength: w.length - uint32(off)}
@@ -466,7 +482,7 @@ func (qp *QP) completeSend(w *sendWQE, status WCStatus) {
 		if r.reqIdx != r.startIdx {
 			nw := qp.sqSlot(r.reqIdx)
 			switch {
-			case nw.isRead():
+			case nw.hasResponse():
 				nw.nextPSN = nw.respPSN
 			case r.una.After(nw.firstPSN) && !r.una.After(nw.lastPSN):
 				nw.nextPSN = r.una
@@ -518,11 +534,44 @@ func (qp *QP) onResponse(pkt *proto.Packet) {
 		d.ctr.staleResponses.Add(1)
 		return
 	}
-	if pkt.BTH.Opcode() == proto.OpRCAcknowledge {
+	switch pkt.BTH.Opcode() {
+	case proto.OpRCAcknowledge:
 		qp.onAETH(psn, pkt.AETH)
-	} else {
+	case proto.OpRCAtomicAcknowledge:
+		qp.onAtomicAck(psn, pkt)
+	default:
 		qp.onReadResponse(psn, pkt)
 	}
+}
+
+// onAtomicAck completes a CMP_AND_SWP or FETCH_AND_ADD: the original value
+// at the target goes into the WQE's 8-byte local buffer, in the byte order
+// of memory (little-endian, like the target word).
+func (qp *QP) onAtomicAck(psn proto.PSN, pkt *proto.Packet) {
+	r := &qp.req
+	w := qp.responseWQE(psn)
+	if w == nil {
+		return
+	}
+	if psn != w.respPSN || !w.isAtomic() {
+		qp.failAt(psn, WCBadRespErr)
+		return
+	}
+	if pkt.AETH.Type() != proto.AckTypeACK {
+		qp.failAt(psn, WCBadRespErr)
+		return
+	}
+	var orig [8]byte
+	binary.LittleEndian.PutUint64(orig[:], pkt.AtomicAckETH.OrigRemoteData())
+	if !qp.scatter(w.sge, w.mrs, 0, orig[:]) {
+		qp.failAt(psn, WCLocProtErr)
+		return
+	}
+	w.respPSN = psn.Next()
+	r.una = w.respPSN
+	qp.completeSend(w, WCSuccess)
+	qp.progress()
+	qp.advanceCompletions()
 }
 
 // onAETH handles an ACK or NAK (IBA 9.7.5).
@@ -627,7 +676,7 @@ func (qp *QP) ackUpTo(p proto.PSN) {
 		if w.errStatus != 0 {
 			break
 		}
-		if w.isRead() {
+		if w.hasResponse() {
 			if !p.Before(w.firstPSN) {
 				qp.readGap(w)
 			}
@@ -676,22 +725,23 @@ func (qp *QP) readGap(w *sendWQE) {
 	qp.retransmitFrom(w.respPSN)
 }
 
-// onReadResponse places one READ response packet (IBA 9.7.5 for the
-// requester's checks).
-func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
+// responseWQE returns the READ or atomic WQE a response with PSN psn
+// belongs to, completing the SENDs and WRITEs before it, which the
+// response implicitly acknowledges; nil when the response is stale or a
+// gap was found (a READ or atomic before it lost its own responses, and
+// is reissued); stale responses are counted here.
+func (qp *QP) responseWQE(psn proto.PSN) *sendWQE {
 	d := qp.dev
 	r := &qp.req
-	// A READ response implicitly acknowledges the requests before it.
-	var w *sendWQE
 	for r.compIdx != r.startIdx {
 		c := qp.sqSlot(r.compIdx)
 		if c.errStatus != 0 {
-			return
+			return nil
 		}
-		if !c.isRead() {
-			if !psn.After(c.lastPSN) { // a READ response inside a SEND/WRITE: ghost
+		if !c.hasResponse() {
+			if !psn.After(c.lastPSN) { // a response inside a SEND/WRITE: ghost
 				d.ctr.staleResponses.Add(1)
-				return
+				return nil
 			}
 			if c.lastPSN.Next().After(r.una) {
 				r.una = c.lastPSN.Next()
@@ -700,15 +750,27 @@ func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
 			qp.progress()
 			continue
 		}
-		if psn.After(c.lastPSN) { // a later response overtook this READ's
+		if psn.After(c.lastPSN) { // a later response overtook this one's
 			qp.readGap(c)
-			return
+			return nil
 		}
-		w = c
-		break
+		if psn.Before(c.firstPSN) {
+			d.ctr.staleResponses.Add(1)
+			return nil
+		}
+		return c
 	}
-	if w == nil || psn.Before(w.firstPSN) {
-		d.ctr.staleResponses.Add(1)
+	d.ctr.staleResponses.Add(1) // nothing outstanding answers to it
+	return nil
+}
+
+// onReadResponse places one READ response packet (IBA 9.7.5 for the
+// requester's checks).
+func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
+	d := qp.dev
+	r := &qp.req
+	w := qp.responseWQE(psn)
+	if w == nil {
 		return
 	}
 	if psn != w.respPSN {
@@ -734,7 +796,7 @@ func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
 	default:
 		op = proto.OpRCReadResponseMiddle
 	}
-	if pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
+	if !w.isRead() || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
 		(pkt.AETH != nil && pkt.AETH.Type() != proto.AckTypeACK) {
 		qp.failAt(psn, WCBadRespErr)
 		return

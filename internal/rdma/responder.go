@@ -38,12 +38,17 @@ type respState struct {
 	replyPSN proto.PSN
 }
 
+// readRes is one slot of the responder's replay ring (max_dest_rd_atomic
+// deep, IBA 9.7.5.1.2): a READ to answer again from memory, or an atomic
+// whose original value is answered again without executing it twice.
 type readRes struct {
 	valid       bool
 	first, last proto.PSN
 	mr          *MR
 	va          uint64
 	length      uint32
+	atomic      bool
+	orig        uint64 // atomic: the value the target held before
 }
 
 // onRequest handles a request packet (SEND, WRITE, READ request, atomic).
@@ -81,10 +86,73 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 		qp.respWrite(pkt, psn, info)
 	case proto.KindReadRequest:
 		qp.respRead(pkt, psn)
-	default: // atomics are part 2: NAK like a responder without atomic support
+	case proto.KindAtomic:
+		qp.respAtomic(pkt, psn)
+	default:
 		d.ctr.rxUnsupported.Add(1)
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 	}
+}
+
+// respAtomic executes a CMP_AND_SWP or FETCH_AND_ADD on the target word,
+// atomically with respect to every other engine operation on that memory
+// (the Memory implementation's atomics), saves the original value for
+// replays and answers with an ATOMIC ACKNOWLEDGE (IBA 9.4.5, 9.5.2).
+func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
+	d := qp.dev
+	rs := &qp.resp
+	if !qp.checkSequence(psn, proto.KindAtomic, proto.PosNone) {
+		return
+	}
+	if qp.attr.QPAccessFlags&AccessRemoteAtomic == 0 || qp.attr.MaxDestRDAtomic == 0 {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	a := pkt.AtomicETH
+	va, rkey := a.VA(), a.RKey()
+	if va%8 != 0 {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	mr := d.lookupMR(rkey)
+	if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteAtomic == 0 || !mr.contains(va, 8) {
+		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
+		return
+	}
+	addr := mr.base + (va - mr.iova)
+	if mr.paged {
+		addr, _ = mr.translate(va, 8) // an aligned word never crosses a page
+	}
+	var orig uint64
+	var err error
+	if pkt.BTH.Opcode() == proto.OpRCCompareSwap {
+		orig, err = d.mem.CompareAndSwap64(addr, a.CompareData(), a.SwapData())
+	} else {
+		orig, err = d.mem.FetchAndAdd64(addr, a.SwapData())
+	}
+	if err != nil {
+		qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
+		return
+	}
+	res := &qp.readRes[rs.resNext]
+	rs.resNext = (rs.resNext + 1) % len(qp.readRes)
+	*res = readRes{valid: true, first: psn, last: psn, atomic: true, orig: orig}
+	rs.msn++
+	rs.ackPending = false // the response acknowledges everything before it
+	qp.accepted(psn, 1, false)
+	qp.sendAtomicAck(psn, orig)
+	d.ctr.atomicsExecuted.Add(1)
+}
+
+// sendAtomicAck sends the ATOMIC ACKNOWLEDGE of psn carrying orig.
+func (qp *QP) sendAtomicAck(psn proto.PSN, orig uint64) {
+	f := qp.path.f
+	f.BTH.Opcode = proto.OpRCAtomicAcknowledge
+	f.BTH.PSN = psn
+	f.AETH = proto.AETHFields{Syndrome: proto.MakeSyndrome(proto.AckTypeACK, proto.AETHCreditInvalid), MSN: qp.resp.msn}
+	f.AtomicAckData = orig
+	fb, _ := qp.txBegin(&f, false)
+	qp.txEnd(&f, fb, nil)
 }
 
 // checkSequence enforces the opcode sequence of multi-packet messages; it
@@ -395,10 +463,21 @@ func (qp *QP) duplicate(pkt *proto.Packet, psn proto.PSN) {
 	case proto.KindSend, proto.KindWrite:
 		rs.ackPending, rs.ackPSN = true, rs.ePSN.Add(-1)
 		d.eng.queueAck(qp)
+	case proto.KindAtomic:
+		// Never executed twice: the saved original value is sent again.
+		for i := range qp.readRes {
+			res := &qp.readRes[i]
+			if res.valid && res.atomic && res.first == psn {
+				d.ctr.atomicReplays.Add(1)
+				qp.sendAtomicAck(psn, res.orig)
+				return
+			}
+		}
+		// Too old to replay: the requester will time out.
 	case proto.KindReadRequest:
 		for i := range qp.readRes {
 			res := &qp.readRes[i]
-			if res.valid && !psn.Before(res.first) && !psn.After(res.last) {
+			if res.valid && !res.atomic && !psn.Before(res.first) && !psn.After(res.last) {
 				d.ctr.readReplays.Add(1)
 				qp.startReply(res, psn)
 				return

@@ -39,7 +39,7 @@ func TestGIDTableAndQueries(t *testing.T) {
 	}
 	da := d.QueryDevice()
 	if da.VendorID != rdma.DefaultVendorID || da.MaxQP != rdma.DefaultMaxQP || da.MaxSGE != rdma.DefaultMaxSGE ||
-		da.MaxQPRdAtom != rdma.DefaultMaxQPRDAtomic || da.PhysPortCnt != 1 || da.NodeGUID == 0 || da.AtomicCap != 0 {
+		da.MaxQPRdAtom != rdma.DefaultMaxQPRDAtomic || da.PhysPortCnt != 1 || da.NodeGUID == 0 || da.AtomicCap != rdma.AtomicCapHCA {
 		t.Errorf("device attr %+v", da)
 	}
 	if pk, err := d.QueryPKey(0); err != nil || pk != 0xFFFF {

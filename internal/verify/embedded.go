@@ -34,7 +34,8 @@ func (o *EmbeddedOptions) defaults() {
 
 // EmbeddedCases returns the gate's cases between the first two hosts of r:
 // the RC equivalents of ibv_rc_pingpong and of perftest's ib_send_bw,
-// ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat and ib_read_lat, each
+// ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat,
+// ib_atomic_bw and ib_atomic_lat, each
 // on its own freshly connected QP pair and each checking the data it moved.
 func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
 	o.defaults()
@@ -60,6 +61,12 @@ func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
 		}},
 		{"ib_read_lat", func(ctx context.Context) (Outcome, error) {
 			return outcome(perf.ReadLat(ctx, a, b, o.LatSize, o.LatIters))
+		}},
+		{"ib_atomic_bw", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.AtomicBW(ctx, a, b, o.BWIters))
+		}},
+		{"ib_atomic_lat", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.AtomicLat(ctx, a, b, o.LatIters))
 		}},
 	}
 }

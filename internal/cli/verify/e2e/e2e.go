@@ -28,16 +28,17 @@ type Options struct {
 }
 
 const long = `Run the end-to-end gate: the RC equivalents of ibv_rc_pingpong and of
-perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat
-and ib_read_lat between two emulated hosts, each case on its own QP pair
-and each checking every byte it moved.
+perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat,
+ib_read_lat, ib_atomic_bw and ib_atomic_lat between two emulated hosts, each
+case on its own QP pair and each checking every byte it moved.
 
 The target is the embedded rack: a HiSwitch fabric and two RDMA engines in
 this process, joined by real SOCK_SEQPACKET sockets, with no VMs. (Deployed
 QEMU racks become a target once they exist.)
 
 Each case reports pass, fail or unsupported with its headline figure:
-µs per iteration for the pingpong, MiB/s for bandwidth, the typical
+µs per iteration for the pingpong, MiB/s for bandwidth, operations per
+second for ib_atomic_bw, the typical
 (median) latency in µs, half the round trip for SEND and WRITE and the whole
 round trip for READ, as perftest reports them. The command exits 3 when a
 case fails.`

@@ -37,7 +37,8 @@ func TestGateJSONAndJUnit(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &cases); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := []string{"ibv_rc_pingpong", "ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat"}
+	want := []string{"ibv_rc_pingpong", "ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat",
+		"ib_atomic_bw", "ib_atomic_lat"}
 	if len(cases) != len(want) {
 		t.Fatalf("%d cases", len(cases))
 	}
@@ -54,7 +55,7 @@ func TestGateJSONAndJUnit(t *testing.T) {
 		Tests    int `xml:"tests,attr"`
 		Failures int `xml:"failures,attr"`
 	}
-	if err := xml.Unmarshal(raw, &doc); err != nil || doc.Tests != 7 || doc.Failures != 0 {
+	if err := xml.Unmarshal(raw, &doc); err != nil || doc.Tests != len(want) || doc.Failures != 0 {
 		t.Fatalf("junit %+v %v", doc, err)
 	}
 	// The capture decodes with every ICRC valid.
