@@ -102,7 +102,7 @@ type BenchConfig struct {
 }
 
 // BenchRow is one line of the report. Bandwidth rows fill MiBps, Gbps and
-// VsRaw; latency rows fill the latencies (µs; halved round trips for SEND
+// VsRaw; ib_atomic_bw fills OpsPerS; latency rows fill the latencies (µs; halved round trips for SEND
 // and WRITE, whole ones for READ, as perftest reports).
 type BenchRow struct {
 	Test    string  `json:"test"`
@@ -111,6 +111,7 @@ type BenchRow struct {
 	MiBps   float64 `json:"mib_s,omitempty"`
 	Gbps    float64 `json:"gbit_s,omitempty"`
 	VsRaw   float64 `json:"vs_raw,omitempty"`
+	OpsPerS float64 `json:"ops_s,omitempty"` // atomics: operations per second
 	Typical float64 `json:"typical_us,omitempty"`
 	Avg     float64 `json:"avg_us,omitempty"`
 	P99     float64 `json:"p99_us,omitempty"`
@@ -146,8 +147,9 @@ func (c *BenchConfig) defaults() {
 
 // Bench measures the embedded rack as perftest would (ib_send_bw,
 // ib_write_bw and ib_read_bw over Sizes; ib_send_lat, ib_write_lat and
-// ib_read_lat over LatSizes), then the raw ceiling in the same run, and
-// returns each bandwidth as a ratio of the ceiling.
+// ib_read_lat over LatSizes; ib_atomic_bw and ib_atomic_lat), then the raw
+// ceiling in the same run, and returns each bandwidth as a ratio of the
+// ceiling.
 func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	cfg.defaults()
 	maxSize := 0
@@ -192,6 +194,17 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				rep.Rows = append(rep.Rows, BenchRow{Test: t.name, Size: size, Iters: cfg.LatIters, Typical: res.Typical, Avg: res.Avg, P99: res.P99})
 			}
 		}
+		res, err := AtomicBW(ctx, a, b, cfg.LatIters*5)
+		if err != nil {
+			return fmt.Errorf("ib_atomic_bw: %w", err)
+		}
+		cfg.Progress("%-12s %8d B  %6d iters  %9.0f ops/s", "ib_atomic_bw", 8, res.Iters, res.Figure)
+		rep.Rows = append(rep.Rows, BenchRow{Test: "ib_atomic_bw", Size: 8, Iters: res.Iters, OpsPerS: res.Figure})
+		if res, err = AtomicLat(ctx, a, b, cfg.LatIters); err != nil {
+			return fmt.Errorf("ib_atomic_lat: %w", err)
+		}
+		cfg.Progress("%-12s %8d B  %6d iters  typical %.2f us, 99%% %.2f us", "ib_atomic_lat", 8, cfg.LatIters, res.Typical, res.P99)
+		rep.Rows = append(rep.Rows, BenchRow{Test: "ib_atomic_lat", Size: 8, Iters: cfg.LatIters, Typical: res.Typical, Avg: res.Avg, P99: res.P99})
 		return nil
 	}()
 	if cerr := r.Close(); err == nil {

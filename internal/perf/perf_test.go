@@ -52,7 +52,7 @@ func TestBenchSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 6 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 {
+	if len(rep.Rows) != 8 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 {
 		t.Fatalf("%+v", rep)
 	}
 	for _, r := range rep.Rows[:3] {
@@ -60,9 +60,12 @@ func TestBenchSmall(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	}
-	for _, r := range rep.Rows[3:] {
+	for _, r := range []BenchRow{rep.Rows[3], rep.Rows[4], rep.Rows[5], rep.Rows[7]} {
 		if r.Typical <= 0 || r.P99 < r.Typical {
 			t.Errorf("%+v", r)
 		}
+	}
+	if r := rep.Rows[6]; r.Test != "ib_atomic_bw" || r.OpsPerS <= 0 {
+		t.Errorf("%+v", r)
 	}
 }

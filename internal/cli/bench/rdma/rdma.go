@@ -23,8 +23,9 @@ type Options struct {
 
 const long = `Measure the embedded rack (HiSwitch and two RDMA engines in this
 process, joined by SOCK_SEQPACKET sockets) as perftest would: ib_send_bw,
-ib_write_bw and ib_read_bw over a range of message sizes, and ib_send_lat,
-ib_write_lat and ib_read_lat, every byte checked.
+ib_write_bw and ib_read_bw over a range of message sizes, ib_send_lat,
+ib_write_lat and ib_read_lat, and ib_atomic_bw (operations per second) and
+ib_atomic_lat, every byte checked.
 
 In the same run it measures the raw ceiling: the same number of bytes moved
 from host to host as 4 KiB frames through the same two socket hops (host,
@@ -96,7 +97,7 @@ func run(opts *Options) error {
 	if printer.Format() == cmdutil.FormatJSON {
 		return printer.Object(rep)
 	}
-	w := printer.Records("TEST", "SIZE", "ITERS", "MIB/S", "GBIT/S", "VS-RAW", "TYPICAL-US", "P99-US")
+	w := printer.Records("TEST", "SIZE", "ITERS", "MIB/S", "GBIT/S", "VS-RAW", "OPS/S", "TYPICAL-US", "P99-US")
 	dash := func(v float64, prec int) string {
 		if v == 0 {
 			return "-"
@@ -105,13 +106,13 @@ func run(opts *Options) error {
 	}
 	for _, r := range rep.Rows {
 		if err := w.Write(r, r.Test, strconv.Itoa(r.Size), strconv.Itoa(r.Iters), dash(r.MiBps, 1), dash(r.Gbps, 2),
-			dash(r.VsRaw, 2), dash(r.Typical, 2), dash(r.P99, 2)); err != nil {
+			dash(r.VsRaw, 2), dash(r.OpsPerS, 0), dash(r.Typical, 2), dash(r.P99, 2)); err != nil {
 			return err
 		}
 	}
 	raw := rep.Raw
 	if err := w.Write(raw, "raw ceiling", strconv.Itoa(raw.FrameSize), strconv.Itoa(raw.Frames), dash(raw.MiBps, 1),
-		dash(raw.Gbps, 2), "1.00", "-", "-"); err != nil {
+		dash(raw.Gbps, 2), "1.00", "-", "-", "-"); err != nil {
 		return err
 	}
 	return w.Close()
