@@ -5,6 +5,7 @@ import (
 
 	benchcmd "github.com/PacketFive/hinic/internal/cli/bench"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	devicecmd "github.com/PacketFive/hinic/internal/cli/device"
 	fabriccmd "github.com/PacketFive/hinic/internal/cli/fabric"
 	protocmd "github.com/PacketFive/hinic/internal/cli/proto"
 	verifycmd "github.com/PacketFive/hinic/internal/cli/verify"
@@ -66,6 +67,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		verifycmd.NewCmdVerify(f),
 		benchcmd.NewCmdBench(f),
 		fabriccmd.NewCmdFabric(f),
+		devicecmd.NewCmdDevice(f),
 	)
 	return cmd
 }

@@ -29,10 +29,14 @@ type Memory interface {
 	FetchAndAdd64(addr, add uint64) (old uint64, err error)
 }
 
-// sizedMemory is implemented by spaces that know their size; RegMR then
-// rejects regions that do not fit. HostMemory implements it.
-type sizedMemory interface {
-	Size() uint64
+// Bounded is implemented by a Memory that can tell which ranges it backs.
+// RegMR and RegMRPages refuse a region or page it does not contain, so a
+// bad page list fails at registration rather than at the first DMA. A space
+// with holes (guest RAM around the PCI hole below 4 GiB) implements it;
+// HostMemory does, as [0, Size).
+type Bounded interface {
+	// Contains reports whether every byte of [addr, addr+n) is backed.
+	Contains(addr, n uint64) bool
 }
 
 // Errors returned by HostMemory.
@@ -61,6 +65,13 @@ func (m *HostMemory) Bytes() []byte { return m.b }
 
 // Size returns the size of the space in bytes.
 func (m *HostMemory) Size() uint64 { return uint64(len(m.b)) }
+
+var _ Bounded = (*HostMemory)(nil)
+
+// Contains reports whether [addr, addr+n) lies inside the memory.
+func (m *HostMemory) Contains(addr, n uint64) bool {
+	return addr+n >= addr && addr+n <= uint64(len(m.b))
+}
 
 func (m *HostMemory) span(addr uint64, n int) ([]byte, error) {
 	size := uint64(len(m.b))

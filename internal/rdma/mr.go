@@ -120,8 +120,8 @@ func (d *Device) RegMR(pd *PD, addr, length uint64, access Access) (*MR, error) 
 	if addr+length < addr {
 		return nil, fmt.Errorf("rdma: reg MR [%#x, +%#x): wraps: %w", addr, length, ErrInvalid)
 	}
-	if sm, ok := d.mem.(sizedMemory); ok && addr+length > sm.Size() {
-		return nil, fmt.Errorf("rdma: reg MR [%#x, +%#x): outside the %#x-byte DMA space: %w", addr, length, sm.Size(), ErrInvalid)
+	if b, ok := d.mem.(Bounded); ok && !b.Contains(addr, length) {
+		return nil, fmt.Errorf("rdma: reg MR [%#x, +%#x): outside the DMA space: %w", addr, length, ErrInvalid)
 	}
 	mr := &MR{dev: d, pd: pd, iova: addr, length: length, access: access, base: addr}
 	return mr, d.insertMR(mr)
@@ -150,12 +150,12 @@ func (d *Device) RegMRPages(pd *PD, iova, length, pageSize uint64, pages []uint6
 		return nil, fmt.Errorf("rdma: reg MR pages: %d pages given, %d needed for %#x bytes at offset %#x: %w",
 			len(pages), need, length, first, ErrInvalid)
 	}
-	sm, sized := d.mem.(sizedMemory)
+	bounded, checked := d.mem.(Bounded)
 	for i, p := range pages[:need] {
 		if p&(pageSize-1) != 0 {
 			return nil, fmt.Errorf("rdma: reg MR pages: page %d at %#x is not %d-aligned: %w", i, p, pageSize, ErrInvalid)
 		}
-		if sized && (p+pageSize < p || p+pageSize > sm.Size()) {
+		if checked && !bounded.Contains(p, pageSize) {
 			return nil, fmt.Errorf("rdma: reg MR pages: page %d at %#x is outside the DMA space: %w", i, p, ErrInvalid)
 		}
 	}

@@ -1,0 +1,23 @@
+// Package device is the `hinic device` command group: run the emulated
+// NIC backend for QEMU guests and look at it.
+package device
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/device/serve"
+	"github.com/PacketFive/hinic/internal/cli/device/status"
+)
+
+// NewCmdDevice returns the `device` command with its verbs.
+func NewCmdDevice(f *cmdutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "device",
+		Short: "Run and inspect the emulated RDMA NIC backend for QEMU guests",
+	}
+	cmd.PersistentFlags().String("control", "", "control socket of the backend (default <run dir>/device.sock, the run dir as for hinic fabric)")
+	f.BindFlag(serve.KeyControl, cmd.PersistentFlags().Lookup("control"))
+	cmd.AddCommand(serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
+	return cmd
+}

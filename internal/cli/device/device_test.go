@@ -1,0 +1,147 @@
+package device_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	clidevice "github.com/PacketFive/hinic/internal/cli/device"
+	"github.com/PacketFive/hinic/internal/cli/device/serve"
+	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/device/guestsim"
+)
+
+func isolate(t *testing.T) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_DEVICE_CONTROL", "HINIC_DEVICE_VNICS"} {
+		t.Setenv(k, "")
+	}
+}
+
+func shortDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "hdc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func TestParseVNIC(t *testing.T) {
+	c, err := serve.ParseVNIC("socket=/s,ram=/r,ram-size=4G,machine=pc,port=/p,mac=02:00:00:00:00:01,ip=10.42.0.1,ip=10.42.0.9,node-guid=0x0200:00ff:fe00:0001,vectors=4,shm-size=2M,mtu=4096,name=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Socket != "/s" || c.RAMPath != "/r" || c.RAMSize != 4<<30 || c.Machine != "pc" || c.FabricPort != "/p" ||
+		c.MAC != [6]byte{2, 0, 0, 0, 0, 1} || len(c.IPv4) != 2 || c.NodeGUID != 0x020000fffe000001 ||
+		c.Vectors != 4 || c.ShmSize != 2<<20 || c.MTU != 4096 || c.Name != "a" {
+		t.Errorf("%+v", c)
+	}
+	for _, bad := range []string{
+		"ram=/r,ram-size=1G,mac=02:00:00:00:00:01",
+		"socket=/s,ram=/r,ram-size=1G",
+		"socket=/s,ram=/r,ram-size=1X,mac=02:00:00:00:00:01",
+		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,machine=virt",
+		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,colour=blue",
+		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,ip=::1",
+	} {
+		if _, err := serve.ParseVNIC(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestHelpDocumentsFlags(t *testing.T) {
+	isolate(t)
+	ios, _, out, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	cmd := clidevice.NewCmdDevice(f)
+	cmd.SetArgs([]string{"serve", "--help"})
+	cmd.SetOut(out)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"--vnic", "--control", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
+		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name="} {
+		if !strings.Contains(out.String(), k) {
+			t.Errorf("help lacks %s", k)
+		}
+	}
+}
+
+func TestServeAndStatus(t *testing.T) {
+	isolate(t)
+	dir := shortDir(t)
+	ctl := filepath.Join(dir, "device.sock")
+	sock := filepath.Join(dir, "a.sock")
+	ram := filepath.Join(dir, "a.ram")
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	cmd := clidevice.NewCmdDevice(f)
+	cmd.SetArgs([]string{"serve", "--control", ctl, "--vnic",
+		"socket=" + sock + ",ram=" + ram + ",ram-size=16M,mac=02:00:00:00:00:0a,ip=10.42.0.10,name=vm-a"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(ctl); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("control socket did not appear")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer gcancel()
+	g, err := guestsim.Connect(gctx, guestsim.Config{Socket: sock, RAMPath: ram, RAMSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Handshake(gctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.AllocPD(gctx); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(args ...string) string {
+		ios, _, out, _ := cmdutil.Test()
+		f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+		c := clidevice.NewCmdDevice(f)
+		c.SetArgs(append([]string{"status", "--control", ctl}, args...))
+		if err := c.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	table := run()
+	if !strings.Contains(table, "vm-a") || !strings.Contains(table, "live") || !strings.Contains(table, "peer 1") {
+		t.Errorf("table:\n%s", table)
+	}
+	var st device.Status
+	// --output lives on the root command; the environment reaches the
+	// same setting.
+	t.Setenv("HINIC_OUTPUT", "json")
+	if err := json.Unmarshal([]byte(run()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.VNICs) != 1 || st.VNICs[0].Objects.PDs != 1 || st.VNICs[0].Counters.AdminCmds == 0 {
+		t.Errorf("json: %+v", st)
+	}
+}

@@ -1,0 +1,239 @@
+// Package serve implements `hinic device serve`: it runs the device
+// backend (one or more vNICs) until interrupted.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/fabric"
+)
+
+// Setting keys.
+const (
+	KeyControl = "device.control"
+	KeyVNICs   = "device.vnics"
+)
+
+// Options are the settings of one `hinic device serve` run.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Logger  *slog.Logger
+	Control string
+	VNICs   []device.VNICConfig
+	// Ready, if set, is called once every socket listens (tests).
+	Ready func(*device.Server)
+}
+
+const long = `Run the HiNIC device backend: the "hardware" of emulated RDMA NICs that
+stock QEMU guests drive through the ivshmem-doorbell PCI device.
+
+Each --vnic is one NIC. The backend creates (or opens) the guest RAM file,
+listens on the ivshmem socket and attaches to a HiSwitch port before it
+returns to serving; start it before QEMU, which reads the ivshmem setup
+synchronously at start-up. QEMU then needs, for that vNIC:
+
+  -machine <pc|q35>,memory-backend=ram0 -m <ram-size>
+  -object memory-backend-file,id=ram0,size=<ram-size>,mem-path=<ram>,share=on
+  -chardev socket,path=<socket>,id=ivs0
+  -device ivshmem-doorbell,chardev=ivs0,vectors=<vectors>
+
+A --vnic value is a comma-separated list of key=value:
+  socket=PATH     ivshmem server socket (required)
+  ram=PATH        guest RAM file, the memory-backend-file mem-path (required)
+  ram-size=SIZE   guest RAM, equal to QEMU's -m: bytes or with K, M, G (required)
+  machine=TYPE    pc or q35 (default q35): where RAM sits below and above 4 GiB
+  port=PATH       HiSwitch port socket (hinic fabric serve); none leaves the link down
+  mac=MAC         the NIC's MAC (required)
+  ip=A.B.C.D      IPv4 address for the RoCEv2 GID ::ffff:A.B.C.D; repeat with ip=
+  node-guid=HEX   node GUID (default EUI-64 of the MAC)
+  port-guid=HEX   port GUID (default the node GUID)
+  link=eth        link layer; only eth (RoCEv2) is implemented
+  vectors=N       ivshmem vectors, same as QEMU's vectors= (default 8, at least 3)
+  shm-size=SIZE   BAR2 size, a power of two of at least 1M (default 1M)
+  mtu=N           path MTU limit in bytes: 256..4096 (default 1024)
+  name=NAME       display name (default the socket path)
+
+The BAR2 layout and the protocol are in docs/device-abi.md; kernel/hicain_abi.h
+is its C header. hinic device status reads the control socket.
+
+The command runs until SIGINT or SIGTERM.`
+
+const example = `  hinic device serve --vnic socket=/run/hinic/vm-a.ivshmem,ram=/dev/shm/vm-a.ram,ram-size=4G,machine=q35,port=/run/hinic/sw0-port1.sock,mac=02:48:4e:00:00:01,ip=10.42.0.1
+  hinic device serve --vnic socket=/tmp/a.sock,ram=/dev/shm/a.ram,ram-size=1G,machine=pc,mac=02:00:00:00:00:0a \
+                     --vnic socket=/tmp/b.sock,ram=/dev/shm/b.ram,ram-size=1G,machine=pc,mac=02:00:00:00:00:0b`
+
+// NewCmdServe returns the `device serve` command. runF replaces the work
+// in tests; nil runs it.
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams}
+	cmd := &cobra.Command{
+		Use:     "serve",
+		Short:   "Run the emulated NIC backend for QEMU guests until interrupted",
+		Long:    long,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := f.Config()
+			if err != nil {
+				return err
+			}
+			specs := v.GetStringSlice(KeyVNICs)
+			if len(specs) == 0 {
+				return cmdutil.UsageErrorf("no vNIC: give at least one --vnic socket=...,ram=...,ram-size=...,mac=...")
+			}
+			opts.VNICs = nil
+			for _, s := range specs {
+				c, err := ParseVNIC(s)
+				if err != nil {
+					return cmdutil.UsageErrorf("--vnic %q: %v", s, err)
+				}
+				opts.VNICs = append(opts.VNICs, c)
+			}
+			opts.Control = ControlPath(v.GetString(KeyControl))
+			opts.Logger = f.Logger()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringArray("vnic", nil, "a vNIC as `key=value,...` (see above); repeat for several")
+	f.BindFlag(KeyVNICs, cmd.Flags().Lookup("vnic"))
+	return cmd
+}
+
+// ControlPath returns the control socket path: the setting, else
+// device.sock in the default run directory.
+func ControlPath(set string) string {
+	if set != "" {
+		return set
+	}
+	return filepath.Join(fabric.DefaultRunDir(), "device.sock")
+}
+
+// Run serves until ctx is cancelled.
+func Run(ctx context.Context, opts *Options) error {
+	srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
+	if err != nil {
+		return err
+	}
+	for _, v := range srv.VNICs() {
+		c := v.Config()
+		opts.Logger.Info("vNIC serving", "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
+			"machine", c.Machine, "fabric_port", c.FabricPort)
+	}
+	opts.Logger.Info("device backend serving", "vnics", len(opts.VNICs), "status", "hinic device status --control "+opts.Control)
+	if opts.Ready != nil {
+		opts.Ready(srv)
+	}
+	<-ctx.Done()
+	return srv.Close()
+}
+
+// ParseVNIC parses one --vnic value.
+func ParseVNIC(spec string) (device.VNICConfig, error) {
+	var c device.VNICConfig
+	for _, kv := range strings.Split(spec, ",") {
+		if kv == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return c, fmt.Errorf("%q is not key=value", kv)
+		}
+		var err error
+		switch k {
+		case "socket":
+			c.Socket = val
+		case "ram":
+			c.RAMPath = val
+		case "ram-size":
+			c.RAMSize, err = ParseSize(val)
+		case "machine":
+			if val != "pc" && val != "q35" {
+				err = fmt.Errorf("machine %q: want pc or q35", val)
+			}
+			c.Machine = device.Machine(val)
+		case "port":
+			c.FabricPort = val
+		case "mac":
+			var hw net.HardwareAddr
+			if hw, err = net.ParseMAC(val); err == nil && len(hw) != 6 {
+				err = fmt.Errorf("MAC %q: want 6 bytes", val)
+			}
+			copy(c.MAC[:], hw)
+		case "ip":
+			var a netip.Addr
+			if a, err = netip.ParseAddr(val); err == nil && !a.Is4() {
+				err = fmt.Errorf("ip %q: want IPv4", val)
+			}
+			c.IPv4 = append(c.IPv4, a)
+		case "node-guid":
+			c.NodeGUID, err = parseGUID(val)
+		case "port-guid":
+			c.PortGUID, err = parseGUID(val)
+		case "link":
+			c.LinkLayer = val
+		case "vectors":
+			c.Vectors, err = strconv.Atoi(val)
+		case "shm-size":
+			c.ShmSize, err = ParseSize(val)
+		case "mtu":
+			c.MTU, err = strconv.Atoi(val)
+		case "name":
+			c.Name = val
+		default:
+			err = fmt.Errorf("unknown key %q", k)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	switch {
+	case c.Socket == "":
+		return c, fmt.Errorf("socket= is required")
+	case c.RAMPath == "":
+		return c, fmt.Errorf("ram= is required")
+	case c.RAMSize == 0:
+		return c, fmt.Errorf("ram-size= is required")
+	case c.MAC == [6]byte{}:
+		return c, fmt.Errorf("mac= is required")
+	}
+	return c, nil
+}
+
+func parseGUID(s string) (uint64, error) {
+	s = strings.ReplaceAll(strings.TrimPrefix(s, "0x"), ":", "")
+	return strconv.ParseUint(s, 16, 64)
+}
+
+// ParseSize parses bytes with an optional K, M or G suffix (binary).
+func ParseSize(s string) (uint64, error) {
+	mult := uint64(1)
+	t := strings.TrimSuffix(strings.ToUpper(s), "B")
+	t = strings.TrimSuffix(t, "I")
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	n, err := strconv.ParseUint(t, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("size %q: want a positive number with an optional K, M or G", s)
+	}
+	return n * mult, nil
+}

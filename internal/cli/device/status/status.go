@@ -1,0 +1,112 @@
+// Package status implements `hinic device status`: it asks a running
+// device backend for its vNICs, QPs and counters.
+package status
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/device/serve"
+	"github.com/PacketFive/hinic/internal/device"
+)
+
+// Options are the settings of one `hinic device status` run.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Printer func() (*cmdutil.Printer, error)
+	Control string
+}
+
+const long = `Show the state of a running device backend (hinic device serve): for
+every vNIC its guest connection and state (waiting for a guest, ready,
+live, fatal), the verbs objects the guest holds, its QPs, the backend's
+counters (doorbells, interrupts, admin commands, L2 frames, errors) and
+the transport engine's counters.
+
+The backend is found through its control socket (--control).`
+
+// NewCmdStatus returns the `device status` command. runF replaces the
+// work in tests; nil runs it.
+func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	return &cobra.Command{
+		Use:     "status",
+		Short:   "Show vNICs, QPs and counters of a running device backend",
+		Long:    long,
+		Example: "  hinic device status\n  hinic device status --control /tmp/rack1/device.sock -o json | jq '.vnics[].counters'",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := f.Config()
+			if err != nil {
+				return err
+			}
+			opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+}
+
+// Run queries the backend and prints its status.
+func Run(ctx context.Context, opts *Options) error {
+	st, err := device.QueryStatus(ctx, opts.Control)
+	if err != nil {
+		return err
+	}
+	p, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	if p.Format() == cmdutil.FormatJSON {
+		return p.Object(st)
+	}
+	out := opts.IO.Out
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	w := p.Records("VNIC", "GUEST", "STATE", "MAC", "LINK", "PDS", "MRS", "CQS", "QPS", "DOORBELLS", "IRQS", "ADMIN", "ADMIN ERR", "L2 TX", "L2 RX", "WQE ERR", "FATAL")
+	for _, v := range st.VNICs {
+		guest, link := "-", "down"
+		if v.Guest {
+			guest = "peer " + strconv.Itoa(v.PeerID)
+		}
+		if v.LinkUp {
+			link = "up"
+		}
+		state := v.State
+		if v.FatalCode != 0 {
+			state = fmt.Sprintf("fatal(%d)", v.FatalCode)
+		}
+		c := v.Counters
+		if err := w.Write(v, v.Name, guest, state, v.MAC, link, strconv.Itoa(v.Objects.PDs),
+			strconv.Itoa(v.Objects.MRs), strconv.Itoa(v.Objects.CQs), strconv.Itoa(v.Objects.QPs),
+			u(c.Doorbells), u(c.Interrupts), u(c.AdminCmds), u(c.AdminErrors), u(c.L2Tx), u(c.L2Rx),
+			u(c.WQEErrors), u(c.Fatal)); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	for _, v := range st.VNICs {
+		if len(v.QPs) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\nQPs of %s\n", v.Name)
+		w := p.Records("QPN", "STATE", "SEND CQ", "RECV CQ", "SQ TAKEN", "RQ TAKEN", "FATAL")
+		for _, q := range v.QPs {
+			if err := w.Write(q, strconv.Itoa(int(q.QPN)), q.State, strconv.Itoa(int(q.SendCQ)),
+				strconv.Itoa(int(q.RecvCQ)), u(uint64(q.SQCons)), u(uint64(q.RQCons)), strconv.FormatBool(q.Fatal)); err != nil {
+				return err
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,469 @@
+package device
+
+import (
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/PacketFive/hinic/internal/rdma"
+)
+
+const (
+	adminCmdSize = int(unsafe.Sizeof(AdminCmd{}))
+	adminCQESize = int(unsafe.Sizeof(AdminCQE{}))
+	cqeSize      = uint64(unsafe.Sizeof(CQE{}))
+	sgeSize      = uint64(unsafe.Sizeof(SGE{}))
+	sendHdrSize  = uint64(unsafe.Sizeof(SendWQE{}))
+	recvHdrSize  = uint64(unsafe.Sizeof(RecvWQE{}))
+	maxPageList  = 1 << 20 // pages in one MR registration (4 GiB of 4 KiB pages)
+)
+
+// adminQueue executes the commands between admin_sq_cons and
+// admin_sq_prod and writes one completion each.
+func (s *session) adminQueue() {
+	h := s.hdr
+	prod := atomic.LoadUint32(&h.AdminSQProd)
+	if prod-s.adminCons > AdminSQEntries {
+		s.setFatal(FatalAdminRing)
+		return
+	}
+	done := false
+	for s.adminCons != prod {
+		if s.adminCQ-atomic.LoadUint32(&h.AdminCQCons) >= AdminCQEntries {
+			break // the driver has not consumed completions yet
+		}
+		var cmd AdminCmd
+		off := AdminSQOff + int(s.adminCons%AdminSQEntries)*adminCmdSize
+		copy(AsBytes(&cmd), s.shm[off:off+adminCmdSize])
+		cqe := AdminCQE{CmdID: cmd.CmdID, Opcode: cmd.Opcode}
+		cqe.Status = s.execute(&cmd, &cqe)
+		s.v.stats.adminCmds.Add(1)
+		atomic.AddUint64(&h.AdminCmds, 1)
+		if cqe.Status != StOK {
+			s.v.stats.adminErrors.Add(1)
+		}
+		coff := AdminCQOff + int(s.adminCQ%AdminCQEntries)*adminCQESize
+		copy(s.shm[coff:coff+adminCQESize], AsBytes(&cqe))
+		s.adminCons++
+		s.adminCQ++
+		atomic.StoreUint32(&h.AdminSQCons, s.adminCons)
+		atomic.StoreUint32(&h.AdminCQProd, s.adminCQ)
+		done = true
+	}
+	if done {
+		s.publishQPs()
+		s.raise(IRQCtrl)
+	}
+}
+
+// status maps an engine error to an admin status.
+func status(err error) uint16 {
+	switch {
+	case err == nil:
+		return StOK
+	case errors.Is(err, rdma.ErrBadAddress), errors.Is(err, ErrOutsideRAM):
+		return StEFAULT
+	case errors.Is(err, rdma.ErrUnsupported):
+		return StEOPNOTSUPP
+	case errors.Is(err, rdma.ErrBusy):
+		return StEBUSY
+	case errors.Is(err, rdma.ErrNoResources):
+		return StENOMEM
+	case errors.Is(err, rdma.ErrClosed):
+		return StENODEV
+	default:
+		return StEINVAL
+	}
+}
+
+func isPow2(n uint32) bool { return n != 0 && n&(n-1) == 0 }
+
+// ramRange checks that [gpa, gpa+n) is guest RAM.
+func (s *session) ramRange(gpa, n uint64) bool {
+	_, err := s.v.ram.Offset(gpa, n)
+	return err == nil
+}
+
+func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
+	switch c.Opcode {
+	case CmdQueryDevice:
+		a := s.dev.QueryDevice()
+		r := DeviceAttr{NodeGUID: a.NodeGUID, SysImageGUID: a.SysImageGUID, MaxMRSize: a.MaxMRSize,
+			PageSizeCap: a.PageSizeCap, VendorID: a.VendorID, VendorPartID: a.VendorPartID, HWVer: a.HWVer,
+			MaxQP: uint32(a.MaxQP), MaxQPWR: uint32(a.MaxQPWR), DeviceCapFlags: a.DeviceCapFlags,
+			MaxSGE: uint32(a.MaxSGE), MaxSGERd: uint32(a.MaxSGERd), MaxCQ: uint32(a.MaxCQ), MaxCQE: uint32(a.MaxCQE),
+			MaxMR: uint32(a.MaxMR), MaxPD: uint32(a.MaxPD), MaxQPRdAtom: uint32(a.MaxQPRdAtom),
+			MaxQPInitRdAtom: uint32(a.MaxQPInitRdAtom), MaxResRdAtom: uint32(a.MaxResRdAtom),
+			AtomicCap: uint32(a.AtomicCap), MaxPKeys: uint32(a.MaxPKeys), MaxInline: uint32(a.MaxInlineData),
+			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt)}
+		return s.respond(c, AsBytes(&r))
+	case CmdQueryPort:
+		if c.Handle != 1 {
+			return StEINVAL
+		}
+		a := s.dev.QueryPort()
+		if s.v.fabric == nil {
+			a.State = rdma.PortDown
+		}
+		r := PortAttr{State: uint32(a.State), MaxMTU: uint32(a.MaxMTU), ActiveMTU: uint32(a.ActiveMTU),
+			GIDTblLen: uint32(a.GIDTableLen), PortCapFlags: a.PortCapFlags, MaxMsgSz: uint32(a.MaxMsgSize),
+			BadPKeyCntr: a.BadPKeyCntr, QKeyViolCntr: a.QKeyViolCntr, PKeyTblLen: uint32(a.PKeyTableLen),
+			LID: a.LID, SMLID: a.SMLID, LMC: a.LMC, MaxVLNum: a.MaxVLNum, SMSL: a.SMSL,
+			SubnetTimeout: a.SubnetTimeout, ActiveWidth: a.ActiveWidth, ActiveSpeed: a.ActiveSpeed,
+			PhysState: a.PhysState, LinkLayer: uint8(a.LinkLayer)}
+		return s.respond(c, AsBytes(&r))
+	case CmdQueryGID:
+		g, err := s.dev.QueryGID(int(c.Handle))
+		if err != nil {
+			return StEINVAL
+		}
+		typ, _ := s.dev.QueryGIDType(int(c.Handle))
+		copy(out.Out[:16], g[:])
+		out.Out[16] = byte(typ)
+		return StOK
+	case CmdQueryPKey:
+		k, err := s.dev.QueryPKey(int(c.Handle))
+		if err != nil {
+			return StEINVAL
+		}
+		out.Out[0], out.Out[1] = byte(k), byte(k>>8)
+		return StOK
+	case CmdAllocPD:
+		pd, err := s.dev.AllocPD()
+		if err != nil {
+			return status(err)
+		}
+		s.pds[pd.Handle()] = pd
+		out.Handle = pd.Handle()
+		return StOK
+	case CmdDeallocPD:
+		pd, ok := s.pds[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		for _, a := range s.ahs {
+			if a.pd == c.Handle {
+				return StEBUSY
+			}
+		}
+		if err := pd.Dealloc(); err != nil {
+			return status(err)
+		}
+		delete(s.pds, c.Handle)
+		return StOK
+	case CmdRegMR:
+		return s.regMR(PayloadOf[CmdRegMRArgs](c), out)
+	case CmdDeregMR:
+		mr, ok := s.mrs[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		if err := mr.Dereg(); err != nil {
+			return status(err)
+		}
+		delete(s.mrs, c.Handle)
+		return StOK
+	case CmdCreateCQ:
+		return s.createCQ(PayloadOf[CmdCreateCQArgs](c), out)
+	case CmdDestroyCQ:
+		cq, ok := s.cqs[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		if cq.users > 0 {
+			return StEBUSY
+		}
+		if err := cq.cq.Destroy(); err != nil {
+			return status(err)
+		}
+		delete(s.cqs, c.Handle)
+		return StOK
+	case CmdCreateQP:
+		return s.createQP(PayloadOf[CmdCreateQPArgs](c), out)
+	case CmdModifyQP:
+		return s.modifyQP(PayloadOf[CmdModifyQPArgs](c))
+	case CmdQueryQP:
+		q, ok := s.qps[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		a, _ := q.qp.Query()
+		r := qpAttrToABI(a)
+		return s.respond(c, AsBytes(&r))
+	case CmdDestroyQP:
+		q, ok := s.qps[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		if err := q.qp.Destroy(); err != nil {
+			return status(err)
+		}
+		q.scq.users--
+		q.rcq.users--
+		delete(s.qps, c.Handle)
+		s.publishQPs()
+		return StOK
+	case CmdCreateAH:
+		a := PayloadOf[CmdCreateAHArgs](c)
+		if _, ok := s.pds[a.PD]; !ok {
+			return StENOENT
+		}
+		if len(s.ahs) >= int(s.hdr.MaxAH) {
+			return StENOMEM
+		}
+		h := s.nextAH
+		s.nextAH++
+		s.ahs[h] = &gah{pd: a.PD, attr: ahFromABI(&a.Attr)}
+		out.Handle = h
+		return StOK
+	case CmdDestroyAH:
+		if _, ok := s.ahs[c.Handle]; !ok {
+			return StENOENT
+		}
+		delete(s.ahs, c.Handle)
+		return StOK
+	case CmdSetAddr:
+		return s.setAddr(PayloadOf[CmdSetAddrArgs](c))
+	case CmdResizeCQ, CmdCreateSRQ, CmdModifySRQ, CmdQuerySRQ, CmdDestroySRQ, CmdAttachMcast, CmdDetachMcast:
+		// The engine has no SRQ or multicast yet, and CQ resize needs
+		// engine support to move pending completions.
+		return StEOPNOTSUPP
+	default:
+		return StEINVAL
+	}
+}
+
+// respond writes a query result to the command's response buffer.
+func (s *session) respond(c *AdminCmd, b []byte) uint16 {
+	if c.RespLen < uint32(len(b)) {
+		return StEINVAL
+	}
+	if err := s.v.ram.WriteAt(b, c.RespGPA); err != nil {
+		return StEFAULT
+	}
+	return StOK
+}
+
+func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
+	pd, ok := s.pds[a.PD]
+	if !ok {
+		return StENOENT
+	}
+	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
+		return StEINVAL
+	}
+	pageSize := uint64(1) << a.PageShift
+	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
+		return StEFAULT
+	}
+	list := make([]byte, 8*uint64(a.NPages))
+	if err := s.v.ram.ReadAt(list, a.PageListGPA); err != nil {
+		return StEFAULT
+	}
+	pages := make([]uint64, a.NPages)
+	for i := range pages {
+		p := uint64(list[8*i]) | uint64(list[8*i+1])<<8 | uint64(list[8*i+2])<<16 | uint64(list[8*i+3])<<24 |
+			uint64(list[8*i+4])<<32 | uint64(list[8*i+5])<<40 | uint64(list[8*i+6])<<48 | uint64(list[8*i+7])<<56
+		if p%pageSize != 0 {
+			return StEINVAL
+		}
+		if !s.ramRange(p, pageSize) {
+			return StEFAULT
+		}
+		pages[i] = p
+	}
+	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
+	if err != nil {
+		return status(err)
+	}
+	s.mrs[mr.LKey] = mr
+	out.Handle = mr.LKey
+	put32(out.Out[0:], mr.LKey)
+	put32(out.Out[4:], mr.RKey)
+	return StOK
+}
+
+func put32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
+	if !isPow2(a.Depth) || a.Depth > s.hdr.MaxCQE {
+		return StEINVAL
+	}
+	if int(a.CompVector)+IRQCQBase >= s.v.cfg.Vectors {
+		return StEINVAL
+	}
+	if a.RingGPA%64 != 0 || a.DBRecGPA%16 != 0 {
+		return StEINVAL
+	}
+	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
+		return StEFAULT
+	}
+	if len(s.cqs) >= int(s.hdr.MaxCQ) {
+		return StENOMEM
+	}
+	cq, err := s.dev.CreateCQ(int(a.Depth), s.ch)
+	if err != nil {
+		return status(err)
+	}
+	if err := cq.ReqNotify(false); err != nil {
+		cq.Destroy()
+		return status(err)
+	}
+	n := s.nextCQ
+	s.nextCQ++
+	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, dbrec: a.DBRecGPA, depth: a.Depth,
+		vector: IRQCQBase + int(a.CompVector)}
+	out.Handle = n
+	return StOK
+}
+
+func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
+	pd, ok := s.pds[a.PD]
+	if !ok {
+		return StENOENT
+	}
+	scq, ok1 := s.cqs[a.SendCQ]
+	rcq, ok2 := s.cqs[a.RecvCQ]
+	if !ok1 || !ok2 {
+		return StENOENT
+	}
+	if a.QPType != uint32(rdma.QPTypeRC) {
+		return StEOPNOTSUPP
+	}
+	if a.SRQ != 0 {
+		return StEOPNOTSUPP
+	}
+	if !isPow2(a.SQDepth) || !isPow2(a.RQDepth) || a.SQDepth > s.hdr.MaxQPWR || a.RQDepth > s.hdr.MaxQPWR {
+		return StEINVAL
+	}
+	if a.MaxSendSGE == 0 || a.MaxRecvSGE == 0 || a.MaxSendSGE > s.hdr.MaxSGE || a.MaxRecvSGE > s.hdr.MaxSGE ||
+		a.MaxInline > s.hdr.MaxInline {
+		return StEINVAL
+	}
+	if a.SQStride%64 != 0 || uint64(a.SQStride) < sendHdrSize+uint64(a.MaxSendSGE)*sgeSize ||
+		uint64(a.SQStride) < sendHdrSize+uint64(a.MaxInline) {
+		return StEINVAL
+	}
+	if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize {
+		return StEINVAL
+	}
+	if a.SQDBRecGPA%8 != 0 || a.RQDBRecGPA%8 != 0 {
+		return StEINVAL
+	}
+	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) ||
+		!s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) ||
+		!s.ramRange(a.SQDBRecGPA, 8) || !s.ramRange(a.RQDBRecGPA, 8) {
+		return StEFAULT
+	}
+	qp, err := s.dev.CreateQP(pd, rdma.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: rdma.QPTypeRC,
+		SQSigAll: a.SQSigAll != 0,
+		Cap: rdma.QPCap{MaxSendWR: int(a.SQDepth), MaxRecvWR: int(a.RQDepth), MaxSendSGE: int(a.MaxSendSGE),
+			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}})
+	if err != nil {
+		return status(err)
+	}
+	// The guest's indices start where the dbrec says, so a driver may
+	// reuse memory without zeroing it.
+	sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
+	rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
+	q := &gqp{qp: qp, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, rq: a.RQGPA, sqDB: a.SQDBRecGPA,
+		rqDB: a.RQDBRecGPA, sqDepth: a.SQDepth, rqDepth: a.RQDepth, sqStride: a.SQStride, rqStride: a.RQStride,
+		maxSendSGE: a.MaxSendSGE, maxRecvSGE: a.MaxRecvSGE, maxInline: a.MaxInline, sqCons: sqp, rqCons: rqp}
+	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
+	s.v.ram.Store32(a.RQDBRecGPA+4, rqp)
+	scq.users++
+	rcq.users++
+	s.qps[qp.QPN()] = q
+	s.publishQPs()
+	out.Handle = qp.QPN()
+	return StOK
+}
+
+func (s *session) modifyQP(a *CmdModifyQPArgs) uint16 {
+	q, ok := s.qps[a.QPN]
+	if !ok {
+		return StENOENT
+	}
+	attr := qpAttrFromABI(&a.Attr)
+	if err := q.qp.Modify(&attr, rdma.QPAttrMask(a.AttrMask)); err != nil {
+		return status(err)
+	}
+	if rdma.QPAttrMask(a.AttrMask)&rdma.QPAttrState != 0 && attr.QPState == rdma.QPStateReset {
+		// RESET discards posted work; the rings restart at the
+		// guest's current producer indices.
+		q.sqCons, _ = s.v.ram.Load32(q.sqDB)
+		q.rqCons, _ = s.v.ram.Load32(q.rqDB)
+		s.v.ram.Store32(q.sqDB+4, q.sqCons)
+		s.v.ram.Store32(q.rqDB+4, q.rqCons)
+		q.fatal = false
+	}
+	s.publishQPs()
+	return StOK
+}
+
+func (s *session) setAddr(a *CmdSetAddrArgs) uint16 {
+	if len(s.pds)+len(s.cqs) > 0 {
+		return StEBUSY // the engine fixes its GID table at creation
+	}
+	if a.NIPv4 > 4 {
+		return StEINVAL
+	}
+	mtu := int(a.MTU)
+	if mtu == 0 {
+		mtu = s.v.cfg.MTU
+	}
+	if _, ok := rdma.MTUFromBytes(mtu); !ok {
+		return StEINVAL
+	}
+	var ips []netip.Addr
+	for i := range a.NIPv4 {
+		ips = append(ips, netip.AddrFrom4(a.IPv4[i]))
+	}
+	mac := a.MAC
+	if mac == ([6]byte{}) {
+		mac = s.v.cfg.MAC
+	}
+	if err := s.newDevice(mac, ips, mtu); err != nil {
+		return status(err)
+	}
+	s.hdr.MAC = mac
+	return StOK
+}
+
+func ahFromABI(a *AHAttr) rdma.AHAttr {
+	return rdma.AHAttr{
+		GRH: rdma.GlobalRoute{DGID: a.DGID, FlowLabel: a.FlowLabel, SGIDIndex: a.SGIDIndex,
+			HopLimit: a.HopLimit, TrafficClass: a.TrafficClass},
+		DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate,
+		IsGlobal: a.IsGlobal != 0, PortNum: a.PortNum, DMAC: a.DMAC,
+	}
+}
+
+func ahToABI(a rdma.AHAttr) AHAttr {
+	r := AHAttr{DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, SGIDIndex: a.GRH.SGIDIndex,
+		HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass, SL: a.SL, DMAC: a.DMAC, DLID: a.DLID,
+		PortNum: a.PortNum, StaticRate: a.StaticRate, SrcPathBits: a.SrcPathBits}
+	if a.IsGlobal {
+		r.IsGlobal = 1
+	}
+	return r
+}
+
+func qpAttrFromABI(a *QPAttr) rdma.QPAttr {
+	return rdma.QPAttr{QPState: rdma.QPState(a.QPState), CurQPState: rdma.QPState(a.CurQPState),
+		PathMTU: rdma.MTU(a.PathMTU), QKey: a.QKey, RQPSN: a.RQPSN, SQPSN: a.SQPSN, DestQPNum: a.DestQPNum,
+		QPAccessFlags: rdma.Access(a.QPAccessFlags), AHAttr: ahFromABI(&a.AH), PKeyIndex: a.PKeyIndex,
+		MaxRDAtomic: a.MaxRDAtomic, MaxDestRDAtomic: a.MaxDestRDAtomic, MinRNRTimer: a.MinRNRTimer,
+		PortNum: a.PortNum, Timeout: a.Timeout, RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry}
+}
+
+func qpAttrToABI(a rdma.QPAttr) QPAttr {
+	return QPAttr{QPState: uint32(a.QPState), CurQPState: uint32(a.CurQPState), PathMTU: uint32(a.PathMTU),
+		QKey: a.QKey, RQPSN: a.RQPSN, SQPSN: a.SQPSN, DestQPNum: a.DestQPNum,
+		QPAccessFlags: uint32(a.QPAccessFlags), PKeyIndex: a.PKeyIndex, PortNum: a.PortNum, Timeout: a.Timeout,
+		RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, MinRNRTimer: a.MinRNRTimer, MaxRDAtomic: a.MaxRDAtomic,
+		MaxDestRDAtomic: a.MaxDestRDAtomic, SQDraining: a.SQDraining, AH: ahToABI(a.AHAttr)}
+}

@@ -1,0 +1,364 @@
+package guestsim
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/PacketFive/hinic/internal/device"
+)
+
+// StatusError is an admin command that completed with a non-zero status.
+type StatusError struct {
+	Opcode uint16
+	Status uint16 // errno
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("guestsim: admin opcode %d: status %d", e.Opcode, e.Status)
+}
+
+// Admin posts one admin command, rings the control doorbell and waits
+// for its completion. A non-zero status is a *StatusError.
+func (g *Guest) Admin(ctx context.Context, cmd *device.AdminCmd) (device.AdminCQE, error) {
+	g.adminMu.Lock()
+	defer g.adminMu.Unlock()
+	h := g.hdr
+	g.cmdID++
+	cmd.CmdID = g.cmdID
+	prod := atomic.LoadUint32(&h.AdminSQProd)
+	off := device.AdminSQOff + int(prod%device.AdminSQEntries)*int(unsafe.Sizeof(*cmd))
+	copy(g.shm[off:], device.AsBytes(cmd))
+	atomic.StoreUint32(&h.AdminSQProd, prod+1) // release: entry before index
+	g.Ring(device.DBCtrl)
+	cons := atomic.LoadUint32(&h.AdminCQCons)
+	for atomic.LoadUint32(&h.AdminCQProd) == cons {
+		if s := atomic.LoadUint32(&h.DevStatus); s&device.DevFatal != 0 {
+			return device.AdminCQE{}, fmt.Errorf("guestsim: device fatal, code %d", atomic.LoadUint32(&h.FatalCode))
+		}
+		if err := g.pause(ctx, device.IRQCtrl); err != nil {
+			return device.AdminCQE{}, err
+		}
+	}
+	var cqe device.AdminCQE
+	coff := device.AdminCQOff + int(cons%device.AdminCQEntries)*int(unsafe.Sizeof(cqe))
+	copy(device.AsBytes(&cqe), g.shm[coff:])
+	atomic.StoreUint32(&h.AdminCQCons, cons+1)
+	if cqe.CmdID != cmd.CmdID {
+		return cqe, fmt.Errorf("guestsim: completion for command %d, want %d", cqe.CmdID, cmd.CmdID)
+	}
+	if cqe.Status != device.StOK {
+		return cqe, &StatusError{Opcode: cmd.Opcode, Status: cqe.Status}
+	}
+	return cqe, nil
+}
+
+func (g *Guest) simple(ctx context.Context, op uint16, handle uint32) (device.AdminCQE, error) {
+	return g.Admin(ctx, &device.AdminCmd{Opcode: op, Handle: handle})
+}
+
+// AllocPD allocates a protection domain.
+func (g *Guest) AllocPD(ctx context.Context) (uint32, error) {
+	c, err := g.simple(ctx, device.CmdAllocPD, 0)
+	return c.Handle, err
+}
+
+// Destroy runs a destroy/dealloc/dereg command on handle.
+func (g *Guest) Destroy(ctx context.Context, op uint16, handle uint32) error {
+	_, err := g.simple(ctx, op, handle)
+	return err
+}
+
+// QueryDevice returns the device attributes.
+func (g *Guest) QueryDevice(ctx context.Context) (device.DeviceAttr, error) {
+	var a device.DeviceAttr
+	err := g.query(ctx, device.CmdQueryDevice, 0, device.AsBytes(&a))
+	return a, err
+}
+
+// QueryPort returns port 1's attributes.
+func (g *Guest) QueryPort(ctx context.Context) (device.PortAttr, error) {
+	var a device.PortAttr
+	err := g.query(ctx, device.CmdQueryPort, 1, device.AsBytes(&a))
+	return a, err
+}
+
+// QueryQP returns a QP's attributes.
+func (g *Guest) QueryQP(ctx context.Context, qpn uint32) (device.QPAttr, error) {
+	var a device.QPAttr
+	err := g.query(ctx, device.CmdQueryQP, qpn, device.AsBytes(&a))
+	return a, err
+}
+
+// QueryGID returns GID index.
+func (g *Guest) QueryGID(ctx context.Context, index uint32) ([16]byte, error) {
+	c, err := g.simple(ctx, device.CmdQueryGID, index)
+	var gid [16]byte
+	copy(gid[:], c.Out[:16])
+	return gid, err
+}
+
+func (g *Guest) query(ctx context.Context, op uint16, handle uint32, out []byte) error {
+	gpa, err := g.Alloc(uint64(len(out)), 64, false)
+	if err != nil {
+		return err
+	}
+	if _, err := g.Admin(ctx, &device.AdminCmd{Opcode: op, Handle: handle, RespGPA: gpa,
+		RespLen: uint32(len(out))}); err != nil {
+		return err
+	}
+	return g.ram.ReadAt(out, gpa)
+}
+
+// RegMR registers [gpa, gpa+length) with IOVA iova, as a page list of
+// 4 KiB pages (the memory is contiguous in GPA space here; a kernel
+// driver would pass the umem's pages).
+func (g *Guest) RegMR(ctx context.Context, pd uint32, gpa, iova, length uint64, access uint32) (lkey, rkey uint32, err error) {
+	const ps = 4096
+	first := gpa &^ (ps - 1)
+	if iova%ps != gpa%ps {
+		return 0, 0, fmt.Errorf("guestsim: iova and gpa must share the page offset")
+	}
+	n := (gpa + length - first + ps - 1) / ps
+	pages := make([]uint64, n)
+	for i := range pages {
+		pages[i] = first + uint64(i)*ps
+	}
+	return g.RegMRPages(ctx, pd, iova, length, 12, pages, access)
+}
+
+// RegMRPages registers an MR from an explicit page list (any GPAs, for
+// bad-guest tests).
+func (g *Guest) RegMRPages(ctx context.Context, pd uint32, iova, length uint64, pageShift uint32, pages []uint64, access uint32) (lkey, rkey uint32, err error) {
+	list, err := g.Alloc(uint64(len(pages))*8, 8, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), len(pages)*8)
+	if err := g.ram.WriteAt(b, list); err != nil {
+		return 0, 0, err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdRegMR}
+	*device.PayloadOf[device.CmdRegMRArgs](&cmd) = device.CmdRegMRArgs{PD: pd, Access: access, IOVA: iova,
+		Length: length, PageListGPA: list, NPages: uint32(len(pages)), PageShift: pageShift}
+	c, err := g.Admin(ctx, &cmd)
+	if err != nil {
+		return 0, 0, err
+	}
+	return le32(c.Out[0:]), le32(c.Out[4:]), nil
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// CQ is a guest completion queue: a ring and a dbrec in guest memory.
+// Owned by one goroutine.
+type CQ struct {
+	g      *Guest
+	CQN    uint32
+	ring   uint64
+	dbrec  uint64
+	depth  uint32
+	cons   uint32
+	vector int
+}
+
+// CreateCQ creates a CQ of depth entries (a power of two) whose
+// interrupts come on comp vector compVector.
+func (g *Guest) CreateCQ(ctx context.Context, depth uint32, compVector uint32) (*CQ, error) {
+	ring, err := g.Alloc(uint64(depth)*64, 64, false)
+	if err != nil {
+		return nil, err
+	}
+	db, err := g.Alloc(16, 16, false)
+	if err != nil {
+		return nil, err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdCreateCQ}
+	*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: ring, DBRecGPA: db,
+		Depth: depth, CompVector: compVector}
+	c, err := g.Admin(ctx, &cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{g: g, CQN: c.Handle, ring: ring, dbrec: db, depth: depth,
+		vector: device.IRQCQBase + int(compVector)}, nil
+}
+
+// Poll returns the completions the device wrote since the last Poll.
+func (cq *CQ) Poll() []device.CQE {
+	ram := cq.g.ram
+	prod, _ := ram.Load32(cq.dbrec) // acquire
+	var out []device.CQE
+	for ; cq.cons != prod; cq.cons++ {
+		var e device.CQE
+		ram.ReadAt(device.AsBytes(&e), cq.ring+uint64(cq.cons&(cq.depth-1))*64)
+		out = append(out, e)
+	}
+	ram.Store32(cq.dbrec+4, cq.cons) // release
+	return out
+}
+
+// Arm asks for an interrupt at the next completion (req_notify_cq) and
+// rings the CQ doorbell so the device sees completions already pending.
+func (cq *CQ) Arm() {
+	cq.g.ram.Store32(cq.dbrec+8, device.CQArmNext)
+	cq.g.Ring(device.DBCQ)
+}
+
+// WaitIRQ waits up to d for the CQ's interrupt.
+func (cq *CQ) WaitIRQ(d time.Duration) bool { return cq.g.WaitIRQ(cq.vector, d) }
+
+// Wait polls until n completions arrived or ctx ends, sleeping on the
+// CQ's interrupt between polls.
+func (cq *CQ) Wait(ctx context.Context, n int) ([]device.CQE, error) {
+	var out []device.CQE
+	for {
+		out = append(out, cq.Poll()...)
+		if len(out) >= n {
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("guestsim: CQ %d: %d of %d completions: %w", cq.CQN, len(out), n, err)
+		}
+		cq.Arm()
+		out = append(out, cq.Poll()...)
+		if len(out) >= n {
+			return out, nil
+		}
+		cq.WaitIRQ(5 * time.Millisecond)
+	}
+}
+
+// QPConfig shapes a QP.
+type QPConfig struct {
+	PD             uint32
+	SendCQ, RecvCQ *CQ
+	SQDepth        uint32 // default 64
+	RQDepth        uint32 // default 64
+	MaxSGE         uint32 // default 4, both queues
+	MaxInline      uint32 // default 64
+	SigAll         bool
+}
+
+// QP is a guest RC QP with its rings in guest memory. Owned by one
+// goroutine.
+type QP struct {
+	g                *Guest
+	QPN              uint32
+	sq, rq           uint64
+	sqDB, rqDB       uint64
+	sqDepth, rqDepth uint32
+	sqStride         uint32
+	rqStride         uint32
+	sqProd, rqProd   uint32
+}
+
+// CreateQP creates an RC QP.
+func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
+	if c.SQDepth == 0 {
+		c.SQDepth = 64
+	}
+	if c.RQDepth == 0 {
+		c.RQDepth = 64
+	}
+	if c.MaxSGE == 0 {
+		c.MaxSGE = 4
+	}
+	if c.MaxInline == 0 {
+		c.MaxInline = 64
+	}
+	sqStride := (64 + max(16*c.MaxSGE, c.MaxInline) + 63) &^ 63
+	rqStride := 16 + 16*c.MaxSGE
+	q := &QP{g: g, sqDepth: c.SQDepth, rqDepth: c.RQDepth, sqStride: sqStride, rqStride: rqStride}
+	var err error
+	if q.sq, err = g.Alloc(uint64(c.SQDepth*sqStride), 4096, false); err != nil {
+		return nil, err
+	}
+	if q.rq, err = g.Alloc(uint64(c.RQDepth*rqStride), 4096, false); err != nil {
+		return nil, err
+	}
+	if q.sqDB, err = g.Alloc(8, 8, false); err != nil {
+		return nil, err
+	}
+	if q.rqDB, err = g.Alloc(8, 8, false); err != nil {
+		return nil, err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
+	a := device.CmdCreateQPArgs{PD: c.PD, QPType: 2, SendCQ: c.SendCQ.CQN, RecvCQ: c.RecvCQ.CQN,
+		SQDepth: c.SQDepth, RQDepth: c.RQDepth, MaxSendSGE: c.MaxSGE, MaxRecvSGE: c.MaxSGE,
+		MaxInline: c.MaxInline, SQStride: sqStride, RQStride: rqStride, SQGPA: q.sq, RQGPA: q.rq,
+		SQDBRecGPA: q.sqDB, RQDBRecGPA: q.rqDB}
+	if c.SigAll {
+		a.SQSigAll = 1
+	}
+	*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = a
+	r, err := g.Admin(ctx, &cmd)
+	if err != nil {
+		return nil, err
+	}
+	q.QPN = r.Handle
+	return q, nil
+}
+
+// ModifyQP runs MODIFY_QP.
+func (g *Guest) ModifyQP(ctx context.Context, qpn uint32, mask uint32, attr device.QPAttr) error {
+	cmd := device.AdminCmd{Opcode: device.CmdModifyQP}
+	*device.PayloadOf[device.CmdModifyQPArgs](&cmd) = device.CmdModifyQPArgs{QPN: qpn, AttrMask: mask, Attr: attr}
+	_, err := g.Admin(ctx, &cmd)
+	return err
+}
+
+// SQFree returns how many SQ slots the device has given back.
+func (q *QP) SQFree() uint32 { return q.sqDepth - (q.sqProd - q.SQTaken()) }
+
+// PostSend writes a send WQE (with sges, or inline data when inline is
+// not nil) and rings the QP doorbell. The caller makes sure SQFree() > 0
+// and that no more than the SQ depth of WRs are outstanding.
+func (q *QP) PostSend(w device.SendWQE, sges []device.SGE, inline []byte) {
+	ram := q.g.ram
+	at := q.sq + uint64(q.sqProd&(q.sqDepth-1))*uint64(q.sqStride)
+	if inline != nil {
+		w.SendFlags |= device.SendInline
+		w.InlineLen = uint32(len(inline))
+		ram.WriteAt(inline, at+64)
+	} else {
+		w.NumSGE = uint8(len(sges))
+		for i := range sges {
+			ram.WriteAt(device.AsBytes(&sges[i]), at+64+uint64(i)*16)
+		}
+	}
+	ram.WriteAt(device.AsBytes(&w), at)
+	q.sqProd++
+	ram.Store32(q.sqDB, q.sqProd) // release
+	q.g.Ring(device.DBQP)
+}
+
+// PostRecv writes a receive WQE and rings the QP doorbell.
+func (q *QP) PostRecv(wrID uint64, sges []device.SGE) {
+	ram := q.g.ram
+	at := q.rq + uint64(q.rqProd&(q.rqDepth-1))*uint64(q.rqStride)
+	w := device.RecvWQE{WRID: wrID, NumSGE: uint32(len(sges))}
+	for i := range sges {
+		ram.WriteAt(device.AsBytes(&sges[i]), at+16+uint64(i)*16)
+	}
+	ram.WriteAt(device.AsBytes(&w), at)
+	q.rqProd++
+	ram.Store32(q.rqDB, q.rqProd)
+	q.g.Ring(device.DBQP)
+}
+
+// SetSQProd writes a raw SQ producer index (bad-guest tests).
+func (q *QP) SetSQProd(v uint32) {
+	q.g.ram.Store32(q.sqDB, v)
+	q.g.Ring(device.DBQP)
+}
+
+// SQTaken returns the device's SQ consumer index.
+func (q *QP) SQTaken() uint32 {
+	v, _ := q.g.ram.Load32(q.sqDB + 4)
+	return v
+}

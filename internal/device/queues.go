@@ -1,0 +1,355 @@
+package device
+
+import (
+	"errors"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/PacketFive/hinic/internal/rdma"
+)
+
+// serviceQPs takes the work the guest posted on every QP's SQ and RQ
+// (doorbell HICAIN_DB_QP carries no QP number; the rings' producer
+// indices in guest memory say which have work).
+func (s *session) serviceQPs() {
+	for _, q := range s.qps {
+		if q.fatal {
+			continue
+		}
+		s.serviceRQ(q)
+		s.serviceSQ(q)
+	}
+}
+
+// qpFatal moves a QP whose rings the guest broke to ERR (its posted work
+// flushes) and tells the guest through the event queue.
+func (s *session) qpFatal(q *gqp, reason uint32) {
+	s.v.stats.wqeErrors.Add(1)
+	q.fatal = true
+	_ = q.qp.Modify(&rdma.QPAttr{QPState: rdma.QPStateErr}, rdma.QPAttrState)
+	s.postEvent(EvQPFatal, q.qp.QPN(), reason)
+}
+
+// QP fatal reasons (hicain_eqe.data of HICAIN_EV_QP_FATAL).
+const (
+	QPFatalSQIndex = 1 // SQ producer index out of range
+	QPFatalRQIndex = 2 // RQ producer index out of range
+	QPFatalWQE     = 3 // malformed WQE (SGE count, inline length)
+	QPFatalRing    = 4 // ring or dbrec not readable
+)
+
+func (s *session) serviceSQ(q *gqp) {
+	ram := s.v.ram
+	prod, err := ram.Load32(q.sqDB)
+	if err != nil {
+		s.qpFatal(q, QPFatalRing)
+		return
+	}
+	if prod-q.sqCons > q.sqDepth {
+		s.qpFatal(q, QPFatalSQIndex)
+		return
+	}
+	var sges [32]rdma.SGE
+	var raw [32 * 16]byte
+	q.sqBlocked = false
+	for q.sqCons != prod {
+		at := q.sq + uint64(q.sqCons&(q.sqDepth-1))*uint64(q.sqStride)
+		var w SendWQE
+		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+			s.qpFatal(q, QPFatalRing)
+			return
+		}
+		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode), SendFlags: rdma.SendFlags(w.SendFlags),
+			ImmData: w.ImmData, RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
+		if wr.SendFlags&rdma.SendInline != 0 {
+			// Inline data sits in the WQE after the header; the engine
+			// copies it from guest memory now.
+			if w.InlineLen > q.maxInline {
+				s.qpFatal(q, QPFatalWQE)
+				return
+			}
+			if w.InlineLen > 0 {
+				sges[0] = rdma.SGE{Addr: at + sendHdrSize, Length: w.InlineLen}
+				wr.SGList = sges[:1]
+			}
+		} else {
+			n := uint32(w.NumSGE)
+			if n > q.maxSendSGE || n > uint32(len(sges)) {
+				s.qpFatal(q, QPFatalWQE)
+				return
+			}
+			if err := ram.ReadAt(raw[:n*16], at+sendHdrSize); err != nil {
+				s.qpFatal(q, QPFatalRing)
+				return
+			}
+			for i := range n {
+				e := (*SGE)(unsafe.Pointer(&raw[i*16]))
+				sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
+			}
+			wr.SGList = sges[:n]
+		}
+		if err := q.qp.PostSend([]rdma.SendWR{wr}); errors.Is(err, rdma.ErrNoResources) {
+			// More WRs outstanding than the QP holds: leave the WQE in
+			// the ring and retry when completions free room.
+			q.sqBlocked = true
+			break
+		} else if err != nil {
+			// The engine refused the request (opcode, state, length):
+			// complete it with an error as hardware would.
+			s.v.stats.wqeErrors.Add(1)
+			st := rdma.WCLocQPOpErr
+			if errors.Is(err, rdma.ErrInvalid) {
+				st = rdma.WCLocLenErr
+			}
+			s.errorCQE(q.scq, rdma.WC{WRID: w.WRID, Status: st, Opcode: wcOpcodeOf(wr.Opcode), QPNum: q.qp.QPN()})
+		}
+		q.sqCons++
+	}
+	ram.Store32(q.sqDB+4, q.sqCons)
+}
+
+func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
+	switch op {
+	case rdma.WRRDMAWrite, rdma.WRRDMAWriteWithImm:
+		return rdma.WCRDMAWrite
+	case rdma.WRRDMARead:
+		return rdma.WCRDMARead
+	case rdma.WRAtomicCmpAndSwp:
+		return rdma.WCCompSwap
+	case rdma.WRAtomicFetchAndAdd:
+		return rdma.WCFetchAdd
+	default:
+		return rdma.WCSend
+	}
+}
+
+func (s *session) serviceRQ(q *gqp) {
+	ram := s.v.ram
+	prod, err := ram.Load32(q.rqDB)
+	if err != nil {
+		s.qpFatal(q, QPFatalRing)
+		return
+	}
+	if prod-q.rqCons > q.rqDepth {
+		s.qpFatal(q, QPFatalRQIndex)
+		return
+	}
+	var sges [32]rdma.SGE
+	var raw [32 * 16]byte
+	q.rqBlocked = false
+	for q.rqCons != prod {
+		at := q.rq + uint64(q.rqCons&(q.rqDepth-1))*uint64(q.rqStride)
+		var w RecvWQE
+		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+			s.qpFatal(q, QPFatalRing)
+			return
+		}
+		n := w.NumSGE
+		if n > q.maxRecvSGE || n > uint32(len(sges)) {
+			s.qpFatal(q, QPFatalWQE)
+			return
+		}
+		if err := ram.ReadAt(raw[:n*16], at+recvHdrSize); err != nil {
+			s.qpFatal(q, QPFatalRing)
+			return
+		}
+		for i := range n {
+			e := (*SGE)(unsafe.Pointer(&raw[i*16]))
+			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
+		}
+		if err := q.qp.PostRecv([]rdma.RecvWR{{WRID: w.WRID, SGList: sges[:n]}}); errors.Is(err, rdma.ErrNoResources) {
+			q.rqBlocked = true
+			break
+		} else if err != nil {
+			s.v.stats.wqeErrors.Add(1)
+			s.errorCQE(q.rcq, rdma.WC{WRID: w.WRID, Status: rdma.WCLocQPOpErr, Opcode: rdma.WCRecv,
+				QPNum: q.qp.QPN()})
+		}
+		q.rqCons++
+	}
+	ram.Store32(q.rqDB+4, q.rqCons)
+}
+
+// errorCQE writes a completion the device made itself (a request the
+// engine refused) to a guest CQ.
+func (s *session) errorCQE(cq *gcq, wc rdma.WC) {
+	if !s.writeCQEs(cq, []rdma.WC{wc}) {
+		s.v.stats.cqOverflows.Add(1)
+		s.postEvent(EvCQErr, cq.cqn, 1)
+	}
+	s.notifyCQ(cq)
+}
+
+// writeCQEs appends completions to the guest ring, reporting false when
+// there is no room for all of them.
+func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
+	ram := s.v.ram
+	cons, err := ram.Load32(cq.dbrec + 4)
+	if err != nil {
+		return false
+	}
+	for _, wc := range wcs {
+		if cq.prod-cons >= cq.depth {
+			return false
+		}
+		e := CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
+			ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
+			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits}
+		if err := ram.WriteAt(AsBytes(&e), cq.ring+uint64(cq.prod&(cq.depth-1))*cqeSize); err != nil {
+			return false
+		}
+		cq.prod++
+	}
+	ram.Store32(cq.dbrec, cq.prod)
+	return true
+}
+
+// room returns how many CQEs fit in the guest ring now.
+func (s *session) room(cq *gcq) uint32 {
+	cons, err := s.v.ram.Load32(cq.dbrec + 4)
+	if err != nil || cq.prod-cons > cq.depth {
+		return 0
+	}
+	return cq.depth - (cq.prod - cons)
+}
+
+// notifyCQ raises the CQ's vector if the guest armed it and there are
+// completions it has not consumed.
+func (s *session) notifyCQ(cq *gcq) {
+	ram := s.v.ram
+	arm, err := ram.Load32(cq.dbrec + 8)
+	if err != nil || arm == 0 {
+		return
+	}
+	cons, _ := ram.Load32(cq.dbrec + 4)
+	if cons == cq.prod {
+		return
+	}
+	if old, _ := ram.Swap32(cq.dbrec+8, 0); old != 0 {
+		s.raise(cq.vector)
+	}
+}
+
+// moveCompletions copies a CQ's completions from the engine to the guest
+// ring, then re-arms the engine CQ and looks again (a completion that
+// arrived between the last poll and the arming has no event).
+func (s *session) moveCompletions(rcq *rdma.CQ) {
+	for _, cq := range s.cqs {
+		if cq.cq == rcq {
+			s.moveCQ(cq)
+			return
+		}
+	}
+}
+
+func (s *session) moveCQ(cq *gcq) {
+	var wcs [16]rdma.WC
+	for pass := 0; pass < 2; pass++ {
+		for {
+			r := min(s.room(cq), uint32(len(wcs)))
+			if r == 0 {
+				cq.stalled = true
+				break
+			}
+			n := cq.cq.Poll(wcs[:r])
+			if n == 0 {
+				cq.stalled = false
+				break
+			}
+			s.writeCQEs(cq, wcs[:n])
+		}
+		if pass == 0 {
+			_ = cq.cq.ReqNotify(false)
+		}
+	}
+	s.notifyCQ(cq)
+}
+
+// retryBlocked takes the WQEs left in rings whose engine queue was full.
+func (s *session) retryBlocked() {
+	for _, q := range s.qps {
+		if !q.fatal && (q.sqBlocked || q.rqBlocked) {
+			s.serviceRQ(q)
+			s.serviceSQ(q)
+		}
+	}
+}
+
+// moveAllCQs retries stalled CQs (the guest consumed) and, after a CQ
+// doorbell, checks the arm words.
+func (s *session) moveAllCQs(armed bool) {
+	for _, cq := range s.cqs {
+		if cq.stalled {
+			s.moveCQ(cq)
+		} else if armed {
+			s.notifyCQ(cq)
+		}
+	}
+}
+
+// l2Transmit sends the frames the netdev queued on the L2 TX ring.
+func (s *session) l2Transmit() {
+	h := s.hdr
+	prod := atomic.LoadUint32(&h.L2TxProd)
+	if prod-s.l2TxCons > L2TxEntries {
+		s.setFatal(FatalL2Ring)
+		return
+	}
+	if s.l2TxCons == prod {
+		return
+	}
+	buf := s.txBuf[:]
+	for s.l2TxCons != prod {
+		off := L2TxOff + int(s.l2TxCons%L2TxEntries)*16
+		d := (*L2Desc)(unsafe.Pointer(&s.shm[off]))
+		l := int(d.Len)
+		flags := uint16(0)
+		if l < 14 || l > L2MaxFrame {
+			flags = L2FlagErr
+		} else if err := s.v.ram.ReadAt(buf[:l], d.Addr); err != nil {
+			flags = L2FlagErr
+		} else if s.v.fabric == nil {
+			flags = L2FlagErr
+		} else if _, err := s.v.fabric.Write(buf[:l]); err != nil {
+			flags = L2FlagErr
+		} else {
+			s.v.stats.l2Tx.Add(1)
+		}
+		d.Flags = flags
+		s.l2TxCons++
+	}
+	atomic.StoreUint32(&h.L2TxCons, s.l2TxCons)
+	s.raise(IRQL2)
+}
+
+// l2Receive puts a frame that is not RoCEv2 into the next L2 RX buffer
+// the guest posted; with none posted the frame is dropped.
+func (s *session) l2Receive(frame []byte) {
+	s.l2mu.Lock()
+	defer s.l2mu.Unlock()
+	if s.shm == nil || !s.live() {
+		return
+	}
+	h := s.hdr
+	prod := atomic.LoadUint32(&h.L2RxProd)
+	if prod-s.l2RxCons > L2RxEntries {
+		s.setFatal(FatalL2Ring)
+		return
+	}
+	if prod == s.l2RxCons {
+		s.v.stats.l2RxDropped.Add(1)
+		return
+	}
+	off := L2RxOff + int(s.l2RxCons%L2RxEntries)*16
+	d := (*L2Desc)(unsafe.Pointer(&s.shm[off]))
+	if len(frame) > int(d.BufLen) || s.v.ram.WriteAt(frame, d.Addr) != nil {
+		d.Len, d.Flags = 0, L2FlagErr
+		s.v.stats.l2RxDropped.Add(1)
+	} else {
+		d.Len, d.Flags = uint16(len(frame)), 0
+		s.v.stats.l2Rx.Add(1)
+	}
+	s.l2RxCons++
+	atomic.StoreUint32(&h.L2RxCons, s.l2RxCons)
+	s.raise(IRQL2)
+}

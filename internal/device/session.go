@@ -1,0 +1,435 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/PacketFive/hinic/internal/rdma"
+)
+
+// session is one connected guest on a vNIC: its BAR2 (shared memory),
+// eventfds, engine device and verbs objects.
+//
+// Ownership: the worker goroutine owns the object tables, the admin and
+// work queue consumer state and the CQ rings (it is the only writer of
+// guest CQEs); the epoll goroutine only reads doorbell eventfds and wakes
+// the worker; the vNIC's fabric rx goroutine owns the L2 RX ring (l2mu).
+// The event queue is shared (eqMu).
+type session struct {
+	v      *VNIC
+	conn   *net.UnixConn
+	peerID int
+	shmFD  int
+	shm    []byte
+	hdr    *DevHdr
+	dbFDs  []int // backend reads: guest doorbells
+	irqFDs []int // backend writes: guest MSI-X vectors
+	stopFD int
+	epfd   int
+	dev    *rdma.Device                // worker-owned
+	rxDev  atomic.Pointer[rdma.Device] // what the fabric rx goroutine delivers to
+	mac    atomic.Uint64               // the engine's MAC, for RoCE steering
+	ch     *rdma.CompChannel
+
+	pending atomic.Uint32 // doorbell vectors rung, bit per vector
+	kick    chan struct{}
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	eqMu sync.Mutex
+
+	statMu sync.Mutex // guards snap
+	snap   sessionSnap
+	l2mu   sync.Mutex
+
+	// Worker-owned.
+	adminCons uint32
+	adminCQ   uint32
+	l2TxCons  uint32
+	l2RxCons  uint32 // under l2mu
+	txBuf     [L2MaxFrame]byte
+	pds       map[uint32]*rdma.PD
+	mrs       map[uint32]*rdma.MR
+	cqs       map[uint32]*gcq
+	qps       map[uint32]*gqp
+	ahs       map[uint32]*gah
+	nextCQ    uint32
+	nextAH    uint32
+}
+
+// gcq is a guest CQ: an engine CQ whose completions the worker copies to
+// the ring in guest memory.
+type gcq struct {
+	cqn     uint32
+	cq      *rdma.CQ
+	ring    uint64
+	dbrec   uint64
+	depth   uint32
+	vector  int
+	prod    uint32
+	stalled bool
+	users   int
+}
+
+// gqp is a guest QP: an engine QP fed from the SQ and RQ rings in guest
+// memory.
+type gqp struct {
+	qp               *rdma.QP
+	pd               uint32
+	scq, rcq         *gcq
+	sq, rq           uint64
+	sqDB, rqDB       uint64
+	sqDepth, rqDepth uint32
+	sqStride         uint32
+	rqStride         uint32
+	maxSendSGE       uint32
+	maxRecvSGE       uint32
+	maxInline        uint32
+	sqCons, rqCons   uint32
+	sqBlocked        bool // the engine's send queue was full
+	rqBlocked        bool
+	fatal            bool
+}
+
+type gah struct {
+	pd   uint32
+	attr rdma.AHAttr
+}
+
+func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
+	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
+		kick: make(chan struct{}, 1), done: make(chan struct{}),
+		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, cqs: map[uint32]*gcq{},
+		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, nextCQ: 1, nextAH: 1}
+	ok := false
+	defer func() {
+		if !ok {
+			s.release()
+		}
+	}()
+	var err error
+	if s.shmFD, s.shm, err = newSharedMemory("hicain-bar2", int(v.cfg.ShmSize)); err != nil {
+		return nil, err
+	}
+	s.hdr = (*DevHdr)(unsafe.Pointer(&s.shm[0]))
+	if s.dbFDs, err = newEventfds(v.cfg.Vectors); err != nil {
+		return nil, err
+	}
+	if s.irqFDs, err = newEventfds(v.cfg.Vectors); err != nil {
+		return nil, err
+	}
+	if s.stopFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return nil, err
+	}
+	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, err
+	}
+	for i, fd := range append(append([]int(nil), s.dbFDs...), s.stopFD) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
+		if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return nil, fmt.Errorf("epoll: %w", err)
+		}
+	}
+	if err := s.newDevice(v.cfg.MAC, v.cfg.IPv4, v.cfg.MTU); err != nil {
+		return nil, err
+	}
+	s.initHeader()
+	// The header is complete before QEMU gets the fd: the guest may read
+	// it as soon as it maps BAR2.
+	if err := ivshmemSetup(c, id, s.shmFD, s.dbFDs, s.irqFDs); err != nil {
+		return nil, fmt.Errorf("ivshmem setup: %w", err)
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
+	cfg := s.v.cfg
+	dev, err := rdma.NewDevice(rdma.DeviceConfig{
+		Name: "hicain0", NodeGUID: cfg.NodeGUID, PortGUID: cfg.PortGUID, MAC: mac,
+		IPv4: ips, MTU: mtu, Memory: s.v.ram,
+	}, fabricPort{s.v.fabric})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	s.mac.Store(macKey(mac))
+	old := s.dev
+	s.dev = dev
+	s.rxDev.Store(dev)
+	s.ch = dev.NewCompChannel()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+func (s *session) initHeader() {
+	cfg := s.v.cfg
+	a := s.dev.QueryDevice()
+	h := s.hdr
+	*h = DevHdr{}
+	h.ABIMajor, h.ABIMinor = ABIMajor, ABIMinor
+	h.VendorID, h.DeviceID = VendorID, DeviceID
+	h.BARSize = uint32(cfg.ShmSize)
+	h.MAC = cfg.MAC
+	h.LinkLayer = LinkEthernet
+	h.PhysPortCnt = 1
+	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
+	h.Caps = CapRC | CapL2
+	h.MaxMTU = 4096
+	h.NumVectors = uint32(cfg.Vectors)
+	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), uint32(a.MaxCQ), uint32(a.MaxMR), uint32(a.MaxPD)
+	h.MaxAH = 1024
+	h.MaxQPWR, h.MaxCQE, h.MaxSGE = uint32(a.MaxQPWR), uint32(a.MaxCQE), uint32(a.MaxSGE)
+	h.MaxInline, h.MaxQPRdAtom = uint32(a.MaxInlineData), uint32(a.MaxQPRdAtom)
+	status := uint32(DevReady)
+	if s.v.fabric != nil {
+		status |= DevLinkUp
+	}
+	atomic.StoreUint32(&h.DevStatus, status)
+	// Magic last: a reader that sees it sees the rest.
+	atomic.StoreUint32(&h.Magic, Magic)
+}
+
+func (s *session) start() {
+	s.wg.Add(2)
+	go s.epollLoop()
+	go s.worker()
+}
+
+// close stops the goroutines, the engine and releases everything.
+func (s *session) close() {
+	close(s.done)
+	signalEventfd(s.stopFD)
+	s.wg.Wait()
+	s.release()
+}
+
+func (s *session) release() {
+	if s.dev != nil {
+		s.dev.Close()
+	}
+	if s.epfd >= 0 {
+		unix.Close(s.epfd)
+	}
+	closeFDs(s.dbFDs)
+	closeFDs(s.irqFDs)
+	if s.stopFD >= 0 {
+		unix.Close(s.stopFD)
+	}
+	s.l2mu.Lock()
+	if s.shm != nil {
+		unix.Munmap(s.shm)
+		s.shm, s.hdr = nil, nil
+	}
+	s.l2mu.Unlock()
+	if s.shmFD >= 0 {
+		unix.Close(s.shmFD)
+	}
+	s.conn.Close()
+}
+
+// epollLoop waits on the doorbell eventfds and wakes the worker.
+func (s *session) epollLoop() {
+	defer s.wg.Done()
+	events := make([]unix.EpollEvent, len(s.dbFDs)+1)
+	for {
+		n, err := unix.EpollWait(s.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return
+		}
+		for _, ev := range events[:n] {
+			i := int(ev.Fd)
+			if i == len(s.dbFDs) {
+				return
+			}
+			if drainEventfd(s.dbFDs[i]) {
+				s.v.stats.doorbells.Add(1)
+				atomic.AddUint64(&s.hdr.Doorbells, 1)
+				s.pending.Or(1 << min(i, 31))
+			}
+		}
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// worker runs the doorbells and moves completions.
+func (s *session) worker() {
+	defer s.wg.Done()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+			p := s.pending.Swap(0)
+			if p&(1<<DBCtrl) != 0 {
+				s.control()
+			}
+			if s.live() {
+				if p&(1<<DBQP) != 0 {
+					s.serviceQPs()
+				}
+				if p&(1<<DBL2) != 0 {
+					s.l2Transmit()
+				}
+				s.moveAllCQs(p&(1<<DBCQ) != 0)
+			}
+		case cq := <-s.ch.Events():
+			if s.live() {
+				s.moveCompletions(cq)
+				s.retryBlocked()
+			}
+		case <-tick.C:
+			if s.live() {
+				s.moveAllCQs(false)
+				s.retryBlocked()
+			}
+		}
+	}
+}
+
+func (s *session) live() bool {
+	st := atomic.LoadUint32(&s.hdr.DevStatus)
+	return st&DevLive != 0 && st&DevFatal == 0
+}
+
+// raise signals MSI-X vector vec, but only once the driver said MSI-X
+// is on: QEMU drops earlier interrupts (device-facts §1.6).
+func (s *session) raise(vec int) {
+	if vec < 0 || vec >= len(s.irqFDs) {
+		return
+	}
+	if atomic.LoadUint32(&s.hdr.DriverStatus)&DrvMSIXOn == 0 {
+		return
+	}
+	s.v.stats.interrupts.Add(1)
+	atomic.AddUint64(&s.hdr.Interrupts, 1)
+	signalEventfd(s.irqFDs[vec])
+}
+
+// postEvent writes an event queue entry and interrupts the guest. When
+// the queue is full the event is lost (counted by seq gaps).
+func (s *session) postEvent(typ, handle, data uint32) {
+	s.eqMu.Lock()
+	prod := atomic.LoadUint32(&s.hdr.EQProd)
+	cons := atomic.LoadUint32(&s.hdr.EQCons)
+	if prod-cons < EQEntries {
+		e := EQE{Type: typ, Handle: handle, Data: data, Seq: prod}
+		off := EQOff + int(prod%EQEntries)*int(unsafe.Sizeof(e))
+		copy(s.shm[off:], AsBytes(&e))
+		atomic.StoreUint32(&s.hdr.EQProd, prod+1)
+	}
+	s.eqMu.Unlock()
+	s.raise(IRQCtrl)
+}
+
+// setFatal puts the vNIC in the guest-visible fatal state; only a reset
+// (DrvReset) leaves it.
+func (s *session) setFatal(code uint32) {
+	s.v.stats.fatal.Add(1)
+	s.v.stats.lastFatal.Store(code)
+	s.v.log.Warn("guest vNIC fatal", "code", code, "peer", s.peerID)
+	atomic.StoreUint32(&s.hdr.FatalCode, code)
+	for {
+		st := atomic.LoadUint32(&s.hdr.DevStatus)
+		if atomic.CompareAndSwapUint32(&s.hdr.DevStatus, st, st|DevFatal) {
+			break
+		}
+	}
+	s.postEvent(EvDeviceFatal, 0, code)
+}
+
+// control handles the handshake and reset, then the admin queue.
+func (s *session) control() {
+	drv := atomic.LoadUint32(&s.hdr.DriverStatus)
+	if drv&DrvReset != 0 {
+		s.reset()
+		return
+	}
+	st := atomic.LoadUint32(&s.hdr.DevStatus)
+	if drv&DrvOK != 0 && st&DevLive == 0 && st&DevFatal == 0 {
+		if atomic.LoadUint32(&s.hdr.DriverABI)>>16 != ABIMajor {
+			s.setFatal(FatalABI)
+			return
+		}
+		atomic.StoreUint32(&s.hdr.DevStatus, st|DevLive)
+		s.raise(IRQCtrl)
+		if s.v.fabric != nil {
+			s.postEvent(EvPortActive, 1, 0)
+		}
+	}
+	if s.live() {
+		s.adminQueue()
+	}
+}
+
+// reset destroys every object of the guest and returns the device to
+// READY (not LIVE); the driver then redoes the handshake.
+func (s *session) reset() {
+	s.destroyAll()
+	if err := s.newDevice(s.v.cfg.MAC, s.v.cfg.IPv4, s.v.cfg.MTU); err != nil {
+		s.setFatal(FatalABI)
+		return
+	}
+	s.adminCons, s.adminCQ, s.l2TxCons = 0, 0, 0
+	rc := atomic.LoadUint32(&s.hdr.ResetCount)
+	// The rx goroutine (L2 RX) and event posters stay out while the
+	// header is rebuilt.
+	s.l2mu.Lock()
+	s.eqMu.Lock()
+	s.l2RxCons = 0
+	s.initHeader()
+	atomic.StoreUint32(&s.hdr.ResetCount, rc+1)
+	s.eqMu.Unlock()
+	s.l2mu.Unlock()
+	s.publishQPs()
+	s.raise(IRQCtrl)
+}
+
+func (s *session) destroyAll() {
+	for k, q := range s.qps {
+		q.qp.Destroy()
+		delete(s.qps, k)
+	}
+	for k, a := range s.ahs {
+		_ = a
+		delete(s.ahs, k)
+	}
+	for k, m := range s.mrs {
+		m.Dereg()
+		delete(s.mrs, k)
+	}
+	for k, c := range s.cqs {
+		c.cq.Destroy()
+		delete(s.cqs, k)
+	}
+	for k, p := range s.pds {
+		p.Dealloc()
+		delete(s.pds, k)
+	}
+}
+
+func macKey(m [6]byte) uint64 {
+	return uint64(m[0])<<40 | uint64(m[1])<<32 | uint64(m[2])<<24 | uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
+}
+
+// ownMAC reports whether an Ethernet frame is addressed to the engine.
+func (s *session) ownMAC(f []byte) bool {
+	return len(f) >= 6 && macKey([6]byte(f[:6])) == s.mac.Load()
+}

@@ -1,0 +1,184 @@
+package device
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"sync/atomic"
+
+	"github.com/PacketFive/hinic/internal/rdma"
+)
+
+// Status is what `hinic device status` shows: every vNIC of a backend.
+type Status struct {
+	VNICs []VNICStatus `json:"vnics"`
+}
+
+// VNICStatus describes one vNIC.
+type VNICStatus struct {
+	Name       string        `json:"name"`
+	Socket     string        `json:"socket"`
+	RAMPath    string        `json:"ram_path"`
+	RAMSize    uint64        `json:"ram_size"`
+	Machine    string        `json:"machine"`
+	FabricPort string        `json:"fabric_port,omitempty"`
+	MAC        string        `json:"mac"`
+	LinkUp     bool          `json:"link_up"`
+	Guest      bool          `json:"guest_connected"`
+	PeerID     int           `json:"peer_id,omitempty"`
+	State      string        `json:"state"`
+	FatalCode  uint32        `json:"fatal_code,omitempty"`
+	Objects    ObjectCounts  `json:"objects"`
+	QPs        []QPStatus    `json:"qps"`
+	Counters   VNICCounters  `json:"counters"`
+	Engine     rdma.Counters `json:"engine"`
+}
+
+// ObjectCounts are the verbs objects a guest holds.
+type ObjectCounts struct {
+	PDs int `json:"pds"`
+	MRs int `json:"mrs"`
+	CQs int `json:"cqs"`
+	QPs int `json:"qps"`
+	AHs int `json:"ahs"`
+}
+
+// QPStatus is one guest QP.
+type QPStatus struct {
+	QPN    uint32 `json:"qpn"`
+	State  string `json:"state"`
+	SendCQ uint32 `json:"send_cq"`
+	RecvCQ uint32 `json:"recv_cq"`
+	SQCons uint32 `json:"sq_taken"`
+	RQCons uint32 `json:"rq_taken"`
+	Fatal  bool   `json:"fatal,omitempty"`
+}
+
+// VNICCounters are the backend's counters of a vNIC, since it started.
+type VNICCounters struct {
+	Sessions    uint64 `json:"sessions"`
+	Rejected    uint64 `json:"rejected_connections"`
+	Doorbells   uint64 `json:"doorbells"`
+	Interrupts  uint64 `json:"interrupts"`
+	AdminCmds   uint64 `json:"admin_cmds"`
+	AdminErrors uint64 `json:"admin_errors"`
+	L2Tx        uint64 `json:"l2_tx"`
+	L2Rx        uint64 `json:"l2_rx"`
+	L2RxDropped uint64 `json:"l2_rx_dropped"`
+	RoCERx      uint64 `json:"roce_rx"`
+	WQEErrors   uint64 `json:"wqe_errors"`
+	Fatal       uint64 `json:"fatal"`
+	CQOverflows uint64 `json:"cq_overflows"`
+}
+
+type sessionSnap struct {
+	objects ObjectCounts
+	qps     []QPStatus
+}
+
+// publishQPs refreshes the snapshot status reads (worker goroutine).
+func (s *session) publishQPs() {
+	snap := sessionSnap{objects: ObjectCounts{PDs: len(s.pds), MRs: len(s.mrs), CQs: len(s.cqs),
+		QPs: len(s.qps), AHs: len(s.ahs)}}
+	for qpn, q := range s.qps {
+		snap.qps = append(snap.qps, QPStatus{QPN: qpn, State: q.qp.State().String(), SendCQ: q.scq.cqn,
+			RecvCQ: q.rcq.cqn, SQCons: q.sqCons, RQCons: q.rqCons, Fatal: q.fatal})
+	}
+	sort.Slice(snap.qps, func(i, j int) bool { return snap.qps[i].QPN < snap.qps[j].QPN })
+	s.statMu.Lock()
+	s.snap = snap
+	s.statMu.Unlock()
+}
+
+// Status returns the state and counters of the vNIC.
+func (v *VNIC) Status() VNICStatus {
+	c := v.cfg
+	st := VNICStatus{Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, RAMSize: c.RAMSize,
+		Machine: string(c.Machine), FabricPort: c.FabricPort, MAC: net.HardwareAddr(c.MAC[:]).String(),
+		LinkUp: v.fabric != nil, State: "waiting", QPs: []QPStatus{}}
+	x := &v.stats
+	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
+		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
+		AdminErrors: x.adminErrors.Load(), L2Tx: x.l2Tx.Load(), L2Rx: x.l2Rx.Load(),
+		L2RxDropped: x.l2RxDropped.Load(), RoCERx: x.roceRx.Load(), WQEErrors: x.wqeErrors.Load(),
+		Fatal: x.fatal.Load(), CQOverflows: x.cqOverflows.Load()}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	s := v.sess
+	if s == nil {
+		return st
+	}
+	st.Guest, st.PeerID = true, s.peerID
+	ds := atomic.LoadUint32(&s.hdr.DevStatus)
+	switch {
+	case ds&DevFatal != 0:
+		st.State = "fatal"
+		st.FatalCode = atomic.LoadUint32(&s.hdr.FatalCode)
+	case ds&DevLive != 0:
+		st.State = "live"
+	default:
+		st.State = "ready"
+	}
+	s.statMu.Lock()
+	st.Objects = s.snap.objects
+	st.QPs = append(st.QPs, s.snap.qps...)
+	s.statMu.Unlock()
+	st.Engine = s.rxDev.Load().Counters()
+	return st
+}
+
+// Status returns the status of every vNIC.
+func (s *Server) Status() Status {
+	var st Status
+	for _, v := range s.vnics {
+		st.VNICs = append(st.VNICs, v.Status())
+	}
+	return st
+}
+
+// listenControl serves the status on a UNIX stream socket: each
+// connection gets one JSON Status and is closed.
+func (s *Server) listenControl(ctx context.Context, path string) error {
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("device: control socket %s: %w", path, err)
+	}
+	_ = os.Chmod(path, 0o660)
+	s.control = ln
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer os.Remove(path)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = json.NewEncoder(c).Encode(s.Status())
+			c.Close()
+		}
+	}()
+	return nil
+}
+
+// QueryStatus reads a backend's status from its control socket.
+func QueryStatus(ctx context.Context, path string) (Status, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return Status{}, fmt.Errorf("device: control socket %s: %w (is `hinic device serve` running?)", path, err)
+	}
+	defer c.Close()
+	var st Status
+	if err := json.NewDecoder(c).Decode(&st); err != nil {
+		return Status{}, fmt.Errorf("device: status from %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// AdminCmds returns the admin commands the vNIC executed.
+func (v VNICStatus) AdminCmds() uint64 { return v.Counters.AdminCmds }

@@ -1,0 +1,475 @@
+// Package device is the HiNIC device backend: it turns the RDMA engine
+// (internal/rdma) into a PCI NIC that a stock QEMU guest drives through
+// the ivshmem-doorbell device.
+//
+// Per vNIC it owns: the ivshmem server socket QEMU connects to (the shared
+// memory that becomes BAR2, doorbell and interrupt eventfds), the guest's
+// RAM file mapped for DMA with GPA translation and bounds checks, the BAR2
+// ABI of kernel/hicain_abi.h (device header and handshake, admin queue,
+// event queue, L2 rings), the binding of guest work queues and CQ rings to
+// rdma QPs and CQs, and the fabric port connection (UNIX SOCK_SEQPACKET
+// with the port hello of docs/fabric-wire.md).
+//
+// device imports rdma and proto. It must not import internal/fabric: the
+// two meet only at the socket wire format.
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// Defaults of VNICConfig.
+const (
+	DefaultShmSize = BAR2Min
+	DefaultVectors = 8
+	DefaultMTU     = 1024
+	maxFrame       = L2MaxFrame // HiSwitch default port MaxFrame
+)
+
+// VNICConfig describes one emulated NIC.
+type VNICConfig struct {
+	Name       string // display name, e.g. "vm-a/hicain0"
+	Socket     string // ivshmem server socket (QEMU -chardev socket,path=)
+	RAMPath    string // memory-backend-file mem-path (share=on)
+	RAMSize    uint64 // bytes; equal to QEMU's -m
+	Machine    Machine
+	ShmSize    uint64 // BAR2 size, a power of two >= 1 MiB; 0 = 1 MiB
+	Vectors    int    // ivshmem-doorbell vectors=N; 0 = 8, at least 3
+	FabricPort string // HiSwitch port socket; "" leaves the link down
+	MAC        [6]byte
+	IPv4       []netip.Addr
+	NodeGUID   uint64
+	PortGUID   uint64
+	LinkLayer  string // "eth" (RoCEv2); "ib" is not implemented yet
+	MTU        int    // path MTU limit in bytes; 0 = 1024
+}
+
+func (c *VNICConfig) resolve() error {
+	if c.Socket == "" || c.RAMPath == "" {
+		return errors.New("socket and RAM file are required")
+	}
+	if c.RAMSize == 0 {
+		return errors.New("RAM size is required")
+	}
+	if c.Machine == "" {
+		c.Machine = MachineQ35
+	}
+	if _, err := BelowFourG(c.Machine, c.RAMSize); err != nil {
+		return err
+	}
+	if c.ShmSize == 0 {
+		c.ShmSize = DefaultShmSize
+	}
+	if c.ShmSize < BAR2Min || c.ShmSize&(c.ShmSize-1) != 0 {
+		return fmt.Errorf("shared memory %d bytes: want a power of two of at least 1 MiB", c.ShmSize)
+	}
+	if c.Vectors == 0 {
+		c.Vectors = DefaultVectors
+	}
+	if c.Vectors < 3 || c.Vectors > 256 {
+		return fmt.Errorf("%d vectors: want 3 to 256", c.Vectors)
+	}
+	switch c.LinkLayer {
+	case "", "eth", "ethernet":
+		c.LinkLayer = "eth"
+	case "ib":
+		return errors.New("link layer ib: native InfiniBand is not implemented by the engine yet")
+	default:
+		return fmt.Errorf("link layer %q: want eth", c.LinkLayer)
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.MAC == ([6]byte{}) {
+		return errors.New("MAC is required")
+	}
+	if c.NodeGUID == 0 {
+		c.NodeGUID = eui64(c.MAC)
+	}
+	if c.PortGUID == 0 {
+		c.PortGUID = c.NodeGUID
+	}
+	if c.Name == "" {
+		c.Name = c.Socket
+	}
+	return nil
+}
+
+// eui64 derives a GUID from a MAC as Linux's addrconf_addr_eui48 does.
+func eui64(m [6]byte) uint64 {
+	b := [8]byte{m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]}
+	var g uint64
+	for _, x := range b {
+		g = g<<8 | uint64(x)
+	}
+	return g
+}
+
+// VNIC is one emulated NIC: its ivshmem listener, guest RAM, fabric port
+// and the session of the guest currently connected. Safe for concurrent
+// use.
+type VNIC struct {
+	cfg VNICConfig
+	ram *GuestRAM
+	log *slog.Logger
+	ln  *net.UnixListener
+
+	fabric *net.UnixConn // nil when the link is down
+
+	mu      sync.RWMutex // guards sess, nextID, closing
+	sess    *session
+	nextID  int
+	closing bool
+
+	stats vnicStats
+	wg    sync.WaitGroup
+}
+
+type vnicStats struct {
+	sessions    atomic.Uint64
+	rejected    atomic.Uint64
+	doorbells   atomic.Uint64
+	interrupts  atomic.Uint64
+	adminCmds   atomic.Uint64
+	adminErrors atomic.Uint64
+	l2Tx        atomic.Uint64
+	l2Rx        atomic.Uint64
+	l2RxDropped atomic.Uint64
+	roceRx      atomic.Uint64
+	wqeErrors   atomic.Uint64
+	fatal       atomic.Uint64
+	cqOverflows atomic.Uint64
+	lastFatal   atomic.Uint32
+}
+
+// Config is a device backend process: one or more vNICs.
+type Config struct {
+	VNICs  []VNICConfig
+	Logger *slog.Logger // nil discards
+	// Control is the control socket `hinic device status` reads; "" for
+	// none.
+	Control string
+}
+
+// Server runs vNICs. Safe for concurrent use.
+type Server struct {
+	vnics   []*VNIC
+	log     *slog.Logger
+	control net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// Start opens every vNIC's RAM file, listens on its ivshmem socket
+// (QEMU must find it listening), attaches it to its fabric port and
+// serves until Close.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.VNICs) == 0 {
+		return nil, errors.New("device: no vNIC configured")
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s := &Server{log: log, cancel: cancel}
+	for i := range cfg.VNICs {
+		v, err := startVNIC(ctx, runCtx, cfg.VNICs[i], log)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("device: vNIC %d: %w", i, err)
+		}
+		s.vnics = append(s.vnics, v)
+	}
+	if cfg.Control != "" {
+		if err := s.listenControl(runCtx, cfg.Control); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// VNICs returns the server's vNICs.
+func (s *Server) VNICs() []*VNIC { return s.vnics }
+
+// Close stops every vNIC: guests see their connection close. Idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		if s.control != nil {
+			s.control.Close()
+		}
+		for _, v := range s.vnics {
+			v.close()
+		}
+		s.wg.Wait()
+	})
+	return nil
+}
+
+func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*VNIC, error) {
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
+	ram, err := OpenGuestRAM(cfg.RAMPath, cfg.RAMSize, cfg.Machine)
+	if err != nil {
+		return nil, err
+	}
+	v := &VNIC{cfg: cfg, ram: ram, log: log.With("vnic", cfg.Name), nextID: 1}
+	_ = os.Remove(cfg.Socket)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	if err != nil {
+		ram.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.Socket, err)
+	}
+	v.ln = ln
+	if cfg.FabricPort != "" {
+		c, err := dialPort(ctx, cfg.FabricPort, &proto.HelloFields{
+			Version: proto.HelloVersion, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC,
+			MaxFrame: maxFrame, MAC: cfg.MAC, PortNum: 1, PortGUID: cfg.PortGUID, NodeGUID: cfg.NodeGUID,
+			Name: cfg.Name,
+		})
+		if err != nil {
+			ln.Close()
+			ram.Close()
+			return nil, err
+		}
+		v.fabric = c
+		v.wg.Add(1)
+		go v.receive()
+	}
+	v.wg.Add(1)
+	go v.accept(runCtx)
+	return v, nil
+}
+
+func (v *VNIC) close() {
+	v.mu.Lock()
+	v.closing = true
+	v.mu.Unlock()
+	v.ln.Close()
+	if v.fabric != nil {
+		v.fabric.Close()
+	}
+	v.endSession(nil)
+	v.wg.Wait()
+	v.ram.Close()
+	_ = os.Remove(v.cfg.Socket)
+}
+
+// Config returns the vNIC's resolved configuration.
+func (v *VNIC) Config() VNICConfig { return v.cfg }
+
+// RAM returns the vNIC's guest RAM mapping.
+func (v *VNIC) RAM() *GuestRAM { return v.ram }
+
+// accept serves ivshmem connections: one guest at a time (a second QEMU
+// on the same socket is refused by closing its connection before setup,
+// which makes it fail at start).
+func (v *VNIC) accept(ctx context.Context) {
+	defer v.wg.Done()
+	for {
+		c, err := v.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		v.mu.Lock()
+		busy := v.sess != nil
+		id := v.nextID
+		if !busy {
+			v.nextID++
+			if v.nextID > 0xffff {
+				v.nextID = 1
+			}
+		}
+		v.mu.Unlock()
+		if busy || ctx.Err() != nil {
+			v.stats.rejected.Add(1)
+			v.log.Warn("refusing a second guest", "socket", v.cfg.Socket)
+			c.Close()
+			continue
+		}
+		s, err := newSession(v, c, id)
+		if err != nil {
+			v.log.Error("guest setup failed", "err", err)
+			c.Close()
+			continue
+		}
+		v.mu.Lock()
+		if v.closing {
+			v.mu.Unlock()
+			s.release()
+			return
+		}
+		v.sess = s
+		v.mu.Unlock()
+		v.stats.sessions.Add(1)
+		v.log.Info("guest connected", "peer", id)
+		s.start()
+		v.wg.Add(1)
+		go v.watch(s)
+	}
+}
+
+// watch waits for the guest to disconnect (QEMU exits; the server
+// channel is one-way, so any read returns only at EOF) and ends the
+// session.
+func (v *VNIC) watch(s *session) {
+	defer v.wg.Done()
+	var b [64]byte
+	for {
+		if _, err := s.conn.Read(b[:]); err != nil {
+			break
+		}
+	}
+	v.endSession(s)
+}
+
+// endSession tears down the guest session s (or the current one when s
+// is nil). Nothing the guest set up survives; the RAM mapping and the
+// fabric port stay for the next guest.
+func (v *VNIC) endSession(s *session) {
+	v.mu.Lock()
+	if s == nil {
+		s = v.sess
+	}
+	if s == nil || v.sess != s {
+		v.mu.Unlock()
+		return
+	}
+	v.sess = nil
+	v.mu.Unlock()
+	v.log.Info("guest disconnected", "peer", s.peerID)
+	s.close()
+}
+
+// receive is the fabric rx loop: RoCEv2 frames to this NIC's MAC go to
+// the engine (as a RoCE NIC steers them to its transport), every other
+// frame to the guest's L2 RX ring, where the netdev filters as usual.
+func (v *VNIC) receive() {
+	defer v.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := v.fabric.Read(buf)
+		if err != nil {
+			return
+		}
+		if n == 0 {
+			continue
+		}
+		frame := buf[:n]
+		v.mu.RLock()
+		s := v.sess
+		if s != nil {
+			if isRoCEv2(frame) && s.ownMAC(frame) {
+				v.stats.roceRx.Add(1)
+				s.rxDev.Load().Deliver(frame)
+			} else {
+				s.l2Receive(frame)
+			}
+		}
+		v.mu.RUnlock()
+	}
+}
+
+// isRoCEv2 reports whether frame is Ethernet (optionally one VLAN tag) /
+// IPv4 or IPv6 / UDP to port 4791.
+func isRoCEv2(f []byte) bool {
+	if len(f) < 14 {
+		return false
+	}
+	et := uint16(f[12])<<8 | uint16(f[13])
+	p := f[14:]
+	if et == 0x8100 {
+		if len(f) < 18 {
+			return false
+		}
+		et = uint16(f[16])<<8 | uint16(f[17])
+		p = f[18:]
+	}
+	var udp []byte
+	switch et {
+	case 0x0800:
+		if len(p) < 20 || p[9] != 17 {
+			return false
+		}
+		ihl := int(p[0]&0xf) * 4
+		if ihl < 20 || len(p) < ihl+8 {
+			return false
+		}
+		udp = p[ihl:]
+	case 0x86dd:
+		if len(p) < 48 || p[6] != 17 {
+			return false
+		}
+		udp = p[40:]
+	default:
+		return false
+	}
+	return uint16(udp[2])<<8|uint16(udp[3]) == 4791
+}
+
+// dialPort opens a HiSwitch port connection: SOCK_SEQPACKET, our hello,
+// the switch's answer (docs/fabric-wire.md). It is not fabric.DialPort
+// because device and fabric do not import each other.
+func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.UnixConn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unixpacket", path)
+	if err != nil {
+		return nil, fmt.Errorf("dial fabric port %s: %w", path, err)
+	}
+	uc := c.(*net.UnixConn)
+	dl := time.Now().Add(10 * time.Second)
+	if d, ok := ctx.Deadline(); ok {
+		dl = d
+	}
+	uc.SetDeadline(dl)
+	if _, err := uc.Write(proto.AppendHello(nil, hello)); err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("hello to %s: %w", path, err)
+	}
+	buf := make([]byte, proto.HelloMaxSize+1)
+	n, err := uc.Read(buf)
+	if err == nil && n == 0 {
+		err = errors.New("connection closed")
+	}
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("hello from %s: %w", path, err)
+	}
+	ans, err := proto.ParseHello(buf[:n])
+	if err != nil {
+		uc.Close()
+		return nil, fmt.Errorf("hello from %s: %w", path, err)
+	}
+	if ans.Status() != proto.HelloOK {
+		uc.Close()
+		return nil, fmt.Errorf("fabric port %s refused: %s", path, proto.HelloStatusText(ans.Status()))
+	}
+	uc.SetDeadline(time.Time{})
+	return uc, nil
+}
+
+// fabricPort is the engine's Port: one frame per SEQPACKET message.
+type fabricPort struct{ c *net.UnixConn }
+
+func (p fabricPort) Send(frame []byte) error {
+	if p.c == nil {
+		return errors.New("device: link down")
+	}
+	_, err := p.c.Write(frame)
+	return err
+}

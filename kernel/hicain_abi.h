@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
+/*
+ * hicain_abi.h - the HiNIC device ABI: BAR2 of the ivshmem-doorbell
+ * function and the queue formats in guest memory.
+ *
+ * This header is the one source of truth. internal/device/abi.go mirrors
+ * it and a Go test compiles a C program against it and fails when an
+ * offset or size drifts. docs/device-abi.md explains the protocol.
+ *
+ * All fields are little-endian. Every structure has explicit padding and
+ * a fixed size. "GPA" is a guest-physical address (a DMA address of the
+ * guest driver, dma_set_mask_and_coherent(DMA_BIT_MASK(64))).
+ *
+ * Memory ordering: a producer writes ring entries, then publishes its
+ * producer index with a release store (smp_store_release / dma_wmb
+ * before WRITE_ONCE); a consumer reads the index with an acquire load
+ * (smp_load_acquire / READ_ONCE + dma_rmb) before reading entries.
+ * Indices are free-running 32-bit counters; slot = index & (entries - 1);
+ * entries are powers of two; prod - cons never exceeds entries.
+ */
+#ifndef HICAIN_ABI_H
+#define HICAIN_ABI_H
+
+#include <linux/types.h>	/* kernel and user space (uapi) alike */
+
+#define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
+#define HICAIN_ABI_MAJOR	1
+#define HICAIN_ABI_MINOR	0
+#define HICAIN_VENDOR_ID	0x1ED5
+#define HICAIN_DEVICE_ID	0xCA10
+
+/* BAR2 layout (offsets from the start of BAR2). */
+#define HICAIN_BAR2_MIN_SIZE	0x100000	/* 1 MiB, a power of two */
+#define HICAIN_HDR_OFF		0x0000
+#define HICAIN_ADMIN_SQ_OFF	0x1000
+#define HICAIN_ADMIN_SQ_ENTRIES	32		/* x 256 B = 8 KiB */
+#define HICAIN_ADMIN_CQ_OFF	0x3000
+#define HICAIN_ADMIN_CQ_ENTRIES	32		/* x 64 B = 2 KiB */
+#define HICAIN_EQ_OFF		0x4000
+#define HICAIN_EQ_ENTRIES	256		/* x 16 B = 4 KiB */
+#define HICAIN_L2_TX_OFF	0x5000
+#define HICAIN_L2_TX_ENTRIES	256		/* x 16 B = 4 KiB */
+#define HICAIN_L2_RX_OFF	0x6000
+#define HICAIN_L2_RX_ENTRIES	256		/* x 16 B = 4 KiB */
+
+/*
+ * Doorbells, guest to device: write (backend_peer_id << 16) | vector to
+ * BAR0 offset 12. A doorbell carries no payload: the device rereads the
+ * indices named below.
+ */
+#define HICAIN_DB_CTRL		0	/* driver_status, admin SQ prod */
+#define HICAIN_DB_QP		1	/* some SQ/RQ producer index moved */
+#define HICAIN_DB_L2		2	/* L2 TX prod or RX prod moved */
+#define HICAIN_DB_CQ		3	/* CQ consumer index/arm moved */
+#define HICAIN_NUM_DB		4
+
+/*
+ * Interrupts, device to guest (MSI-X vectors). The device raises none
+ * before the driver sets HICAIN_DRV_MSIX_ON: QEMU drops them.
+ */
+#define HICAIN_IRQ_CTRL		0	/* admin completions, events */
+#define HICAIN_IRQ_L2		1	/* L2 TX consumed or RX filled */
+#define HICAIN_IRQ_CQ_BASE	2	/* CQ comp_vector n -> vector 2 + n */
+
+/* dev_status bits (device writes). */
+#define HICAIN_DEV_READY	0x1	/* header valid, accepts the handshake */
+#define HICAIN_DEV_LIVE		0x2	/* driver accepted: queues serve */
+#define HICAIN_DEV_FATAL	0x4	/* fatal_code says why; reset needed */
+#define HICAIN_DEV_LINK_UP	0x8	/* fabric port attached */
+
+/* driver_status bits (driver writes, then rings HICAIN_DB_CTRL). */
+#define HICAIN_DRV_OK		0x1	/* driver bound and ready */
+#define HICAIN_DRV_MSIX_ON	0x2	/* MSI-X enabled: interrupts work */
+#define HICAIN_DRV_RESET	0x4	/* request a reset; device clears it */
+
+/* fatal codes */
+#define HICAIN_FATAL_NONE	0
+#define HICAIN_FATAL_ADMIN_RING	1	/* admin SQ index out of range */
+#define HICAIN_FATAL_L2_RING	2	/* L2 ring index out of range */
+#define HICAIN_FATAL_ABI	3	/* driver ABI major mismatch */
+
+/* capabilities */
+#define HICAIN_CAP_RC		0x1
+#define HICAIN_CAP_UD		0x2
+#define HICAIN_CAP_SRQ		0x4
+#define HICAIN_CAP_ATOMIC	0x8
+#define HICAIN_CAP_L2		0x10
+
+#define HICAIN_LINK_ETHERNET	2	/* IBV_LINK_LAYER_ETHERNET */
+#define HICAIN_LINK_INFINIBAND	1
+
+struct hicain_dev_hdr {
+	/* 0x000: identity, written once by the device */
+	__le32 magic;
+	__le16 abi_major;
+	__le16 abi_minor;
+	__le16 vendor_id;
+	__le16 device_id;
+	__le32 bar_size;
+	__u8 mac[6];
+	__u8 link_layer;
+	__u8 phys_port_cnt;
+	__le64 node_guid;
+	__le64 port_guid;
+	__le32 caps;
+	__le32 max_mtu;		/* bytes */
+	__le32 num_vectors;	/* doorbells and MSI-X vectors each */
+	__le32 rsvd0[3];
+	/* 0x040: limits */
+	__le32 max_qp;
+	__le32 max_cq;
+	__le32 max_mr;
+	__le32 max_pd;
+	__le32 max_ah;
+	__le32 max_qp_wr;
+	__le32 max_cqe;
+	__le32 max_sge;
+	__le32 max_inline;
+	__le32 max_qp_rd_atom;
+	__le32 rsvd1[6];
+	/* 0x080: status and handshake */
+	__le32 dev_status;	/* device writes */
+	__le32 driver_status;	/* driver writes */
+	__le32 fatal_code;	/* device writes */
+	__le32 reset_count;	/* device increments at each reset */
+	__le32 driver_abi;	/* driver writes (major << 16 | minor) */
+	__le32 rsvd2[3];
+	/* 0x0a0: ring indices (prod written by producer, cons by consumer) */
+	__le32 admin_sq_prod;	/* driver */
+	__le32 admin_sq_cons;	/* device */
+	__le32 admin_cq_prod;	/* device */
+	__le32 admin_cq_cons;	/* driver */
+	__le32 eq_prod;		/* device */
+	__le32 eq_cons;		/* driver */
+	__le32 l2_tx_prod;	/* driver */
+	__le32 l2_tx_cons;	/* device */
+	__le32 l2_rx_prod;	/* driver: buffers posted */
+	__le32 l2_rx_cons;	/* device: buffers filled */
+	__le32 rsvd3[6];
+	/* 0x0e0: device counters, informational */
+	__le64 doorbells;
+	__le64 interrupts;
+	__le64 admin_cmds;
+	__le64 rsvd4;
+};					/* 0x100 bytes */
+
+/* Admin opcodes */
+enum hicain_admin_op {
+	HICAIN_CMD_QUERY_DEVICE = 1,	/* resp_gpa <- hicain_device_attr */
+	HICAIN_CMD_QUERY_PORT,		/* resp_gpa <- hicain_port_attr */
+	HICAIN_CMD_QUERY_GID,		/* index -> out[0..15] gid, out[16] type */
+	HICAIN_CMD_QUERY_PKEY,		/* index -> out[0..1] */
+	HICAIN_CMD_ALLOC_PD,		/* -> handle */
+	HICAIN_CMD_DEALLOC_PD,
+	HICAIN_CMD_REG_MR,		/* -> handle = lkey, out: lkey, rkey */
+	HICAIN_CMD_DEREG_MR,
+	HICAIN_CMD_CREATE_CQ,		/* -> handle = cqn */
+	HICAIN_CMD_DESTROY_CQ,
+	HICAIN_CMD_RESIZE_CQ,
+	HICAIN_CMD_CREATE_QP,		/* -> handle = qpn */
+	HICAIN_CMD_MODIFY_QP,
+	HICAIN_CMD_QUERY_QP,		/* resp_gpa <- hicain_qp_attr */
+	HICAIN_CMD_DESTROY_QP,
+	HICAIN_CMD_CREATE_SRQ,
+	HICAIN_CMD_MODIFY_SRQ,
+	HICAIN_CMD_QUERY_SRQ,
+	HICAIN_CMD_DESTROY_SRQ,
+	HICAIN_CMD_CREATE_AH,		/* -> handle */
+	HICAIN_CMD_DESTROY_AH,
+	HICAIN_CMD_ATTACH_MCAST,
+	HICAIN_CMD_DETACH_MCAST,
+	HICAIN_CMD_SET_ADDR,		/* MAC, MTU, IP addresses (GIDs) */
+	HICAIN_CMD_MAX
+};
+
+/* Admin completion status: 0 or a positive Linux errno. */
+#define HICAIN_ST_OK		0
+#define HICAIN_ST_ENOENT	2	/* unknown handle */
+#define HICAIN_ST_ENOMEM	12
+#define HICAIN_ST_EFAULT	14	/* GPA outside guest RAM */
+#define HICAIN_ST_EBUSY		16
+#define HICAIN_ST_ENODEV	19
+#define HICAIN_ST_EINVAL	22
+#define HICAIN_ST_EOPNOTSUPP	95
+
+struct hicain_ah_attr {
+	__u8 dgid[16];
+	__le32 flow_label;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 sl;
+	__u8 dmac[6];
+	__le16 dlid;
+	__u8 is_global;
+	__u8 port_num;
+	__u8 static_rate;
+	__u8 src_path_bits;
+	__le32 rsvd;
+};					/* 40 bytes */
+
+struct hicain_qp_attr {
+	__le32 qp_state;
+	__le32 cur_qp_state;
+	__le32 path_mtu;		/* enum ib_mtu */
+	__le32 qkey;
+	__le32 rq_psn;
+	__le32 sq_psn;
+	__le32 dest_qp_num;
+	__le32 qp_access_flags;
+	__le16 pkey_index;
+	__u8 port_num;
+	__u8 timeout;
+	__u8 retry_cnt;
+	__u8 rnr_retry;
+	__u8 min_rnr_timer;
+	__u8 max_rd_atomic;
+	__u8 max_dest_rd_atomic;
+	__u8 sq_draining;
+	__u8 rsvd[6];
+	struct hicain_ah_attr ah_attr;
+};					/* 88 bytes */
+
+struct hicain_cmd_reg_mr {
+	__le32 pd;
+	__le32 access;			/* IB_ACCESS_* */
+	__le64 iova;
+	__le64 length;
+	__le64 page_list_gpa;		/* npages __le64 GPAs */
+	__le32 npages;
+	__le32 page_shift;		/* 12..30 */
+};
+
+struct hicain_cmd_create_cq {
+	__le64 ring_gpa;		/* depth x hicain_cqe */
+	__le64 dbrec_gpa;		/* struct hicain_cq_dbrec */
+	__le32 depth;			/* power of two */
+	__le32 comp_vector;		/* MSI-X HICAIN_IRQ_CQ_BASE + n */
+};
+
+struct hicain_cmd_create_qp {
+	__le32 pd;
+	__le32 qp_type;			/* IB_QPT_* */
+	__le32 send_cq;
+	__le32 recv_cq;
+	__le32 srq;
+	__le32 sq_depth;		/* power of two */
+	__le32 rq_depth;		/* power of two */
+	__le32 max_send_sge;
+	__le32 max_recv_sge;
+	__le32 max_inline;
+	__le32 sq_stride;		/* bytes per SQ WQE, multiple of 64 */
+	__le32 rq_stride;		/* bytes per RQ WQE, multiple of 16 */
+	__le32 sq_sig_all;
+	__le32 rsvd;
+	__le64 sq_gpa;
+	__le64 rq_gpa;
+	__le64 sq_dbrec_gpa;		/* struct hicain_wq_dbrec */
+	__le64 rq_dbrec_gpa;
+};
+
+struct hicain_cmd_modify_qp {
+	__le32 qpn;
+	__le32 attr_mask;		/* IB_QP_* */
+	struct hicain_qp_attr attr;
+};
+
+struct hicain_cmd_create_ah {
+	__le32 pd;
+	__le32 rsvd;
+	struct hicain_ah_attr attr;
+};
+
+struct hicain_cmd_set_addr {
+	__u8 mac[6];
+	__le16 mtu;			/* bytes */
+	__le32 n_ipv4;			/* <= 4 */
+	__u8 ipv4[4][4];		/* GID ::ffff:a.b.c.d each */
+};
+
+struct hicain_admin_cmd {
+	__le16 opcode;
+	__le16 rsvd0;
+	__le32 cmd_id;			/* echoed in the completion */
+	__le64 resp_gpa;		/* for QUERY_* with large results */
+	__le32 resp_len;
+	__le32 handle;			/* object of destroy/query/index */
+	__le64 rsvd1;
+	union {
+		struct hicain_cmd_reg_mr reg_mr;
+		struct hicain_cmd_create_cq create_cq;
+		struct hicain_cmd_create_qp create_qp;
+		struct hicain_cmd_modify_qp modify_qp;
+		struct hicain_cmd_create_ah create_ah;
+		struct hicain_cmd_set_addr set_addr;
+		__u8 raw[224];
+	};
+};					/* 256 bytes */
+
+struct hicain_admin_cqe {
+	__le32 cmd_id;
+	__le16 opcode;
+	__le16 status;			/* HICAIN_ST_* */
+	__le32 handle;
+	__le32 rsvd;
+	__u8 out[48];
+};					/* 64 bytes */
+
+struct hicain_device_attr {
+	__le64 node_guid;
+	__le64 sys_image_guid;
+	__le64 max_mr_size;
+	__le64 page_size_cap;
+	__le32 vendor_id;
+	__le32 vendor_part_id;
+	__le32 hw_ver;
+	__le32 max_qp;
+	__le32 max_qp_wr;
+	__le32 device_cap_flags;
+	__le32 max_sge;
+	__le32 max_sge_rd;
+	__le32 max_cq;
+	__le32 max_cqe;
+	__le32 max_mr;
+	__le32 max_pd;
+	__le32 max_qp_rd_atom;
+	__le32 max_qp_init_rd_atom;
+	__le32 max_res_rd_atom;
+	__le32 atomic_cap;
+	__le32 max_pkeys;
+	__le32 max_inline;
+	__le64 max_msg_sz;
+	__u8 local_ca_ack_delay;
+	__u8 phys_port_cnt;
+	__u8 rsvd[6];
+};					/* 120 bytes */
+
+struct hicain_port_attr {
+	__le32 state;
+	__le32 max_mtu;
+	__le32 active_mtu;
+	__le32 gid_tbl_len;
+	__le32 port_cap_flags;
+	__le32 max_msg_sz;
+	__le32 bad_pkey_cntr;
+	__le32 qkey_viol_cntr;
+	__le32 pkey_tbl_len;
+	__le16 lid;
+	__le16 sm_lid;
+	__u8 lmc;
+	__u8 max_vl_num;
+	__u8 sm_sl;
+	__u8 subnet_timeout;
+	__u8 active_width;
+	__u8 active_speed;
+	__u8 phys_state;
+	__u8 link_layer;
+};					/* 48 bytes */
+
+/* Event queue entry (BAR2, HICAIN_IRQ_CTRL). */
+enum hicain_event_type {
+	HICAIN_EV_PORT_ACTIVE = 1,
+	HICAIN_EV_PORT_ERR,
+	HICAIN_EV_QP_FATAL,		/* handle = qpn, data = reason */
+	HICAIN_EV_CQ_ERR,		/* handle = cqn: overflow/bad ring */
+	HICAIN_EV_SRQ_LIMIT,
+	HICAIN_EV_DEVICE_FATAL,
+};
+
+struct hicain_eqe {
+	__le32 type;
+	__le32 handle;
+	__le32 data;
+	__le32 seq;			/* eq_prod value when written */
+};
+
+/* L2 ring descriptor (BAR2); buffers are in guest RAM. */
+#define HICAIN_L2_F_ERR		0x1	/* device: frame dropped */
+#define HICAIN_L2_MAX_FRAME	9216
+
+struct hicain_l2_desc {
+	__le64 addr;			/* GPA of the buffer */
+	__le16 len;			/* TX: frame length; RX: device writes it */
+	__le16 flags;
+	__le16 buf_len;			/* RX: buffer size posted */
+	__le16 rsvd;
+};
+
+/* Work queues in guest memory. */
+struct hicain_wq_dbrec {		/* SQ or RQ, 8-byte aligned */
+	__le32 prod;			/* driver: WQEs posted */
+	__le32 cons;			/* device: WQEs taken */
+};
+
+#define HICAIN_CQ_ARM_NEXT	1
+#define HICAIN_CQ_ARM_SOLICITED	2
+
+struct hicain_cq_dbrec {		/* 16-byte aligned */
+	__le32 prod;			/* device: CQEs written */
+	__le32 cons;			/* driver: CQEs consumed */
+	__le32 arm;			/* driver sets, device clears (CAS) */
+	__le32 rsvd;
+};
+
+struct hicain_sge {
+	__le64 addr;
+	__le32 length;
+	__le32 lkey;
+};
+
+/* opcodes = enum ib_wr_opcode of libibverbs (IBV_WR_*) */
+#define HICAIN_WR_RDMA_WRITE		0
+#define HICAIN_WR_RDMA_WRITE_IMM	1
+#define HICAIN_WR_SEND			2
+#define HICAIN_WR_SEND_IMM		3
+#define HICAIN_WR_RDMA_READ		4
+#define HICAIN_WR_ATOMIC_CMP_SWP	5
+#define HICAIN_WR_ATOMIC_FETCH_ADD	6
+
+/* send flags = IBV_SEND_* */
+#define HICAIN_SEND_FENCE	0x1
+#define HICAIN_SEND_SIGNALED	0x2
+#define HICAIN_SEND_SOLICITED	0x4
+#define HICAIN_SEND_INLINE	0x8	/* inline_len bytes follow the header */
+
+struct hicain_send_wqe {
+	__le64 wr_id;
+	__u8 opcode;
+	__u8 num_sge;
+	__le16 send_flags;
+	__le32 imm_data;		/* host order number, as ibv_send_wr */
+	__le64 remote_addr;
+	__le32 rkey;
+	__le32 inline_len;
+	__le64 compare_add;
+	__le64 swap;
+	__le32 ah;			/* UD */
+	__le32 remote_qpn;		/* UD */
+	__le32 remote_qkey;		/* UD */
+	__le32 rsvd;
+	/* struct hicain_sge sge[num_sge] or inline data */
+};					/* 64 bytes */
+
+struct hicain_recv_wqe {
+	__le64 wr_id;
+	__le32 num_sge;
+	__le32 rsvd;
+	/* struct hicain_sge sge[num_sge] */
+};					/* 16 bytes */
+
+/* CQE = struct ib_wc; status/opcode/flags are IB_WC_* (ibv numbering). */
+struct hicain_cqe {
+	__le64 wr_id;
+	__le32 status;
+	__le32 opcode;
+	__le32 vendor_err;
+	__le32 byte_len;
+	__le32 imm_data;
+	__le32 qp_num;
+	__le32 src_qp;
+	__le32 wc_flags;
+	__le16 pkey_index;
+	__le16 slid;
+	__u8 sl;
+	__u8 dlid_path_bits;
+	__u8 rsvd[18];
+};					/* 64 bytes */
+
+#endif /* HICAIN_ABI_H */
