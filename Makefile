@@ -2,6 +2,7 @@
 #
 #   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic tests
 #   make demo           the embedded rack (HiSwitch + two RDMA engines) through the e2e gate
+#   make e2e            QEMU guests (TCG): image, Soft-RoCE rack on HiSwitch, SSH gate, down
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
@@ -34,7 +35,7 @@ GORELEASER_VERSION := v2.15.1
 GORELEASER_DIR := $(CURDIR)/.cache/bin
 GORELEASER := $(GORELEASER_DIR)/goreleaser
 
-.PHONY: build test lint bench demo release-check clean deps check-go
+.PHONY: build test lint bench demo e2e release-check clean deps check-go
 
 check-go:
 	@if ! command -v "$(GO)" >/dev/null 2>&1; then \
@@ -98,3 +99,9 @@ release-check: $(GORELEASER)
 clean:
 	rm -rf bin dist .cache/demo
 
+# The QEMU end-to-end run (docs/deploy.md): guest image (cached in
+# .cache/images while its spec is unchanged), a two-guest Soft-RoCE rack on
+# HiSwitch, the SSH gate with the fabric capture's ICRCs checked, rack down.
+# Needs root and the tools `hinic doctor` lists; runs under TCG.
+e2e: build
+	HINIC=./$(BIN) ./scripts/e2e.sh

@@ -18,6 +18,9 @@ PACKAGES=(
 	qemu-system-x86   # internal/fabric: stock QEMU guests ping through HiSwitch
 	busybox-static    # their initramfs (built in Go at test time)
 	linux-image-amd64 # the kernel they boot (/boot/vmlinuz-*, virtio-net modules)
+	mmdebstrap        # hinic image build: the guest root file system
+	e2fsprogs         # hinic image build: mke2fs -d (ext4 without mounts)
+	qemu-utils        # hinic image build / deploy: qemu-img (qcow2, overlays)
 )
 
 missing=()

@@ -5,8 +5,11 @@ import (
 
 	benchcmd "github.com/PacketFive/hinic/internal/cli/bench"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	deploycmd "github.com/PacketFive/hinic/internal/cli/deploy"
 	devicecmd "github.com/PacketFive/hinic/internal/cli/device"
 	fabriccmd "github.com/PacketFive/hinic/internal/cli/fabric"
+	imagecmd "github.com/PacketFive/hinic/internal/cli/image"
+	"github.com/PacketFive/hinic/internal/cli/image/doctor"
 	protocmd "github.com/PacketFive/hinic/internal/cli/proto"
 	verifycmd "github.com/PacketFive/hinic/internal/cli/verify"
 )
@@ -68,6 +71,9 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		benchcmd.NewCmdBench(f),
 		fabriccmd.NewCmdFabric(f),
 		devicecmd.NewCmdDevice(f),
+		imagecmd.NewCmdImage(f),
+		deploycmd.NewCmdDeploy(f),
+		doctor.NewCmdDoctor(f, nil),
 	)
 	return cmd
 }

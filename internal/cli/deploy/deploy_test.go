@@ -1,0 +1,64 @@
+package deploy
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
+	"github.com/PacketFive/hinic/internal/cli/deploy/status"
+	"github.com/PacketFive/hinic/internal/deploy"
+)
+
+func TestRackArgs(t *testing.T) {
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	var got *rack.Options
+	cmd := rack.NewCmdRack(f, func(o *rack.Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"../../../testdata/racks/two-rxe.yaml", "--pcap", "--run-dir", "/tmp/x"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := rack.LoadRack(got.Spec, got.Name, got.RunDir, got.Image, got.Pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "rxe" || r.RunDir != "/tmp/x" || !r.Pcap || len(r.Guests) != 2 {
+		t.Errorf("rack %+v", r)
+	}
+	if _, err := rack.LoadRack("/nonexistent.yaml", "", "", "", false); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+		t.Errorf("missing spec: %v", err)
+	}
+}
+
+func TestStatusWithoutRack(t *testing.T) {
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	cmd := status.NewCmdStatus(f, nil)
+	cmd.SetArgs([]string{"--run-dir", t.TempDir()})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "deploy a rack first") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestFrontView(t *testing.T) {
+	var b bytes.Buffer
+	status.FrontView(&b, &deploy.RackStatus{Name: "rxe", Fabric: "stopped", Guests: []deploy.GuestStatus{
+		{Name: "vm-a", State: "running", DataIP: "10.42.0.1", RDMADev: "rxe0", PortState: "ACTIVE", SSH: "127.0.0.1:2222"},
+		{Name: "vm-b", State: "crashed", DataIP: "10.42.0.2", SSH: "127.0.0.1:2223"},
+	}})
+	out := b.String()
+	for _, want := range []string{"rack rxe", "1OU fabric stopped", "2OU * vm-a", "2OU ! vm-b", "power shelf"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("front view lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if len([]rune(l)) != len([]rune(lines[0])) {
+			t.Errorf("ragged line %q", l)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+// Package down implements `hinic deploy down`.
+package down
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/deploy"
+)
+
+// Options are the settings of one down.
+type Options struct {
+	IO     *cmdutil.IOStreams
+	RunDir string
+}
+
+// NewCmdDown returns the `deploy down` command; runF replaces the run in tests.
+func NewCmdDown(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams}
+	var name string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every guest and the fabric of a deployed rack",
+		Long: `Stop every process a deploy started: each guest's QEMU (SIGTERM, then
+SIGKILL after 10 s) and the fabric. The run directory (logs, overlays,
+captures, state) is kept; a later deploy rack reuses the overlays.`,
+		Example: "  hinic deploy down\n  hinic deploy down --rack lab1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.RunDir == "" {
+				opts.RunDir = deploy.DefaultRunDir(name)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return deploy.Down(opts.RunDir, func(format string, a ...any) {
+				fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
+	cmd.Flags().StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	return cmd
+}

@@ -1,0 +1,144 @@
+// Package rack implements `hinic deploy rack`.
+package rack
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/deploy"
+)
+
+// Options are the settings of one deploy.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Printer func() (*cmdutil.Printer, error)
+	Context context.Context
+
+	Spec   string
+	Name   string
+	RunDir string
+	Image  string
+	Pcap   bool
+	Hinic  string
+}
+
+const long = `Deploy a QEMU rack from a rack spec (YAML; see docs/deploy.md and
+testdata/racks/two-rxe.yaml). Without SPEC, the canonical two-VM rack:
+vm-a and vm-b on switch sw0, Soft-RoCE (rxe) NICs, data network
+10.42.0.0/24, SSH on 127.0.0.1:2222 and 2223.
+
+It starts the HiSwitch fabric (hinic fabric serve) with one qemu-stream
+port per guest, then the guests (TCG unless /dev/kvm works) booted from the
+image directly (-kernel/-initrd) on a copy-on-write overlay, waits for SSH
+(host keys pinned on first contact, the key passed as a systemd
+credential), copies files and packages, and brings up the data NIC (rxe:
+rdma link add rxe0 type rxe netdev NIC) with its static address.
+
+Every step is idempotent: running it again keeps what runs and redoes the
+rest. The state, logs (fabric.log, GUEST/console.log, GUEST/qemu.log), the
+SSH key and known_hosts live in the run directory. Stop everything with
+hinic deploy down.`
+
+// NewCmdRack returns the `deploy rack` command; runF replaces the run in tests.
+func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	cmd := &cobra.Command{
+		Use:   "rack [SPEC]",
+		Short: "Start a rack: fabric, QEMU guests, SSH, RDMA NICs",
+		Long:  long,
+		Example: `  hinic deploy rack
+  hinic deploy rack testdata/racks/two-rxe.yaml --pcap
+  hinic deploy status && hinic verify e2e --rack rack0 && hinic deploy down`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Context = cmd.Context()
+			if len(args) == 1 {
+				opts.Spec = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return run(opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Name, "name", "", "rack name (overrides the spec's; default rack0)")
+	fl.StringVar(&opts.RunDir, "run-dir", "", "run directory (default /tmp/hinic-rack-NAME)")
+	fl.StringVar(&opts.Image, "image", "", "image directory for guests that name none (default .cache/images/hinic-guest)")
+	fl.BoolVar(&opts.Pcap, "pcap", false, "capture every fabric port to RUN-DIR/pcap")
+	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the fabric (default: this one)")
+	_ = fl.MarkHidden("hinic")
+	return cmd
+}
+
+// LoadRack reads the spec (or takes the default rack) and applies the
+// command-line overrides.
+func LoadRack(spec, name, runDir, img string, pcap bool) (*deploy.Rack, error) {
+	r := &deploy.Rack{}
+	if spec != "" {
+		var err error
+		if r, err = deploy.ReadRack(spec); err != nil {
+			return nil, cmdutil.UsageErrorf("%v", err)
+		}
+	}
+	if name != "" {
+		r.Name = name
+	}
+	if runDir != "" {
+		r.RunDir = runDir
+	}
+	if img != "" {
+		r.Image = img
+	}
+	if pcap {
+		r.Pcap = true
+	}
+	if err := r.Defaults(); err != nil {
+		return nil, cmdutil.UsageErrorf("%v", err)
+	}
+	return r, nil
+}
+
+func run(opts *Options) error {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r, err := LoadRack(opts.Spec, opts.Name, opts.RunDir, opts.Image, opts.Pcap)
+	if err != nil {
+		return err
+	}
+	printer, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	progress := func(format string, a ...any) {
+		fmt.Fprintf(opts.IO.ErrOut, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
+	}
+	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: opts.Hinic, Progress: progress})
+	if st != nil {
+		if printer.Format() == cmdutil.FormatJSON {
+			if perr := printer.Object(st); perr != nil && err == nil {
+				err = perr
+			}
+		} else {
+			w := printer.Records("GUEST", "READY", "SSH", "DATA IP", "NIC", "RDMA", "BOOT S", "ERROR")
+			for _, g := range st.Guests {
+				_ = w.Write(g, g.Name, fmt.Sprint(g.Ready), g.SSHAddr, g.DataIP, g.DataNIC, g.RDMADev, fmt.Sprintf("%.1f", g.BootSec), g.Error)
+			}
+			if werr := w.Close(); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w\n(what started keeps running: hinic deploy status --run-dir %s; hinic deploy down --run-dir %s)", err, r.RunDir, r.RunDir)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "deploy: rack %s up in %.1f s (run dir %s)\n", r.Name, time.Since(start).Seconds(), r.RunDir)
+	return nil
+}

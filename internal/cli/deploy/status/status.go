@@ -1,0 +1,148 @@
+// Package status implements `hinic deploy status`.
+package status
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/deploy"
+)
+
+// Options are the settings of one status.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Printer func() (*cmdutil.Printer, error)
+	Context context.Context
+	RunDir  string
+}
+
+// NewCmdStatus returns the `deploy status` command; runF replaces the run in tests.
+func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	var name string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a deployed rack: guests, RDMA ports, switch ports, front view",
+		Long: `Show a deployed rack: each guest (running, stopped, crashed or
+unreachable; SSH address, data IP, RDMA device and its port state, asked
+over SSH) and each switch port (state and counters, from the fabric's
+control socket), after a drawing of the rack's front view. A crashed guest
+is shown as such; the others keep running. -o json prints the whole status.`,
+		Example: "  hinic deploy status\n  hinic deploy status -o json | jq '.guests[].port_state'",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Context = cmd.Context()
+			if opts.RunDir == "" {
+				opts.RunDir = deploy.DefaultRunDir(name)
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return run(opts)
+		},
+	}
+	cmd.Flags().StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
+	cmd.Flags().StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	return cmd
+}
+
+func run(opts *Options) error {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	printer, err := opts.Printer()
+	if err != nil {
+		return err
+	}
+	rs, err := deploy.Status(ctx, opts.RunDir)
+	if err != nil {
+		return err
+	}
+	if printer.Format() == cmdutil.FormatJSON {
+		return printer.Object(rs)
+	}
+	FrontView(opts.IO.ErrOut, rs)
+	w := printer.Records("GUEST", "STATE", "PID", "SSH", "DATA IP", "NIC", "RDMA", "PORT", "ERROR")
+	for _, g := range rs.Guests {
+		if err := w.Write(g, g.Name, g.State, fmt.Sprint(g.PID), g.SSH, g.DataIP, g.NIC, g.RDMADev, g.PortState, g.Error); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if rs.Switches != nil {
+		fmt.Fprintln(opts.IO.Out)
+		w := printer.Records("SWITCH", "PORT", "KIND", "STATE", "RX FRAMES", "TX FRAMES", "RX BYTES", "TX BYTES")
+		for _, s := range rs.Switches.Switches {
+			for _, p := range s.Ports {
+				if p.Kind == "" || (p.State != "up" && p.RxFrames == 0 && p.TxFrames == 0 && p.Kind == "seqpacket") {
+					continue
+				}
+				if err := w.Write(p, s.Name, fmt.Sprint(p.Num), p.Kind, p.State, fmt.Sprint(p.RxFrames), fmt.Sprint(p.TxFrames),
+					fmt.Sprint(p.RxBytes), fmt.Sprint(p.TxBytes)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FrontView draws the rack from the front, top to bottom in the order of
+// an OCP ORv3 rack: switches, the management host, 2OU guest blades, cable
+// management, the power shelf.
+func FrontView(w io.Writer, rs *deploy.RackStatus) {
+	const width = 44
+	line := func(s string) {
+		if len(s) > width {
+			s = s[:width]
+		}
+		fmt.Fprintf(w, "|%s|\n", s+strings.Repeat(" ", width-len([]rune(s))))
+	}
+	sep := "+" + strings.Repeat("-", width) + "+"
+	fmt.Fprintf(w, "%s\n", sep)
+	line(fmt.Sprintf(" rack %s", rs.Name))
+	fmt.Fprintln(w, sep)
+	if rs.Switches != nil {
+		for _, s := range rs.Switches.Switches {
+			var ports strings.Builder
+			for _, p := range s.Ports {
+				if p.State == "up" {
+					ports.WriteString("#")
+				} else {
+					ports.WriteString(".")
+				}
+			}
+			line(fmt.Sprintf(" 1OU %-6s [%s]", s.Name, ports.String()))
+		}
+	} else {
+		line(" 1OU fabric " + rs.Fabric)
+	}
+	line(" 1OU mgmt   (this host: hinic, SSH fwd)")
+	fmt.Fprintln(w, sep)
+	for _, g := range rs.Guests {
+		led := "o"
+		switch g.State {
+		case "running":
+			led = "*"
+		case "crashed", "unreachable":
+			led = "!"
+		}
+		line(fmt.Sprintf(" 2OU %s %-8s %-10s %s %s", led, g.Name, g.State, g.RDMADev, g.PortState))
+		line(fmt.Sprintf("         %s  ssh %s", g.DataIP, g.SSH))
+	}
+	fmt.Fprintln(w, sep)
+	line(" cable management")
+	line(" power shelf")
+	fmt.Fprintln(w, sep)
+}

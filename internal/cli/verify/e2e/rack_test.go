@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/image"
+	"github.com/PacketFive/hinic/internal/verify"
+)
+
+// requireTool skips the test when a tool it runs is missing, unless
+// HINIC_REQUIRE_TOOLS=1 (CI), where a missing tool is a failure.
+func requireTool(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
+		t.Fatal(msg + "; HINIC_REQUIRE_TOOLS=1 makes this a failure")
+	}
+	t.Skip(msg)
+}
+
+// TestSoftRoCERackE2E is `make e2e` as a Go test: the guest image (built
+// once, then cached in .cache/images/hinic-guest), two Soft-RoCE guests on
+// HiSwitch, the SSH gate with the capture check, and the rack torn down
+// with nothing left running. It takes about 3 minutes with a cached image
+// and 10 without, so it runs only with HINIC_E2E=1.
+func TestSoftRoCERackE2E(t *testing.T) {
+	if os.Getenv("HINIC_E2E") != "1" {
+		t.Skip("boots two QEMU guests for minutes; set HINIC_E2E=1 (make e2e runs the same steps)")
+	}
+	if m := image.MissingTools(); len(m) > 0 {
+		requireTool(t, image.ErrMissingTools(m).Error())
+	}
+	if os.Geteuid() != 0 {
+		requireTool(t, "building the guest image needs root")
+	}
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+
+	bin := filepath.Join(t.TempDir(), "hinic")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hinic")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	mirrors, err := image.HostMirrors("/", "bookworm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := image.ResolveKernel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgDir := filepath.Join(root, ".cache", "images", "hinic-guest")
+	spec := image.Spec{Name: "hinic-guest", Suite: "bookworm", Mirrors: mirrors, Kernel: kernel,
+		Packages: image.BasePackages, Size: "3G"}
+	res, err := image.Build(ctx, spec, image.BuildOptions{Dir: imgDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Manifest.Verify(imgDir, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image: %s, kernel %s, cached %v", imgDir, res.Manifest.KernelRelease, res.Cached)
+
+	runDir, err := os.MkdirTemp("", "hinic-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(runDir)
+	r := &deploy.Rack{Name: "gotest", RunDir: runDir, Image: imgDir, Pcap: true, SSHPortBase: 2322}
+	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: bin, Progress: t.Logf})
+	defer func() {
+		if err := deploy.Down(runDir, t.Logf); err != nil {
+			t.Error(err)
+		}
+		rs, err := deploy.Status(context.Background(), runDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs.Fabric != "stopped" {
+			t.Errorf("fabric %s after down", rs.Fabric)
+		}
+		for _, g := range rs.Guests {
+			if g.State != "stopped" {
+				t.Errorf("guest %s %s after down", g.Name, g.State)
+			}
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var hosts []verify.Host
+	for i := range st.Guests {
+		c, err := st.Connect(ctx, &st.Guests[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hosts = append(hosts, &host{g: &st.Guests[i], c: c})
+	}
+	o := verify.DefaultSSHOptions()
+	o.Save = t.TempDir()
+	cases := verify.SSHCases(hosts[0], hosts[1], o)
+	cases = append(cases, verify.Case{Name: "capture_icrc", Run: func(ctx context.Context) (verify.Outcome, error) {
+		return checkCaptures(ctx, &Options{Hinic: bin, IO: &cmdutil.IOStreams{}}, filepath.Join(runDir, deploy.DirPcap))
+	}})
+	rep := verify.Run(ctx, "rack:gotest", cases, t.Logf)
+	for _, c := range rep.Cases {
+		t.Logf("%-18s %-11s %s  %s", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail)
+		if c.Result != verify.Pass {
+			t.Errorf("case %s: %s", c.Case, c.Result)
+		}
+	}
+
+	// A guest that dies is reported as crashed; the rest keeps running.
+	victim := st.Guests[1]
+	if p, err := os.FindProcess(victim.PID); err == nil {
+		_ = p.Kill()
+	}
+	time.Sleep(2 * time.Second)
+	rs, err := deploy.Status(ctx, runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.Guests[1].State != "crashed" || rs.Guests[0].State != "running" || rs.Guests[0].PortState != "ACTIVE" || rs.Fabric != "running" {
+		t.Errorf("after killing %s: fabric %s, guests %+v", victim.Name, rs.Fabric, rs.Guests)
+	}
+}

@@ -1,0 +1,672 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/image"
+)
+
+// Files in a rack's run directory.
+const (
+	FileState      = "state.json"
+	FileKey        = "id_ed25519"
+	FileKnownHosts = "known_hosts"
+	FileFabricConf = "fabric.yaml"
+	FileFabricLog  = "fabric.log"
+	FileFabricPID  = "fabric.pid"
+	DirFabric      = "fab"
+	DirPcap        = "pcap"
+)
+
+// State is what a deployed rack leaves in its run directory (state.json).
+type State struct {
+	Rack      Rack         `json:"rack"`
+	Started   time.Time    `json:"started"`
+	FabricPID int          `json:"fabric_pid"`
+	Guests    []GuestState `json:"guests"`
+	Timings   []StepTiming `json:"timings"`
+	Down      bool         `json:"down"`
+
+	mu   sync.Mutex // guards the fields above while guests boot in parallel
+	path string
+}
+
+// GuestState is a guest of a deployed rack.
+type GuestState struct {
+	Name    string  `json:"name"`
+	PID     int     `json:"pid"`
+	SSHAddr string  `json:"ssh_addr"`
+	DataIP  string  `json:"data_ip"`
+	DataNIC string  `json:"data_nic"` // the guest's netdev name, e.g. ens4
+	RDMADev string  `json:"rdma_dev"` // e.g. rxe0
+	NIC     string  `json:"nic"`
+	Dir     string  `json:"dir"`
+	BootSec float64 `json:"boot_to_ssh_s"`
+	Ready   bool    `json:"ready"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// StepTiming records how long a deploy step took.
+type StepTiming struct {
+	Step    string  `json:"step"`
+	Seconds float64 `json:"seconds"`
+}
+
+// ReadState reads the state of the rack in runDir.
+func ReadState(runDir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(runDir, FileState))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s (deploy a rack first)", ErrNotDeployed, runDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &State{path: filepath.Join(runDir, FileState)}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, fmt.Errorf("deploy: %s: %w", s.path, err)
+	}
+	return s, nil
+}
+
+func (s *State) save() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, s.path)
+}
+
+// Guest returns the state of the named guest.
+func (s *State) Guest(name string) *GuestState {
+	for i := range s.Guests {
+		if s.Guests[i].Name == name {
+			return &s.Guests[i]
+		}
+	}
+	return nil
+}
+
+// Connect opens SSH to a deployed guest.
+func (s *State) Connect(ctx context.Context, g *GuestState) (*Client, error) {
+	signer, _, err := EnsureKey(filepath.Join(s.Rack.RunDir, FileKey))
+	if err != nil {
+		return nil, err
+	}
+	return Dial(ctx, g.SSHAddr, signer, filepath.Join(s.Rack.RunDir, FileKnownHosts))
+}
+
+// Progress receives one line per deploy step.
+type Progress func(format string, a ...any)
+
+// UpOptions are the inputs of Up besides the rack.
+type UpOptions struct {
+	// Hinic is the hinic binary that runs `fabric serve` (default: this
+	// executable).
+	Hinic    string
+	Progress Progress
+}
+
+// Up deploys the rack: fabric, guests, SSH, data NICs. It is idempotent: a
+// process of the rack that is still running is kept, a guest already set up
+// is only checked. On error what was started keeps running; Down stops it.
+func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
+	if err := r.Defaults(); err != nil {
+		return nil, err
+	}
+	p := o.Progress
+	if p == nil {
+		p = func(string, ...any) {}
+	}
+	for _, g := range r.Guests {
+		if g.NIC == NICHicain {
+			return nil, fmt.Errorf("deploy: guest %s: nic kind hicain needs the HiNIC device backend and guest drivers, which this version cannot deploy yet; use nic: rxe", g.Name)
+		}
+	}
+	if missing := image.MissingTools("qemu-system-x86_64", "qemu-img"); len(missing) > 0 {
+		return nil, image.ErrMissingTools(missing)
+	}
+	runDir, err := filepath.Abs(r.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	r.RunDir = runDir
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, err
+	}
+	st, err := ReadState(runDir)
+	if err != nil {
+		st = &State{}
+	}
+	st.path = filepath.Join(runDir, FileState)
+	st.Rack = *r
+	st.Down = false
+	if st.Started.IsZero() || !alive(st.FabricPID, fabricCmd) {
+		st.Started = time.Now().UTC().Truncate(time.Second)
+	}
+	st.Timings = nil
+	timed := func(step string, fn func() error) error {
+		t := time.Now()
+		err := fn()
+		st.Timings = append(st.Timings, StepTiming{Step: step, Seconds: time.Since(t).Seconds()})
+		return err
+	}
+	signer, pub, err := EnsureKey(filepath.Join(runDir, FileKey))
+	if err != nil {
+		return nil, err
+	}
+
+	if err := timed("fabric", func() error { return startFabric(ctx, st, o.Hinic, p) }); err != nil {
+		return st, err
+	}
+	if err := st.save(); err != nil {
+		return st, err
+	}
+
+	// Guests boot in parallel: under TCG each takes about a minute.
+	accel := r.Accel
+	if accel == "auto" {
+		accel = "tcg"
+		if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+			f.Close()
+			accel = "kvm:tcg"
+		}
+	}
+	prev := map[string]GuestState{}
+	for _, g := range st.Guests {
+		prev[g.Name] = g
+	}
+	st.Guests = make([]GuestState, len(r.Guests))
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.Guests))
+	for i := range r.Guests {
+		g := r.Guests[i]
+		gs := &st.Guests[i]
+		*gs = GuestState{Name: g.Name, PID: prev[g.Name].PID, BootSec: prev[g.Name].BootSec, SSHAddr: fmt.Sprintf("127.0.0.1:%d", g.SSHPort),
+			DataIP: g.IP, NIC: g.NIC, Dir: filepath.Join(runDir, g.Name)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			err := upGuest(ctx, st, g, gs, accel, signer, pub, p)
+			if err != nil {
+				gs.Error = err.Error()
+				errs[i] = fmt.Errorf("deploy: guest %s: %w", g.Name, err)
+			}
+			st.mu.Lock()
+			st.Timings = append(st.Timings, StepTiming{Step: "guest " + g.Name, Seconds: time.Since(t).Seconds()})
+			st.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := st.save(); err != nil {
+		return st, err
+	}
+	return st, errors.Join(errs...)
+}
+
+func startFabric(ctx context.Context, st *State, hinic string, p Progress) error {
+	r := &st.Rack
+	fabDir := filepath.Join(r.RunDir, DirFabric)
+	if alive(st.FabricPID, fabricCmd) {
+		if _, err := fabric.QueryStatus(ctx, fabDir); err == nil {
+			p("fabric: already running (pid %d)", st.FabricPID)
+			return nil
+		}
+	}
+	if hinic == "" {
+		var err error
+		if hinic, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r.RunDir, FileFabricConf), FabricConfig(r), 0o644); err != nil {
+		return err
+	}
+	if r.Pcap {
+		if err := os.MkdirAll(filepath.Join(r.RunDir, DirPcap), 0o755); err != nil {
+			return err
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(r.RunDir, FileFabricLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(hinic, "fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the fabric: %w", err)
+	}
+	st.FabricPID = cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	_ = os.WriteFile(filepath.Join(r.RunDir, FileFabricPID), []byte(strconv.Itoa(st.FabricPID)+"\n"), 0o644)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(fabDir, fabric.ControlSocketName)); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the fabric exited: %v (see %s)", err, filepath.Join(r.RunDir, FileFabricLog))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the fabric did not open its control socket in 15 s (see %s)", filepath.Join(r.RunDir, FileFabricLog))
+		}
+	}
+	p("fabric: serving %d switch(es) in %s (pid %d)", len(r.Switches), fabDir, st.FabricPID)
+	return nil
+}
+
+// FabricConfig is the `hinic fabric serve --config` file of the rack: each
+// guest's port is a qemu-stream port.
+func FabricConfig(r *Rack) []byte {
+	type port struct {
+		Num  int    `yaml:"num"`
+		Kind string `yaml:"kind"`
+	}
+	type sw struct {
+		Name  string `yaml:"name"`
+		Ports int    `yaml:"ports"`
+		Port  []port `yaml:"port,omitempty"`
+	}
+	type link struct {
+		A string `yaml:"a"`
+		B string `yaml:"b"`
+	}
+	type conf struct {
+		RunDir   string `yaml:"run-dir"`
+		Pcap     string `yaml:"pcap,omitempty"`
+		Switches []sw   `yaml:"switches"`
+		Links    []link `yaml:"links,omitempty"`
+	}
+	c := conf{RunDir: filepath.Join(r.RunDir, DirFabric)}
+	if r.Pcap {
+		c.Pcap = filepath.Join(r.RunDir, DirPcap)
+	}
+	for _, s := range r.Switches {
+		x := sw{Name: s.Name, Ports: s.Ports}
+		for _, g := range r.Guests {
+			if g.Switch == s.Name {
+				x.Port = append(x.Port, port{Num: g.Port, Kind: "qemu-stream"})
+			}
+		}
+		c.Switches = append(c.Switches, x)
+	}
+	for _, l := range r.Links {
+		c.Links = append(c.Links, link(l))
+	}
+	b, _ := yaml.Marshal(map[string]any{"fabric": c})
+	return append([]byte("# Written by hinic deploy rack.\n"), b...)
+}
+
+// PortSocket is the socket path of a switch port in the fabric run dir.
+func PortSocket(r *Rack, sw string, port int) string {
+	return filepath.Join(r.RunDir, DirFabric, fmt.Sprintf("%s-port%d.sock", sw, port))
+}
+
+// QEMUArgs is the QEMU command line of guest g.
+func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey string) []string {
+	n := 0
+	for i := range r.Guests {
+		if r.Guests[i].Name == g.Name {
+			n = i + 1
+		}
+	}
+	return []string{
+		"-name", g.Name, "-accel", strings.Split(accel, ":")[0],
+		"-m", strconv.Itoa(g.Memory), "-smp", strconv.Itoa(g.CPUs),
+		"-kernel", filepath.Join(imageDir, image.FileKernel),
+		"-initrd", filepath.Join(imageDir, image.FileInitrd),
+		"-append", m.Cmdline + " systemd.hostname=" + g.Name,
+		"-drive", "file=" + filepath.Join(dir, "disk.qcow2") + ",if=virtio,format=qcow2",
+		"-netdev", fmt.Sprintf("user,id=mgmt,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
+		"-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,mac=52:54:00:12:00:%02x", n),
+		"-netdev", "stream,id=data,server=off,addr.type=unix,addr.path=" + PortSocket(r, g.Switch, g.Port),
+		"-device", "virtio-net-pci,netdev=data,mac=" + g.MAC,
+		"-smbios", "type=11,value=io.systemd.credential:ssh.authorized_keys.root=" + strings.ReplaceAll(pubkey, ",", ",,"),
+		"-display", "none", "-serial", "file:" + filepath.Join(dir, "console.log"),
+		"-monitor", "none", "-no-reboot",
+		"-pidfile", filepath.Join(dir, "qemu.pid"),
+	}
+}
+
+func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel string, signer ssh.Signer, pub string, p Progress) error {
+	r := &st.Rack
+	imageDir, err := filepath.Abs(g.Image)
+	if err != nil {
+		return err
+	}
+	m, err := image.ReadManifest(imageDir)
+	if err != nil {
+		return fmt.Errorf("image %s: %w (run hinic image build)", imageDir, err)
+	}
+	if err := os.MkdirAll(gs.Dir, 0o755); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	running := alive(gs.PID, "qemu")
+	if running {
+		p("%s: already running (pid %d)", g.Name, gs.PID)
+	} else {
+		disk := filepath.Join(gs.Dir, "disk.qcow2")
+		if _, err := os.Stat(disk); err != nil {
+			out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
+				"-b", filepath.Join(imageDir, image.FileQcow2), disk).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("qemu-img create: %v: %s", err, out)
+			}
+		}
+		logf, err := os.OpenFile(filepath.Join(gs.Dir, "qemu.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		args := QEMUArgs(r, g, m, imageDir, gs.Dir, accel, pub)
+		fmt.Fprintf(logf, "$ qemu-system-x86_64 %s\n", strings.Join(args, " "))
+		cmd := exec.Command("qemu-system-x86_64", args...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return err
+		}
+		logf.Close()
+		gs.PID = cmd.Process.Pid
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		p("%s: QEMU started (pid %d, %s, SSH %s, console %s)", g.Name, gs.PID, accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(filepath.Join(gs.Dir, "qemu.log"))
+			return fmt.Errorf("QEMU exited at once: %s", lastLines(string(b), 3))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.BootTimeout.Duration)
+	defer cancel()
+	c, err := WaitSSH(wctx, gs.SSHAddr, signer, filepath.Join(r.RunDir, FileKnownHosts))
+	if err != nil {
+		return fmt.Errorf("%w (console: %s)", err, filepath.Join(gs.Dir, "console.log"))
+	}
+	defer c.Close()
+	if !running {
+		gs.BootSec = time.Since(t0).Seconds()
+	}
+	p("%s: SSH ready after %.1f s", g.Name, time.Since(t0).Seconds())
+	if err := setupGuest(ctx, c, r, g, gs, p); err != nil {
+		return err
+	}
+	gs.Ready = true
+	return nil
+}
+
+// setupGuest pushes files and packages and brings up the data NIC. Every
+// command is idempotent.
+func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState, p Progress) error {
+	for _, f := range g.Files {
+		local, remote, ok := strings.Cut(f, ":")
+		if !ok {
+			return fmt.Errorf("files: %q is not LOCAL:REMOTE", f)
+		}
+		if err := c.Upload(ctx, local, remote, "0644"); err != nil {
+			return fmt.Errorf("upload %s: %w", local, err)
+		}
+	}
+	if len(g.Debs) > 0 {
+		var remote []string
+		for _, d := range g.Debs {
+			dst := "/root/" + filepath.Base(d)
+			if err := c.Upload(ctx, d, dst, "0644"); err != nil {
+				return fmt.Errorf("upload %s: %w", d, err)
+			}
+			remote = append(remote, dst)
+		}
+		if out, err := c.Run(ctx, "dpkg -i "+strings.Join(remote, " ")); err != nil {
+			return fmt.Errorf("installing packages: %w\n%s", err, lastLines(out, 10))
+		}
+		p("%s: installed %d package(s)", g.Name, len(remote))
+	}
+	// The data NIC is found by its MAC, whatever udev named it.
+	out, err := c.Run(ctx, fmt.Sprintf(`for d in /sys/class/net/*; do [ "$(cat $d/address)" = %q ] && basename $d; done; true`, g.MAC))
+	if err != nil {
+		return err
+	}
+	nic := strings.TrimSpace(out)
+	if nic == "" || strings.Contains(nic, "\n") {
+		return fmt.Errorf("no single netdev with MAC %s in the guest (got %q)", g.MAC, nic)
+	}
+	gs.DataNIC = nic
+	script := fmt.Sprintf("set -e; ip link set dev %[1]s up", nic)
+	if r.MTU > 0 {
+		script += fmt.Sprintf("; ip link set dev %s mtu %d", nic, r.MTU)
+	}
+	script += fmt.Sprintf("; ip addr replace %s/%d dev %s", g.IP, r.PrefixLen(), nic)
+	switch g.NIC {
+	case NICRxe:
+		gs.RDMADev = "rxe0"
+		script += fmt.Sprintf("; modprobe rdma_rxe; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev %s", nic)
+	}
+	if out, err := c.Run(ctx, script); err != nil {
+		return fmt.Errorf("data NIC: %w\n%s", err, out)
+	}
+	// Wait for the RDMA port to become ACTIVE (rxe follows the netdev).
+	for i := 0; ; i++ {
+		out, err := c.Run(ctx, "cat /sys/class/infiniband/"+gs.RDMADev+"/ports/1/state")
+		if err == nil && strings.Contains(out, "ACTIVE") {
+			break
+		}
+		if i == 30 {
+			return fmt.Errorf("%s port 1 is not ACTIVE after 30 s: %s", gs.RDMADev, strings.TrimSpace(out))
+		}
+		time.Sleep(time.Second)
+	}
+	p("%s: %s on %s (%s) is ACTIVE, data IP %s/%d", g.Name, gs.RDMADev, nic, g.MAC, g.IP, r.PrefixLen())
+	// Let the boot finish before anyone measures: under TCG, units still
+	// starting after sshd skew the first figures. Bounded; "degraded" is
+	// reported, not fatal.
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	out, _ = c.Run(wctx, "systemctl is-system-running --wait")
+	if st := strings.TrimSpace(out); st != "running" {
+		p("%s: systemd reports %q (systemctl --failed lists the units)", g.Name, st)
+	}
+	return nil
+}
+
+// fabricCmd is what the fabric's /proc/PID/cmdline contains (arguments are
+// NUL-separated), whatever the hinic binary is called.
+const fabricCmd = "\x00fabric\x00serve\x00"
+
+// alive reports whether pid runs a program whose command line contains
+// want (so a recycled pid is not mistaken for ours).
+func alive(pid int, want string) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// A zombie (our own unreaped child) is not running.
+		if f := strings.Fields(string(st)); len(f) > 2 && f[2] == "Z" {
+			return false
+		}
+	}
+	return strings.Contains(string(b), want)
+}
+
+// Down stops every process of the rack in runDir: guests first (SIGTERM,
+// then SIGKILL after 10 s), then the fabric. It reports what it stopped.
+func Down(runDir string, p Progress) error {
+	if p == nil {
+		p = func(string, ...any) {}
+	}
+	st, err := ReadState(runDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range st.Guests {
+		g := &st.Guests[i]
+		if g.PID == 0 {
+			// A deploy interrupted before it saved the state: QEMU's
+			// own pid file still names the process.
+			if b, err := os.ReadFile(filepath.Join(g.Dir, "qemu.pid")); err == nil {
+				g.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			}
+		}
+		if err := stop(g.PID, "qemu", g.Name, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := stop(st.FabricPID, fabricCmd, "fabric", p); err != nil {
+		errs = append(errs, err)
+	}
+	st.Down = true
+	if err := st.save(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func stop(pid int, want, name string, p Progress) error {
+	if !alive(pid, want) {
+		p("%s: not running", name)
+		return nil
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	_ = proc.Signal(syscall.SIGTERM)
+	for i := 0; i < 100; i++ {
+		if !alive(pid, want) {
+			p("%s: stopped (pid %d)", name, pid)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = proc.Signal(syscall.SIGKILL)
+	for i := 0; i < 50; i++ {
+		if !alive(pid, want) {
+			p("%s: killed (pid %d)", name, pid)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("deploy: %s (pid %d) did not stop", name, pid)
+}
+
+// GuestStatus is one guest line of Status.
+type GuestStatus struct {
+	Name      string `json:"name"`
+	State     string `json:"state"` // running, stopped, crashed, unreachable
+	PID       int    `json:"pid"`
+	SSH       string `json:"ssh"`
+	DataIP    string `json:"data_ip"`
+	NIC       string `json:"nic"`
+	RDMADev   string `json:"rdma_dev"`
+	PortState string `json:"port_state"`
+	Error     string `json:"error,omitempty"`
+}
+
+// RackStatus is what `hinic deploy status` shows.
+type RackStatus struct {
+	Name     string         `json:"name"`
+	RunDir   string         `json:"run_dir"`
+	Down     bool           `json:"down"`
+	Fabric   string         `json:"fabric"` // running or stopped
+	Guests   []GuestStatus  `json:"guests"`
+	Switches *fabric.Status `json:"switches,omitempty"`
+}
+
+// Status looks at each process of the rack, asks each running guest for
+// its RDMA port state over SSH, and queries the fabric.
+func Status(ctx context.Context, runDir string) (*RackStatus, error) {
+	st, err := ReadState(runDir)
+	if err != nil {
+		return nil, err
+	}
+	rs := &RackStatus{Name: st.Rack.Name, RunDir: st.Rack.RunDir, Down: st.Down, Fabric: "stopped"}
+	if alive(st.FabricPID, fabricCmd) {
+		rs.Fabric = "running"
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rs.Switches, _ = fabric.QueryStatus(qctx, filepath.Join(st.Rack.RunDir, DirFabric))
+		cancel()
+	}
+	rs.Guests = make([]GuestStatus, len(st.Guests))
+	var wg sync.WaitGroup
+	for i := range st.Guests {
+		g := &st.Guests[i]
+		gs := &rs.Guests[i]
+		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, State: "stopped"}
+		if !alive(g.PID, "qemu") {
+			if !st.Down {
+				gs.State = "crashed"
+				if b, err := os.ReadFile(filepath.Join(g.Dir, "qemu.log")); err == nil {
+					gs.Error = lastLines(string(b), 1)
+				}
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			c, err := st.Connect(cctx, g)
+			if err != nil {
+				gs.State, gs.Error = "unreachable", err.Error()
+				return
+			}
+			defer c.Close()
+			gs.State = "running"
+			if g.RDMADev != "" {
+				out, err := c.Run(cctx, "cat /sys/class/infiniband/"+g.RDMADev+"/ports/1/state")
+				if err != nil {
+					gs.PortState = "absent"
+				} else {
+					f := strings.Fields(out)
+					gs.PortState = f[len(f)-1]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return rs, nil
+}
+
+// WriteLog copies a guest file's tail (e.g. its console) to w.
+func WriteLog(w io.Writer, path string, lines int) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, lastLines(string(b), lines)+"\n")
+	return err
+}

@@ -1,0 +1,232 @@
+// Package deploy runs QEMU racks: it reads rack specs (YAML), starts the
+// HiSwitch fabric as a child process (`hinic fabric serve`), starts one QEMU
+// guest per spec entry (TCG unless KVM works) with its data NIC on a fabric
+// qemu-stream port and its management SSH forwarded to loopback, reaches the
+// guests over SSH (golang.org/x/crypto/ssh, host keys pinned on first
+// contact, files pushed with go-scp), brings up their RDMA NICs, and keeps
+// the rack's state in a run directory so that `status` and `down` find it
+// from another process.
+//
+// deploy imports fabric (to query a running fabric) and image (manifests);
+// it must not import verify or the CLI.
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// NIC kinds of a guest.
+const (
+	NICRxe    = "rxe"    // Linux Soft-RoCE over a virtio-net NIC
+	NICHicain = "hicain" // the HiNIC device (needs hinic device serve)
+)
+
+// Rack is a rack spec. Zero values take the defaults of Defaults.
+type Rack struct {
+	Name        string   `yaml:"name" json:"name"`
+	RunDir      string   `yaml:"run-dir" json:"run_dir"`
+	Image       string   `yaml:"image" json:"image"`
+	Network     string   `yaml:"network" json:"network"`
+	SSHPortBase int      `yaml:"ssh-port-base" json:"ssh_port_base"`
+	Accel       string   `yaml:"accel" json:"accel"`
+	Pcap        bool     `yaml:"pcap" json:"pcap"`
+	BootTimeout Duration `yaml:"boot-timeout" json:"boot_timeout"`
+	MTU         int      `yaml:"mtu" json:"mtu"`
+	Switches    []Switch `yaml:"switches" json:"switches"`
+	Guests      []Guest  `yaml:"guests" json:"guests"`
+	Links       []Link   `yaml:"links" json:"links"`
+}
+
+// Switch is one HiSwitch of the rack.
+type Switch struct {
+	Name  string `yaml:"name" json:"name"`
+	Ports int    `yaml:"ports" json:"ports"`
+}
+
+// Guest is one QEMU VM.
+type Guest struct {
+	Name    string `yaml:"name" json:"name"`
+	Memory  int    `yaml:"memory" json:"memory_mib"`
+	CPUs    int    `yaml:"cpus" json:"cpus"`
+	Image   string `yaml:"image" json:"image"`
+	NIC     string `yaml:"nic" json:"nic"`
+	IP      string `yaml:"ip" json:"ip"`
+	MAC     string `yaml:"mac" json:"mac"`
+	Switch  string `yaml:"switch" json:"switch"`
+	Port    int    `yaml:"port" json:"port"`
+	SSHPort int    `yaml:"ssh-port" json:"ssh_port"`
+	// Debs are .deb files copied to the guest and installed with dpkg.
+	Debs []string `yaml:"debs" json:"debs"`
+	// Files are copied to the guest: "LOCAL:REMOTE".
+	Files []string `yaml:"files" json:"files"`
+}
+
+// Link is an inter-switch cable, "sw0:10" to "sw1:10".
+type Link struct {
+	A string `yaml:"a" json:"a"`
+	B string `yaml:"b" json:"b"`
+}
+
+// Duration is a time.Duration read from YAML as "90s".
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML reads "90s", "5m".
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes the duration as text.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// ReadRack reads a rack spec from a YAML file; unknown keys are an error.
+func ReadRack(path string) (*Rack, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r Rack
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("deploy: %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// DefaultRunDir is the run directory of rack name: short, because UNIX
+// socket paths must stay under 108 bytes.
+func DefaultRunDir(name string) string {
+	return filepath.Join(os.TempDir(), "hinic-rack-"+name)
+}
+
+// Defaults fills in what the spec leaves out; an empty spec becomes the
+// canonical two-VM layout: vm-a and vm-b with rxe NICs on sw0, data network
+// 10.42.0.0/24 (.1, .2), MACs 52:54:00:42:00:NN, SSH on 127.0.0.1:2222 and up.
+func (r *Rack) Defaults() error {
+	if r.Name == "" {
+		r.Name = "rack0"
+	}
+	if r.RunDir == "" {
+		r.RunDir = DefaultRunDir(r.Name)
+	}
+	if r.Image == "" {
+		r.Image = filepath.Join(".cache", "images", "hinic-guest")
+	}
+	if r.Network == "" {
+		r.Network = "10.42.0.0/24"
+	}
+	if r.SSHPortBase == 0 {
+		r.SSHPortBase = 2222
+	}
+	if r.Accel == "" {
+		r.Accel = "auto"
+	}
+	if r.BootTimeout.Duration == 0 {
+		r.BootTimeout.Duration = 300 * time.Second
+	}
+	if len(r.Switches) == 0 {
+		r.Switches = []Switch{{Name: "sw0"}}
+	}
+	for i := range r.Switches {
+		if r.Switches[i].Ports == 0 {
+			r.Switches[i].Ports = 10
+		}
+	}
+	if len(r.Guests) == 0 {
+		r.Guests = []Guest{{Name: "vm-a"}, {Name: "vm-b"}}
+	}
+	prefix, err := netip.ParsePrefix(r.Network)
+	if err != nil {
+		return fmt.Errorf("deploy: network %q: %w", r.Network, err)
+	}
+	used := map[string]bool{}
+	nextPort := map[string]int{}
+	for i := range r.Guests {
+		g := &r.Guests[i]
+		n := i + 1
+		if g.Name == "" {
+			g.Name = fmt.Sprintf("vm-%d", n)
+		}
+		if strings.ContainsAny(g.Name, "/: ") || used[g.Name] {
+			return fmt.Errorf("deploy: guest name %q: empty, duplicate or has '/', ':' or a space", g.Name)
+		}
+		used[g.Name] = true
+		if g.Memory == 0 {
+			g.Memory = 1024
+		}
+		if g.CPUs == 0 {
+			g.CPUs = 1
+		}
+		if g.Image == "" {
+			g.Image = r.Image
+		}
+		if g.NIC == "" {
+			g.NIC = NICRxe
+		}
+		if g.NIC != NICRxe && g.NIC != NICHicain {
+			return fmt.Errorf("deploy: guest %s: nic %q: valid kinds are rxe, hicain", g.Name, g.NIC)
+		}
+		if g.IP == "" {
+			a := prefix.Addr().As4()
+			a[3] = byte(n)
+			g.IP = netip.AddrFrom4(a).String()
+		}
+		ip, err := netip.ParseAddr(g.IP)
+		if err != nil || !prefix.Contains(ip) {
+			return fmt.Errorf("deploy: guest %s: ip %q is not in %s", g.Name, g.IP, r.Network)
+		}
+		if g.MAC == "" {
+			g.MAC = fmt.Sprintf("52:54:00:42:00:%02x", n)
+		}
+		if g.Switch == "" {
+			g.Switch = r.Switches[0].Name
+		}
+		sw := r.switchByName(g.Switch)
+		if sw == nil {
+			return fmt.Errorf("deploy: guest %s: no switch %q", g.Name, g.Switch)
+		}
+		if g.Port == 0 {
+			nextPort[g.Switch]++
+			g.Port = nextPort[g.Switch]
+		}
+		if g.Port < 1 || g.Port > sw.Ports {
+			return fmt.Errorf("deploy: guest %s: port %d of %s is out of range 1..%d", g.Name, g.Port, g.Switch, sw.Ports)
+		}
+		if g.SSHPort == 0 {
+			g.SSHPort = r.SSHPortBase + i
+		}
+	}
+	return nil
+}
+
+func (r *Rack) switchByName(name string) *Switch {
+	for i := range r.Switches {
+		if r.Switches[i].Name == name {
+			return &r.Switches[i]
+		}
+	}
+	return nil
+}
+
+// PrefixLen is the data network's prefix length.
+func (r *Rack) PrefixLen() int {
+	p, _ := netip.ParsePrefix(r.Network)
+	return p.Bits()
+}
+
+// ErrNotDeployed is returned when a run directory holds no rack.
+var ErrNotDeployed = errors.New("deploy: no rack state")

@@ -1,0 +1,100 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func TestDefaultsCanonicalRack(t *testing.T) {
+	r := &Rack{}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Guests) != 2 {
+		t.Fatalf("guests = %d", len(r.Guests))
+	}
+	for i, want := range []Guest{
+		{Name: "vm-a", IP: "10.42.0.1", MAC: "52:54:00:42:00:01", Port: 1, SSHPort: 2222, NIC: NICRxe, Switch: "sw0"},
+		{Name: "vm-b", IP: "10.42.0.2", MAC: "52:54:00:42:00:02", Port: 2, SSHPort: 2223, NIC: NICRxe, Switch: "sw0"},
+	} {
+		g := r.Guests[i]
+		if g.Name != want.Name || g.IP != want.IP || g.MAC != want.MAC || g.Port != want.Port ||
+			g.SSHPort != want.SSHPort || g.NIC != want.NIC || g.Switch != want.Switch {
+			t.Errorf("guest %d = %+v, want %+v", i, g, want)
+		}
+	}
+	if r.RunDir != filepath.Join(os.TempDir(), "hinic-rack-rack0") {
+		t.Errorf("run dir %s", r.RunDir)
+	}
+}
+
+func TestDefaultsErrors(t *testing.T) {
+	for name, r := range map[string]Rack{
+		"ip outside network": {Guests: []Guest{{Name: "a", IP: "10.0.0.1"}}},
+		"duplicate name":     {Guests: []Guest{{Name: "a"}, {Name: "a"}}},
+		"bad nic":            {Guests: []Guest{{Name: "a", NIC: "mlx5"}}},
+		"unknown switch":     {Guests: []Guest{{Name: "a", Switch: "sw9"}}},
+		"port out of range":  {Switches: []Switch{{Name: "sw0", Ports: 2}}, Guests: []Guest{{Name: "a", Port: 3}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := r.Defaults(); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+func TestExampleSpec(t *testing.T) {
+	r, err := ReadRack("../../testdata/racks/two-rxe.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "rxe" || !r.Pcap || len(r.Guests) != 2 || r.Guests[1].IP != "10.42.0.2" || r.BootTimeout.Seconds() != 300 {
+		t.Errorf("got %+v", r)
+	}
+	// Unknown keys are an error.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("name: x\nguets: []\n"), 0o644)
+	if _, err := ReadRack(bad); err == nil || !strings.Contains(err.Error(), "guets") {
+		t.Errorf("unknown key: err %v", err)
+	}
+}
+
+func TestFabricConfig(t *testing.T) {
+	r := &Rack{RunDir: "/tmp/x", Pcap: true}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Fabric struct {
+			RunDir   string `yaml:"run-dir"`
+			Pcap     string `yaml:"pcap"`
+			Switches []struct {
+				Name  string `yaml:"name"`
+				Ports int    `yaml:"ports"`
+				Port  []struct {
+					Num  int    `yaml:"num"`
+					Kind string `yaml:"kind"`
+				} `yaml:"port"`
+			} `yaml:"switches"`
+		} `yaml:"fabric"`
+	}
+	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
+		t.Fatal(err)
+	}
+	f := doc.Fabric
+	if f.RunDir != "/tmp/x/fab" || f.Pcap != "/tmp/x/pcap" || len(f.Switches) != 1 || len(f.Switches[0].Port) != 2 ||
+		f.Switches[0].Port[1].Num != 2 || f.Switches[0].Port[1].Kind != "qemu-stream" {
+		t.Errorf("got %+v", f)
+	}
+	if got := PortSocket(r, "sw0", 2); got != "/tmp/x/fab/sw0-port2.sock" {
+		t.Errorf("PortSocket = %s", got)
+	}
+}

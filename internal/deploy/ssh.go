@@ -1,0 +1,233 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	scp "github.com/bramvdbogaerde/go-scp"
+	"github.com/skeema/knownhosts"
+	"golang.org/x/crypto/ssh"
+)
+
+// EnsureKey returns the signer of the rack's SSH key at path, generating an
+// ed25519 key (and path.pub) the first time.
+func EnsureKey(path string) (ssh.Signer, string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		s, err := ssh.ParsePrivateKey(b)
+		if err != nil {
+			return nil, "", fmt.Errorf("deploy: %s: %w", path, err)
+		}
+		return s, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))), nil
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "hinic rack key")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, "", err
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, "", err
+	}
+	pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))) + " hinic-rack"
+	if err := os.WriteFile(path+".pub", []byte(pub+"\n"), 0o644); err != nil {
+		return nil, "", err
+	}
+	return s, pub, nil
+}
+
+// knownHostsMu serialises trust-on-first-use writes to one known_hosts file.
+var knownHostsMu sync.Mutex
+
+// hostKeyCallback pins a guest's host key on first contact in the rack's
+// known_hosts file and refuses a changed key afterwards.
+func hostKeyCallback(path string) (ssh.HostKeyCallback, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return func(host string, remote net.Addr, key ssh.PublicKey) error {
+		knownHostsMu.Lock()
+		defer knownHostsMu.Unlock()
+		kh, err := knownhosts.New(path)
+		if err != nil {
+			return err
+		}
+		err = kh(host, remote, key)
+		if knownhosts.IsHostUnknown(err) {
+			f, ferr := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+			if ferr != nil {
+				return ferr
+			}
+			defer f.Close()
+			return knownhosts.WriteKnownHost(f, host, remote, key)
+		}
+		return err
+	}, nil
+}
+
+// Client is an SSH connection to one guest's management address. It is
+// safe for concurrent use (each Run opens its own session).
+type Client struct {
+	Addr string
+	c    *ssh.Client
+}
+
+// Dial connects once.
+func Dial(ctx context.Context, addr string, signer ssh.Signer, knownHosts string) (*Client, error) {
+	cb, err := hostKeyCallback(knownHosts)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &ssh.ClientConfig{
+		User:            "root",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: cb,
+		Timeout:         10 * time.Second,
+	}
+	// Offer the key types already pinned for this host first, so a pinned
+	// ed25519 key is not reported as changed when the server would have
+	// negotiated ecdsa (toolkit-facts 6.3).
+	if kh, err := knownhosts.New(knownHosts); err == nil {
+		cfg.HostKeyAlgorithms = knownhosts.HostKeyAlgorithms(ssh.HostKeyCallback(kh), addr)
+	}
+	d := net.Dialer{Timeout: cfg.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return &Client{Addr: addr, c: ssh.NewClient(sc, chans, reqs)}, nil
+}
+
+// WaitSSH dials addr until it answers a command or the context ends.
+func WaitSSH(ctx context.Context, addr string, signer ssh.Signer, knownHosts string) (*Client, error) {
+	var last error
+	for {
+		c, err := Dial(ctx, addr, signer, knownHosts)
+		if err == nil {
+			if _, err = c.Run(ctx, "true"); err == nil {
+				return c, nil
+			}
+			c.Close()
+		}
+		if knownhosts.IsHostKeyChanged(err) {
+			return nil, fmt.Errorf("deploy: %s: host key changed: %w", addr, err)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("deploy: ssh %s not ready: %w (last error: %v)", addr, ctx.Err(), last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.c.Close() }
+
+// RunError is a remote command that exited non-zero.
+type RunError struct {
+	Cmd    string
+	Status int
+	Stderr string
+}
+
+func (e *RunError) Error() string {
+	return fmt.Sprintf("`%s` exited %d: %s", e.Cmd, e.Status, strings.TrimSpace(e.Stderr))
+}
+
+// Run runs cmd in a shell on the guest and returns its standard output and
+// error combined. A non-zero exit is a *RunError; the context ending kills
+// the remote command (SIGKILL, then the session is closed).
+func (c *Client) Run(ctx context.Context, cmd string) (string, error) {
+	s, err := c.c.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	// One buffer behind a lock: two io.Copy calls into a bare
+	// bytes.Buffer use its ReadFrom concurrently, and the stderr copy,
+	// returning at EOF, truncates what stdout wrote meanwhile.
+	out := &lockedBuffer{}
+	s.Stdout = out
+	s.Stderr = out
+	done := make(chan error, 1)
+	go func() { done <- s.Run(cmd) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = s.Signal(ssh.SIGKILL)
+		s.Close()
+		<-done
+		return out.String(), ctx.Err()
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), &RunError{Cmd: cmd, Status: ee.ExitStatus(), Stderr: lastLines(out.String(), 5)}
+	}
+	return out.String(), err
+}
+
+// Upload copies a local file to the guest with scp.
+func (c *Client) Upload(ctx context.Context, local, remote, mode string) error {
+	sc, err := scp.NewClientBySSH(c.c)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return sc.CopyFromFile(ctx, *f, remote, mode)
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writers. It hides
+// ReadFrom on purpose (see Run).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
