@@ -2,7 +2,6 @@ package device_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,26 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
-
-// requireTool skips the test when a tool it runs is missing, unless
-// HINIC_REQUIRE_TOOLS=1 (CI), where a missing tool is a failure.
-func requireTool(t *testing.T, what, hint string, ok bool) {
-	t.Helper()
-	if ok {
-		return
-	}
-	msg := fmt.Sprintf("%s not available (%s)", what, hint)
-	if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg + "; HINIC_REQUIRE_TOOLS=1 makes this a failure")
-	}
-	t.Skip(msg)
-}
 
 // smokeVector is the x86 interrupt vector the guest script programs
 // into MSI-X table entry 0. No driver owns it, so its arrival shows up as
@@ -50,14 +35,14 @@ func TestQEMUSmoke(t *testing.T) {
 		t.Skip("boots a VM")
 	}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
-	requireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
+	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
 	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
 	slices.Sort(kernels)
-	requireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
+	testutil.RequireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
 	kernel := kernels[len(kernels)-1]
 	busybox := "/bin/busybox"
 	_, err = os.Stat(busybox)
-	requireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
 
 	dir, err := os.MkdirTemp("", "hdq")
 	if err != nil {
@@ -94,7 +79,7 @@ func TestQEMUSmoke(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	markers := map[string]chan struct{}{"HICAIN-DONE": make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -190,75 +175,12 @@ echo HICAIN-DONE
 poweroff -f
 `
 
-// writeInitramfs writes a cpio "newc" archive with /init, busybox and
-// /dev/console, in Go (no root, loop device or cpio tool).
+// writeInitramfs writes the smoke guest's initramfs: busybox as /init's
+// shell and the directories it mounts on.
 func writeInitramfs(path, busybox, init string) error {
-	var w cpioWriter
-	for _, d := range []string{"dev", "bin", "sbin", "proc", "sys", "usr", "usr/bin", "usr/sbin"} {
-		w.dir(d)
-	}
-	w.node("dev/console", 0o20600, 5, 1)
-	bb, err := os.ReadFile(busybox)
+	w, err := testutil.BusyboxInitramfs(busybox, init, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
 	if err != nil {
 		return err
 	}
-	w.file("bin/busybox", 0o755, bb)
-	w.file("bin/sh", 0o755, bb)
-	w.file("init", 0o755, []byte(init))
-	w.header("TRAILER!!!", 0, 0, 0, 0)
-	return os.WriteFile(path, w.buf.Bytes(), 0o644)
-}
-
-type cpioWriter struct {
-	buf bytes.Buffer
-	ino uint32
-}
-
-func (w *cpioWriter) header(name string, mode uint32, size int, rmaj, rmin uint32) {
-	w.ino++
-	nlink := uint32(1)
-	if mode&0o170000 == 0o040000 {
-		nlink = 2
-	}
-	fmt.Fprintf(&w.buf, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		w.ino, mode, 0, 0, nlink, 0, size, 0, 0, rmaj, rmin, len(name)+1, 0)
-	w.buf.WriteString(name)
-	w.buf.WriteByte(0)
-	w.pad()
-}
-
-func (w *cpioWriter) pad() {
-	for w.buf.Len()%4 != 0 {
-		w.buf.WriteByte(0)
-	}
-}
-
-func (w *cpioWriter) dir(name string) { w.header(name, 0o040755, 0, 0, 0) }
-
-func (w *cpioWriter) node(name string, mode, major, minor uint32) {
-	w.header(name, mode, 0, major, minor)
-}
-
-func (w *cpioWriter) file(name string, perm uint32, data []byte) {
-	w.header(name, 0o100000|perm, len(data), 0, 0)
-	w.buf.Write(data)
-	w.pad()
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) WriteLine(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s)
-	l.b.WriteByte('\n')
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return os.WriteFile(path, w.Bytes(), 0o644)
 }

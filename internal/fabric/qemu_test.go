@@ -2,7 +2,6 @@ package fabric_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,26 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
-
-// requireTool skips the test when a tool it runs is missing, unless
-// HINIC_REQUIRE_TOOLS=1 (CI), where a missing tool is a failure.
-func requireTool(t *testing.T, what, hint string, ok bool) {
-	t.Helper()
-	if ok {
-		return
-	}
-	msg := fmt.Sprintf("%s not available (%s)", what, hint)
-	if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
-		t.Fatal(msg + "; HINIC_REQUIRE_TOOLS=1 makes this a failure")
-	}
-	t.Skip(msg)
-}
 
 // TestQEMUGuestsPing boots two stock QEMU guests (TCG) with virtio-net
 // NICs on -netdev stream ports of one switch; each pings the other
@@ -40,18 +25,18 @@ func TestQEMUGuestsPing(t *testing.T) {
 		t.Skip("boots two VMs")
 	}
 	qemu, err := exec.LookPath("qemu-system-x86_64")
-	requireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
+	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
 	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
 	slices.Sort(kernels)
-	requireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
+	testutil.RequireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
 	kernel := kernels[len(kernels)-1]
 	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
 	modDir := filepath.Join("/lib/modules", release)
 	_, err = os.Stat(filepath.Join(modDir, "modules.dep"))
-	requireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
+	testutil.RequireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
 	busybox := "/bin/busybox"
 	_, err = os.Stat(busybox)
-	requireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
 
 	mods, err := moduleOrder(modDir, "kernel/drivers/virtio/virtio_pci.ko", "kernel/drivers/net/virtio_net.ko")
 	if err != nil {
@@ -79,7 +64,7 @@ func TestQEMUGuestsPing(t *testing.T) {
 	defer cancel()
 	type guest struct {
 		n      int
-		out    *lockedBuffer
+		out    *testutil.LockedBuffer
 		cmd    *exec.Cmd
 		passed chan struct{}
 	}
@@ -89,7 +74,7 @@ func TestQEMUGuestsPing(t *testing.T) {
 		if err := writeInitramfs(initrd, busybox, modDir, mods, guestInit(n, 3-n, mods)); err != nil {
 			t.Fatal(err)
 		}
-		g := &guest{n: n, out: &lockedBuffer{}, passed: make(chan struct{})}
+		g := &guest{n: n, out: &testutil.LockedBuffer{}, passed: make(chan struct{})}
 		g.cmd = exec.CommandContext(ctx, qemu,
 			"-accel", "tcg", "-m", "256", "-nodefaults", "-nographic", "-no-reboot",
 			"-serial", "stdio", "-monitor", "none",
@@ -205,86 +190,19 @@ func moduleOrder(modDir string, want ...string) ([]string, error) {
 	return order, nil
 }
 
-// writeInitramfs writes a cpio "newc" archive: /init, /bin/busybox,
-// /dev/console and the modules in /lib/modules. Written in Go, so no
-// mount, loop device or root is needed.
+// writeInitramfs writes a guest's initramfs: busybox, /init and the
+// modules in /lib/modules.
 func writeInitramfs(path, busybox, modDir string, mods []string, init string) error {
-	var w cpioWriter
-	w.dir("dev")
-	w.dir("bin")
-	w.dir("lib")
-	w.dir("lib/modules")
-	w.node("dev/console", 0o20600, 5, 1) // character device 5:1
-	bb, err := os.ReadFile(busybox)
+	w, err := testutil.BusyboxInitramfs(busybox, init, "lib", "lib/modules")
 	if err != nil {
 		return err
 	}
-	w.file("bin/busybox", 0o755, bb)
-	w.file("bin/sh", 0o755, bb)
 	for _, m := range mods {
 		data, err := os.ReadFile(filepath.Join(modDir, m))
 		if err != nil {
 			return err
 		}
-		w.file("lib/modules/"+filepath.Base(m), 0o644, data)
+		w.File("lib/modules/"+filepath.Base(m), 0o644, data)
 	}
-	w.file("init", 0o755, []byte(init))
-	w.trailer()
-	return os.WriteFile(path, w.buf.Bytes(), 0o644)
-}
-
-type cpioWriter struct {
-	buf bytes.Buffer
-	ino uint32
-}
-
-func (w *cpioWriter) header(name string, mode uint32, size int, rmaj, rmin uint32) {
-	w.ino++
-	nlink := uint32(1)
-	if mode&0o170000 == 0o040000 {
-		nlink = 2
-	}
-	fmt.Fprintf(&w.buf, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		w.ino, mode, 0, 0, nlink, 0, size, 0, 0, rmaj, rmin, len(name)+1, 0)
-	w.buf.WriteString(name)
-	w.buf.WriteByte(0)
-	w.pad()
-}
-
-func (w *cpioWriter) pad() {
-	for w.buf.Len()%4 != 0 {
-		w.buf.WriteByte(0)
-	}
-}
-
-func (w *cpioWriter) dir(name string) { w.header(name, 0o040755, 0, 0, 0) }
-
-func (w *cpioWriter) node(name string, mode, major, minor uint32) {
-	w.header(name, mode, 0, major, minor)
-}
-
-func (w *cpioWriter) file(name string, perm uint32, data []byte) {
-	w.header(name, 0o100000|perm, len(data), 0, 0)
-	w.buf.Write(data)
-	w.pad()
-}
-
-func (w *cpioWriter) trailer() { w.header("TRAILER!!!", 0, 0, 0, 0) }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) WriteLine(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.WriteString(s)
-	l.b.WriteByte('\n')
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return os.WriteFile(path, w.Bytes(), 0o644)
 }

@@ -1,0 +1,116 @@
+// Package testutil holds what several packages' tests share: gating tests
+// on installed tools, a cpio "newc" writer for the initramfs of QEMU test
+// guests, and a line buffer safe for concurrent writers. Only _test.go
+// files import it.
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+)
+
+// RequireTool skips the test when a tool it needs is missing (ok false),
+// unless HINIC_REQUIRE_TOOLS=1 (CI sets it), where a missing tool is a
+// failure rather than a silent skip. hint says how to get the tool.
+func RequireTool(t testing.TB, what, hint string, ok bool) {
+	t.Helper()
+	if ok {
+		return
+	}
+	msg := fmt.Sprintf("%s not available (%s)", what, hint)
+	if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
+		t.Fatal(msg + "; HINIC_REQUIRE_TOOLS=1 makes this a failure")
+	}
+	t.Skip(msg)
+}
+
+// CPIO writes a cpio "newc" archive in memory, the format the kernel
+// unpacks as an initramfs: no mount, loop device, root or cpio tool is
+// needed to build a test guest's root file system.
+type CPIO struct {
+	buf bytes.Buffer
+	ino uint32
+}
+
+func (w *CPIO) header(name string, mode uint32, size int, rmaj, rmin uint32) {
+	w.ino++
+	nlink := uint32(1)
+	if mode&0o170000 == 0o040000 {
+		nlink = 2
+	}
+	fmt.Fprintf(&w.buf, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		w.ino, mode, 0, 0, nlink, 0, size, 0, 0, rmaj, rmin, len(name)+1, 0)
+	w.buf.WriteString(name)
+	w.buf.WriteByte(0)
+	w.pad()
+}
+
+func (w *CPIO) pad() {
+	for w.buf.Len()%4 != 0 {
+		w.buf.WriteByte(0)
+	}
+}
+
+// Dir adds a directory (mode 0755).
+func (w *CPIO) Dir(name string) { w.header(name, 0o040755, 0, 0, 0) }
+
+// Node adds a device node; mode includes the file type bits (for example
+// 0o20600 for a character device).
+func (w *CPIO) Node(name string, mode, major, minor uint32) { w.header(name, mode, 0, major, minor) }
+
+// File adds a regular file with permission bits perm.
+func (w *CPIO) File(name string, perm uint32, data []byte) {
+	w.header(name, 0o100000|perm, len(data), 0, 0)
+	w.buf.Write(data)
+	w.pad()
+}
+
+// Bytes ends the archive with its trailer and returns it.
+func (w *CPIO) Bytes() []byte {
+	w.header("TRAILER!!!", 0, 0, 0, 0)
+	return w.buf.Bytes()
+}
+
+// BusyboxInitramfs starts an archive with the directories dirs,
+// /dev/console, the busybox binary at busybox as /bin/busybox and /bin/sh,
+// and init as /init; the caller may add more before Bytes.
+func BusyboxInitramfs(busybox, init string, dirs ...string) (*CPIO, error) {
+	var w CPIO
+	for _, d := range append([]string{"dev", "bin"}, dirs...) {
+		w.Dir(d)
+	}
+	w.Node("dev/console", 0o20600, 5, 1) // character device 5:1
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, err
+	}
+	w.File("bin/busybox", 0o755, bb)
+	w.File("bin/sh", 0o755, bb)
+	w.File("init", 0o755, []byte(init))
+	return &w, nil
+}
+
+// LockedBuffer collects lines from several goroutines (a guest's console
+// reader and the test).
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// WriteLine appends s and a newline.
+func (l *LockedBuffer) WriteLine(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+	l.b.WriteByte('\n')
+}
+
+// String returns everything written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
