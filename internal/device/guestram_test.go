@@ -40,7 +40,7 @@ func TestBelowFourG(t *testing.T) {
 
 func TestGuestRAMTranslation(t *testing.T) {
 	dir := t.TempDir()
-	// q35 with 4 GiB: GPA 0x101b7b000 -> offset 0x81b7b000 (fact sheet).
+	// q35 with 4 GiB: GPA 0x101b7b000 -> offset 0x81b7b000 (2 GiB below 4 GiB on q35).
 	g, err := OpenGuestRAM(filepath.Join(dir, "q35.ram"), 4<<30, MachineQ35)
 	if err != nil {
 		t.Fatal(err)

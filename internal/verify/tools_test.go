@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Output samples from ../shared/docs/rdma-facts.md section 4 and
+// Output samples in the formats of perftest 4.5 and the rdma-core 44 pingpong tools, and
 // toolkit-facts.md section 5.3 (real runs on rxe0 under TCG). perftest rows
 // contain tabs.
 
