@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// Output samples in the formats of perftest 4.5 and the rdma-core 44 pingpong tools, and
-// toolkit-facts.md section 5.3 (real runs on rxe0 under TCG). perftest rows
+// Output samples of perftest 4.5 and the rdma-core 44 pingpong tools from
+// real runs on rxe0 under TCG. perftest rows
 // contain tabs.
 
 const rcPingPong = `  local address:  LID 0x0000, QPN 0x000012, PSN 0x8b06a6, GID ::ffff:169.254.10.2
