@@ -51,7 +51,7 @@ type VNICConfig struct {
 	IPv4       []netip.Addr
 	NodeGUID   uint64
 	PortGUID   uint64
-	LinkLayer  string // "eth" (RoCEv2); "ib" is not implemented yet
+	LinkLayer  string // "eth" (RoCEv2); "ib" is refused until the engine speaks native IB
 	MTU        int    // path MTU limit in bytes; 0 = 1024
 }
 
@@ -84,7 +84,7 @@ func (c *VNICConfig) resolve() error {
 	case "", "eth", "ethernet":
 		c.LinkLayer = "eth"
 	case "ib":
-		return errors.New("link layer ib: native InfiniBand is not implemented by the engine yet")
+		return errors.New("link layer ib: this version's engine supports RoCEv2 (eth) only; native InfiniBand vNICs are not supported")
 	default:
 		return fmt.Errorf("link layer %q: want eth", c.LinkLayer)
 	}

@@ -23,8 +23,8 @@ var (
 	// ErrBusy: the object is still in use (EBUSY), e.g. deallocating a PD
 	// that has MRs.
 	ErrBusy = errors.New("rdma: resource busy")
-	// ErrUnsupported: the operation is not implemented (EOPNOTSUPP), e.g.
-	// atomics and UD in this part.
+	// ErrUnsupported: the device does not support the operation (EOPNOTSUPP), e.g.
+	// UD and SRQ in this version.
 	ErrUnsupported = errors.New("rdma: operation not supported")
 )
 
