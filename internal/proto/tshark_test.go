@@ -2,76 +2,27 @@ package proto
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/PacketFive/hinic/internal/testutil"
 )
-
-// tsharkOrSkip returns the path of tshark, or skips the test when it is not
-// installed — unless HINIC_REQUIRE_TOOLS=1 (CI sets it), which makes a
-// missing tool a failure rather than a silent skip.
-func tsharkOrSkip(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("tshark")
-	if err != nil {
-		if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
-			t.Fatal("tshark is required (HINIC_REQUIRE_TOOLS=1) but not installed: apt-get install tshark")
-		}
-		t.Skip("tshark not installed")
-	}
-	return path
-}
-
-// writePcap writes frames as a classic pcap file with link type lt.
-func writePcap(t *testing.T, path string, lt uint32, frames [][]byte) {
-	t.Helper()
-	var b bytes.Buffer
-	hdr := make([]byte, 24)
-	binary.LittleEndian.PutUint32(hdr[0:], 0xA1B2C3D4)
-	binary.LittleEndian.PutUint16(hdr[4:], 2)
-	binary.LittleEndian.PutUint16(hdr[6:], 4)
-	binary.LittleEndian.PutUint32(hdr[16:], 65535)
-	binary.LittleEndian.PutUint32(hdr[20:], lt)
-	b.Write(hdr)
-	for i, f := range frames {
-		rec := make([]byte, 16)
-		binary.LittleEndian.PutUint32(rec[0:], uint32(1700000000+i))
-		binary.LittleEndian.PutUint32(rec[8:], uint32(len(f)))
-		binary.LittleEndian.PutUint32(rec[12:], uint32(len(f)))
-		b.Write(rec)
-		b.Write(f)
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tsharkArgs turn off heuristic dissectors that claim RDMA payloads (RPC
-// over RDMA, Mellanox EoIB) and teach tshark that user link type 147 is
-// native InfiniBand (tshark 4.0 does not know LINKTYPE_INFINIBAND 247).
-var tsharkArgs = []string{
-	"--disable-protocol", "rpcordma", "--disable-protocol", "infiniband.eoib",
-	"-o", `uat:user_dlts:"User 0 (DLT=147)","infiniband","0","","0",""`,
-}
-
-const linkTypeUser0 = 147
 
 // TestTsharkDissectsOurFrames builds every opcode on every encapsulation
 // with our encoders and checks that tshark dissects each frame without
 // "Malformed" and reads the same opcode, destination QP and PSN.
 func TestTsharkDissectsOurFrames(t *testing.T) {
-	tshark := tsharkOrSkip(t)
+	tshark := testutil.Tshark(t)
 	for _, tc := range []struct {
 		name string
 		lt   uint32
 		encs []int // indexes into encapsulations
 	}{
 		{"ethernet", 1, []int{0, 1, 2, 3}},
-		{"infiniband", linkTypeUser0, []int{4, 5}},
+		{"infiniband", testutil.LinkTypeUser0, []int{4, 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var frames [][]byte
@@ -93,13 +44,13 @@ func TestTsharkDissectsOurFrames(t *testing.T) {
 				frames = append(frames, pfc)
 			}
 			path := filepath.Join(t.TempDir(), tc.name+".pcap")
-			writePcap(t, path, tc.lt, frames)
+			testutil.WritePcap(t, path, tc.lt, frames)
 
-			verbose := runTshark(t, tshark, append(append([]string{}, tsharkArgs...), "-r", path, "-V")...)
+			verbose := runTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-V")...)
 			if strings.Contains(verbose, "Malformed") {
 				t.Fatalf("tshark reports a malformed frame:\n%s", excerpt(verbose, "Malformed"))
 			}
-			fields := runTshark(t, tshark, append(append([]string{}, tsharkArgs...), "-r", path, "-T", "fields",
+			fields := runTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-T", "fields",
 				"-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp",
 				"-e", "infiniband.bth.psn")...)
 			rows := strings.Split(strings.TrimSpace(fields), "\n")

@@ -1,10 +1,7 @@
 package rdma_test
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +9,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
 
 // TestSessionDissectsInTshark captures every frame of a session with each
@@ -20,13 +18,7 @@ import (
 // opcode, destination QP, PSN and AETH syndrome our parser reads. Skipped
 // without tshark unless HINIC_REQUIRE_TOOLS=1.
 func TestSessionDissectsInTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
-			t.Fatal("tshark is required (HINIC_REQUIRE_TOOLS=1) but not installed: apt-get install tshark")
-		}
-		t.Skip("tshark not installed")
-	}
+	tshark := testutil.Tshark(t)
 	var frames [][]byte
 	for _, v6 := range []bool{false, true} {
 		p, ia, ib := newInterceptPair(t, pairOpts{ipv6: v6, mtu: 1024})
@@ -47,28 +39,10 @@ func TestSessionDissectsInTshark(t *testing.T) {
 		frames = append(frames, ia.captured()...)
 		frames = append(frames, ib.captured()...)
 	}
-	var pcap bytes.Buffer
-	hdr := make([]byte, 24)
-	binary.LittleEndian.PutUint32(hdr[0:], 0xA1B2C3D4)
-	binary.LittleEndian.PutUint16(hdr[4:], 2)
-	binary.LittleEndian.PutUint16(hdr[6:], 4)
-	binary.LittleEndian.PutUint32(hdr[16:], 65535)
-	binary.LittleEndian.PutUint32(hdr[20:], 1) // Ethernet
-	pcap.Write(hdr)
-	for i, f := range frames {
-		rec := make([]byte, 16)
-		binary.LittleEndian.PutUint32(rec[0:], uint32(1700000000+i))
-		binary.LittleEndian.PutUint32(rec[8:], uint32(len(f)))
-		binary.LittleEndian.PutUint32(rec[12:], uint32(len(f)))
-		pcap.Write(rec)
-		pcap.Write(f)
-	}
 	path := filepath.Join(t.TempDir(), "session.pcap")
-	if err := os.WriteFile(path, pcap.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WritePcap(t, path, testutil.LinkTypeEthernet, frames)
 	run := func(args ...string) string {
-		args = append([]string{"--disable-protocol", "rpcordma", "--disable-protocol", "infiniband.eoib", "-r", path}, args...)
+		args = append(append(append([]string{}, testutil.TsharkArgs...), "-r", path), args...)
 		out, err := exec.Command(tshark, args...).Output()
 		if err != nil {
 			t.Fatalf("tshark %v: %v", args, err)
