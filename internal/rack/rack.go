@@ -98,7 +98,6 @@ type Rack struct {
 	Hosts  []*Host
 
 	tmpDir    string
-	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -144,10 +143,8 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 	}
 	r.Fabric = fab
 	sw := fab.Switches()[0]
-	runCtx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
 	for i := range cfg.Hosts {
-		h, err := r.attach(ctx, runCtx, sw, i, cfg)
+		h, err := r.attach(ctx, sw, i, cfg)
 		if err != nil {
 			_ = r.Close()
 			return nil, err
@@ -157,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 	return r, nil
 }
 
-func (r *Rack) attach(ctx, runCtx context.Context, sw *fabric.Switch, i int, cfg Config) (*Host, error) {
+func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config) (*Host, error) {
 	h := &Host{Name: fmt.Sprintf("host%d", i+1), Index: i, MAC: hostMAC(i + 1), IP: hostIP(i + 1),
 		Memory: rdma.NewHostMemory(cfg.MemSize)}
 	guid := uint64(0x0248_4eff_fe00_0000) | uint64(i+1)<<8
@@ -183,7 +180,7 @@ func (r *Rack) attach(ctx, runCtx context.Context, sw *fabric.Switch, i int, cfg
 	}
 	h.Device = dev
 	r.wg.Add(1)
-	go r.receive(runCtx, h)
+	go r.receive(h)
 	return h, nil
 }
 
@@ -198,8 +195,9 @@ func (p connPort) Send(frame []byte) error {
 }
 
 // receive is the host's rx goroutine: it hands every frame from the fabric
-// to the engine (which copies what it keeps) until the connection closes.
-func (r *Rack) receive(ctx context.Context, h *Host) {
+// to the engine (which copies what it keeps) until Close closes the
+// connection.
+func (r *Rack) receive(h *Host) {
 	defer r.wg.Done()
 	buf := make([]byte, 64<<10)
 	for {
@@ -210,9 +208,6 @@ func (r *Rack) receive(ctx context.Context, h *Host) {
 		if n > 0 {
 			h.Device.Deliver(buf[:n])
 		}
-		if ctx.Err() != nil {
-			return
-		}
 	}
 }
 
@@ -221,9 +216,6 @@ func (r *Rack) receive(ctx context.Context, h *Host) {
 func (r *Rack) Close() error {
 	r.closeOnce.Do(func() {
 		var errs []error
-		if r.cancel != nil {
-			r.cancel()
-		}
 		for _, h := range r.Hosts {
 			if h.Conn != nil {
 				errs = append(errs, ignoreClosed(h.Conn.Close()))
