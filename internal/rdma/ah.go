@@ -12,13 +12,15 @@ import (
 type AH struct {
 	pd   *PD
 	attr AHAttr
+	path txPath // the frame template of a datagram to this destination
 	dead atomic.Bool
 }
 
 // CreateAH validates attr as the engine would route it and returns a
 // handle. RoCE needs a GRH (IsGlobal) and, for a unicast destination not on
 // this device, the next-hop MAC in DMAC. A multicast DGID (ff00::/8) is
-// accepted without a DMAC: the MAC follows from the group.
+// accepted without a DMAC: the MAC follows from the group (RFC 1112 for
+// IPv4-mapped 224.0.0.0/4 groups, RFC 2464 for ff00::/8).
 func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
@@ -26,32 +28,32 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 	if pd == nil || pd.dev != d || pd.dead.Load() {
 		return nil, fmt.Errorf("rdma: create AH: PD is not valid on this device: %w", ErrInvalid)
 	}
-	if err := d.checkAH(&attr); err != nil {
+	path, err := d.checkAH(&attr)
+	if err != nil {
 		return nil, fmt.Errorf("rdma: create AH: %w", err)
 	}
 	attr.PortNum = 1
 	pd.refs.Add(1)
-	return &AH{pd: pd, attr: attr}, nil
+	return &AH{pd: pd, attr: attr, path: path}, nil
 }
 
-func (d *Device) checkAH(attr *AHAttr) error {
+func (d *Device) checkAH(attr *AHAttr) (txPath, error) {
 	g := &attr.GRH
-	if !attr.IsGlobal || g.DGID[0] != 0xff {
-		_, err := d.buildPath(0, 0, attr)
-		return err
+	if !attr.IsGlobal || !isMcastGID(g.DGID) {
+		return d.buildPath(0, 0, attr)
 	}
 	// Multicast: the checks of buildPath that apply to a group.
 	if attr.PortNum > 1 {
-		return fmt.Errorf("AV: port %d does not exist: %w", attr.PortNum, ErrInvalid)
+		return txPath{}, fmt.Errorf("AV: port %d does not exist: %w", attr.PortNum, ErrInvalid)
 	}
 	if int(g.SGIDIndex) >= len(d.gids) {
-		return fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+		return txPath{}, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
 	}
 	if ipv4Mapped(d.gids[g.SGIDIndex]) != ipv4Mapped(g.DGID) {
-		return fmt.Errorf("AV: SGID %d and multicast DGID %s are of different IP families: %w",
+		return txPath{}, fmt.Errorf("AV: SGID %d and multicast DGID %s are of different IP families: %w",
 			g.SGIDIndex, gidString(g.DGID), ErrInvalid)
 	}
-	return nil
+	return d.mcastPath(attr), nil
 }
 
 // Attr returns the address vector.

@@ -243,8 +243,8 @@ func TestCreateLimits(t *testing.T) {
 		t.Fatalf("second CQ: %v", err)
 	}
 	attr := rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeRC, Cap: rdma.QPCap{MaxSendWR: 8, MaxRecvWR: 8}}
-	if _, err := d.CreateQP(pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeUD}); !errors.Is(err, rdma.ErrUnsupported) {
-		t.Fatalf("UD QP: %v", err)
+	if _, err := d.CreateQP(pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeUC}); !errors.Is(err, rdma.ErrUnsupported) {
+		t.Fatalf("UC QP: %v", err)
 	}
 	bad := attr
 	bad.Cap.MaxSendWR = 9

@@ -22,7 +22,7 @@ type Counters struct {
 	RxUnknownQP   uint64 // RoCEv2 frames for a QP number that does not exist
 	RxPKeyErrors  uint64 // P_Key mismatch (dropped)
 	RxWrongState  uint64 // packets for a QP whose state does not accept them
-	RxUnsupported uint64 // valid opcodes this part does not implement (UC, UD, atomics...)
+	RxUnsupported uint64 // valid opcodes of a transport the device does not run (UC, RD, XRC) or a QP type mismatch
 
 	// Requester side.
 	Retransmits        uint64 // request packets sent again (any cause)
@@ -48,8 +48,19 @@ type Counters struct {
 	AtomicsExecuted   uint64 // CMP_AND_SWP and FETCH_AND_ADD executed on memory
 	AtomicReplays     uint64 // duplicate atomics answered from the saved original value
 
+	// Datagrams (UD) and multicast.
+	UDSent          uint64 // UD packets sent (one per work request; multicast counts once)
+	UDReceived      uint64 // UD packets placed in a receive buffer
+	UDNoRecv        uint64 // UD packets dropped because no receive WQE was posted
+	UDTooLong       uint64 // UD packets larger than the receive buffer (LocLenErr completion)
+	QKeyViolations  uint64 // UD packets dropped for a Q_Key mismatch
+	McastDelivered  uint64 // multicast packets handed to an attached QP (one per QP)
+	McastNoListener uint64 // multicast packets for a group no local QP is attached to
+
 	CompletionErrors uint64 // work completions with a status other than success
 	CQOverflows      uint64 // completions lost because a CQ was full
+	AsyncEvents      uint64 // asynchronous events queued
+	AsyncEventsLost  uint64 // asynchronous events dropped because nobody read them
 }
 
 // counters is the live, atomically updated form of Counters.
@@ -67,7 +78,9 @@ type counters struct {
 	duplicates, readReplays, readResponsesSent                     atomic.Uint64
 	atomicsExecuted, atomicReplays                                 atomic.Uint64
 
-	completionErrors, cqOverflows atomic.Uint64
+	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener atomic.Uint64
+
+	completionErrors, cqOverflows, asyncEvents, asyncEventsLost atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -91,6 +104,11 @@ func (c *counters) snapshot() Counters {
 		ReadResponsesSent: c.readResponsesSent.Load(),
 		AtomicsExecuted:   c.atomicsExecuted.Load(), AtomicReplays: c.atomicReplays.Load(),
 
+		UDSent: c.udSent.Load(), UDReceived: c.udReceived.Load(), UDNoRecv: c.udNoRecv.Load(),
+		UDTooLong: c.udTooLong.Load(), QKeyViolations: c.qkeyViolations.Load(),
+		McastDelivered: c.mcastDelivered.Load(), McastNoListener: c.mcastNoListener.Load(),
+
 		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
+		AsyncEvents: c.asyncEvents.Load(), AsyncEventsLost: c.asyncEventsLost.Load(),
 	}
 }

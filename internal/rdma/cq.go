@@ -39,6 +39,7 @@ type CQ struct {
 	armed         bool
 	solicitedOnly bool
 	dead          bool
+	overrun       bool // a completion was lost (EventCQErr raised)
 
 	refs atomic.Int32 // QPs using the CQ
 }
@@ -133,8 +134,15 @@ func (cq *CQ) push(wc *WC, solicited bool) {
 	}
 	cq.mu.Lock()
 	if cq.count == len(cq.ring) {
+		first := !cq.overrun
+		cq.overrun = true
 		cq.mu.Unlock()
 		d.ctr.cqOverflows.Add(1)
+		if first {
+			// The completion is lost: the consumer learns it from the
+			// CQ error event (IBA 11.6.3.1), raised once per CQ.
+			d.raise(AsyncEvent{Type: EventCQErr, CQ: cq})
+		}
 		return
 	}
 	i := cq.head + cq.count

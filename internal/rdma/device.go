@@ -19,6 +19,10 @@ const (
 	DefaultMaxSGE        = 32 // rxe's max_sge
 	DefaultMaxInline     = 256
 	DefaultMaxQPRDAtomic = 16 // outstanding READs per QP, both directions
+	DefaultMaxSRQ        = 1024
+	DefaultMaxSRQWR      = 16384
+	DefaultMaxMcastGrp   = 256
+	DefaultMaxMcastQP    = 64 // QPs attached to one group
 	DefaultMTU           = 1024
 	DefaultRxQueueLen    = 4096
 	DefaultRxWait        = time.Millisecond
@@ -69,6 +73,9 @@ type DeviceConfig struct {
 
 	// Limits; zero means the Default* value.
 	MaxQP, MaxCQ, MaxMR, MaxPD, MaxQPWR, MaxCQE, MaxSGE, MaxInline, MaxQPRDAtomic int
+	// SRQ and multicast limits; zero means the Default* value (MaxSRQSGE:
+	// MaxSGE).
+	MaxSRQ, MaxSRQWR, MaxSRQSGE, MaxMcastGrp, MaxMcastQPAttach int
 
 	// Identity reported by QueryDevice; zero means the defaults.
 	VendorID, VendorPartID, HWVer uint32
@@ -88,32 +95,39 @@ type DeviceConfig struct {
 
 // DeviceAttr is what QueryDevice reports (struct ibv_device_attr).
 type DeviceAttr struct {
-	FWVer           string
-	NodeGUID        uint64
-	SysImageGUID    uint64
-	MaxMRSize       uint64
-	PageSizeCap     uint64
-	VendorID        uint32
-	VendorPartID    uint32
-	HWVer           uint32
-	MaxQP           int
-	MaxQPWR         int
-	DeviceCapFlags  uint32
-	MaxSGE          int
-	MaxSGERd        int
-	MaxCQ           int
-	MaxCQE          int
-	MaxMR           int
-	MaxPD           int
-	MaxQPRdAtom     int
-	MaxQPInitRdAtom int
-	MaxResRdAtom    int
-	AtomicCap       int // AtomicCapHCA: atomic with respect to this device's operations
-	MaxPKeys        int
-	LocalCAAckDelay uint8
-	PhysPortCnt     int
-	MaxInlineData   int // not in ibv_device_attr; the SQ inline limit
-	MaxMsgSize      uint64
+	FWVer                 string
+	NodeGUID              uint64
+	SysImageGUID          uint64
+	MaxMRSize             uint64
+	PageSizeCap           uint64
+	VendorID              uint32
+	VendorPartID          uint32
+	HWVer                 uint32
+	MaxQP                 int
+	MaxQPWR               int
+	DeviceCapFlags        uint32
+	MaxSGE                int
+	MaxSGERd              int
+	MaxCQ                 int
+	MaxCQE                int
+	MaxMR                 int
+	MaxPD                 int
+	MaxQPRdAtom           int
+	MaxQPInitRdAtom       int
+	MaxResRdAtom          int
+	AtomicCap             int // AtomicCapHCA: atomic with respect to this device's operations
+	MaxPKeys              int
+	LocalCAAckDelay       uint8
+	PhysPortCnt           int
+	MaxInlineData         int // not in ibv_device_attr; the SQ inline limit
+	MaxMsgSize            uint64
+	MaxSRQ                int
+	MaxSRQWR              int
+	MaxSRQSGE             int
+	MaxMcastGrp           int
+	MaxMcastQPAttach      int
+	MaxTotalMcastQPAttach int
+	MaxAH                 int
 }
 
 // Device capability flags reported in DeviceAttr.DeviceCapFlags (enum
@@ -122,6 +136,7 @@ const (
 	DeviceCurrQPStateMod = 1 << 7  // IBV_DEVICE_CURR_QP_STATE_MOD
 	DeviceSysImageGUID   = 1 << 11 // IBV_DEVICE_SYS_IMAGE_GUID
 	DeviceRCRNRNAKGen    = 1 << 12 // IBV_DEVICE_RC_RNR_NAK_GEN
+	DeviceSRQResize      = 1 << 13 // IBV_DEVICE_SRQ_RESIZE
 )
 
 // PortAttr is what QueryPort reports (struct ibv_port_attr).
@@ -176,7 +191,9 @@ type Device struct {
 	nPD     int
 	nCQ     int
 	nQP     int
+	nSRQ    int
 	pdID    uint32
+	srqID   uint32
 
 	// Memory-region key table, read by the engine on every DMA lookup.
 	mrMu    sync.RWMutex
@@ -187,6 +204,8 @@ type Device struct {
 
 	// The engine: see engine.go.
 	eng engine
+
+	async chan AsyncEvent // see AsyncEvents
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -221,6 +240,11 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	def(&cfg.MaxSGE, DefaultMaxSGE)
 	def(&cfg.MaxInline, DefaultMaxInline)
 	def(&cfg.MaxQPRDAtomic, DefaultMaxQPRDAtomic)
+	def(&cfg.MaxSRQ, DefaultMaxSRQ)
+	def(&cfg.MaxSRQWR, DefaultMaxSRQWR)
+	def(&cfg.MaxSRQSGE, cfg.MaxSGE)
+	def(&cfg.MaxMcastGrp, DefaultMaxMcastGrp)
+	def(&cfg.MaxMcastQPAttach, DefaultMaxMcastQP)
 	def(&cfg.RxQueueLen, DefaultRxQueueLen)
 	def(&cfg.MTU, DefaultMTU)
 	if cfg.RxWait == 0 {
@@ -257,6 +281,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		nextQPN:   firstQPN,
 		qpnUsed:   make(map[uint32]bool),
 		mrs:       make([]*MR, 1, 64),
+		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
 	d.gids = append(d.gids, linkLocalGID(cfg.MAC))
 	for _, a := range cfg.IPv4 {
@@ -316,32 +341,39 @@ const (
 func (d *Device) QueryDevice() DeviceAttr {
 	c := &d.cfg
 	return DeviceAttr{
-		FWVer:           c.FWVersion,
-		NodeGUID:        c.NodeGUID,
-		SysImageGUID:    c.NodeGUID,
-		MaxMRSize:       1 << 40,
-		PageSizeCap:     0xFFFFF000, // 4 KiB and larger powers of two
-		VendorID:        c.VendorID,
-		VendorPartID:    c.VendorPartID,
-		HWVer:           c.HWVer,
-		MaxQP:           c.MaxQP,
-		MaxQPWR:         c.MaxQPWR,
-		DeviceCapFlags:  DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen,
-		MaxSGE:          c.MaxSGE,
-		MaxSGERd:        c.MaxSGE,
-		MaxCQ:           c.MaxCQ,
-		MaxCQE:          c.MaxCQE,
-		MaxMR:           c.MaxMR,
-		MaxPD:           c.MaxPD,
-		MaxQPRdAtom:     c.MaxQPRDAtomic,
-		MaxQPInitRdAtom: c.MaxQPRDAtomic,
-		MaxResRdAtom:    c.MaxQPRDAtomic * c.MaxQP,
-		MaxPKeys:        1,
-		AtomicCap:       AtomicCapHCA,
-		LocalCAAckDelay: 15,
-		PhysPortCnt:     1,
-		MaxInlineData:   c.MaxInline,
-		MaxMsgSize:      MaxMsgSize,
+		FWVer:                 c.FWVersion,
+		NodeGUID:              c.NodeGUID,
+		SysImageGUID:          c.NodeGUID,
+		MaxMRSize:             1 << 40,
+		PageSizeCap:           0xFFFFF000, // 4 KiB and larger powers of two
+		VendorID:              c.VendorID,
+		VendorPartID:          c.VendorPartID,
+		HWVer:                 c.HWVer,
+		MaxQP:                 c.MaxQP,
+		MaxQPWR:               c.MaxQPWR,
+		DeviceCapFlags:        DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen | DeviceSRQResize,
+		MaxSGE:                c.MaxSGE,
+		MaxSGERd:              c.MaxSGE,
+		MaxCQ:                 c.MaxCQ,
+		MaxCQE:                c.MaxCQE,
+		MaxMR:                 c.MaxMR,
+		MaxPD:                 c.MaxPD,
+		MaxQPRdAtom:           c.MaxQPRDAtomic,
+		MaxQPInitRdAtom:       c.MaxQPRDAtomic,
+		MaxResRdAtom:          c.MaxQPRDAtomic * c.MaxQP,
+		MaxPKeys:              1,
+		AtomicCap:             AtomicCapHCA,
+		LocalCAAckDelay:       15,
+		PhysPortCnt:           1,
+		MaxInlineData:         c.MaxInline,
+		MaxMsgSize:            MaxMsgSize,
+		MaxSRQ:                c.MaxSRQ,
+		MaxSRQWR:              c.MaxSRQWR,
+		MaxSRQSGE:             c.MaxSRQSGE,
+		MaxMcastGrp:           c.MaxMcastGrp,
+		MaxMcastQPAttach:      c.MaxMcastQPAttach,
+		MaxTotalMcastQPAttach: c.MaxMcastGrp * c.MaxMcastQPAttach,
+		MaxAH:                 1 << 20,
 	}
 }
 

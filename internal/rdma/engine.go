@@ -78,6 +78,7 @@ type engine struct {
 
 	// Owned by the engine goroutine.
 	qps      map[uint32]*QP
+	mcast    map[[16]byte][]*QP // multicast groups and their UD QPs
 	sendList []*QP
 	ackList  []*QP
 	loopQ    []*frameBuf
@@ -96,6 +97,7 @@ func (e *engine) init(d *Device) {
 	e.quit = make(chan struct{})
 	e.done = make(chan struct{})
 	e.qps = make(map[uint32]*QP)
+	e.mcast = make(map[[16]byte][]*QP)
 }
 
 func (e *engine) getBuf() *frameBuf {
@@ -418,22 +420,35 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 		}
 		return false
 	}
-	if !bytes.Equal(pkt.Eth.Dst(), d.cfg.MAC[:]) {
+	// Unicast to our MAC and one of our IPs, or multicast to a group
+	// (a UD datagram; which QPs get it is decided below).
+	mcast := pkt.Eth.Dst()[0]&1 != 0
+	if !mcast && !bytes.Equal(pkt.Eth.Dst(), d.cfg.MAC[:]) {
 		d.ctr.rxNotForUs.Add(1)
 		return false
 	}
-	if pkt.IPv4 != nil {
-		if !pkt.IPv4.IsChecksumValid() {
-			d.ctr.rxMalformed.Add(1)
+	if pkt.IPv4 != nil && !pkt.IPv4.IsChecksumValid() {
+		d.ctr.rxMalformed.Add(1)
+		return false
+	}
+	var group [16]byte
+	switch {
+	case mcast:
+		group = multicastGroup(&pkt)
+		if !isMcastGID(group) || mcastMAC(group) != [6]byte(pkt.Eth.Dst()) {
+			d.ctr.rxNotForUs.Add(1)
 			return false
 		}
+	case pkt.IPv4 != nil:
 		if !d.ownsIPv4(pkt.IPv4.Dst()) {
 			d.ctr.rxNotForUs.Add(1)
 			return false
 		}
-	} else if !d.ownsGID(pkt.IPv6.Dst()) {
-		d.ctr.rxNotForUs.Add(1)
-		return false
+	default:
+		if !d.ownsGID(pkt.IPv6.Dst()) {
+			d.ctr.rxNotForUs.Add(1)
+			return false
+		}
 	}
 	if !pkt.ICRCValid() {
 		d.ctr.rxICRC.Add(1)
@@ -444,18 +459,36 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 		d.ctr.rxPKey.Add(1)
 		return false
 	}
+	op := bth.Opcode()
+	switch tr := op.Transport(); {
+	case tr == proto.TransportUD:
+		d.ctr.rxPackets.Add(1)
+		d.ctr.rxBytes.Add(uint64(len(frame)))
+		if mcast {
+			if bth.DestQP() != mcastQPN {
+				d.ctr.rxMalformed.Add(1)
+				return false
+			}
+			e.rxUD(&pkt, &group, d.fromUs(&pkt))
+		} else {
+			e.rxUD(&pkt, nil, false)
+		}
+		return false
+	case mcast || tr != proto.TransportRC:
+		d.ctr.rxUnsupported.Add(1)
+		return false
+	}
 	qp := e.qps[bth.DestQP()]
 	if qp == nil {
 		d.ctr.rxUnknownQP.Add(1)
 		return false
 	}
-	d.ctr.rxPackets.Add(1)
-	d.ctr.rxBytes.Add(uint64(len(frame)))
-	op := bth.Opcode()
-	if op.Transport() != proto.TransportRC {
+	if qp.init.QPType != QPTypeRC {
 		d.ctr.rxUnsupported.Add(1)
 		return false
 	}
+	d.ctr.rxPackets.Add(1)
+	d.ctr.rxBytes.Add(uint64(len(frame)))
 	switch op.Info().Kind {
 	case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic:
 		if qp.resp.reply != nil || qp.backHead < len(qp.backlog) {

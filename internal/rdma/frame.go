@@ -27,6 +27,8 @@ type txPath struct {
 	f        proto.PacketFields
 	tc       uint8 // traffic class with the ECN bits cleared (DSCP << 2)
 	loopback bool  // the destination is this device: frames skip the port
+	mcast    bool  // a UD multicast destination (group)
+	group    [16]byte
 }
 
 // ipv4Mapped reports whether gid is an IPv4-mapped address ::ffff:a.b.c.d,
@@ -65,8 +67,8 @@ func (d *Device) buildPath(qpn, destQPN uint32, ah *AHAttr) (txPath, error) {
 	if dgid == ([16]byte{}) {
 		return p, fmt.Errorf("AV: zero DGID: %w", ErrInvalid)
 	}
-	if dgid[0] == 0xff {
-		return p, fmt.Errorf("AV: multicast DGID on an RC QP: %w", ErrInvalid)
+	if isMcastGID(dgid) {
+		return p, fmt.Errorf("AV: multicast DGID %s needs a UD QP: %w", gidString(dgid), ErrInvalid)
 	}
 	v4 := ipv4Mapped(dgid)
 	if v4 != ipv4Mapped(sgid) {
@@ -119,8 +121,13 @@ func gidString(g [16]byte) string {
 // the payload straight into the frame. ect marks the packet ECN-capable
 // (ECT(0)), which RoCEv2 data packets are; ACKs are not-ECT.
 func (qp *QP) txBegin(f *proto.PacketFields, ect bool) (*frameBuf, int) {
+	return qp.txBeginOn(&qp.path, f, ect)
+}
+
+// txBeginOn is txBegin for a frame on path p (a UD address handle's).
+func (qp *QP) txBeginOn(p *txPath, f *proto.PacketFields, ect bool) (*frameBuf, int) {
 	e := &qp.dev.eng
-	tos := qp.path.tc
+	tos := p.tc
 	if ect {
 		tos |= proto.ECNECT0
 	}
@@ -132,7 +139,7 @@ func (qp *QP) txBegin(f *proto.PacketFields, ect bool) (*frameBuf, int) {
 		e.ipID++
 	}
 	fb := &e.tx
-	if qp.path.loopback {
+	if p.loopback {
 		fb = e.getBuf()
 	}
 	f.Payload = nil
@@ -142,18 +149,23 @@ func (qp *QP) txBegin(f *proto.PacketFields, ect bool) (*frameBuf, int) {
 // txEnd encodes the frame (payload already in place in fb) and sends it
 // out of the port, or queues it on the loopback queue.
 func (qp *QP) txEnd(f *proto.PacketFields, fb *frameBuf, payload []byte) {
+	qp.txEndOn(&qp.path, f, fb, payload)
+}
+
+// txEndOn is txEnd for a frame on path p.
+func (qp *QP) txEndOn(p *txPath, f *proto.PacketFields, fb *frameBuf, payload []byte) {
 	d := qp.dev
 	e := &d.eng
 	f.Payload = payload
 	n, err := f.Encode(fb.b[:])
 	if err != nil { // cannot happen for the sizes the engine builds
 		d.ctr.txErrors.Add(1)
-		if qp.path.loopback {
+		if p.loopback {
 			e.putBuf(fb)
 		}
 		return
 	}
-	if qp.path.loopback {
+	if p.loopback {
 		d.ctr.loopback.Add(1)
 		if len(e.loopQ)-e.loopHead >= maxLoopQueue {
 			d.ctr.rxDropped.Add(1)

@@ -54,7 +54,7 @@ var rcTransitions = func() (t [QPStateErr + 1][QPStateErr + 1]transition) {
 // Modify changes the QP's state and attributes (ibv_modify_qp), following
 // the IBTA state machine RESET -> INIT -> RTR -> RTS <-> SQD, any -> ERR,
 // any -> RESET, with the required and optional attributes of
-// ib_modify_qp_is_ok for RC. The error names the transition and the
+// ib_modify_qp_is_ok for the QP's type (RC or UD). The error names the transition and the
 // missing, forbidden or invalid attribute; nothing changes on error.
 //
 // Entering ERR completes all outstanding work with WRFlushErr; entering
@@ -100,6 +100,9 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 		}
 	}
 	tr := rcTransitions[cur][next]
+	if qp.init.QPType == QPTypeUD {
+		tr = udTransitions[cur][next]
+	}
 	if !tr.valid {
 		return fail("illegal state transition")
 	}
@@ -175,6 +178,9 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 	}
 	if mask&QPAttrAccessFlags != 0 {
 		at.QPAccessFlags = a.QPAccessFlags
+	}
+	if mask&QPAttrQKey != 0 {
+		at.QKey = a.QKey
 	}
 	if mask&QPAttrPathMTU != 0 {
 		at.PathMTU = a.PathMTU

@@ -41,6 +41,10 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		w.wrID, w.opcode, w.flags, w.imm = wr.WRID, wr.Opcode, wr.SendFlags, wr.ImmData
 		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
 		w.compareAdd, w.swap = wr.CompareAdd, wr.Swap
+		w.ah, w.remoteQPN, w.remoteQKey = nil, 0, 0
+		if qp.init.QPType == QPTypeUD {
+			w.ah, w.remoteQPN, w.remoteQKey = wr.AH, wr.RemoteQPN, wr.RemoteQKey
+		}
 		var length uint64
 		for _, s := range wr.SGList {
 			length += uint64(s.Length)
@@ -77,6 +81,19 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 }
 
 func (qp *QP) checkSendWR(wr *SendWR) error {
+	if qp.init.QPType == QPTypeUD {
+		if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
+			return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
+		}
+		var length uint64
+		for _, s := range wr.SGList {
+			length += uint64(s.Length)
+		}
+		if wr.SendFlags&SendInline != 0 && length > uint64(qp.init.Cap.MaxInlineData) {
+			return fmt.Errorf("%d bytes of inline data, QP %#x allows %d: %w", length, qp.qpn, qp.init.Cap.MaxInlineData, ErrInvalid)
+		}
+		return qp.checkUDSendWR(wr, length)
+	}
 	switch wr.Opcode {
 	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 	case WRSendWithInv, WRLocalInv, WRBindMW:
@@ -129,6 +146,9 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	}
 	if st := qp.State(); st == QPStateReset {
 		return &PostError{Index: 0, Err: fmt.Errorf("post recv to QP %#x in %v: %w", qp.qpn, st, ErrInvalidState)}
+	}
+	if qp.srq != nil {
+		return &PostError{Index: 0, Err: fmt.Errorf("post recv to QP %#x: it receives through SRQ %d: %w", qp.qpn, qp.srq.handle, ErrInvalid)}
 	}
 	capWR := uint32(qp.init.Cap.MaxRecvWR)
 	qp.rqMu.Lock()

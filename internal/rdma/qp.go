@@ -26,6 +26,10 @@ type QPInitAttr struct {
 	Cap      QPCap
 	QPType   QPType
 	SQSigAll bool // every send WR completes with a CQE, signaled or not
+	// SRQ, when set, is where the QP takes its receive WRs; the QP has no
+	// receive queue of its own (Cap.MaxRecvWR/MaxRecvSGE are ignored and
+	// PostRecv fails).
+	SRQ *SRQ
 }
 
 // GlobalRoute is the GRH part of an address vector (struct ibv_global_route).
@@ -102,8 +106,16 @@ type SendWR struct {
 	ImmData    uint32
 	RemoteAddr uint64 // RDMA and atomic operations
 	RKey       uint32
-	CompareAdd uint64 // atomics (not in this part)
-	Swap       uint64
+	CompareAdd uint64 // atomics: compare (CMP_AND_SWP) or add (FETCH_AND_ADD)
+	Swap       uint64 // atomics: swap value (CMP_AND_SWP)
+
+	// UD: the destination of this datagram (ibv_send_wr.wr.ud). AH must
+	// belong to the QP's PD. RemoteQKey with its high bit set means "use
+	// the QP's own Q_Key" (IBA 10.2.5). A multicast AH sends to the group
+	// and ignores RemoteQPN (the packet carries QPN 0xFFFFFF).
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
@@ -124,6 +136,9 @@ type sendWQE struct {
 	rkey       uint32
 	compareAdd uint64 // atomics: compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand
 	swap       uint64 // atomics: swap operand (CMP_AND_SWP)
+	ah         *AH    // UD destination
+	remoteQPN  uint32 // UD
+	remoteQKey uint32 // UD: the Q_Key to send (high bit: the QP's own)
 	length     uint32
 	sge        []SGE  // view of sgeBuf
 	inline     []byte // view of inlineBuf when SendInline
@@ -164,7 +179,7 @@ type recvWQE struct {
 	mrs []*MR // engine-owned: resolved when a SEND starts filling it
 }
 
-// QP is a reliable-connected queue pair.
+// QP is a queue pair: reliable connected (RC) or unreliable datagram (UD).
 //
 // Ownership: PostSend, PostRecv, Modify, Query, Destroy, QPN and State are
 // safe for concurrent use. The send and receive rings are shared: posters
@@ -195,6 +210,8 @@ type QP struct {
 	rqProd atomic.Uint32
 	rqCons atomic.Uint32
 
+	srq *SRQ // shared receive queue, or nil
+
 	events atomic.Uint32 // pending engine events (ev* bits)
 
 	snapMu sync.Mutex
@@ -217,6 +234,12 @@ type QP struct {
 	backHead   int // backlog[backHead:] are waiting
 	inSendList bool
 	inAckList  bool
+	// srqWQE holds the WR taken from the SRQ for the message being
+	// received (srqHeld); the SRQ slot itself is free again at once.
+	srqWQE  recvWQE
+	srqHeld bool
+	// mcast are the groups the QP is attached to (UD).
+	mcast [][16]byte
 }
 
 // QPN returns the QP number.
@@ -233,13 +256,23 @@ func ringSize(n int) (int, uint32) {
 	return size, uint32(size - 1)
 }
 
-// CreateQP creates an RC QP in the RESET state.
+// CreateQP creates an RC or UD QP in the RESET state.
 func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if err := d.checkPD(pd); err != nil {
 		return nil, fmt.Errorf("rdma: create QP: %w", err)
 	}
-	if attr.QPType != QPTypeRC {
-		return nil, fmt.Errorf("rdma: create QP: type %v: only RC in this part: %w", attr.QPType, ErrUnsupported)
+	switch attr.QPType {
+	case QPTypeRC, QPTypeUD:
+	case QPTypeUC:
+		return nil, fmt.Errorf("rdma: create QP: type %v: the device offers RC and UD: %w", attr.QPType, ErrUnsupported)
+	default:
+		return nil, fmt.Errorf("rdma: create QP: unknown type %d: %w", uint32(attr.QPType), ErrInvalid)
+	}
+	if srq := attr.SRQ; srq != nil {
+		if srq.dev != d || srq.dead.Load() {
+			return nil, fmt.Errorf("rdma: create QP: SRQ is not valid on this device: %w", ErrInvalid)
+		}
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
 	}
 	for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
 		if cq == nil || cq.dev != d {
@@ -264,7 +297,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 
-	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ}
+	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ}
 	n, mask := ringSize(c.MaxSendWR)
 	qp.sq, qp.sqMask = make([]sendWQE, n), mask
 	sgeArena := make([]SGE, n*c.MaxSendSGE)
@@ -277,24 +310,31 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		k := i * c.MaxInlineData
 		qp.sq[i].inlineBuf = inlineArena[k : k+c.MaxInlineData : k+c.MaxInlineData]
 	}
-	n, mask = ringSize(c.MaxRecvWR)
-	qp.rq, qp.rqMask = make([]recvWQE, n), mask
-	sgeArena = make([]SGE, n*c.MaxRecvSGE)
-	mrArena = make([]*MR, n*c.MaxRecvSGE)
-	for i := range qp.rq {
-		s, m := i*c.MaxRecvSGE, c.MaxRecvSGE
-		qp.rq[i].sgeBuf = sgeArena[s : s+m : s+m]
-		qp.rq[i].mrs = mrArena[s : s+m : s+m]
+	qp.rq, qp.rqMask = newRecvRing(c.MaxRecvWR, c.MaxRecvSGE)
+	if attr.SRQ != nil {
+		qp.srqWQE.sgeBuf = make([]SGE, attr.SRQ.maxSGE)
+		qp.srqWQE.mrs = make([]*MR, attr.SRQ.maxSGE)
 	}
 	qp.readRes = make([]readRes, max(d.cfg.MaxQPRDAtomic, 1))
 	qp.attr.PortNum = 1
 	qp.attr.PathMTU = d.activeMTU
 	qp.attr.Cap = *c
 
+	if attr.QPType == QPTypeUD {
+		qp.pmtu = d.activeMTU.Bytes()
+	}
+
 	d.mu.Lock()
 	if d.nQP >= d.cfg.MaxQP {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("rdma: create QP: %d QPs exist (MaxQP): %w", d.nQP, ErrNoResources)
+	}
+	if attr.SRQ != nil {
+		if attr.SRQ.dead.Load() {
+			d.mu.Unlock()
+			return nil, fmt.Errorf("rdma: create QP: SRQ destroyed: %w", ErrInvalid)
+		}
+		attr.SRQ.refs.Add(1)
 	}
 	for d.qpnUsed[d.nextQPN] || d.nextQPN < firstQPN {
 		d.nextQPN = (d.nextQPN + 1) & proto.QPNMask
@@ -324,6 +364,9 @@ func (qp *QP) release() {
 	qp.pd.refs.Add(-1)
 	qp.sendCQ.refs.Add(-1)
 	qp.recvCQ.refs.Add(-1)
+	if qp.srq != nil {
+		qp.srq.refs.Add(-1)
+	}
 	d.mu.Unlock()
 }
 
@@ -341,6 +384,7 @@ func (qp *QP) Destroy() error {
 		qp.destroyed = true
 		qp.stopTimers()
 		qp.dropBacklog()
+		qp.detachAll()
 		delete(d.eng.qps, qp.qpn)
 	}); e != nil {
 		return fmt.Errorf("rdma: destroy QP %#x: %w", qp.qpn, e)
@@ -422,6 +466,10 @@ func (qp *QP) enterError() {
 	qp.resp.op = respIdle
 	qp.flushSQ()
 	qp.flushRQ()
+	if qp.srq != nil {
+		// IBA 11.6.3.1: no more WQEs will be taken from the SRQ.
+		qp.dev.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
+	}
 }
 
 func (qp *QP) stopTimers() {
@@ -451,8 +499,17 @@ func (qp *QP) flushSQ() {
 	r.stalled = false
 }
 
-// flushRQ completes every posted receive with WRFlushErr.
+// flushRQ completes every posted receive with WRFlushErr; with an SRQ
+// only the WR the QP holds (the SRQ's WRs stay for the other QPs).
 func (qp *QP) flushRQ() {
+	if qp.srq != nil {
+		if qp.srqHeld {
+			qp.srqHeld = false
+			wc := WC{WRID: qp.srqWQE.wrID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+			qp.recvCQ.push(&wc, false)
+		}
+		return
+	}
 	prod := qp.rqProd.Load()
 	for c := qp.rqCons.Load(); c != prod; c++ {
 		w := &qp.rq[c&qp.rqMask]
@@ -472,10 +529,66 @@ func (qp *QP) reset() {
 	c := qp.sqCons.Load()
 	qp.req = reqState{compIdx: c, startIdx: c, reqIdx: c}
 	qp.resp = respState{}
+	qp.srqHeld = false
 	clear(qp.readRes)
 	cap := qp.attr.Cap
 	qp.attr = QPAttr{PortNum: 1, PathMTU: qp.dev.activeMTU, Cap: cap}
 	qp.path = txPath{}
+}
+
+// recvAvailable reports whether a receive WR is there for a new message
+// (engine).
+func (qp *QP) recvAvailable() bool {
+	if qp.srq != nil {
+		return qp.srqHeld || !qp.srq.empty()
+	}
+	return qp.rqCons.Load() != qp.rqProd.Load()
+}
+
+// recvHeld reports whether the QP holds a receive WR it is filling or is
+// about to fill: the RQ's head, or the WR taken from the SRQ (engine).
+func (qp *QP) recvHeld() bool {
+	if qp.srq != nil {
+		return qp.srqHeld
+	}
+	return qp.rqCons.Load() != qp.rqProd.Load()
+}
+
+// recvTake returns the receive WR for the current message, taking it from
+// the SRQ if needed, or nil when there is none (engine).
+func (qp *QP) recvTake() *recvWQE {
+	if qp.srq != nil {
+		if !qp.srqHeld {
+			if !qp.srq.take(&qp.srqWQE) {
+				return nil
+			}
+			qp.srqHeld = true
+		}
+		return &qp.srqWQE
+	}
+	c := qp.rqCons.Load()
+	if c == qp.rqProd.Load() {
+		return nil
+	}
+	return &qp.rq[c&qp.rqMask]
+}
+
+// recvDone retires the WR recvTake returned; its completion is pushed
+// after (engine).
+func (qp *QP) recvDone() {
+	if qp.srq != nil {
+		qp.srqHeld = false
+		return
+	}
+	qp.rqCons.Add(1) // free the slot before the completion is visible
+}
+
+// recvPD is the protection domain of the receive WRs' lkeys.
+func (qp *QP) recvPD() *PD {
+	if qp.srq != nil {
+		return qp.srq.pd
+	}
+	return qp.pd
 }
 
 func (qp *QP) sqSlot(i uint32) *sendWQE { return &qp.sq[i&qp.sqMask] }

@@ -51,6 +51,25 @@ type readRes struct {
 	orig        uint64 // atomic: the value the target held before
 }
 
+// resolveRecv looks up the lkeys of a receive WR: every non-empty SGE
+// must name a live MR of the receive PD with LocalWrite that covers it.
+func (qp *QP) resolveRecv(w *recvWQE) bool {
+	d := qp.dev
+	pd := qp.recvPD()
+	for i, s := range w.sge {
+		w.mrs[i] = nil
+		if s.Length == 0 {
+			continue
+		}
+		mr := d.lookupMR(s.LKey)
+		if mr == nil || mr.pd != pd || mr.access&AccessLocalWrite == 0 || !mr.contains(s.Addr, uint64(s.Length)) {
+			return false
+		}
+		w.mrs[i] = mr
+	}
+	return true
+}
+
 // onRequest handles a request packet (SEND, WRITE, READ request, atomic).
 func (qp *QP) onRequest(pkt *proto.Packet) {
 	d := qp.dev
@@ -207,7 +226,8 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 	}
 	payload := pkt.Payload
 	if pos == proto.PosFirst || pos == proto.PosOnly {
-		if qp.rqCons.Load() == qp.rqProd.Load() {
+		w := qp.recvTake()
+		if w == nil {
 			// Receiver not ready (IBA 9.7.5): NAK with our
 			// min_rnr_timer; the requester resends this packet later.
 			// Later packets of the window are dropped as out of
@@ -217,21 +237,12 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 			d.ctr.rnrNAKsSent.Add(1)
 			return
 		}
-		w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
-		for i, s := range w.sge {
-			w.mrs[i] = nil
-			if s.Length == 0 {
-				continue
-			}
-			mr := d.lookupMR(s.LKey)
-			if mr == nil || mr.pd != qp.pd || mr.access&AccessLocalWrite == 0 || !mr.contains(s.Addr, uint64(s.Length)) {
-				// The receive buffer is unusable: a local protection
-				// error here, a remote operational error there.
-				rs.op = respSend
-				qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
-				return
-			}
-			w.mrs[i] = mr
+		if !qp.resolveRecv(w) {
+			// The receive buffer is unusable: a local protection
+			// error here, a remote operational error there.
+			rs.op = respSend
+			qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
+			return
 		}
 		rs.op, rs.recvOff = respSend, 0
 	}
@@ -239,7 +250,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+	w := qp.recvTake()
 	if rs.recvOff+uint64(len(payload)) > w.length {
 		// The message does not fit the receive buffer (IBA 9.9.3):
 		// local length error here, invalid request there.
@@ -256,7 +267,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		if pkt.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), WCWithImm
 		}
-		qp.rqCons.Add(1)
+		qp.recvDone()
 		rs.op = respIdle
 		rs.msn++
 		qp.recvCQ.push(&wc, pkt.BTH.SE())
@@ -299,7 +310,7 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		return
 	}
 	withImm := pkt.ImmDt != nil
-	if withImm && qp.rqCons.Load() == qp.rqProd.Load() {
+	if withImm && !qp.recvAvailable() {
 		rs.nakSent = true
 		qp.sendNAKSyndrome(psn, proto.MakeSyndrome(proto.AckTypeRNRNAK, qp.attr.MinRNRTimer))
 		d.ctr.rnrNAKsSent.Add(1)
@@ -317,10 +328,10 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		rs.wMR = nil
 		rs.msn++
 		if withImm {
-			w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+			w := qp.recvTake()
 			wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
 				WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-			qp.rqCons.Add(1)
+			qp.recvDone()
 			qp.recvCQ.push(&wc, pkt.BTH.SE())
 		}
 	}
@@ -507,10 +518,10 @@ func (qp *QP) respFatal(psn proto.PSN, nakCode uint8, recvStatus WCStatus) {
 	rs := &qp.resp
 	qp.sendNAK(psn, nakCode)
 	d.ctr.errNAKsSent.Add(1)
-	if rs.op == respSend && qp.rqCons.Load() != qp.rqProd.Load() {
-		w := &qp.rq[qp.rqCons.Load()&qp.rqMask]
+	if rs.op == respSend && qp.recvHeld() {
+		w := qp.recvTake()
 		wc := WC{WRID: w.wrID, Status: recvStatus, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-		qp.rqCons.Add(1) // free the slot before the completion is visible
+		qp.recvDone()
 		qp.recvCQ.push(&wc, false)
 	}
 	rs.op = respIdle

@@ -1,0 +1,404 @@
+package rdma
+
+import (
+	"fmt"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// Unreliable datagram (UD) service (IBA 9.8, 10.2.5): single-packet
+// messages addressed per work request by an address handle, a remote QPN
+// and a Q_Key, with no acknowledgement. A receive buffer gets the 40-byte
+// GRH area first, then the payload, as libibverbs applications expect;
+// for RoCEv2 over IPv4 the IPv4 header fills the last 20 bytes of that
+// area and the first 20 are zero (how ibv_init_ah_from_wc tells the two
+// families apart), over IPv6 the area holds the IPv6 header.
+
+// GRHSize is the space at the start of every UD receive buffer.
+const GRHSize = 40
+
+// mcastQPN is the destination QPN of a multicast packet (IBA 10.5.2.2).
+const mcastQPN = 0xFFFFFF
+
+// udTransitions is the UD column of ib_modify_qp_is_ok's table.
+var udTransitions = func() (t [QPStateErr + 1][QPStateErr + 1]transition) {
+	ok := transition{valid: true}
+	for s := QPStateReset; s <= QPStateErr; s++ {
+		if s != QPStateReset {
+			t[s][QPStateErr] = ok
+		}
+		t[s][QPStateReset] = ok
+	}
+	t[QPStateReset][QPStateInit] = transition{valid: true, req: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey}
+	t[QPStateInit][QPStateInit] = transition{valid: true, opt: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey}
+	t[QPStateInit][QPStateRTR] = transition{valid: true, opt: QPAttrPKeyIndex | QPAttrQKey}
+	t[QPStateRTR][QPStateRTS] = transition{valid: true, req: QPAttrSQPSN, opt: QPAttrCurState | QPAttrQKey}
+	t[QPStateRTS][QPStateRTS] = transition{valid: true, opt: QPAttrCurState | QPAttrQKey}
+	t[QPStateRTS][QPStateSQD] = transition{valid: true, opt: QPAttrEnSQDAsyncNotify}
+	t[QPStateSQD][QPStateRTS] = transition{valid: true, opt: QPAttrCurState | QPAttrQKey}
+	t[QPStateSQD][QPStateSQD] = transition{valid: true, opt: QPAttrPKeyIndex | QPAttrQKey}
+	t[QPStateSQE][QPStateRTS] = transition{valid: true, opt: QPAttrCurState | QPAttrQKey}
+	return t
+}()
+
+// isMcastGID reports whether g is a multicast group: ff00::/8, or an
+// IPv4-mapped 224.0.0.0/4 address.
+func isMcastGID(g [16]byte) bool {
+	return g[0] == 0xff || (ipv4Mapped(g) && g[12]&0xf0 == 0xe0)
+}
+
+// mcastMAC is the Ethernet group address of a multicast GID (RFC 1112 for
+// IPv4, RFC 2464 for IPv6).
+func mcastMAC(g [16]byte) [6]byte {
+	if ipv4Mapped(g) {
+		return [6]byte{0x01, 0x00, 0x5e, g[13] & 0x7f, g[14], g[15]}
+	}
+	return [6]byte{0x33, 0x33, g[12], g[13], g[14], g[15]}
+}
+
+// mcastPath builds the frame template of a send to a multicast group.
+func (d *Device) mcastPath(ah *AHAttr) txPath {
+	var p txPath
+	g := &ah.GRH
+	sgid, dgid := d.gids[g.SGIDIndex], g.DGID
+	hop := g.HopLimit
+	if hop == 0 {
+		hop = 64
+	}
+	f := &p.f
+	f.Link = proto.LinkEthernet
+	f.Eth = proto.EthernetFields{Dst: mcastMAC(dgid), Src: d.cfg.MAC}
+	p.tc = g.TrafficClass &^ 3
+	if ipv4Mapped(dgid) {
+		f.IP4 = proto.IPv4Fields{TTL: hop, Flags: 0b010}
+		copy(f.IP4.Src[:], sgid[12:])
+		copy(f.IP4.Dst[:], dgid[12:])
+	} else {
+		f.IPv6 = true
+		f.IP6 = proto.IPv6Fields{FlowLabel: g.FlowLabel & 0xFFFFF, HopLimit: hop, Src: sgid, Dst: dgid}
+	}
+	f.UDP = proto.UDPFields{DstPort: proto.RoCEv2Port}
+	f.BTH = proto.BTHFields{PKey: pkeyDefault, DestQP: mcastQPN}
+	p.mcast, p.group = true, dgid
+	return p
+}
+
+// checkUDSendWR checks a UD work request at post time.
+func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
+	if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
+		return fmt.Errorf("opcode %v on a UD QP (SEND and SEND_WITH_IMM only): %w", wr.Opcode, ErrInvalid)
+	}
+	ah := wr.AH
+	if ah == nil || ah.dead.Load() {
+		return fmt.Errorf("UD send without a live address handle: %w", ErrInvalid)
+	}
+	if ah.pd != qp.pd {
+		return fmt.Errorf("address handle of another PD: %w", ErrInvalid)
+	}
+	if !ah.path.mcast && wr.RemoteQPN > proto.QPNMask {
+		return fmt.Errorf("remote QPN %#x exceeds 24 bits: %w", wr.RemoteQPN, ErrInvalid)
+	}
+	if length > uint64(qp.pmtu) {
+		return fmt.Errorf("UD message of %d bytes exceeds the path MTU %d: %w", length, qp.pmtu, ErrInvalid)
+	}
+	return nil
+}
+
+// udStep sends up to budget datagrams; each completes as soon as it is on
+// the wire (IBA 10.8.3: UD sends complete locally).
+func (qp *QP) udStep(budget int) (progressed, more bool) {
+	st := qp.State()
+	if st != QPStateRTS && st != QPStateSQD {
+		return false, false
+	}
+	r := &qp.req
+	for sent := 0; sent < budget; sent++ {
+		if st == QPStateSQD || r.startIdx == qp.sqProd.Load() {
+			return sent > 0, false
+		}
+		w := qp.sqSlot(r.startIdx)
+		r.startIdx++
+		r.reqIdx = r.startIdx
+		status := qp.udSend(w)
+		qp.completeSend(w, status)
+		if status != WCSuccess {
+			qp.enterError()
+			return true, false
+		}
+	}
+	return true, true
+}
+
+// udSend transmits one datagram; it returns the completion status.
+func (qp *QP) udSend(w *sendWQE) WCStatus {
+	d := qp.dev
+	e := &d.eng
+	r := &qp.req
+	if !w.isInline {
+		for i, s := range w.sge {
+			w.mrs[i] = nil
+			if s.Length == 0 {
+				continue
+			}
+			mr := d.lookupMR(s.LKey)
+			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) {
+				return WCLocProtErr
+			}
+			w.mrs[i] = mr
+		}
+	}
+	p := &w.ah.path
+	f := p.f
+	f.UDP.SrcPort = udpSourcePort(qp.qpn)
+	f.BTH.Opcode = proto.OpUDSendOnly
+	if w.opcode == WRSendWithImm {
+		f.BTH.Opcode = proto.OpUDSendOnlyImm
+		f.Imm = w.imm
+	}
+	if !p.mcast {
+		f.BTH.DestQP = w.remoteQPN
+	}
+	f.BTH.PSN = r.sqPSN
+	f.BTH.SE = w.flags&SendSolicited != 0
+	r.sqPSN = r.sqPSN.Next()
+	qkey := w.remoteQKey
+	if qkey&0x80000000 != 0 {
+		qkey = qp.attr.QKey // IBA 10.2.5: the high bit selects the QP's Q_Key
+	}
+	f.DETH = proto.DETHFields{QKey: qkey, SrcQP: qp.qpn}
+	fb, po := qp.txBeginOn(p, &f, true)
+	payload := fb.b[po : po+int(w.length)]
+	if !qp.gather(w, 0, payload) {
+		if p.loopback {
+			e.putBuf(fb)
+		}
+		return WCLocProtErr
+	}
+	if p.mcast && e.mcastLocal(p.group, qp) {
+		// Other QPs of this device are in the group: they get a copy
+		// through the loopback queue, as a NIC's multicast loopback
+		// does; the fabric never sends a frame back to its ingress port.
+		f.Payload = payload
+		if len(e.loopQ)-e.loopHead >= maxLoopQueue {
+			d.ctr.rxDropped.Add(1)
+		} else if n, err := f.Encode(fb.b[:]); err == nil {
+			lb := e.getBuf()
+			lb.n = copy(lb.b[:], fb.b[:n])
+			e.loopQ = append(e.loopQ, lb)
+			d.ctr.loopback.Add(1)
+		}
+	}
+	qp.txEndOn(p, &f, fb, payload)
+	d.ctr.udSent.Add(1)
+	return WCSuccess
+}
+
+// rxUD handles a UD packet: to one QP, or to every QP attached to group
+// (when group is not nil).
+func (e *engine) rxUD(pkt *proto.Packet, group *[16]byte, fromUs bool) {
+	d := e.d
+	if pkt.DETH == nil {
+		d.ctr.rxMalformed.Add(1)
+		return
+	}
+	if group == nil {
+		qp := e.qps[pkt.BTH.DestQP()]
+		switch {
+		case qp == nil:
+			d.ctr.rxUnknownQP.Add(1)
+		case qp.init.QPType != QPTypeUD:
+			d.ctr.rxUnsupported.Add(1)
+		default:
+			qp.udReceive(pkt)
+		}
+		return
+	}
+	qps := e.mcast[*group]
+	if len(qps) == 0 {
+		d.ctr.mcastNoListener.Add(1)
+		return
+	}
+	src := pkt.DETH.SrcQP()
+	for _, qp := range qps {
+		if fromUs && qp.qpn == src {
+			continue // the sender does not hear itself
+		}
+		d.ctr.mcastDelivered.Add(1)
+		qp.udReceive(pkt)
+	}
+}
+
+// udReceive places one datagram in the QP's next receive WR.
+func (qp *QP) udReceive(pkt *proto.Packet) {
+	d := qp.dev
+	switch qp.State() {
+	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+	default:
+		d.ctr.rxWrongState.Add(1)
+		return
+	}
+	if pkt.DETH.QKey() != qp.attr.QKey {
+		d.ctr.qkeyViolations.Add(1)
+		return
+	}
+	w := qp.recvTake()
+	if w == nil {
+		d.ctr.udNoRecv.Add(1) // no buffer: the datagram is lost, as on the wire
+		return
+	}
+	wc := WC{WRID: w.wrID, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: pkt.DETH.SrcQP(), WCFlags: WCGRH}
+	if pkt.ImmDt != nil {
+		wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), wc.WCFlags|WCWithImm
+	}
+	total := GRHSize + len(pkt.Payload)
+	wc.ByteLen = uint32(total)
+	fatal := false
+	switch {
+	case !qp.resolveRecv(w):
+		wc.Status, fatal = WCLocProtErr, true
+	case uint64(total) > w.length:
+		wc.Status = WCLocLenErr
+		d.ctr.udTooLong.Add(1)
+	default:
+		var grh [GRHSize]byte
+		if pkt.IPv4 != nil {
+			copy(grh[20:], pkt.IPv4[:20])
+		} else {
+			copy(grh[:], pkt.IPv6[:GRHSize])
+		}
+		if !qp.scatter(w.sge, w.mrs, 0, grh[:]) || !qp.scatter(w.sge, w.mrs, GRHSize, pkt.Payload) {
+			wc.Status, fatal = WCLocProtErr, true
+		}
+	}
+	qp.recvDone()
+	if wc.Status == WCSuccess {
+		d.ctr.udReceived.Add(1)
+	}
+	qp.recvCQ.push(&wc, pkt.BTH.SE())
+	if fatal {
+		qp.enterError()
+		d.raise(AsyncEvent{Type: EventQPFatal, QP: qp})
+	}
+}
+
+// AttachMcast attaches the UD QP to a multicast group (ibv_attach_mcast):
+// datagrams sent to gid reach it from then on. lid is ignored on RoCE.
+// Attaching twice is not an error (as in ib_core).
+func (qp *QP) AttachMcast(gid [16]byte, lid uint16) error {
+	_ = lid
+	d := qp.dev
+	if qp.init.QPType != QPTypeUD {
+		return fmt.Errorf("rdma: attach QP %#x to %s: only UD QPs join groups: %w", qp.qpn, gidString(gid), ErrInvalid)
+	}
+	if !isMcastGID(gid) {
+		return fmt.Errorf("rdma: attach QP %#x: %s is not a multicast GID: %w", qp.qpn, gidString(gid), ErrInvalid)
+	}
+	var err error
+	if e := d.eng.do(func() {
+		if qp.destroyed {
+			err = fmt.Errorf("rdma: attach QP %#x: destroyed: %w", qp.qpn, ErrInvalid)
+			return
+		}
+		e := &d.eng
+		qps := e.mcast[gid]
+		for _, q := range qps {
+			if q == qp {
+				return
+			}
+		}
+		switch {
+		case len(qps) == 0 && len(e.mcast) >= d.cfg.MaxMcastGrp:
+			err = fmt.Errorf("rdma: attach QP %#x to %s: %d groups (MaxMcastGrp): %w", qp.qpn, gidString(gid), len(e.mcast), ErrNoResources)
+			return
+		case len(qps) >= d.cfg.MaxMcastQPAttach:
+			err = fmt.Errorf("rdma: attach QP %#x to %s: %d QPs attached (MaxMcastQPAttach): %w", qp.qpn, gidString(gid), len(qps), ErrNoResources)
+			return
+		}
+		e.mcast[gid] = append(qps, qp)
+		qp.mcast = append(qp.mcast, gid)
+	}); e != nil {
+		return fmt.Errorf("rdma: attach QP %#x: %w", qp.qpn, e)
+	}
+	return err
+}
+
+// DetachMcast detaches the QP from a group (ibv_detach_mcast).
+func (qp *QP) DetachMcast(gid [16]byte, lid uint16) error {
+	_ = lid
+	d := qp.dev
+	var err error
+	if e := d.eng.do(func() {
+		if !qp.detach(gid) {
+			err = fmt.Errorf("rdma: detach QP %#x from %s: not attached: %w", qp.qpn, gidString(gid), ErrInvalid)
+		}
+	}); e != nil {
+		return fmt.Errorf("rdma: detach QP %#x: %w", qp.qpn, e)
+	}
+	return err
+}
+
+// detach removes qp from group gid (engine).
+func (qp *QP) detach(gid [16]byte) bool {
+	e := &qp.dev.eng
+	found := false
+	for i, g := range qp.mcast {
+		if g == gid {
+			qp.mcast = append(qp.mcast[:i], qp.mcast[i+1:]...)
+			found = true
+			break
+		}
+	}
+	if !found {
+		return false
+	}
+	qps := e.mcast[gid]
+	for i, q := range qps {
+		if q == qp {
+			qps = append(qps[:i], qps[i+1:]...)
+			break
+		}
+	}
+	if len(qps) == 0 {
+		delete(e.mcast, gid)
+	} else {
+		e.mcast[gid] = qps
+	}
+	return true
+}
+
+// detachAll leaves every group (engine; QP destroy).
+func (qp *QP) detachAll() {
+	for len(qp.mcast) > 0 {
+		qp.detach(qp.mcast[0])
+	}
+}
+
+// mcastLocal reports whether a QP of this device other than from is
+// attached to group (engine).
+func (e *engine) mcastLocal(group [16]byte, from *QP) bool {
+	for _, q := range e.mcast[group] {
+		if q != from {
+			return true
+		}
+	}
+	return false
+}
+
+// multicastGroup returns the group GID a multicast frame is sent to.
+func multicastGroup(pkt *proto.Packet) (g [16]byte) {
+	if pkt.IPv4 != nil {
+		g[10], g[11] = 0xff, 0xff
+		copy(g[12:], pkt.IPv4.Dst())
+		return g
+	}
+	copy(g[:], pkt.IPv6.Dst())
+	return g
+}
+
+// fromUs reports whether a frame's source IP is one of our addresses.
+func (d *Device) fromUs(pkt *proto.Packet) bool {
+	if pkt.IPv4 != nil {
+		return d.ownsIPv4(pkt.IPv4.Src())
+	}
+	return d.ownsGID(pkt.IPv6.Src())
+}
