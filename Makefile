@@ -1,7 +1,7 @@
 # HiNIC build, test and release checks. GNU make.
 #
 #   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic tests
-#   make demo           the embedded rack (HiSwitch + two RDMA engines) through the e2e gate
+#   make demo           the embedded rack (HiSwitch + three RDMA engines) through the e2e gate
 #   make e2e            QEMU guests (TCG): image, Soft-RoCE rack on HiSwitch, SSH gate, down
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
@@ -78,7 +78,7 @@ bench: check-go
 
 DEMO_DIR := $(CURDIR)/.cache/demo
 
-# The embedded rack: HiSwitch and two emulated hosts in one process, put
+# The embedded rack: HiSwitch and three emulated hosts in one process, put
 # through the e2e gate; then the fabric's capture of host1's port, decoded,
 # with every ICRC checked.
 demo: build

@@ -46,13 +46,15 @@ type Options struct {
 	changed func(name string) bool
 }
 
-const long = `Run the end-to-end gate: the RC equivalents of ibv_rc_pingpong and of
-perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat,
-ib_read_lat, ib_atomic_bw and ib_atomic_lat between two emulated hosts, each
-case on its own QP pair and each checking every byte it moved.
+const long = `Run the end-to-end gate: the equivalents of ibv_rc_pingpong,
+ibv_ud_pingpong, ibv_srq_pingpong and of perftest's ib_send_bw,
+ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat,
+ib_atomic_bw and ib_atomic_lat between two emulated hosts, each case on its
+own QPs and each checking every byte it moved, and UD multicast from one
+host to a QP on every host.
 
-The target is the embedded rack: a HiSwitch fabric and two RDMA engines in
-this process, joined by real SOCK_SEQPACKET sockets, with no VMs.
+The target is the embedded rack: a HiSwitch fabric and three RDMA engines
+in this process, joined by real SOCK_SEQPACKET sockets, with no VMs.
 
 With --rack, the target is a QEMU rack started by hinic deploy rack, and
 the gate runs over SSH with the stock tools between two of its guests (the
@@ -151,7 +153,7 @@ func run(opts *Options) error {
 			return err
 		}
 	}
-	r, err := rack.Start(ctx, rack.Config{Hosts: 2, MTU: opts.MTU, Pcap: opts.Pcap})
+	r, err := rack.Start(ctx, rack.Config{Hosts: 3, MTU: opts.MTU, Pcap: opts.Pcap})
 	if err != nil {
 		return err
 	}
