@@ -125,8 +125,7 @@ func (cq *CQ) Destroy() error {
 }
 
 // push appends a completion (engine goroutine). A full CQ loses the
-// completion and counts CQOverflows; IBTA makes an overrun a CQ error, which
-// this part reports only through the counter.
+// completion, counts CQOverflows and raises EventCQErr the first time.
 func (cq *CQ) push(wc *WC, solicited bool) {
 	d := cq.dev
 	if wc.Status != WCSuccess {

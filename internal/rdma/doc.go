@@ -5,8 +5,9 @@
 //
 // A Device is one RoCEv2 NIC with one Ethernet port. It owns a GID table,
 // protection domains, memory regions over an abstract DMA space (Memory),
-// completion queues and reliable-connected queue pairs, and it runs the RC
-// transport (IBA Vol 1 chapter 9) itself: segmentation, PSNs, ACK
+// completion queues, shared receive queues, address handles and queue
+// pairs (RC and UD, with multicast groups), and it runs the transport
+// (IBA Vol 1 chapter 9) itself: segmentation, PSNs, ACK
 // coalescing, the local ACK timer, PSN-sequence-error and RNR NAKs with
 // retransmission, READ responses and their replay, the responder's key and
 // bounds checks, completions and the error flush. Frames leave through a
@@ -31,6 +32,5 @@
 // it, never the reverse, and the fabric meets it only at the Port.
 //
 // docs/rdma-engine.md describes the engine in full: what is implemented,
-// defaults and limits, counters, and what is left for part 2 (atomics, SRQ,
-// UD, multicast, native IB, DCQCN).
+// defaults and limits, counters, and what is still to come.
 package rdma

@@ -76,8 +76,7 @@ func (s QPState) String() string {
 // QPType is a transport service type (enum ibv_qp_type).
 type QPType uint32
 
-// QP types. Only QPTypeRC is implemented in this part; CreateQP rejects the
-// others with ErrUnsupported.
+// QP types. CreateQP accepts RC and UD; UC is ErrUnsupported.
 const (
 	QPTypeRC QPType = 2 // IBV_QPT_RC
 	QPTypeUC QPType = 3 // IBV_QPT_UC
@@ -136,9 +135,8 @@ func MTUFromBytes(n int) (MTU, bool) {
 // WROpcode is a send work request opcode (enum ibv_wr_opcode).
 type WROpcode uint32
 
-// Send work request opcodes. Atomics, SEND_WITH_INV, LOCAL_INV and BIND_MW
-// are defined for numbering but rejected by PostSend with ErrUnsupported in
-// this part.
+// Send work request opcodes. SEND_WITH_INV, LOCAL_INV and BIND_MW are
+// defined for numbering but rejected by PostSend with ErrUnsupported.
 const (
 	WRRDMAWrite         WROpcode = 0 // IBV_WR_RDMA_WRITE
 	WRRDMAWriteWithImm  WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
