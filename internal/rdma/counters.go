@@ -57,6 +57,15 @@ type Counters struct {
 	McastDelivered  uint64 // multicast packets handed to an attached QP (one per QP)
 	McastNoListener uint64 // multicast packets for a group no local QP is attached to
 
+	// Congestion control.
+	CEReceived     uint64 // RC packets that arrived with ECN CE
+	CNPsSent       uint64 // CNPs sent (notification point)
+	CNPsSuppressed uint64 // CE packets not answered: a CNP to that QP went out within CNPInterval
+	CNPsReceived   uint64 // CNPs received (reaction point)
+	RateDecreases  uint64 // DCQCN rate cuts
+	RateRecoveries uint64 // QPs back at the line rate
+	PacingStalls   uint64 // times a QP waited for its DCQCN rate
+
 	CompletionErrors uint64 // work completions with a status other than success
 	CQOverflows      uint64 // completions lost because a CQ was full
 	AsyncEvents      uint64 // asynchronous events queued
@@ -79,6 +88,8 @@ type counters struct {
 	atomicsExecuted, atomicReplays                                 atomic.Uint64
 
 	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener atomic.Uint64
+
+	ceReceived, cnpsSent, cnpsSuppressed, cnpsReceived, rateDecreases, rateRecoveries, pacingStalls atomic.Uint64
 
 	completionErrors, cqOverflows, asyncEvents, asyncEventsLost atomic.Uint64
 }
@@ -107,6 +118,10 @@ func (c *counters) snapshot() Counters {
 		UDSent: c.udSent.Load(), UDReceived: c.udReceived.Load(), UDNoRecv: c.udNoRecv.Load(),
 		UDTooLong: c.udTooLong.Load(), QKeyViolations: c.qkeyViolations.Load(),
 		McastDelivered: c.mcastDelivered.Load(), McastNoListener: c.mcastNoListener.Load(),
+
+		CEReceived: c.ceReceived.Load(), CNPsSent: c.cnpsSent.Load(), CNPsSuppressed: c.cnpsSuppressed.Load(),
+		CNPsReceived: c.cnpsReceived.Load(), RateDecreases: c.rateDecreases.Load(),
+		RateRecoveries: c.rateRecoveries.Load(), PacingStalls: c.pacingStalls.Load(),
 
 		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
 		AsyncEvents: c.asyncEvents.Load(), AsyncEventsLost: c.asyncEventsLost.Load(),

@@ -91,6 +91,14 @@ type DeviceConfig struct {
 	// whose engines both block in Port.Send cannot deadlock. Zero means
 	// DefaultRxWait; negative means never wait.
 	RxWait time.Duration
+	// DCQCN turns on the reaction point (rate control of the QPs that
+	// receive CNPs); nil leaves it off. Zero fields take the defaults
+	// (see DCQCNConfig).
+	DCQCN *DCQCNConfig
+	// CNPInterval is the notification point's minimum time between two
+	// CNPs to the same QP. Zero means DefaultCNPInterval; negative, a CNP
+	// for every CE-marked packet.
+	CNPInterval time.Duration
 }
 
 // DeviceAttr is what QueryDevice reports (struct ibv_device_attr).
@@ -249,6 +257,14 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	def(&cfg.MTU, DefaultMTU)
 	if cfg.RxWait == 0 {
 		cfg.RxWait = DefaultRxWait
+	}
+	if cfg.CNPInterval == 0 {
+		cfg.CNPInterval = DefaultCNPInterval
+	}
+	if cfg.DCQCN != nil {
+		c := *cfg.DCQCN
+		c.defaults()
+		cfg.DCQCN = &c
 	}
 	if cfg.MaxMR >= 1<<24 {
 		return nil, fmt.Errorf("rdma: new device %q: MaxMR %d exceeds the 24-bit key index: %w", cfg.Name, cfg.MaxMR, ErrInvalid)

@@ -43,6 +43,7 @@ const (
 	evRQ                       // receive work posted (only signaled in ERR)
 	evRetry                    // the local ACK timer fired
 	evRNR                      // the RNR timer fired
+	evPace                     // the DCQCN pacing timer fired
 )
 
 // frameBuf is a pooled frame buffer. Ownership moves with the pointer:
@@ -474,6 +475,15 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 			e.rxUD(&pkt, nil, false)
 		}
 		return false
+	case tr == proto.TransportCNP && !mcast:
+		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeRC {
+			d.ctr.rxPackets.Add(1)
+			d.ctr.rxBytes.Add(uint64(len(frame)))
+			qp.onCNP()
+		} else {
+			d.ctr.rxUnknownQP.Add(1)
+		}
+		return false
 	case mcast || tr != proto.TransportRC:
 		d.ctr.rxUnsupported.Add(1)
 		return false
@@ -489,6 +499,9 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 	}
 	d.ctr.rxPackets.Add(1)
 	d.ctr.rxBytes.Add(uint64(len(frame)))
+	if isCE(&pkt) {
+		qp.onCE()
+	}
 	switch op.Info().Kind {
 	case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic:
 		if qp.resp.reply != nil || qp.backHead < len(qp.backlog) {

@@ -45,6 +45,8 @@ type pairOpts struct {
 	ipv6      bool // use IPv6 GIDs
 	realClock bool
 	sqSigAll  bool
+	dcqcn     *rdma.DCQCNConfig
+	cnpIntvl  time.Duration
 }
 
 func (o *pairOpts) defaults() {
@@ -103,6 +105,7 @@ func newNode(t testing.TB, o *pairOpts, port rdma.Port, clk rdma.Clock, i byte) 
 	cfg := rdma.DeviceConfig{
 		Name: "hinic" + string('0'+i), NodeGUID: 0x0248_4eff_fe00_0000 | uint64(i), PortGUID: uint64(i),
 		MAC: n.mac, IPv4: []netip.Addr{n.ip}, MTU: o.mtu, Memory: n.mem, Clock: clk,
+		DCQCN: o.dcqcn, CNPInterval: o.cnpIntvl,
 	}
 	if o.ipv6 {
 		cfg.IPv6 = []netip.Addr{netip.MustParseAddr("fd00::42:" + string('0'+i))}
@@ -302,6 +305,7 @@ type interceptPort struct {
 	drop   func(p *proto.Packet) bool
 	frames [][]byte
 	keep   bool
+	mutate func(frame []byte) // applied to a copy of every frame before it goes on
 }
 
 func (ip *interceptPort) Send(frame []byte) error {
@@ -316,9 +320,14 @@ func (ip *interceptPort) Send(frame []byte) error {
 			ip.frames = append(ip.frames, append([]byte(nil), frame...))
 		}
 	}
+	mutate := ip.mutate
 	ip.mu.Unlock()
 	if drop {
 		return nil
+	}
+	if mutate != nil {
+		frame = append([]byte(nil), frame...)
+		mutate(frame)
 	}
 	return ip.next.Send(frame)
 }

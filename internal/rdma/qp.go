@@ -240,6 +240,8 @@ type QP struct {
 	srqHeld bool
 	// mcast are the groups the QP is attached to (UD).
 	mcast [][16]byte
+	// dc is the congestion state (dcqcn.go).
+	dc dcqcnState
 }
 
 // QPN returns the QP number.
@@ -438,6 +440,10 @@ func (qp *QP) handleEvents(ev uint32) {
 		qp.req.rnrTimer = nil
 		qp.onRNRTimer()
 	}
+	if ev&evPace != 0 {
+		qp.dc.paceTimer = nil
+		e.schedule(qp)
+	}
 	if ev&evSQ != 0 {
 		if st == QPStateErr {
 			qp.flushSQ()
@@ -483,6 +489,7 @@ func (qp *QP) stopTimers() {
 		r.rnrTimer = nil
 	}
 	r.deadline = zeroTime
+	qp.stopPace()
 }
 
 // flushSQ completes every send WQE not yet completed with WRFlushErr
@@ -530,6 +537,7 @@ func (qp *QP) reset() {
 	qp.req = reqState{compIdx: c, startIdx: c, reqIdx: c}
 	qp.resp = respState{}
 	qp.srqHeld = false
+	qp.dc = dcqcnState{}
 	clear(qp.readRes)
 	cap := qp.attr.Cap
 	qp.attr = QPAttr{PortNum: 1, PathMTU: qp.dev.activeMTU, Cap: cap}

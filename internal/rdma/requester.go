@@ -103,6 +103,9 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 		if !w.nextPSN.Before(r.sqPSN) && !w.hasResponse() && r.sqPSN.Diff(r.una) >= MaxUnackedPSNs {
 			return sent > 0, false // window full
 		}
+		if qp.dev.cfg.DCQCN != nil && !qp.dcqcnPace(qp.packetBytes(w)) {
+			return sent > 0, false // paced: a timer reschedules the QP
+		}
 		qp.sendRequest(w)
 		sent++
 		if qp.State() == QPStateErr {
@@ -255,6 +258,17 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	if r.deadline.IsZero() {
 		qp.armTimer()
 	}
+}
+
+// packetBytes estimates the size on the wire of w's next packet, for
+// pacing: the payload plus the headers of a RoCEv2 frame over IPv4.
+func (qp *QP) packetBytes(w *sendWQE) int {
+	const headers = 14 + 20 + 8 + 12 + 16 + 4
+	if w.hasResponse() {
+		return headers + 28
+	}
+	off := int(w.nextPSN.Diff(w.firstPSN)) * qp.pmtu
+	return headers + min(qp.pmtu, max(int(w.length)-off, 0))
 }
 
 // segmentOpcode picks the RC opcode of a SEND or WRITE segment (IBA 9.4.1).
