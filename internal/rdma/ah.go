@@ -38,6 +38,9 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 }
 
 func (d *Device) checkAH(attr *AHAttr) (txPath, error) {
+	if d.ib() {
+		return d.buildPathIB(0, attr, true)
+	}
 	g := &attr.GRH
 	if !attr.IsGlobal || !isMcastGID(g.DGID) {
 		return d.buildPath(0, 0, attr)

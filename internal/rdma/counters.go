@@ -66,6 +66,12 @@ type Counters struct {
 	RateRecoveries uint64 // QPs back at the line rate
 	PacingStalls   uint64 // times a QP waited for its DCQCN rate
 
+	// InfiniBand management.
+	SMPsAnswered uint64 // SMPs the port's SMA answered
+	MADsSent     uint64 // MADs the SMA and PMA sent (answers)
+	VL15Dropped  uint64 // VL15 packets dropped (malformed, not for us, no SM behind QP0)
+	QP1Dropped   uint64 // QP1 packets dropped (bad Q_Key, not a MAD, no GSI consumer)
+
 	CompletionErrors uint64 // work completions with a status other than success
 	CQOverflows      uint64 // completions lost because a CQ was full
 	AsyncEvents      uint64 // asynchronous events queued
@@ -90,6 +96,8 @@ type counters struct {
 	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener atomic.Uint64
 
 	ceReceived, cnpsSent, cnpsSuppressed, cnpsReceived, rateDecreases, rateRecoveries, pacingStalls atomic.Uint64
+
+	smpsAnswered, madsAnswered, vl15Dropped, qp1Dropped atomic.Uint64
 
 	completionErrors, cqOverflows, asyncEvents, asyncEventsLost atomic.Uint64
 }
@@ -122,6 +130,9 @@ func (c *counters) snapshot() Counters {
 		CEReceived: c.ceReceived.Load(), CNPsSent: c.cnpsSent.Load(), CNPsSuppressed: c.cnpsSuppressed.Load(),
 		CNPsReceived: c.cnpsReceived.Load(), RateDecreases: c.rateDecreases.Load(),
 		RateRecoveries: c.rateRecoveries.Load(), PacingStalls: c.pacingStalls.Load(),
+
+		SMPsAnswered: c.smpsAnswered.Load(), MADsSent: c.madsAnswered.Load(),
+		VL15Dropped: c.vl15Dropped.Load(), QP1Dropped: c.qp1Dropped.Load(),
 
 		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
 		AsyncEvents: c.asyncEvents.Load(), AsyncEventsLost: c.asyncEventsLost.Load(),

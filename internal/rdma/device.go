@@ -51,12 +51,25 @@ const (
 	firstQPN = 0x11
 )
 
-// DeviceConfig describes an emulated RoCEv2 NIC with one port.
+// DeviceConfig describes an emulated RDMA NIC with one port: RoCEv2 on
+// Ethernet (the default) or native InfiniBand.
 type DeviceConfig struct {
 	Name     string // the ibdev name, e.g. "hinic0"
-	NodeGUID uint64
-	PortGUID uint64
-	MAC      [6]byte // the port's MAC; GID 0 is derived from it
+	NodeGUID uint64 // required for InfiniBand
+	PortGUID uint64 // InfiniBand: NodeGUID+1 when zero
+	// LinkLayer is LinkLayerEthernet (RoCEv2; also when zero) or
+	// LinkLayerInfiniBand (LRH/GRH/BTH ... ICRC/VCRC packets addressed by
+	// LID, with the port's SMA and PMA; see ib.go).
+	LinkLayer LinkLayer
+	// LID, when not zero, gives an InfiniBand port this LID and makes it
+	// Active at once (static addressing, no subnet manager); SMLID is then
+	// the SM LID it reports. Zero: the port waits in Init for an SM.
+	LID, SMLID uint16
+	// Description is the InfiniBand NodeDescription; default Name.
+	Description string
+	// MAC is the Ethernet port's MAC (RoCEv2; unused on InfiniBand); GID 0
+	// is derived from it.
+	MAC [6]byte
 	// IPv4 addresses of the netdev. GID index 0 is the link-local
 	// fe80::/64 GID built from the MAC (EUI-64, as Linux does for RoCE);
 	// index 1+i is the RoCEv2 GID ::ffff:IPv4[i] (perftest -x 1 picks the
@@ -215,6 +228,8 @@ type Device struct {
 
 	async chan AsyncEvent // see AsyncEvents
 
+	port1 ibPort // InfiniBand port state (ib.go)
+
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
@@ -228,7 +243,13 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	if cfg.Memory == nil {
 		return nil, fmt.Errorf("rdma: new device %q: DeviceConfig.Memory is required: %w", cfg.Name, ErrInvalid)
 	}
-	if cfg.MAC == ([6]byte{}) || cfg.MAC[0]&1 != 0 {
+	if cfg.LinkLayer == LinkLayerUnspecified {
+		cfg.LinkLayer = LinkLayerEthernet
+	}
+	if cfg.LinkLayer != LinkLayerEthernet && cfg.LinkLayer != LinkLayerInfiniBand {
+		return nil, fmt.Errorf("rdma: new device %q: link layer %d: %w", cfg.Name, cfg.LinkLayer, ErrInvalid)
+	}
+	if cfg.LinkLayer == LinkLayerEthernet && (cfg.MAC == ([6]byte{}) || cfg.MAC[0]&1 != 0) {
 		return nil, fmt.Errorf("rdma: new device %q: DeviceConfig.MAC must be a unicast address: %w", cfg.Name, ErrInvalid)
 	}
 	if cfg.Clock == nil {
@@ -313,6 +334,14 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		}
 		d.gids = append(d.gids, a.As16())
 	}
+	if d.ib() {
+		if len(cfg.IPv4) > 0 || len(cfg.IPv6) > 0 {
+			return nil, fmt.Errorf("rdma: new device %q: IP addresses make RoCE GIDs; an InfiniBand port has none: %w", cfg.Name, ErrInvalid)
+		}
+		if err := d.initIB(); err != nil {
+			return nil, err
+		}
+	}
 	d.eng.init(d)
 	go d.eng.run()
 	return d, nil
@@ -395,6 +424,29 @@ func (d *Device) QueryDevice() DeviceAttr {
 
 // QueryPort returns the attributes of port 1, the only port.
 func (d *Device) QueryPort() PortAttr {
+	if d.ib() {
+		pi := d.portInfo()
+		return PortAttr{
+			State:         PortState(pi.PortState),
+			MaxMTU:        MTU4096,
+			ActiveMTU:     d.activeMTU,
+			GIDTableLen:   len(d.gids),
+			PortCapFlags:  pi.CapabilityMask,
+			MaxMsgSize:    MaxMsgSize,
+			QKeyViolCntr:  uint32(d.ctr.qkeyViolations.Load()),
+			PKeyTableLen:  ibPartitionCap,
+			LID:           pi.LID,
+			SMLID:         pi.MasterSMLID,
+			LMC:           pi.LMC,
+			MaxVLNum:      uint8(opVLCount(pi.VLCap)),
+			SMSL:          pi.MasterSMSL,
+			SubnetTimeout: pi.SubnetTimeOut,
+			ActiveWidth:   2,  // 4X
+			ActiveSpeed:   32, // EDR: 4X EDR reads as 100 Gb/s
+			PhysState:     pi.PortPhysicalState,
+			LinkLayer:     LinkLayerInfiniBand,
+		}
+	}
 	return PortAttr{
 		State:        PortActive,
 		MaxMTU:       MTU4096,
@@ -425,11 +477,23 @@ func (d *Device) QueryGIDType(index int) (GIDType, error) {
 	if index < 0 || index >= len(d.gids) {
 		return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, len(d.gids), ErrInvalid)
 	}
+	if d.ib() {
+		return GIDTypeIB, nil
+	}
 	return GIDTypeRoCEv2, nil
 }
 
 // QueryPKey returns P_Key table entry index (one entry, 0xFFFF).
 func (d *Device) QueryPKey(index int) (uint16, error) {
+	if d.ib() {
+		if index < 0 || index >= ibPartitionCap {
+			return 0, fmt.Errorf("rdma: query P_Key %d: table has %d entries: %w", index, ibPartitionCap, ErrInvalid)
+		}
+		p := &d.port1
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.pkeys[index], nil
+	}
 	if index != 0 {
 		return 0, fmt.Errorf("rdma: query P_Key %d: table has 1 entry: %w", index, ErrInvalid)
 	}

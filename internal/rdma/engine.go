@@ -408,6 +408,9 @@ func (e *engine) flushAcks() bool {
 func (e *engine) rxFrame(b *frameBuf) bool {
 	d := e.d
 	frame := b.b[:b.n]
+	if d.ib() {
+		return e.rxFrameIB(b)
+	}
 	pkt, err := proto.Parse(frame, proto.LinkEthernet)
 	if err != nil {
 		d.ctr.rxMalformed.Add(1)
@@ -455,11 +458,18 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 		d.ctr.rxICRC.Add(1)
 		return false
 	}
-	bth := pkt.BTH
-	if bth.PKey()&0x7FFF != pkeyDefault&0x7FFF {
+	if pkt.BTH.PKey()&0x7FFF != pkeyDefault&0x7FFF {
 		d.ctr.rxPKey.Add(1)
 		return false
 	}
+	return e.dispatch(b, &pkt, frame, mcast, group, mcast && d.fromUs(&pkt))
+}
+
+// dispatch hands a validated packet (RoCEv2 or IB data) to its QP, or to
+// every QP of a multicast group. It reports whether it kept b.
+func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bool, group [16]byte, fromUs bool) bool {
+	d := e.d
+	bth := pkt.BTH
 	op := bth.Opcode()
 	switch tr := op.Transport(); {
 	case tr == proto.TransportUD:
@@ -470,9 +480,9 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 				d.ctr.rxMalformed.Add(1)
 				return false
 			}
-			e.rxUD(&pkt, &group, d.fromUs(&pkt))
+			e.rxUD(pkt, &group, fromUs)
 		} else {
-			e.rxUD(&pkt, nil, false)
+			e.rxUD(pkt, nil, false)
 		}
 		return false
 	case tr == proto.TransportCNP && !mcast:
@@ -499,7 +509,7 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 	}
 	d.ctr.rxPackets.Add(1)
 	d.ctr.rxBytes.Add(uint64(len(frame)))
-	if isCE(&pkt) {
+	if isCE(pkt) {
 		qp.onCE()
 	}
 	switch op.Info().Kind {
@@ -517,9 +527,9 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 			e.schedule(qp)
 			return true
 		}
-		qp.onRequest(&pkt)
+		qp.onRequest(pkt)
 	case proto.KindAck, proto.KindReadResponse, proto.KindAtomicAck:
-		qp.onResponse(&pkt)
+		qp.onResponse(pkt)
 	default:
 		d.ctr.rxUnsupported.Add(1)
 	}

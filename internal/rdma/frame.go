@@ -52,6 +52,9 @@ func udpSourcePort(qpn uint32) uint16 {
 
 // buildPath checks an AV for a QP and returns its frame template.
 func (d *Device) buildPath(qpn, destQPN uint32, ah *AHAttr) (txPath, error) {
+	if d.ib() {
+		return d.buildPathIB(destQPN, ah, false)
+	}
 	var p txPath
 	if !ah.IsGlobal {
 		return p, fmt.Errorf("AV: RoCE needs a GRH (AHAttr.IsGlobal): %w", ErrInvalid)
@@ -131,7 +134,9 @@ func (qp *QP) txBeginOn(p *txPath, f *proto.PacketFields, ect bool) (*frameBuf, 
 	if ect {
 		tos |= proto.ECNECT0
 	}
-	if f.IPv6 {
+	if f.Link == proto.LinkIB {
+		qp.ibStamp(f)
+	} else if f.IPv6 {
 		f.IP6.TrafficClass = tos
 	} else {
 		f.IP4.TOS = tos

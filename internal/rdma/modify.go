@@ -100,7 +100,7 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 		}
 	}
 	tr := rcTransitions[cur][next]
-	if qp.init.QPType == QPTypeUD {
+	if qp.isUD() {
 		tr = udTransitions[cur][next]
 	}
 	if !tr.valid {

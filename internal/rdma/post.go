@@ -42,7 +42,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
 		w.compareAdd, w.swap = wr.CompareAdd, wr.Swap
 		w.ah, w.remoteQPN, w.remoteQKey = nil, 0, 0
-		if qp.init.QPType == QPTypeUD {
+		if qp.isUD() {
 			w.ah, w.remoteQPN, w.remoteQKey = wr.AH, wr.RemoteQPN, wr.RemoteQKey
 		}
 		var length uint64
@@ -81,7 +81,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 }
 
 func (qp *QP) checkSendWR(wr *SendWR) error {
-	if qp.init.QPType == QPTypeUD {
+	if qp.isUD() {
 		if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
 			return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
 		}

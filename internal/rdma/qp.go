@@ -258,13 +258,21 @@ func ringSize(n int) (int, uint32) {
 	return size, uint32(size - 1)
 }
 
-// CreateQP creates an RC or UD QP in the RESET state.
+// CreateQP creates a QP in the RESET state: RC or UD with the next free
+// number, or the special QP0 (QPTypeSMI, InfiniBand only) or QP1
+// (QPTypeGSI), one of each per device. The special QPs have UD semantics;
+// the device's own SMA and PMA answer the requests for this port, and the
+// consumer gets everything else (answers to its requests, other classes).
 func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if err := d.checkPD(pd); err != nil {
 		return nil, fmt.Errorf("rdma: create QP: %w", err)
 	}
 	switch attr.QPType {
-	case QPTypeRC, QPTypeUD:
+	case QPTypeRC, QPTypeUD, QPTypeGSI:
+	case QPTypeSMI:
+		if !d.ib() {
+			return nil, fmt.Errorf("rdma: create QP: QP0 exists only on an InfiniBand port: %w", ErrInvalid)
+		}
 	case QPTypeUC:
 		return nil, fmt.Errorf("rdma: create QP: type %v: the device offers RC and UD: %w", attr.QPType, ErrUnsupported)
 	default:
@@ -322,7 +330,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qp.attr.PathMTU = d.activeMTU
 	qp.attr.Cap = *c
 
-	if attr.QPType == QPTypeUD {
+	if qp.isUD() {
 		qp.pmtu = d.activeMTU.Bytes()
 	}
 
@@ -338,11 +346,22 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		}
 		attr.SRQ.refs.Add(1)
 	}
-	for d.qpnUsed[d.nextQPN] || d.nextQPN < firstQPN {
+	if special := attr.QPType == QPTypeSMI || attr.QPType == QPTypeGSI; special {
+		qp.qpn = uint32(attr.QPType)
+		if d.qpnUsed[qp.qpn] {
+			d.mu.Unlock()
+			if attr.SRQ != nil {
+				attr.SRQ.refs.Add(-1)
+			}
+			return nil, fmt.Errorf("rdma: create QP: QP%d exists: %w", qp.qpn, ErrBusy)
+		}
+	} else {
+		for d.qpnUsed[d.nextQPN] || d.nextQPN < firstQPN {
+			d.nextQPN = (d.nextQPN + 1) & proto.QPNMask
+		}
+		qp.qpn = d.nextQPN
 		d.nextQPN = (d.nextQPN + 1) & proto.QPNMask
 	}
-	qp.qpn = d.nextQPN
-	d.nextQPN = (d.nextQPN + 1) & proto.QPNMask
 	d.qpnUsed[qp.qpn] = true
 	d.nQP++
 	pd.refs.Add(1)

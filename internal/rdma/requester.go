@@ -67,7 +67,7 @@ func LocalAckTimeout(timeout uint8) time.Duration {
 // reqStep transmits up to budget packets. progressed reports that it sent
 // something; more that it stopped only because of the budget.
 func (qp *QP) reqStep(budget int) (progressed, more bool) {
-	if qp.init.QPType == QPTypeUD {
+	if qp.isUD() {
 		return qp.udStep(budget)
 	}
 	st := qp.State()

@@ -404,7 +404,7 @@ func (qp *QP) replyStep(budget int) (progressed, more bool) {
 		if qp.backHead == len(qp.backlog) {
 			qp.backlog, qp.backHead = qp.backlog[:0], 0
 		}
-		if pkt, err := proto.Parse(b.b[:b.n], proto.LinkEthernet); err == nil {
+		if pkt, err := proto.Parse(b.b[:b.n], qp.dev.linkType()); err == nil {
 			qp.onRequest(&pkt)
 		}
 		qp.dev.eng.putBuf(b)

@@ -76,9 +76,13 @@ func (s QPState) String() string {
 // QPType is a transport service type (enum ibv_qp_type).
 type QPType uint32
 
-// QP types. CreateQP accepts RC and UD; UC is ErrUnsupported.
+// QP types (the kernel's enum ib_qp_type, which libibverbs' shares from RC
+// on). CreateQP accepts RC and UD, and the special QPs SMI (QP0, on an
+// InfiniBand port) and GSI (QP1); UC is ErrUnsupported.
 const (
-	QPTypeRC QPType = 2 // IBV_QPT_RC
+	QPTypeSMI QPType = 0 // IB_QPT_SMI: QP0, the subnet management interface (InfiniBand only)
+	QPTypeGSI QPType = 1 // IB_QPT_GSI: QP1, the general services interface
+	QPTypeRC  QPType = 2 // IBV_QPT_RC
 	QPTypeUC QPType = 3 // IBV_QPT_UC
 	QPTypeUD QPType = 4 // IBV_QPT_UD
 )
@@ -91,6 +95,10 @@ func (t QPType) String() string {
 		return "UC"
 	case QPTypeUD:
 		return "UD"
+	case QPTypeSMI:
+		return "SMI"
+	case QPTypeGSI:
+		return "GSI"
 	}
 	return "QPType(" + strconv.Itoa(int(t)) + ")"
 }

@@ -174,6 +174,15 @@ func (qp *QP) udSend(w *sendWQE) WCStatus {
 		}
 		return WCLocProtErr
 	}
+	if qp.qpn == 0 && len(payload) == proto.MADSize {
+		if local := qp.smiSend(payload); local {
+			if p.loopback {
+				e.putBuf(fb)
+			}
+			d.ctr.udSent.Add(1)
+			return WCSuccess
+		}
+	}
 	if p.mcast && e.mcastLocal(p.group, qp) {
 		// Other QPs of this device are in the group: they get a copy
 		// through the loopback queue, as a NIC's multicast loopback
@@ -206,7 +215,7 @@ func (e *engine) rxUD(pkt *proto.Packet, group *[16]byte, fromUs bool) {
 		switch {
 		case qp == nil:
 			d.ctr.rxUnknownQP.Add(1)
-		case qp.init.QPType != QPTypeUD:
+		case !qp.isUD():
 			d.ctr.rxUnsupported.Add(1)
 		default:
 			qp.udReceive(pkt)
@@ -230,6 +239,46 @@ func (e *engine) rxUD(pkt *proto.Packet, group *[16]byte, fromUs bool) {
 
 // udReceive places one datagram in the QP's next receive WR.
 func (qp *QP) udReceive(pkt *proto.Packet) {
+	if pkt.DETH.QKey() != qp.attr.QKey && qp.qpn != 0 {
+		qp.dev.ctr.qkeyViolations.Add(1)
+		return
+	}
+	qp.udPlace(pkt, pkt.Payload)
+}
+
+// udPlace places a datagram's payload (its Q_Key already checked) with
+// the GRH area and the addressing of pkt.
+func (qp *QP) udPlace(pkt *proto.Packet, payload []byte) {
+	d := qp.dev
+	wc := WC{SrcQP: pkt.DETH.SrcQP()}
+	if pkt.ImmDt != nil {
+		wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), WCWithImm
+	}
+	var area [GRHSize]byte
+	grh := area[:]
+	switch {
+	case pkt.IPv4 != nil:
+		copy(grh[20:], pkt.IPv4[:20])
+	case pkt.IPv6 != nil:
+		copy(grh, pkt.IPv6[:GRHSize])
+	case pkt.GRH != nil:
+		copy(grh, pkt.GRH[:GRHSize])
+	default:
+		grh = nil // IB without a GRH: the area is left as it was
+	}
+	if pkt.LRH != nil {
+		wc.SLID, wc.SL = pkt.LRH.SLID(), pkt.LRH.SL()
+		if i := d.pkeyIndex(pkt.BTH.PKey()); i > 0 {
+			wc.PKeyIndex = uint16(i)
+		}
+	}
+	qp.udDeliver(payload, grh, wc, pkt.BTH.SE())
+}
+
+// udDeliver completes the next receive WR with payload after the GRH area
+// (filled from grh, WCGRH set, when grh is not nil). wc carries the source
+// fields; the rest is filled here.
+func (qp *QP) udDeliver(payload, grh []byte, wc WC, solicited bool) {
 	d := qp.dev
 	switch qp.State() {
 	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
@@ -237,20 +286,16 @@ func (qp *QP) udReceive(pkt *proto.Packet) {
 		d.ctr.rxWrongState.Add(1)
 		return
 	}
-	if pkt.DETH.QKey() != qp.attr.QKey {
-		d.ctr.qkeyViolations.Add(1)
-		return
-	}
 	w := qp.recvTake()
 	if w == nil {
 		d.ctr.udNoRecv.Add(1) // no buffer: the datagram is lost, as on the wire
 		return
 	}
-	wc := WC{WRID: w.wrID, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: pkt.DETH.SrcQP(), WCFlags: WCGRH}
-	if pkt.ImmDt != nil {
-		wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), wc.WCFlags|WCWithImm
+	wc.WRID, wc.Opcode, wc.QPNum = w.wrID, WCRecv, qp.qpn
+	if grh != nil {
+		wc.WCFlags |= WCGRH
 	}
-	total := GRHSize + len(pkt.Payload)
+	total := GRHSize + len(payload)
 	wc.ByteLen = uint32(total)
 	fatal := false
 	switch {
@@ -260,13 +305,7 @@ func (qp *QP) udReceive(pkt *proto.Packet) {
 		wc.Status = WCLocLenErr
 		d.ctr.udTooLong.Add(1)
 	default:
-		var grh [GRHSize]byte
-		if pkt.IPv4 != nil {
-			copy(grh[20:], pkt.IPv4[:20])
-		} else {
-			copy(grh[:], pkt.IPv6[:GRHSize])
-		}
-		if !qp.scatter(w.sge, w.mrs, 0, grh[:]) || !qp.scatter(w.sge, w.mrs, GRHSize, pkt.Payload) {
+		if (grh != nil && !qp.scatter(w.sge, w.mrs, 0, grh)) || !qp.scatter(w.sge, w.mrs, GRHSize, payload) {
 			wc.Status, fatal = WCLocProtErr, true
 		}
 	}
@@ -274,7 +313,7 @@ func (qp *QP) udReceive(pkt *proto.Packet) {
 	if wc.Status == WCSuccess {
 		d.ctr.udReceived.Add(1)
 	}
-	qp.recvCQ.push(&wc, pkt.BTH.SE())
+	qp.recvCQ.push(&wc, solicited)
 	if fatal {
 		qp.enterError()
 		d.raise(AsyncEvent{Type: EventQPFatal, QP: qp})
@@ -401,4 +440,34 @@ func (d *Device) fromUs(pkt *proto.Packet) bool {
 		return d.ownsIPv4(pkt.IPv4.Src())
 	}
 	return d.ownsGID(pkt.IPv6.Src())
+}
+
+// isUD reports whether qp has datagram semantics: UD, or the special QPs
+// 0 (SMI) and 1 (GSI).
+func (qp *QP) isUD() bool {
+	t := qp.init.QPType
+	return t == QPTypeUD || t == QPTypeSMI || t == QPTypeGSI
+}
+
+// smiSend applies the sending side of the SMI to an SMP posted on QP0
+// (IBA 14.2.2.2, C14-9:1): a directed-route SMP with HopCount 0 is for this
+// port and is answered here without the wire (it reports true: nothing to
+// transmit); one starting a path steps HopPointer to 1 before it leaves.
+func (qp *QP) smiSend(mad []byte) bool {
+	smp := proto.SMP(mad)
+	if !smp.IsDirectedRoute() || smp.Direction() {
+		return false
+	}
+	if smp.HopCount() == 0 {
+		resp := make([]byte, proto.MADSize)
+		copy(resp, mad)
+		qp.dev.sma(resp)
+		proto.SMP(resp).SetHopPointer(0)
+		qp.udDeliver(resp, nil, WC{SLID: qp.dev.port1.lid}, false)
+		return true
+	}
+	if smp.HopPointer() == 0 {
+		smp.SetHopPointer(1)
+	}
+	return false
 }

@@ -1,0 +1,659 @@
+package rdma
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
+
+// Native InfiniBand link layer (DeviceConfig.LinkLayer =
+// LinkLayerInfiniBand). The engine then speaks IB packets, LRH [+ GRH] /
+// BTH ... / ICRC / VCRC, addressed by LID, and carries the port's subnet
+// management agent (SMA, on QP0) and performance management agent (PMA, on
+// QP1) so that a subnet manager can discover the port, give it a LID and
+// take it to Active, as an HCA's firmware does.
+//
+// The port starts in Init with LID 0 (or Active with DeviceConfig.LID,
+// the static mode). Data packets (any VL but 15) are accepted and sent
+// only in Active; the first one received in Armed makes the port Active
+// (IBA 7.2). SMPs pass in Init, Armed and Active.
+
+// IB identity of the NIC in NodeInfo.
+const (
+	ibVendorID     = 0xFFFFFF // no IEEE OUI (as rxe; HiNIC owns none)
+	ibPartitionCap = 32       // P_Key table: one block
+	ibQP1QKey      = 0x80010000
+	// ibCapabilityMask is PortInfo.CapabilityMask: a CM agent (RDMA CM
+	// over QP1), client reregistration, extended speeds.
+	ibCapabilityMask = proto.PortCapIsCommunicationManagementSupported |
+		proto.PortCapIsClientReregistrationSupported | proto.PortCapIsExtendedSpeedsSupported
+)
+
+// EventLIDChange is IBV_EVENT_LID_CHANGE: the SM gave the port a new LID.
+const EventLIDChange AsyncEventType = 11
+
+// ibPort is the IB state of port 1: PortInfo and the P_Key table. The
+// engine changes it (SMA Sets); QueryPort reads it under mu.
+type ibPort struct {
+	mu    sync.Mutex
+	pi    proto.PortInfoFields
+	pkeys [ibPartitionCap]uint16
+	// Engine-owned copies for the data path.
+	lid   uint16
+	state uint8
+	// pmaBase are the counter values a PortCounters Set cleared to.
+	pmaBase pmaBase
+}
+
+type pmaBase struct {
+	xmitData, rcvData, xmitPkts, rcvPkts, rcvErrors, vl15Dropped, qp1Dropped uint64
+}
+
+func (d *Device) ib() bool { return d.cfg.LinkLayer == LinkLayerInfiniBand }
+
+// linkType is the proto link type of the device's frames.
+func (d *Device) linkType() proto.LinkType {
+	if d.ib() {
+		return proto.LinkIB
+	}
+	return proto.LinkEthernet
+}
+
+// initIB sets up the IB port: GID 0 = subnet prefix + port GUID.
+func (d *Device) initIB() error {
+	c := &d.cfg
+	if c.NodeGUID == 0 {
+		return fmt.Errorf("rdma: new device %q: an InfiniBand device needs a NodeGUID: %w", c.Name, ErrInvalid)
+	}
+	if c.PortGUID == 0 {
+		c.PortGUID = c.NodeGUID + 1
+	}
+	if c.LID >= proto.LIDMulticastBase {
+		return fmt.Errorf("rdma: new device %q: LID %#x is not a unicast LID: %w", c.Name, c.LID, ErrInvalid)
+	}
+	p := &d.port1
+	p.pkeys[0] = proto.PKeyDefault
+	p.pi = proto.PortInfoFields{
+		GIDPrefix:            0xFE80000000000000,
+		CapabilityMask:       ibCapabilityMask,
+		LocalPortNum:         1,
+		LinkWidthEnabled:     proto.LinkWidth1X | proto.LinkWidth4X,
+		LinkWidthSupported:   proto.LinkWidth1X | proto.LinkWidth4X,
+		LinkWidthActive:      proto.LinkWidth4X,
+		LinkSpeedSupported:   proto.LinkSpeedSDR | proto.LinkSpeedDDR | proto.LinkSpeedQDR,
+		LinkSpeedEnabled:     proto.LinkSpeedSDR | proto.LinkSpeedDDR | proto.LinkSpeedQDR,
+		LinkSpeedActive:      proto.LinkSpeedQDR,
+		PortState:            proto.PortStateInit,
+		PortPhysicalState:    proto.PortPhysStateLinkUp,
+		LinkDownDefaultState: proto.PortPhysStatePolling,
+		NeighborMTU:          uint8(d.activeMTU),
+		MTUCap:               proto.IBMTU4096,
+		VLCap:                proto.VLCapVL0To7,
+		OperationalVLs:       proto.VLCapVL0,
+		HOQLife:              0x1F,
+		VLStallCount:         7,
+		GUIDCap:              1,
+		SubnetTimeOut:        0x12,
+	}
+	if c.LID != 0 {
+		p.pi.LID, p.pi.MasterSMLID, p.pi.PortState = c.LID, c.SMLID, proto.PortStateActive
+		p.pi.OperationalVLs = proto.VLCapVL0To7
+	}
+	p.lid, p.state = p.pi.LID, p.pi.PortState
+	var gid [16]byte
+	gid[0], gid[1] = 0xfe, 0x80
+	for i := 0; i < 8; i++ {
+		gid[8+i] = byte(c.PortGUID >> (56 - 8*i))
+	}
+	d.gids = append(d.gids[:0], gid)
+	return nil
+}
+
+// portInfo returns a copy of PortInfo (any goroutine).
+func (d *Device) portInfo() proto.PortInfoFields {
+	p := &d.port1
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pi
+}
+
+// pkeyIndex returns the index of the P_Key table entry pkey matches (same
+// low 15 bits, not both limited), or -1 (engine).
+func (d *Device) pkeyIndex(pkey uint16) int {
+	if !d.ib() {
+		if pkey&0x7FFF == pkeyDefault&0x7FFF {
+			return 0
+		}
+		return -1
+	}
+	p := &d.port1
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, k := range p.pkeys {
+		if k&0x7FFF != 0 && k&0x7FFF == pkey&0x7FFF && (k&0x8000 != 0 || pkey&0x8000 != 0) {
+			return i
+		}
+	}
+	return -1
+}
+
+// buildPathIB checks an address vector for an IB port and returns its
+// frame template.
+func (d *Device) buildPathIB(destQPN uint32, ah *AHAttr, ud bool) (txPath, error) {
+	var p txPath
+	if ah.PortNum > 1 {
+		return p, fmt.Errorf("AV: port %d does not exist: %w", ah.PortNum, ErrInvalid)
+	}
+	dlid := ah.DLID
+	if dlid == 0 {
+		return p, fmt.Errorf("AV: DLID 0: %w", ErrInvalid)
+	}
+	mcast := dlid >= proto.LIDMulticastBase && dlid != proto.LIDPermissive
+	if mcast && !ud {
+		return p, fmt.Errorf("AV: multicast DLID %#x needs a UD QP: %w", dlid, ErrInvalid)
+	}
+	if ah.SL > 15 {
+		return p, fmt.Errorf("AV: SL %d exceeds 15: %w", ah.SL, ErrInvalid)
+	}
+	f := &p.f
+	f.Link = proto.LinkIB
+	f.LRH = proto.LRHFields{SL: ah.SL, DLID: dlid}
+	if ah.IsGlobal {
+		g := &ah.GRH
+		if int(g.SGIDIndex) >= len(d.gids) {
+			return p, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+		}
+		if mcast && g.DGID[0] != 0xff {
+			return p, fmt.Errorf("AV: multicast DLID %#x with the unicast DGID %s: %w", dlid, gidString(g.DGID), ErrInvalid)
+		}
+		hop := g.HopLimit
+		if hop == 0 {
+			hop = 64
+		}
+		f.Global = true
+		f.GRH = proto.GRHFields{TClass: g.TrafficClass, FlowLabel: g.FlowLabel & 0xFFFFF, NxtHdr: 0x1B, HopLmt: hop,
+			SGID: d.gids[g.SGIDIndex], DGID: g.DGID}
+		p.group = g.DGID
+	} else if mcast {
+		return p, fmt.Errorf("AV: multicast DLID %#x needs a GRH with the group's MGID: %w", dlid, ErrInvalid)
+	}
+	f.BTH = proto.BTHFields{PKey: pkeyDefault, DestQP: destQPN}
+	p.mcast = mcast
+	p.loopback = !mcast && dlid == d.port1.lid
+	if mcast {
+		f.BTH.DestQP = mcastQPN
+	}
+	return p, nil
+}
+
+// ibStamp fills the per-packet LRH fields of an IB frame: our current LID
+// and the VL (SL while the SL is one of the data VLs OperationalVLs
+// enables, else VL0; VL15 for QP0).
+func (qp *QP) ibStamp(f *proto.PacketFields) {
+	p := &qp.dev.port1
+	f.LRH.SLID = p.lid
+	if qp.qpn == 0 {
+		f.LRH.VL, f.LRH.SL = proto.VL15, 0
+		if f.LRH.SLID == 0 || f.LRH.DLID == proto.LIDPermissive {
+			f.LRH.SLID = proto.LIDPermissive
+		}
+		return
+	}
+	f.LRH.VL = 0
+	if int(f.LRH.SL) < opVLCount(p.pi.OperationalVLs) {
+		f.LRH.VL = f.LRH.SL
+	}
+}
+
+// opVLCount is the number of data VLs an OperationalVLs code enables
+// (1: VL0, 2: VL0-1, 3: VL0-3, 4: VL0-7, 5: VL0-14).
+func opVLCount(code uint8) int {
+	switch code {
+	case 1, 2, 3, 4:
+		return 1 << (code - 1)
+	case 5:
+		return 15
+	}
+	return 1
+}
+
+// rxFrameIB validates an IB packet. Management packets go to the SMA or
+// PMA (or the special QP's consumer); data packets to the common dispatch.
+func (e *engine) rxFrameIB(b *frameBuf) bool {
+	d := e.d
+	frame := b.b[:b.n]
+	pkt, err := proto.Parse(frame, proto.LinkIB)
+	if err != nil {
+		d.ctr.rxMalformed.Add(1)
+		return false
+	}
+	if !pkt.VCRCValid() {
+		d.ctr.rxICRC.Add(1)
+		return false
+	}
+	if pkt.Type != proto.FrameIB || pkt.BTH == nil {
+		d.ctr.rxNotRoCE.Add(1) // raw packets: no raw QPs here
+		return false
+	}
+	p := &d.port1
+	lrh := pkt.LRH
+	dlid := lrh.DLID()
+	if lrh.VL() == proto.VL15 {
+		e.rxSMP(&pkt, frame)
+		return false
+	}
+	switch p.state {
+	case proto.PortStateActive:
+	case proto.PortStateArmed:
+		d.setPortState(proto.PortStateActive) // IBA 7.2: the first data packet
+	default:
+		d.ctr.rxWrongState.Add(1)
+		return false
+	}
+	mcast := dlid >= proto.LIDMulticastBase && dlid != proto.LIDPermissive
+	if !mcast && (p.lid == 0 || dlid != p.lid) {
+		d.ctr.rxNotForUs.Add(1)
+		return false
+	}
+	if !pkt.ICRCValid() {
+		d.ctr.rxICRC.Add(1)
+		return false
+	}
+	if d.pkeyIndex(pkt.BTH.PKey()) < 0 {
+		d.ctr.rxPKey.Add(1)
+		return false
+	}
+	if pkt.BTH.DestQP() == 1 {
+		d.ctr.rxPackets.Add(1)
+		d.ctr.rxBytes.Add(uint64(len(frame)))
+		e.rxGMP(&pkt)
+		return false
+	}
+	var group [16]byte
+	if mcast {
+		if pkt.GRH == nil || pkt.GRH.DGID()[0] != 0xff {
+			d.ctr.rxMalformed.Add(1)
+			return false
+		}
+		copy(group[:], pkt.GRH.DGID())
+	}
+	return e.dispatch(b, &pkt, frame, mcast, group, lrh.SLID() == p.lid)
+}
+
+// setPortState changes the port state (engine) and raises the event.
+func (d *Device) setPortState(s uint8) {
+	p := &d.port1
+	p.mu.Lock()
+	old := p.pi.PortState
+	p.pi.PortState = s
+	p.state = s
+	p.mu.Unlock()
+	if old != s {
+		switch {
+		case s == proto.PortStateActive:
+			d.raise(AsyncEvent{Type: EventPortActive, Port: 1})
+		case old == proto.PortStateActive:
+			d.raise(AsyncEvent{Type: EventPortErr, Port: 1})
+		}
+	}
+}
+
+// rxSMP handles a VL15 packet: an SMP for the SMA, or an answer for the
+// SM behind QP0.
+func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
+	d := e.d
+	if pkt.BTH.DestQP() != 0 || len(pkt.Payload) != proto.MADSize || !pkt.ICRCValid() {
+		d.ctr.vl15Dropped.Add(1)
+		return
+	}
+	smp, err := proto.ParseSMP(pkt.Payload)
+	if err != nil {
+		d.ctr.vl15Dropped.Add(1)
+		return
+	}
+	d.ctr.rxPackets.Add(1)
+	d.ctr.rxBytes.Add(uint64(len(frame)))
+	lrh := pkt.LRH
+	if smp.IsDirectedRoute() {
+		hc, hp := smp.HopCount(), smp.HopPointer()
+		if smp.Direction() {
+			// The answer to our SM, at the start of its path (C14-13:3).
+			if hp != 1 || smp.DrSLID() != proto.SMPPermissiveLID {
+				d.ctr.vl15Dropped.Add(1)
+				return
+			}
+			smp.SetHopPointer(0)
+			e.toSpecialQP(0, pkt, smp)
+			return
+		}
+		// We are the end of the route (C14-9:3).
+		if hc == 0 || hp != hc || smp.DrDLID() != proto.SMPPermissiveLID {
+			d.ctr.vl15Dropped.Add(1)
+			return
+		}
+		smp.ReturnPath()[hc] = 1
+		smp.SetHopPointer(hc + 1)
+		resp := make([]byte, proto.MADSize)
+		copy(resp, smp)
+		d.sma(resp)
+		r := proto.SMP(resp)
+		r.SetHopPointer(hc)
+		e.sendMAD(0, lrh.SLID(), 0, 0, 0, resp)
+		return
+	}
+	p := &d.port1
+	if lrh.DLID() != proto.LIDPermissive && (p.lid == 0 || lrh.DLID() != p.lid) {
+		d.ctr.vl15Dropped.Add(1)
+		return
+	}
+	if smp.IsResponse() {
+		e.toSpecialQP(0, pkt, smp)
+		return
+	}
+	resp := make([]byte, proto.MADSize)
+	copy(resp, smp)
+	d.sma(resp)
+	e.sendMAD(0, lrh.SLID(), 0, 0, 0, resp)
+}
+
+// rxGMP handles a QP1 packet: PerfMgt requests go to the PMA; everything
+// else (answers, CM, SA) to the GSI QP's consumer.
+func (e *engine) rxGMP(pkt *proto.Packet) {
+	d := e.d
+	if pkt.DETH == nil || len(pkt.Payload) != proto.MADSize {
+		d.ctr.qp1Dropped.Add(1)
+		return
+	}
+	if pkt.DETH.QKey() != ibQP1QKey {
+		d.ctr.qkeyViolations.Add(1)
+		d.ctr.qp1Dropped.Add(1)
+		return
+	}
+	m := proto.MAD(pkt.Payload)
+	if m.MgmtClass() == proto.MgmtClassPerfMgt && !m.IsResponse() {
+		resp := make([]byte, proto.MADSize)
+		copy(resp, m)
+		rm := proto.MAD(resp)
+		if rm.BaseVersion() != proto.MADBaseVersion || !rm.MakeResponse(d.pma(proto.PerfMgtMAD(resp))) {
+			d.ctr.qp1Dropped.Add(1)
+			return
+		}
+		e.sendMAD(1, pkt.LRH.SLID(), pkt.LRH.SL(), pkt.DETH.SrcQP(), pkt.BTH.PKey(), resp)
+		return
+	}
+	e.toSpecialQP(1, pkt, m)
+}
+
+// toSpecialQP hands a management packet to the consumer of QP0 or QP1 as
+// a UD receive; without one it is dropped and counted.
+func (e *engine) toSpecialQP(qpn uint32, pkt *proto.Packet, payload []byte) {
+	qp := e.qps[qpn]
+	if qp == nil {
+		if qpn == 0 {
+			e.d.ctr.vl15Dropped.Add(1)
+		} else {
+			e.d.ctr.qp1Dropped.Add(1)
+		}
+		return
+	}
+	qp.udPlace(pkt, payload)
+}
+
+// sendMAD sends a 256-byte MAD from QP qpn (0 or 1) to dlid, as the
+// device's own agents answer. QP0 packets go on VL15 without a DETH Q_Key;
+// QP1 ones carry the well-known Q_Key to destQP.
+func (e *engine) sendMAD(qpn uint32, dlid uint16, sl uint8, destQP uint32, pkey uint16, mad []byte) {
+	d := e.d
+	p := &d.port1
+	f := proto.PacketFields{Link: proto.LinkIB, LRH: proto.LRHFields{SL: sl, DLID: dlid, SLID: p.lid}}
+	f.BTH = proto.BTHFields{Opcode: proto.OpUDSendOnly, PKey: pkeyDefault, DestQP: destQP}
+	if qpn == 0 {
+		f.LRH.VL, f.LRH.SL = proto.VL15, 0
+		if p.lid == 0 || dlid == proto.LIDPermissive {
+			f.LRH.SLID = proto.LIDPermissive
+		}
+	} else {
+		if pkey != 0 {
+			f.BTH.PKey = pkey
+		}
+		f.DETH = proto.DETHFields{QKey: ibQP1QKey, SrcQP: 1}
+		if int(sl) < opVLCount(p.pi.OperationalVLs) {
+			f.LRH.VL = sl
+		}
+	}
+	f.Payload = mad
+	var path txPath
+	path.f.Link = proto.LinkIB
+	path.loopback = dlid == p.lid && p.lid != 0
+	fb := &e.tx
+	if path.loopback {
+		fb = e.getBuf()
+	}
+	n, err := f.Encode(fb.b[:])
+	if err != nil {
+		d.ctr.txErrors.Add(1)
+		if path.loopback {
+			e.putBuf(fb)
+		}
+		return
+	}
+	if path.loopback {
+		fb.n = n
+		e.loopQ = append(e.loopQ, fb)
+		d.ctr.loopback.Add(1)
+	} else if err := d.port.Send(fb.b[:n]); err != nil {
+		d.ctr.txErrors.Add(1)
+	}
+	d.ctr.txPackets.Add(1)
+	d.ctr.txBytes.Add(uint64(n))
+	d.ctr.madsAnswered.Add(1)
+}
+
+// sma turns the SMP request in m into its answer in place (engine): the
+// attributes an HCA's SMA answers for an SM (IBA 14.2.5).
+func (d *Device) sma(m []byte) {
+	smp := proto.SMP(m)
+	if smp.IsResponse() {
+		return
+	}
+	set := smp.Method() == proto.MADMethodSet
+	status := uint16(proto.MADStatusOK)
+	data := smp.Data()
+	am := smp.AttributeModifier()
+	c := &d.cfg
+	p := &d.port1
+	switch {
+	case smp.Method() != proto.MADMethodGet && !set:
+		status = proto.MADStatusMethodUnsupported
+	case smp.ClassVersion() != proto.SMClassVersion:
+		status = proto.MADStatusBadVersion
+	default:
+		switch smp.AttributeID() {
+		case proto.SMPAttrNodeInfo:
+			if set {
+				status = proto.MADStatusMethodAttrUnsupported
+				break
+			}
+			proto.NodeInfo(data).Encode(&proto.NodeInfoFields{
+				BaseVersion: 1, ClassVersion: 1, NodeType: proto.NodeTypeCA, NumPorts: 1,
+				SystemImageGUID: c.NodeGUID, NodeGUID: c.NodeGUID, PortGUID: c.PortGUID,
+				PartitionCap: ibPartitionCap, DeviceID: uint16(c.VendorPartID), Revision: c.HWVer,
+				LocalPortNum: 1, VendorID: ibVendorID,
+			})
+		case proto.SMPAttrNodeDescription:
+			if set {
+				status = proto.MADStatusMethodAttrUnsupported
+				break
+			}
+			desc := c.Description
+			if desc == "" {
+				desc = c.Name
+			}
+			proto.NodeDescription(data).Encode(&proto.NodeDescriptionFields{NodeString: desc})
+		case proto.SMPAttrPortInfo:
+			// A CA answers for the receiving port whatever the
+			// modifier says, 0 included (IBA 14.2.5.6).
+			if n := proto.PortInfoPortNumber(am); n > 1 {
+				status = proto.MADStatusInvalidField
+				break
+			}
+			if set {
+				status = d.setPortInfo(proto.PortInfo(data).Fields())
+			}
+			pi := d.portInfo()
+			proto.PortInfo(data).Encode(&pi)
+		case proto.SMPAttrPKeyTable:
+			if _, block := proto.PKeyTableAttrModParts(am); block != 0 {
+				status = proto.MADStatusInvalidField
+				break
+			}
+			t := proto.PKeyTable(data)
+			p.mu.Lock()
+			if set {
+				for i := range p.pkeys {
+					p.pkeys[i] = t.PKey(i)
+				}
+			}
+			t.Encode(&proto.PKeyTableFields{PKeys: p.pkeys})
+			p.mu.Unlock()
+		case proto.SMPAttrGUIDInfo:
+			if am != 0 {
+				status = proto.MADStatusInvalidField
+				break
+			}
+			proto.GUIDInfo(data).Encode(&proto.GUIDInfoFields{GUIDs: [8]uint64{c.PortGUID}})
+		default:
+			status = proto.MADStatusMethodAttrUnsupported
+		}
+	}
+	smp.MakeResponse(status)
+	d.ctr.smpsAnswered.Add(1)
+}
+
+// setPortInfo applies a PortInfo Set with the IBA state rules (Armed only
+// from Init, Active only from Armed, Down retrains to Init) and raises
+// LID_CHANGE and PORT_ACTIVE events.
+func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
+	p := &d.port1
+	p.mu.Lock()
+	cur := p.pi.PortState
+	switch f.PortState {
+	case proto.PortStateNoChange, proto.PortStateDown:
+	case proto.PortStateArmed:
+		if cur != proto.PortStateInit && cur != proto.PortStateArmed {
+			p.mu.Unlock()
+			return proto.MADStatusInvalidField
+		}
+	case proto.PortStateActive:
+		if cur != proto.PortStateArmed && cur != proto.PortStateActive {
+			p.mu.Unlock()
+			return proto.MADStatusInvalidField
+		}
+	default:
+		p.mu.Unlock()
+		return proto.MADStatusInvalidField
+	}
+	if (f.NeighborMTU != 0 && f.NeighborMTU > p.pi.MTUCap) || f.OperationalVLs > p.pi.VLCap || f.LID >= proto.LIDMulticastBase {
+		p.mu.Unlock()
+		return proto.MADStatusInvalidField
+	}
+	oldLID := p.pi.LID
+	p.pi.MKey = f.MKey
+	p.pi.GIDPrefix = f.GIDPrefix
+	p.pi.LID = f.LID
+	p.pi.MasterSMLID = f.MasterSMLID
+	p.pi.MasterSMSL = f.MasterSMSL
+	p.pi.LMC = f.LMC
+	p.pi.SubnetTimeOut = f.SubnetTimeOut
+	if f.NeighborMTU != 0 {
+		p.pi.NeighborMTU = f.NeighborMTU
+	}
+	if f.OperationalVLs != 0 {
+		p.pi.OperationalVLs = f.OperationalVLs
+	}
+	if f.LinkDownDefaultState != 0 {
+		p.pi.LinkDownDefaultState = f.LinkDownDefaultState
+	}
+	p.lid = p.pi.LID
+	p.mu.Unlock()
+	if oldLID != f.LID {
+		d.raise(AsyncEvent{Type: EventLIDChange, Port: 1})
+	}
+	switch f.PortState {
+	case proto.PortStateDown:
+		d.setPortState(proto.PortStateInit)
+	case proto.PortStateArmed, proto.PortStateActive:
+		d.setPortState(f.PortState)
+	}
+	return proto.MADStatusOK
+}
+
+// pma answers a PerfMgt request in place (ClassPortInfo; PortCounters Get
+// and Set, for port 1 or all ports) and returns the status.
+func (d *Device) pma(m proto.PerfMgtMAD) uint16 {
+	method := m.Method()
+	if method != proto.MADMethodGet && method != proto.MADMethodSet {
+		return proto.MADStatusMethodUnsupported
+	}
+	if m.ClassVersion() != proto.PerfMgtClassVersion {
+		return proto.MADStatusBadVersion
+	}
+	data := m.Data()
+	switch m.AttributeID() {
+	case proto.PMAAttrClassPortInfo:
+		if method == proto.MADMethodSet {
+			return proto.MADStatusMethodAttrUnsupported
+		}
+		clear(data)
+		proto.ClassPortInfo(data[:proto.ClassPortInfoSize]).Encode(&proto.ClassPortInfoFields{
+			BaseVersion: proto.MADBaseVersion, ClassVersion: proto.PerfMgtClassVersion,
+			CapabilityMask: proto.PMACapAllPortSelect, RespTimeValue: 0x12,
+		})
+	case proto.PMAAttrPortCounters:
+		pc := proto.PortCounters(data[:proto.PortCountersSize])
+		sel, csel, csel2 := pc.PortSelect(), pc.CounterSelect(), pc.CounterSelect2()
+		if sel > 1 && sel != proto.PMAPortSelectAll {
+			return proto.MADStatusInvalidField
+		}
+		cur := d.pmaNow()
+		b := &d.port1.pmaBase
+		if method == proto.MADMethodSet {
+			sel := func(bit uint16, dst *uint64, v uint64) {
+				if csel&bit != 0 {
+					*dst = v
+				}
+			}
+			sel(proto.PortCountersSelectPortXmitData, &b.xmitData, cur.xmitData)
+			sel(proto.PortCountersSelectPortRcvData, &b.rcvData, cur.rcvData)
+			sel(proto.PortCountersSelectPortXmitPkts, &b.xmitPkts, cur.xmitPkts)
+			sel(proto.PortCountersSelectPortRcvPkts, &b.rcvPkts, cur.rcvPkts)
+			sel(proto.PortCountersSelectPortRcvErrors, &b.rcvErrors, cur.rcvErrors)
+			sel(proto.PortCountersSelectVL15Dropped, &b.vl15Dropped, cur.vl15Dropped)
+		}
+		f := proto.PortCountersFields{PortSelect: sel, CounterSelect: csel, CounterSelect2: csel2,
+			PortXmitData:  proto.PMACounterAdd32(0, (cur.xmitData-b.xmitData)/4),
+			PortRcvData:   proto.PMACounterAdd32(0, (cur.rcvData-b.rcvData)/4),
+			PortXmitPkts:  proto.PMACounterAdd32(0, cur.xmitPkts-b.xmitPkts),
+			PortRcvPkts:   proto.PMACounterAdd32(0, cur.rcvPkts-b.rcvPkts),
+			PortRcvErrors: proto.PMACounterAdd16(0, cur.rcvErrors-b.rcvErrors),
+			VL15Dropped:   proto.PMACounterAdd16(0, cur.vl15Dropped-b.vl15Dropped),
+			QP1Dropped:    proto.PMACounterAdd16(0, cur.qp1Dropped),
+		}
+		clear(data)
+		pc.Encode(&f)
+	default:
+		return proto.MADStatusMethodAttrUnsupported
+	}
+	return proto.MADStatusOK
+}
+
+func (d *Device) pmaNow() pmaBase {
+	c := &d.ctr
+	return pmaBase{
+		xmitData: c.txBytes.Load(), rcvData: c.rxBytes.Load(),
+		xmitPkts: c.txPackets.Load(), rcvPkts: c.rxPackets.Load(),
+		rcvErrors:   c.rxICRC.Load() + c.rxMalformed.Load(),
+		vl15Dropped: c.vl15Dropped.Load(), qp1Dropped: c.qp1Dropped.Load(),
+	}
+}

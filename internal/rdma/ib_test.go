@@ -1,0 +1,295 @@
+package rdma_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/rdma/rdmatest"
+)
+
+// ibNode is an InfiniBand device with one MR over its memory.
+type ibNode struct {
+	dev      *rdma.Device
+	mem      *rdma.HostMemory
+	pd       *rdma.PD
+	mr       *rdma.MR
+	scq, rcq *rdma.CQ
+}
+
+func newIBNode(t *testing.T, port rdma.Port, clk rdma.Clock, guid uint64, lid uint16) *ibNode {
+	t.Helper()
+	n := &ibNode{mem: rdma.NewHostMemory(1 << 20)}
+	dev, err := rdma.NewDevice(rdma.DeviceConfig{Name: "hicain", LinkLayer: rdma.LinkLayerInfiniBand,
+		NodeGUID: guid, LID: lid, SMLID: 1, MTU: 2048, Memory: n.mem, Clock: clk, Description: "ibnode"}, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	n.dev = dev
+	if n.pd, err = dev.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if n.mr, err = dev.RegMR(n.pd, 0, 1<<20, rdma.AccessLocalWrite|rdma.AccessRemoteWrite|rdma.AccessRemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	if n.scq, err = dev.CreateCQ(256, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n.rcq, err = dev.CreateCQ(256, nil); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (n *ibNode) sge(addr uint64, length uint32) []rdma.SGE {
+	return []rdma.SGE{{Addr: addr, Length: length, LKey: n.mr.LKey}}
+}
+
+func pollN(t *testing.T, devs []*rdma.Device, link *rdmatest.Link, clk *rdmatest.FakeClock, cq *rdma.CQ, n int) []rdma.WC {
+	t.Helper()
+	var out []rdma.WC
+	buf := make([]rdma.WC, n)
+	for i := 0; i < 200 && len(out) < n; i++ {
+		rdmatest.Settle(devs, link)
+		k := cq.Poll(buf[:n-len(out)])
+		out = append(out, buf[:k]...)
+		if len(out) < n {
+			clk.Advance(time.Millisecond)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("%d of %d completions", len(out), n)
+	}
+	return out
+}
+
+func TestIBStaticLIDsRC(t *testing.T) {
+	clk := rdmatest.NewFakeClock()
+	link := rdmatest.NewLink(1, rdmatest.Faults{})
+	a := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
+	b := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)
+	link.Connect(a.dev, b.dev)
+	devs := []*rdma.Device{a.dev, b.dev}
+	if pa := a.dev.QueryPort(); pa.LinkLayer != rdma.LinkLayerInfiniBand || pa.State != rdma.PortActive || pa.LID != 1 {
+		t.Fatalf("port %+v", pa)
+	}
+	if g, _ := a.dev.QueryGID(0); g[0] != 0xfe || g[1] != 0x80 || g[15] != 0x01 {
+		t.Fatalf("GID 0 %x: want fe80::<port GUID>", g)
+	}
+	if ty, _ := a.dev.QueryGIDType(0); ty != rdma.GIDTypeIB {
+		t.Fatalf("GID type %v", ty)
+	}
+	mk := func(n *ibNode) *rdma.QP {
+		qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: rdma.QPTypeRC,
+			Cap: rdma.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qp
+	}
+	qa, qb := mk(a), mk(b)
+	conn := func(qp, remote *rdma.QP, dlid uint16) {
+		for _, s := range []struct {
+			a    rdma.QPAttr
+			mask rdma.QPAttrMask
+		}{
+			{rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1, QPAccessFlags: rdma.AccessRemoteWrite | rdma.AccessRemoteRead},
+				rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrAccessFlags},
+			{rdma.QPAttr{QPState: rdma.QPStateRTR, PathMTU: rdma.MTU2048, DestQPNum: remote.QPN(), RQPSN: 7,
+				MaxDestRDAtomic: 4, MinRNRTimer: 12, AHAttr: rdma.AHAttr{DLID: dlid, SL: 0, PortNum: 1}},
+				rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
+					rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
+			{rdma.QPAttr{QPState: rdma.QPStateRTS, SQPSN: 7, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
+				rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
+					rdma.QPAttrMaxQPRDAtomic},
+		} {
+			if err := qp.Modify(&s.a, s.mask); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conn(qa, qb, 2)
+	conn(qb, qa, 1)
+	fill(a.mem.Bytes()[0x1000:0x1000+5000], 9)
+	mustPost(t, qb.PostRecv([]rdma.RecvWR{{WRID: 1, SGList: b.sge(0x8000, 8192)}}))
+	mustPost(t, qa.PostSend([]rdma.SendWR{
+		{WRID: 1, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled, SGList: a.sge(0x1000, 5000)},
+		{WRID: 2, Opcode: rdma.WRRDMAWrite, SendFlags: rdma.SendSignaled, SGList: a.sge(0x1000, 5000), RemoteAddr: 0x20000, RKey: b.mr.RKey},
+		{WRID: 3, Opcode: rdma.WRRDMARead, SendFlags: rdma.SendSignaled, SGList: a.sge(0x40000, 5000), RemoteAddr: 0x20000, RKey: b.mr.RKey},
+	}))
+	for i, wc := range pollN(t, devs, link, clk, a.scq, 3) {
+		if wc.Status != rdma.WCSuccess || wc.WRID != uint64(i+1) {
+			t.Fatalf("send wc %d: %+v", i, wc)
+		}
+	}
+	wc := pollN(t, devs, link, clk, b.rcq, 1)[0]
+	if wc.Status != rdma.WCSuccess || wc.ByteLen != 5000 {
+		t.Fatalf("recv wc %+v", wc)
+	}
+	want := a.mem.Bytes()[0x1000 : 0x1000+5000]
+	for _, got := range [][]byte{b.mem.Bytes()[0x8000 : 0x8000+5000], b.mem.Bytes()[0x20000 : 0x20000+5000], a.mem.Bytes()[0x40000 : 0x40000+5000]} {
+		if !bytes.Equal(got, want) {
+			t.Fatal("data differs after SEND/WRITE/READ over IB")
+		}
+	}
+	// The wire carried IB packets (LRH ... VCRC) with our LIDs.
+	if c := b.dev.Counters(); c.RxICRCErrors != 0 || c.RxPackets < 5 {
+		t.Fatalf("b counters %+v", c)
+	}
+}
+
+// smQP makes QP0 or QP1 on n and takes it to RTS.
+func smQP(t *testing.T, n *ibNode, typ rdma.QPType) *rdma.QP {
+	t.Helper()
+	qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: typ,
+		Cap: rdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qkey := uint32(0)
+	if typ == rdma.QPTypeGSI {
+		qkey = 0x80010000
+	}
+	for _, s := range []struct {
+		a    rdma.QPAttr
+		mask rdma.QPAttrMask
+	}{
+		{rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1, QKey: qkey}, rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrQKey},
+		{rdma.QPAttr{QPState: rdma.QPStateRTR}, rdma.QPAttrState},
+		{rdma.QPAttr{QPState: rdma.QPStateRTS}, rdma.QPAttrState | rdma.QPAttrSQPSN},
+	} {
+		if err := qp.Modify(&s.a, s.mask); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return qp
+}
+
+func TestIBSMAAndPMA(t *testing.T) {
+	clk := rdmatest.NewFakeClock()
+	link := rdmatest.NewLink(1, rdmatest.Faults{})
+	sm := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0100, 1) // the SM's port, static LID 1
+	ca := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0200, 0) // waits for an SM
+	link.Connect(sm.dev, ca.dev)
+	devs := []*rdma.Device{sm.dev, ca.dev}
+	if p := ca.dev.QueryPort(); p.State != rdma.PortInit || p.LID != 0 {
+		t.Fatalf("unconfigured port %+v", p)
+	}
+	qp0 := smQP(t, sm, rdma.QPTypeSMI)
+	if _, err := sm.dev.CreateQP(sm.pd, rdma.QPInitAttr{SendCQ: sm.scq, RecvCQ: sm.rcq, QPType: rdma.QPTypeSMI}); !isErr(err, rdma.ErrBusy) {
+		t.Fatalf("second QP0: %v", err)
+	}
+	ah, err := sm.dev.CreateAH(sm.pd, rdma.AHAttr{DLID: proto.LIDPermissive, PortNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := uint64(0)
+	// dr sends a directed-route SMP along path and returns the answer.
+	dr := func(method uint8, path []byte, attr uint16, data []byte) proto.SMP {
+		t.Helper()
+		tid++
+		f := proto.SMPFields{BaseVersion: proto.MADBaseVersion, MgmtClass: proto.MgmtClassSubnDirectedRoute,
+			ClassVersion: proto.SMClassVersion, Method: method, TransactionID: tid, AttributeID: attr,
+			DrSLID: proto.SMPPermissiveLID, DrDLID: proto.SMPPermissiveLID, HopCount: uint8(len(path))}
+		copy(f.InitialPath[1:], path)
+		mad := sm.mem.Bytes()[0x1000 : 0x1000+proto.MADSize]
+		proto.SMP(mad).Encode(&f)
+		copy(proto.SMP(mad).Data(), data)
+		mustPost(t, qp0.PostRecv([]rdma.RecvWR{{WRID: tid, SGList: sm.sge(0x4000, 40+256)}}))
+		mustPost(t, qp0.PostSend([]rdma.SendWR{{WRID: tid, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled,
+			SGList: sm.sge(0x1000, proto.MADSize), AH: ah}}))
+		pollN(t, devs, link, clk, sm.scq, 1)
+		wc := pollN(t, devs, link, clk, sm.rcq, 1)[0]
+		if wc.Status != rdma.WCSuccess || wc.ByteLen != 40+256 {
+			t.Fatalf("SMP answer wc %+v", wc)
+		}
+		r := proto.SMP(append([]byte(nil), sm.mem.Bytes()[0x4000+40:0x4000+40+256]...))
+		if r.TransactionID() != tid || r.Method() != proto.MADMethodGetResp || !r.Direction() || r.HopPointer() != 0 {
+			t.Fatalf("answer tid %d method %#x D %v hp %d", r.TransactionID(), r.Method(), r.Direction(), r.HopPointer())
+		}
+		return r
+	}
+	// Our own port, without the wire (HopCount 0).
+	r := dr(proto.MADMethodGet, nil, proto.SMPAttrNodeInfo, nil)
+	if ni := proto.NodeInfo(r.Data()); ni.NodeGUID() != 0x0248_4eff_fe00_0100 || ni.NodeType() != proto.NodeTypeCA {
+		t.Fatalf("own NodeInfo GUID %#x type %d", ni.NodeGUID(), ni.NodeType())
+	}
+	// The CA at the other end of the cable: path {1}.
+	r = dr(proto.MADMethodGet, []byte{1}, proto.SMPAttrNodeInfo, nil)
+	if ni := proto.NodeInfo(r.Data()); ni.NodeGUID() != 0x0248_4eff_fe00_0200 || ni.PortGUID() != 0x0248_4eff_fe00_0201 || r.Status() != 0 {
+		t.Fatalf("remote NodeInfo GUID %#x port GUID %#x status %#x", ni.NodeGUID(), ni.PortGUID(), r.Status())
+	}
+	r = dr(proto.MADMethodGet, []byte{1}, proto.SMPAttrNodeDescription, nil)
+	if got := string(bytes.TrimRight(r.Data()[:64], "\x00")); got != "ibnode" {
+		t.Fatalf("NodeDescription %q", got)
+	}
+	r = dr(proto.MADMethodGet, []byte{1}, proto.SMPAttrPortInfo, nil)
+	pi := proto.PortInfo(r.Data()).Fields()
+	if pi.PortState != proto.PortStateInit || pi.LID != 0 {
+		t.Fatalf("PortInfo state %d LID %d", pi.PortState, pi.LID)
+	}
+	// Active straight from Init is refused.
+	pi.PortState = proto.PortStateActive
+	set := make([]byte, proto.SMPDataSize)
+	proto.PortInfo(set).Encode(&pi)
+	if r = dr(proto.MADMethodSet, []byte{1}, proto.SMPAttrPortInfo, set); r.Status() == 0 {
+		t.Fatal("Init -> Active accepted")
+	}
+	pi.LID, pi.MasterSMLID, pi.PortState, pi.OperationalVLs = 5, 1, proto.PortStateArmed, proto.VLCapVL0To7
+	proto.PortInfo(set).Encode(&pi)
+	if r = dr(proto.MADMethodSet, []byte{1}, proto.SMPAttrPortInfo, set); r.Status() != 0 {
+		t.Fatalf("Set Armed: status %#x", r.Status())
+	}
+	pi.PortState = proto.PortStateActive
+	proto.PortInfo(set).Encode(&pi)
+	if r = dr(proto.MADMethodSet, []byte{1}, proto.SMPAttrPortInfo, set); r.Status() != 0 {
+		t.Fatalf("Set Active: status %#x", r.Status())
+	}
+	if p := ca.dev.QueryPort(); p.State != rdma.PortActive || p.LID != 5 || p.SMLID != 1 {
+		t.Fatalf("configured port %+v", p)
+	}
+	var evs []rdma.AsyncEventType
+	for len(evs) < 2 {
+		select {
+		case ev := <-ca.dev.AsyncEvents():
+			evs = append(evs, ev.Type)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events %v", evs)
+		}
+	}
+	if evs[0] != rdma.EventLIDChange || evs[1] != rdma.EventPortActive {
+		t.Fatalf("events %v, want LID_CHANGE, PORT_ACTIVE", evs)
+	}
+
+	// The PMA on QP1 of LID 5 answers PortCounters.
+	qp1 := smQP(t, sm, rdma.QPTypeGSI)
+	ah5, err := sm.dev.CreateAH(sm.pd, rdma.AHAttr{DLID: 5, PortNum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mad := sm.mem.Bytes()[0x1000 : 0x1000+proto.MADSize]
+	clear(mad)
+	proto.PerfMgtMAD(mad).Encode(&proto.MADFields{BaseVersion: proto.MADBaseVersion, MgmtClass: proto.MgmtClassPerfMgt,
+		ClassVersion: proto.PerfMgtClassVersion, Method: proto.MADMethodGet, TransactionID: 99,
+		AttributeID: proto.PMAAttrPortCounters})
+	proto.PortCounters(proto.PerfMgtMAD(mad).Data()[:proto.PortCountersSize]).Encode(&proto.PortCountersFields{PortSelect: 1})
+	mustPost(t, qp1.PostRecv([]rdma.RecvWR{{WRID: 1, SGList: sm.sge(0x4000, 40+256)}}))
+	mustPost(t, qp1.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled,
+		SGList: sm.sge(0x1000, proto.MADSize), AH: ah5, RemoteQPN: 1, RemoteQKey: 0x80010000}}))
+	pollN(t, devs, link, clk, sm.scq, 1)
+	wc := pollN(t, devs, link, clk, sm.rcq, 1)[0]
+	if wc.Status != rdma.WCSuccess || wc.SLID != 5 || wc.SrcQP != 1 {
+		t.Fatalf("PMA answer wc %+v", wc)
+	}
+	resp := proto.PerfMgtMAD(sm.mem.Bytes()[0x4000+40 : 0x4000+40+256])
+	pc := proto.PortCounters(resp.Data()[:proto.PortCountersSize])
+	if resp.TransactionID() != 99 || resp.Status() != 0 || pc.PortRcvPkts() < 5 || pc.PortXmitPkts() < 5 {
+		t.Fatalf("PortCounters tid %d status %#x rcv %d xmit %d", resp.TransactionID(), resp.Status(), pc.PortRcvPkts(), pc.PortXmitPkts())
+	}
+	if c := ca.dev.Counters(); c.SMPsAnswered < 6 || c.MADsSent < 7 {
+		t.Fatalf("CA answered %d SMPs, sent %d MADs", c.SMPsAnswered, c.MADsSent)
+	}
+}
