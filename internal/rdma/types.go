@@ -83,8 +83,8 @@ const (
 	QPTypeSMI QPType = 0 // IB_QPT_SMI: QP0, the subnet management interface (InfiniBand only)
 	QPTypeGSI QPType = 1 // IB_QPT_GSI: QP1, the general services interface
 	QPTypeRC  QPType = 2 // IBV_QPT_RC
-	QPTypeUC QPType = 3 // IBV_QPT_UC
-	QPTypeUD QPType = 4 // IBV_QPT_UD
+	QPTypeUC  QPType = 3 // IBV_QPT_UC
+	QPTypeUD  QPType = 4 // IBV_QPT_UD
 )
 
 func (t QPType) String() string {
