@@ -114,6 +114,7 @@ type wire struct {
 	mac  [6]byte
 	buf  uint64
 	rkey uint32
+	lid  uint16 // InfiniBand
 }
 
 // ConnectRC creates an RC QP on a and one on b and connects them through
@@ -190,17 +191,26 @@ func newEndpoint(h *Host, o RCOptions) (*Endpoint, error) {
 }
 
 func (e *Endpoint) local() (wire, error) {
-	gid, err := e.Host.Device.QueryGID(GIDIndex)
+	idx := GIDIndex
+	if e.Host.IB() {
+		idx = 0
+	}
+	gid, err := e.Host.Device.QueryGID(idx)
 	if err != nil {
-		return wire{}, fmt.Errorf("rack: %s: GID %d: %w", e.Host.Name, GIDIndex, err)
+		return wire{}, fmt.Errorf("rack: %s: GID %d: %w", e.Host.Name, idx, err)
 	}
 	return wire{qpn: e.QP.QPN(), psn: rand.Uint32() & 0xFFFFFF, gid: gid, mac: e.Host.MAC,
-		buf: e.Buf, rkey: e.MR.RKey}, nil
+		buf: e.Buf, rkey: e.MR.RKey, lid: e.Host.LID()}, nil
 }
 
 func (e *Endpoint) connect(local, remote wire, o RCOptions) error {
 	e.RemoteBuf, e.RemoteRKey = remote.buf, remote.rkey
 	mtu := e.Host.Device.QueryPort().ActiveMTU
+	av := rdma.AHAttr{IsGlobal: true, PortNum: 1, DMAC: remote.mac, GRH: rdma.GlobalRoute{
+		DGID: remote.gid, SGIDIndex: GIDIndex, HopLimit: 64, TrafficClass: RoCETrafficClass}}
+	if e.Host.IB() {
+		av = rdma.AHAttr{DLID: remote.lid, PortNum: 1}
+	}
 	steps := []struct {
 		name string
 		attr rdma.QPAttr
@@ -210,9 +220,7 @@ func (e *Endpoint) connect(local, remote wire, o RCOptions) error {
 			QPAccessFlags: rdma.AccessRemoteWrite | rdma.AccessRemoteRead | rdma.AccessRemoteAtomic},
 			rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrAccessFlags},
 		{"RTR", rdma.QPAttr{QPState: rdma.QPStateRTR, PathMTU: mtu, DestQPNum: remote.qpn, RQPSN: remote.psn,
-			MaxDestRDAtomic: o.MaxRDAtomic, MinRNRTimer: o.MinRNRTimer,
-			AHAttr: rdma.AHAttr{IsGlobal: true, PortNum: 1, DMAC: remote.mac, GRH: rdma.GlobalRoute{
-				DGID: remote.gid, SGIDIndex: GIDIndex, HopLimit: 64, TrafficClass: RoCETrafficClass}}},
+			MaxDestRDAtomic: o.MaxRDAtomic, MinRNRTimer: o.MinRNRTimer, AHAttr: av},
 			rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
 				rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
 		{"RTS", rdma.QPAttr{QPState: rdma.QPStateRTS, SQPSN: local.psn, Timeout: o.Timeout, RetryCnt: o.RetryCnt,

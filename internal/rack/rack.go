@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/PacketFive/hinic/internal/ibsm"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -45,8 +46,18 @@ type Config struct {
 	Pcap    string // when set, the fabric writes one capture per port here
 	// Raw attaches hosts to the fabric without an engine: their Conn is
 	// free for raw frames (the raw ceiling of `hinic bench rdma`).
-	Raw    bool
-	Logger *slog.Logger // nil discards
+	Raw bool
+	// Faults are injected into the frames every host sends, at its
+	// fabric port (docs/fabric.md). Faults.Seed makes the injection
+	// repeatable: port N draws from PCG(Seed, N).
+	Faults fabric.FaultsConfig
+	// LinkLayer is LinkEthernet (RoCEv2; also when empty) or LinkIB:
+	// native InfiniBand ports on the switch and the hosts, brought up by
+	// the rack's subnet manager (package ibsm) running on host1's QP0 and
+	// QP1, which gives host1 LID 1, the switch LID 2 and the other hosts
+	// 3, 4, ...
+	LinkLayer string
+	Logger    *slog.Logger // nil discards
 }
 
 // Host is one emulated host: its NIC engine, memory and addresses.
@@ -96,6 +107,10 @@ const GIDIndex = 1
 type Rack struct {
 	Fabric *fabric.Fabric
 	Hosts  []*Host
+	// SM is the subnet manager's view of an InfiniBand rack after its
+	// sweep (nodes, ports, LIDs, routes); nil on Ethernet.
+	SM      *ibsm.SM
+	madPort *madPort
 
 	tmpDir    string
 	wg        sync.WaitGroup
@@ -122,6 +137,16 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 	if cfg.MemSize == 0 {
 		cfg.MemSize = DefaultMemSize
 	}
+	switch cfg.LinkLayer {
+	case "", LinkEthernet:
+		cfg.LinkLayer = LinkEthernet
+	case LinkIB:
+		if cfg.Raw {
+			return nil, fmt.Errorf("rack: a raw rack is Ethernet only")
+		}
+	default:
+		return nil, fmt.Errorf("rack: link layer %q: want %q or %q", cfg.LinkLayer, LinkEthernet, LinkIB)
+	}
 	r := &Rack{}
 	runDir := cfg.RunDir
 	if runDir == "" {
@@ -131,7 +156,16 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 		}
 		r.tmpDir, runDir = d, d
 	}
-	fab, err := fabric.New(fabric.Config{RunDir: runDir, Ports: max(fabric.DefaultPorts, cfg.Hosts),
+	ports := max(fabric.DefaultPorts, cfg.Hosts)
+	sc := fabric.SwitchConfig{Name: fabric.DefaultSwitchName, Ports: ports}
+	for i := range cfg.Hosts {
+		pc := fabric.PortConfig{Num: i + 1, Faults: cfg.Faults}
+		if cfg.LinkLayer == LinkIB {
+			pc.Link = "ib"
+		}
+		sc.Port = append(sc.Port, pc)
+	}
+	fab, err := fabric.New(fabric.Config{RunDir: runDir, Ports: ports, Switches: []fabric.SwitchConfig{sc},
 		Pcap: cfg.Pcap, Logger: cfg.Logger})
 	if err != nil {
 		r.removeTmp()
@@ -151,6 +185,12 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 		}
 		r.Hosts = append(r.Hosts, h)
 	}
+	if cfg.LinkLayer == LinkIB {
+		if err := r.bringUpIB(ctx, r.Hosts[0]); err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -158,10 +198,15 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	h := &Host{Name: fmt.Sprintf("host%d", i+1), Index: i, MAC: hostMAC(i + 1), IP: hostIP(i + 1),
 		Memory: rdma.NewHostMemory(cfg.MemSize)}
 	guid := uint64(0x0248_4eff_fe00_0000) | uint64(i+1)<<8
-	conn, answer, err := fabric.DialPort(ctx, sw.SocketPath(i+1), &proto.HelloFields{
+	ib := cfg.LinkLayer == LinkIB
+	hello := &proto.HelloFields{
 		Version: proto.HelloVersion, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC,
 		MaxFrame: maxFrame, MAC: h.MAC, PortNum: 1, PortGUID: guid, NodeGUID: guid, Name: h.Name + "/hinic0",
-	})
+	}
+	if ib {
+		hello.LinkLayer, hello.MAC, hello.PortGUID = proto.HelloLinkInfiniBand, [6]byte{}, guid+1
+	}
+	conn, answer, err := fabric.DialPort(ctx, sw.SocketPath(i+1), hello)
 	if err != nil {
 		return nil, fmt.Errorf("rack: attach %s: %w", h.Name, err)
 	}
@@ -170,10 +215,15 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	if cfg.Raw {
 		return h, nil
 	}
-	dev, err := rdma.NewDevice(rdma.DeviceConfig{
+	dc := rdma.DeviceConfig{
 		Name: "hinic0", NodeGUID: guid, PortGUID: guid, MAC: h.MAC,
 		IPv4: []netip.Addr{h.IP}, MTU: cfg.MTU, Memory: h.Memory,
-	}, connPort{conn})
+	}
+	if ib {
+		dc = rdma.DeviceConfig{Name: "hicain0", LinkLayer: rdma.LinkLayerInfiniBand, NodeGUID: guid, PortGUID: guid + 1,
+			Description: h.Name + " hicain0", MTU: cfg.MTU, Memory: h.Memory}
+	}
+	dev, err := rdma.NewDevice(dc, connPort{conn})
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("rack: %s: %w", h.Name, err)
@@ -222,6 +272,9 @@ func (r *Rack) Close() error {
 			}
 		}
 		r.wg.Wait()
+		if r.madPort != nil {
+			r.madPort.close()
+		}
 		for _, h := range r.Hosts {
 			if h.Device != nil {
 				errs = append(errs, h.Device.Close())

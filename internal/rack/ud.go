@@ -105,15 +105,15 @@ func NewUD(h *Host, o UDOptions) (*UDEndpoint, error) {
 	return e, nil
 }
 
-// AHTo returns an address handle for peer's host (its RoCEv2 IPv4 GID,
-// the lossless traffic class), owned by e and destroyed by Close.
+// AHTo returns an address handle for peer's host (its RoCEv2 IPv4 GID
+// with the lossless traffic class, or its LID on InfiniBand), owned by e
+// and destroyed by Close.
 func (e *UDEndpoint) AHTo(peer *Host) (*rdma.AH, error) {
-	gid, err := peer.Device.QueryGID(GIDIndex)
+	av, err := e.Host.av(peer)
 	if err != nil {
-		return nil, fmt.Errorf("rack: %s: GID %d: %w", peer.Name, GIDIndex, err)
+		return nil, err
 	}
-	return e.ah(rdma.AHAttr{IsGlobal: true, PortNum: 1, DMAC: peer.MAC, GRH: rdma.GlobalRoute{
-		DGID: gid, SGIDIndex: GIDIndex, HopLimit: 64, TrafficClass: RoCETrafficClass}})
+	return e.ah(av)
 }
 
 // GroupAH returns an address handle for the multicast group gid.

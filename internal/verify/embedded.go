@@ -2,6 +2,11 @@ package verify
 
 import (
 	"context"
+	"fmt"
+	"strings"
+
+	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rdma"
 
 	"github.com/PacketFive/hinic/internal/perf"
 	"github.com/PacketFive/hinic/internal/rack"
@@ -92,4 +97,64 @@ func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
 // outcome turns a workload's result into a case outcome.
 func outcome(r perf.Result, err error) (Outcome, error) {
 	return Outcome{Figure: r.Figure, Unit: r.Unit, Detail: r.Detail}, err
+}
+
+// EmbeddedIBCases returns the gate's native-InfiniBand run on r, a rack
+// started with rack.LinkIB: first "ib:subnet", which checks what the
+// rack's subnet manager did (every node found, every port Active with its
+// LID, the switch routing) and reads host2's PortCounters through its PMA;
+// then every case of EmbeddedCases but UD multicast (the subnet manager
+// programs no multicast tables), addressed by LID, named "ib:<case>".
+func EmbeddedIBCases(r *rack.Rack, o EmbeddedOptions) []Case {
+	cases := []Case{{"ib:subnet", func(ctx context.Context) (Outcome, error) { return ibSubnet(r) }}}
+	for _, c := range EmbeddedCases(r, o) {
+		if c.Name == "ud_multicast" {
+			continue
+		}
+		cases = append(cases, Case{"ib:" + c.Name, c.Run})
+	}
+	return cases
+}
+
+// ibSubnet checks an InfiniBand rack's subnet as ibstat, ibnetdiscover
+// and perfquery would: the figure is the number of SMPs the sweep took.
+func ibSubnet(r *rack.Rack) (Outcome, error) {
+	sm := r.SM
+	if sm == nil {
+		return Outcome{}, fmt.Errorf("the rack has no subnet manager (not an InfiniBand rack)")
+	}
+	if want := len(r.Hosts) + 1; len(sm.Nodes) != want || len(sm.Switches()) != 1 {
+		return Outcome{}, fmt.Errorf("the subnet manager found %d nodes (%d switches), want %d (1)", len(sm.Nodes),
+			len(sm.Switches()), want)
+	}
+	lids := make([]string, 0, len(r.Hosts))
+	for _, h := range r.Hosts {
+		pa := h.Device.QueryPort()
+		if pa.LinkLayer != rdma.LinkLayerInfiniBand || pa.State != rdma.PortActive || pa.LID == 0 || pa.SMLID != sm.LID {
+			return Outcome{}, fmt.Errorf("%s: link layer %d, state %d, LID %d, SM LID %d; want InfiniBand, Active, a LID, SM LID %d",
+				h.Name, pa.LinkLayer, pa.State, pa.LID, pa.SMLID, sm.LID)
+		}
+		lids = append(lids, fmt.Sprintf("%s=%d", h.Name, pa.LID))
+	}
+	sw := sm.Switches()[0]
+	for _, h := range r.Hosts {
+		if port := int(sw.LFT[h.LID()]); port < 1 || port >= len(sw.Ports) || sw.Ports[port].Remote == nil ||
+			sw.Ports[port].Remote.Info.PortGUID != h.Device.QueryDevice().NodeGUID+1 {
+			return Outcome{}, fmt.Errorf("the switch routes %s's LID %d to port %d, which does not lead to it", h.Name, h.LID(), port)
+		}
+	}
+	// perfquery: PortCounters of host2 through its PMA, LID-routed.
+	req := make([]byte, proto.PortCountersSize)
+	proto.PortCounters(req).Encode(&proto.PortCountersFields{PortSelect: 1})
+	data, status, err := sm.Perf(proto.MADMethodGet, r.Hosts[1].LID(), proto.PMAAttrPortCounters, 0, req)
+	if err != nil || status != proto.MADStatusOK {
+		return Outcome{}, fmt.Errorf("PortCounters of %s: status %#x, %v", r.Hosts[1].Name, status, err)
+	}
+	pc := proto.PortCounters(data[:proto.PortCountersSize])
+	if pc.PortRcvPkts() == 0 || pc.PortXmitPkts() == 0 {
+		return Outcome{}, fmt.Errorf("PortCounters of %s: %d packets received, %d sent", r.Hosts[1].Name, pc.PortRcvPkts(), pc.PortXmitPkts())
+	}
+	return Outcome{Figure: float64(len(sm.Log)), Unit: "SMPs",
+		Detail: fmt.Sprintf("%d nodes (1 switch, %d HCAs), every port Active, LIDs %s (switch %d), LFT routes each LID to its host; PortCounters of %s: %d packets in, %d out",
+			len(sm.Nodes), len(r.Hosts), strings.Join(lids, " "), sw.LID, r.Hosts[1].Name, pc.PortRcvPkts(), pc.PortXmitPkts())}, nil
 }

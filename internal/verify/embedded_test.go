@@ -31,3 +31,21 @@ func TestEmbeddedGatePasses(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestEmbeddedIBGatePasses(t *testing.T) {
+	r, err := rack.Start(context.Background(), rack.Config{Hosts: 3, MTU: 2048, MemSize: 16 << 20, LinkLayer: rack.LinkIB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	o := EmbeddedOptions{PingPongIters: 50, BWIters: 200, LatIters: 100}
+	rep := Run(context.Background(), "embedded-ib", EmbeddedIBCases(r, o), t.Logf)
+	if len(rep.Cases) != 12 {
+		t.Errorf("%d cases, want 12", len(rep.Cases))
+	}
+	for _, c := range rep.Cases {
+		if c.Result != Pass {
+			t.Errorf("%s: %s: %s", c.Case, c.Result, c.Detail)
+		}
+	}
+}

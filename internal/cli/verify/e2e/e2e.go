@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -22,10 +23,12 @@ type Options struct {
 	Context context.Context
 
 	Embedded bool
-	MTU      int
-	Pcap     string
-	JUnit    string
-	Cases    verify.EmbeddedOptions
+	// Link selects the embedded racks: "both" (default), "eth" or "ib".
+	Link  string
+	MTU   int
+	Pcap  string
+	JUnit string
+	Cases verify.EmbeddedOptions
 
 	// Rack selects a deployed QEMU rack instead of the embedded one: a
 	// rack name, its run directory, or its spec file.
@@ -54,7 +57,13 @@ own QPs and each checking every byte it moved, and UD multicast from one
 host to a QP on every host.
 
 The target is the embedded rack: a HiSwitch fabric and three RDMA engines
-in this process, joined by real SOCK_SEQPACKET sockets, with no VMs.
+in this process, joined by real SOCK_SEQPACKET sockets, with no VMs. Then
+(--link both, the default) the same hosts on native InfiniBand: an IB
+switch and three InfiniBand HCAs brought up by the rack's subnet manager
+on host1's QP0 (discovery by directed route, LIDs, the switch's LFT, every
+port Armed then Active). That run starts with ib:subnet, which checks the
+subnet and reads a port's PortCounters through its PMA, and repeats every
+case but UD multicast by LID, named ib:<case>.
 
 With --rack, the target is a QEMU rack started by hinic deploy rack, and
 the gate runs over SSH with the stock tools between two of its guests (the
@@ -99,6 +108,11 @@ func NewCmdE2E(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 			if !opts.Embedded {
 				return cmdutil.UsageErrorf("only the embedded rack can be verified in this version: drop --embedded=false")
 			}
+			switch opts.Link {
+			case "both", "eth", "ib":
+			default:
+				return cmdutil.UsageErrorf("invalid --link %q: valid values are both, eth, ib", opts.Link)
+			}
 			switch opts.MTU {
 			case 256, 512, 1024, 2048, 4096:
 			default:
@@ -122,6 +136,7 @@ func NewCmdE2E(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Embedded, "embedded", true, "verify the embedded rack (fabric and emulated hosts in this process)")
 	fl.IntVar(&opts.MTU, "mtu", 4096, "path MTU of the emulated NICs")
+	fl.StringVar(&opts.Link, "link", "both", "embedded racks to verify: `both`, eth (RoCEv2) or ib (native InfiniBand)")
 	fl.StringVar(&opts.Pcap, "pcap", "", "write the fabric's per-port captures to `DIR`")
 	fl.StringVar(&opts.JUnit, "junit", "", "also write the report as JUnit XML to `FILE`")
 	fl.IntVar(&opts.Cases.PingPongIters, "pingpong-iters", 500, "round trips of the pingpong case")
@@ -153,16 +168,45 @@ func run(opts *Options) error {
 			return err
 		}
 	}
-	r, err := rack.Start(ctx, rack.Config{Hosts: 3, MTU: opts.MTU, Pcap: opts.Pcap})
-	if err != nil {
-		return err
-	}
 	progress := func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
-	rep := verify.Run(ctx, "embedded", verify.EmbeddedCases(r, opts.Cases), progress)
-	if err := r.Close(); err != nil {
-		return fmt.Errorf("closing the rack: %w", err)
+	var rep *verify.Report
+	if opts.Link != "ib" {
+		r, err := rack.Start(ctx, rack.Config{Hosts: 3, MTU: opts.MTU, Pcap: opts.Pcap})
+		if err != nil {
+			return err
+		}
+		rep = verify.Run(ctx, "embedded", verify.EmbeddedCases(r, opts.Cases), progress)
+		if err := r.Close(); err != nil {
+			return fmt.Errorf("closing the rack: %w", err)
+		}
 	}
-	return report(opts, printer, rep, fmt.Sprintf("the embedded rack (MTU %s)", strconv.Itoa(opts.MTU)))
+	if opts.Link != "eth" {
+		pcap := opts.Pcap
+		if pcap != "" && opts.Link == "both" {
+			// The IB run's captures (LINKTYPE_INFINIBAND) go beside the
+			// RoCE ones.
+			pcap = filepath.Join(pcap, "ib")
+			if err := os.MkdirAll(pcap, 0o755); err != nil {
+				return err
+			}
+		}
+		progress("starting the InfiniBand rack (subnet manager on host1) ...")
+		r, err := rack.Start(ctx, rack.Config{Hosts: 3, MTU: opts.MTU, Pcap: pcap, LinkLayer: rack.LinkIB})
+		if err != nil {
+			return err
+		}
+		ib := verify.Run(ctx, "embedded-ib", verify.EmbeddedIBCases(r, opts.Cases), progress)
+		if err := r.Close(); err != nil {
+			return fmt.Errorf("closing the InfiniBand rack: %w", err)
+		}
+		if rep == nil {
+			rep = ib
+		} else {
+			rep.Cases = append(rep.Cases, ib.Cases...)
+			rep.Duration += ib.Duration
+		}
+	}
+	return report(opts, printer, rep, fmt.Sprintf("the embedded rack (MTU %s, link %s)", strconv.Itoa(opts.MTU), opts.Link))
 }
 
 // report writes the report in the chosen format (and as JUnit) and turns

@@ -38,7 +38,10 @@ func TestGateJSONAndJUnit(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	want := []string{"ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong", "ib_send_bw", "ib_write_bw", "ib_read_bw",
-		"ib_send_lat", "ib_write_lat", "ib_read_lat", "ib_atomic_bw", "ib_atomic_lat", "ud_multicast"}
+		"ib_send_lat", "ib_write_lat", "ib_read_lat", "ib_atomic_bw", "ib_atomic_lat", "ud_multicast", "ib:subnet"}
+	for _, c := range want[:11] {
+		want = append(want, "ib:"+c)
+	}
 	if len(cases) != len(want) {
 		t.Fatalf("%d cases", len(cases))
 	}
@@ -65,6 +68,23 @@ func TestGateJSONAndJUnit(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "transport frames") {
 		t.Fatal(errOut)
+	}
+	// So does the InfiniBand run's (LINKTYPE_INFINIBAND, ICRC and VCRC).
+	_, errOut, code = run("proto", "decode", "--check-icrc", "-o", "json", filepath.Join(dir, "pcap", "ib", "sw0-port2.pcap"))
+	if code != 0 || !strings.Contains(errOut, " 0 with a bad ICRC") {
+		t.Fatalf("decode of the IB capture: exit %d: %s", code, errOut)
+	}
+}
+
+func TestGateLinkFlag(t *testing.T) {
+	_, errOut, code := run("verify", "e2e", "--link", "fc")
+	if code != 2 || !strings.Contains(errOut, "--link") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	out, errOut, code := run("verify", "e2e", "-o", "json", "--link", "ib", "--pingpong-iters", "10",
+		"--bw-iters", "20", "--lat-iters", "20")
+	if code != 0 || !strings.Contains(out, `"ib:subnet"`) || strings.Contains(out, `"ud_multicast"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
