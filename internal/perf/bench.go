@@ -147,9 +147,10 @@ func (c *BenchConfig) defaults() {
 
 // Bench measures the embedded rack as perftest would (ib_send_bw,
 // ib_write_bw and ib_read_bw over Sizes; ib_send_lat, ib_write_lat and
-// ib_read_lat over LatSizes; ib_atomic_bw and ib_atomic_lat), then the raw
-// ceiling in the same run, and returns each bandwidth as a ratio of the
-// ceiling.
+// ib_read_lat over LatSizes; ib_atomic_bw and ib_atomic_lat; UD send
+// bandwidth at 64 B and the MTU and the UD ping-pong's latency), then the
+// raw ceiling in the same run, and returns each bandwidth as a ratio of
+// the ceiling.
 func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	cfg.defaults()
 	maxSize := 0
@@ -205,6 +206,24 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		}
 		cfg.Progress("%-12s %8d B  %6d iters  typical %.2f us, 99%% %.2f us", "ib_atomic_lat", 8, cfg.LatIters, res.Typical, res.P99)
 		rep.Rows = append(rep.Rows, BenchRow{Test: "ib_atomic_lat", Size: 8, Iters: cfg.LatIters, Typical: res.Typical, Avg: res.Avg, P99: res.P99})
+		// UD: datagrams of 64 B and of the MTU (ib_send_bw -c UD), and
+		// the UD ping-pong's half round trip.
+		for _, size := range []int{64, cfg.MTU} {
+			iters := min(max(cfg.Bytes/size, 100), 5000)
+			res, err := UDSendBW(ctx, a, b, size, iters)
+			if err != nil {
+				return fmt.Errorf("ud_send_bw %d B: %w", size, err)
+			}
+			bw := res.MiBps()
+			cfg.Progress("%-12s %8d B  %6d iters  %9.1f MiB/s", "ud_send_bw", size, iters, bw)
+			rep.Rows = append(rep.Rows, BenchRow{Test: "ud_send_bw", Size: size, Iters: iters, MiBps: bw, Gbps: bw * (1 << 20) * 8 / 1e9})
+		}
+		if res, err = UDPingPong(ctx, a, b, 2, cfg.LatIters); err != nil {
+			return fmt.Errorf("ud_send_lat: %w", err)
+		}
+		half := res.Figure / 2
+		cfg.Progress("%-12s %8d B  %6d iters  avg %.2f us", "ud_send_lat", 2, cfg.LatIters, half)
+		rep.Rows = append(rep.Rows, BenchRow{Test: "ud_send_lat", Size: 2, Iters: cfg.LatIters, Avg: half})
 		return nil
 	}()
 	if cerr := r.Close(); err == nil {

@@ -52,7 +52,7 @@ func TestBenchSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 8 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 {
+	if len(rep.Rows) != 11 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 {
 		t.Fatalf("%+v", rep)
 	}
 	for _, r := range rep.Rows[:3] {

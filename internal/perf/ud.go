@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/rack"
@@ -435,4 +436,124 @@ func drainMcast(ctx context.Context, r *rack.UDEndpoint, base, n, window, span, 
 		}
 	}
 	return nil
+}
+
+// UDSendBW is ib_send_bw -c UD: iters datagrams of size bytes (at most the
+// MTU) from a to b. UD has no flow control, so the sender keeps at most a
+// window of datagrams beyond what the receiver has taken, smaller than the
+// receive queue: none is lost for want of a buffer. The receiver checks
+// each datagram's sequence number and pattern; a gap is counted as lost
+// (there should be none on the lossless class), never as data. The figure
+// is MiB/s of payload delivered.
+func UDSendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
+	mtu := a.Device.QueryPort().ActiveMTU.Bytes()
+	if size < 8 || size > mtu {
+		return Result{}, fmt.Errorf("ud send bw: size %d outside 8..MTU %d", size, mtu)
+	}
+	const (
+		recvSlots = 256
+		window    = 192
+	)
+	span := rdma.GRHSize + size
+	p, err := connectUD(a, b, recvSlots*span+slots*size, recvSlots)
+	if err != nil {
+		return Result{}, err
+	}
+	defer p.close()
+	var received, lost atomic.Int64
+	post := func(n int) error {
+		return p.s.QP.PostRecv([]rdma.RecvWR{{WRID: uint64(n), SGList: p.s.SGE((n%recvSlots)*span, span)}})
+	}
+	for n := range recvSlots {
+		if err := post(n); err != nil {
+			return Result{}, err
+		}
+	}
+	// The sender's slots hold the patterns of seeds 0..slots-1, each
+	// stamped with its sequence number before it goes.
+	sendOff := recvSlots * span
+	buf := make([]byte, size)
+	var elapsed time.Duration
+	err = run2(ctx, func(ctx context.Context) error {
+		scratch := make([]byte, span)
+		want := make([]byte, size)
+		next := uint64(0)
+		pl := p.sRx
+		pl.Timeout = 2 * time.Second
+		for n := 0; int(next) < iters; n++ {
+			wc, err := pl.Next(ctx)
+			if err != nil {
+				if int(received.Load()+lost.Load()) < iters && ctx.Err() == nil {
+					// Nothing more came: the rest is lost.
+					lost.Add(int64(iters) - int64(next))
+					return nil
+				}
+				return err
+			}
+			if err := p.s.Host.Memory.ReadAt(scratch, p.s.Buf+uint64(int(wc.WRID)%recvSlots*span)); err != nil {
+				return err
+			}
+			seq := binary.BigEndian.Uint64(scratch[rdma.GRHSize:])
+			if seq < next || seq >= uint64(iters) {
+				return fmt.Errorf("datagram with sequence %d after %d (duplicate, reordered or corrupt)", seq, next)
+			}
+			fillPattern(want, seq%slots)
+			binary.BigEndian.PutUint64(want, seq)
+			if !bytes.Equal(scratch[rdma.GRHSize:], want) {
+				return fmt.Errorf("datagram %d: payload differs from what was sent", seq)
+			}
+			lost.Add(int64(seq - next))
+			next = seq + 1
+			received.Add(1)
+			if err := post(n + recvSlots); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(ctx context.Context) error {
+		start := time.Now()
+		done := 0
+		for i := 0; i < iters; i++ {
+			for int64(i)-received.Load()-lost.Load() >= window {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				time.Sleep(5 * time.Microsecond)
+			}
+			slot := i % slots
+			fillPattern(buf, uint64(slot))
+			binary.BigEndian.PutUint64(buf, uint64(i))
+			if err := p.c.Host.Memory.WriteAt(buf, p.c.Buf+uint64(sendOff+slot*size)); err != nil {
+				return err
+			}
+			if err := p.c.QP.PostSend([]rdma.SendWR{{WRID: uint64(i), Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled,
+				SGList: p.c.SGE(sendOff+slot*size, size), AH: p.cAH, RemoteQPN: p.sQPN, RemoteQKey: p.sQKey}}); err != nil {
+				return err
+			}
+			// A slot is rewritten only after its send completed.
+			for ; done <= i-slots+8 || (i == iters-1 && done < iters); done++ {
+				if _, err := p.cSend.Next(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		for int(received.Load()+lost.Load()) < iters {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			time.Sleep(10 * time.Microsecond)
+		}
+		elapsed = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	got := int(received.Load())
+	r := bwResult(size, got, elapsed, fmt.Sprintf("UD, %d of %d datagrams delivered (%d lost), each checked", got, iters, lost.Load()))
+	r.Iters = iters
+	if got == 0 {
+		return r, fmt.Errorf("no datagram arrived")
+	}
+	return r, nil
 }

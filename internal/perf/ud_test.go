@@ -24,6 +24,10 @@ func TestUDWorkloads(t *testing.T) {
 	if _, err := UDPingPong(ctx, a, b, 1025, 1); err == nil {
 		t.Fatal("a UD message above the MTU was accepted")
 	}
+	res, err = UDSendBW(ctx, a, b, 1024, 3000)
+	if err != nil || res.Figure <= 0 || !strings.Contains(res.Detail, "3000 of 3000 datagrams delivered (0 lost)") {
+		t.Fatalf("ud send bw: %+v %v", res, err)
+	}
 	res, err = SRQPingPong(ctx, a, b, 4096, 64, 4)
 	if err != nil || res.Figure <= 0 {
 		t.Fatalf("srq pingpong: %+v %v", res, err)
