@@ -243,8 +243,8 @@ func TestCreateLimits(t *testing.T) {
 		t.Fatalf("second CQ: %v", err)
 	}
 	attr := rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeRC, Cap: rdma.QPCap{MaxSendWR: 8, MaxRecvWR: 8}}
-	if _, err := d.CreateQP(pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeUC}); !errors.Is(err, rdma.ErrUnsupported) {
-		t.Fatalf("UC QP: %v", err)
+	if _, err := d.CreateQP(pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPType(9)}); !errors.Is(err, rdma.ErrInvalid) {
+		t.Fatalf("QP of an unknown type: %v", err)
 	}
 	bad := attr
 	bad.Cap.MaxSendWR = 9

@@ -56,6 +56,7 @@ type Counters struct {
 	QKeyViolations  uint64 // UD packets dropped for a Q_Key mismatch
 	McastDelivered  uint64 // multicast packets handed to an attached QP (one per QP)
 	McastNoListener uint64 // multicast packets for a group no local QP is attached to
+	UCDropped       uint64 // UC messages (or their packets) dropped: a gap, no receive WR, a bad key
 
 	// Congestion control.
 	CEReceived     uint64 // RC packets that arrived with ECN CE
@@ -93,7 +94,7 @@ type counters struct {
 	duplicates, readReplays, readResponsesSent                     atomic.Uint64
 	atomicsExecuted, atomicReplays                                 atomic.Uint64
 
-	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener atomic.Uint64
+	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener, ucDropped atomic.Uint64
 
 	ceReceived, cnpsSent, cnpsSuppressed, cnpsReceived, rateDecreases, rateRecoveries, pacingStalls atomic.Uint64
 
@@ -126,6 +127,7 @@ func (c *counters) snapshot() Counters {
 		UDSent: c.udSent.Load(), UDReceived: c.udReceived.Load(), UDNoRecv: c.udNoRecv.Load(),
 		UDTooLong: c.udTooLong.Load(), QKeyViolations: c.qkeyViolations.Load(),
 		McastDelivered: c.mcastDelivered.Load(), McastNoListener: c.mcastNoListener.Load(),
+		UCDropped: c.ucDropped.Load(),
 
 		CEReceived: c.ceReceived.Load(), CNPsSent: c.cnpsSent.Load(), CNPsSuppressed: c.cnpsSuppressed.Load(),
 		CNPsReceived: c.cnpsReceived.Load(), RateDecreases: c.rateDecreases.Load(),

@@ -485,6 +485,17 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 			e.rxUD(pkt, nil, false)
 		}
 		return false
+	case tr == proto.TransportUC && !mcast:
+		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeUC {
+			d.ctr.rxPackets.Add(1)
+			d.ctr.rxBytes.Add(uint64(len(frame)))
+			qp.ucRequest(pkt)
+		} else if qp == nil {
+			d.ctr.rxUnknownQP.Add(1)
+		} else {
+			d.ctr.rxUnsupported.Add(1)
+		}
+		return false
 	case tr == proto.TransportCNP && !mcast:
 		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeRC {
 			d.ctr.rxPackets.Add(1)

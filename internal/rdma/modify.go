@@ -100,8 +100,11 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 		}
 	}
 	tr := rcTransitions[cur][next]
-	if qp.isUD() {
+	switch {
+	case qp.isUD():
 		tr = udTransitions[cur][next]
+	case qp.init.QPType == QPTypeUC:
+		tr = ucTransitions[cur][next]
 	}
 	if !tr.valid {
 		return fail("illegal state transition")

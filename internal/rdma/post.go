@@ -94,6 +94,11 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 		}
 		return qp.checkUDSendWR(wr, length)
 	}
+	if qp.init.QPType == QPTypeUC {
+		if err := checkUCSendWR(wr); err != nil {
+			return err
+		}
+	}
 	switch wr.Opcode {
 	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 	case WRSendWithInv, WRLocalInv, WRBindMW:

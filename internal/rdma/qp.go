@@ -268,13 +268,11 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("rdma: create QP: %w", err)
 	}
 	switch attr.QPType {
-	case QPTypeRC, QPTypeUD, QPTypeGSI:
+	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeGSI:
 	case QPTypeSMI:
 		if !d.ib() {
 			return nil, fmt.Errorf("rdma: create QP: QP0 exists only on an InfiniBand port: %w", ErrInvalid)
 		}
-	case QPTypeUC:
-		return nil, fmt.Errorf("rdma: create QP: type %v: the device offers RC and UD: %w", attr.QPType, ErrUnsupported)
 	default:
 		return nil, fmt.Errorf("rdma: create QP: unknown type %d: %w", uint32(attr.QPType), ErrInvalid)
 	}

@@ -70,6 +70,9 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 	if qp.isUD() {
 		return qp.udStep(budget)
 	}
+	if qp.init.QPType == QPTypeUC {
+		return qp.ucStep(budget)
+	}
 	st := qp.State()
 	if st != QPStateRTS && st != QPStateSQD {
 		return false, false

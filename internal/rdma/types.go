@@ -77,8 +77,8 @@ func (s QPState) String() string {
 type QPType uint32
 
 // QP types (the kernel's enum ib_qp_type, which libibverbs' shares from RC
-// on). CreateQP accepts RC and UD, and the special QPs SMI (QP0, on an
-// InfiniBand port) and GSI (QP1); UC is ErrUnsupported.
+// on). CreateQP accepts RC, UC and UD, and the special QPs SMI (QP0, on
+// an InfiniBand port) and GSI (QP1).
 const (
 	QPTypeSMI QPType = 0 // IB_QPT_SMI: QP0, the subnet management interface (InfiniBand only)
 	QPTypeGSI QPType = 1 // IB_QPT_GSI: QP1, the general services interface
