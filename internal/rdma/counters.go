@@ -22,7 +22,7 @@ type Counters struct {
 	RxUnknownQP   uint64 // RoCEv2 frames for a QP number that does not exist
 	RxPKeyErrors  uint64 // P_Key mismatch (dropped)
 	RxWrongState  uint64 // packets for a QP whose state does not accept them
-	RxUnsupported uint64 // valid opcodes of a transport the device does not run (UC, RD, XRC) or a QP type mismatch
+	RxUnsupported uint64 // valid opcodes of a transport the device does not run (RD, XRC) or a QP type mismatch
 
 	// Requester side.
 	Retransmits        uint64 // request packets sent again (any cause)
