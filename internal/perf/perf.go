@@ -50,8 +50,11 @@ type pair struct {
 }
 
 func connect(a, b *rack.Host, bufSize int) (*pair, error) {
-	c, s, err := rack.ConnectRC(a, b, rack.RCOptions{BufSize: uint64(bufSize), Events: true,
-		SendDepth: 128, RecvDepth: slots + 8})
+	return connectOpts(a, b, rack.RCOptions{BufSize: uint64(bufSize), Events: true, SendDepth: 128, RecvDepth: slots + 8})
+}
+
+func connectOpts(a, b *rack.Host, o rack.RCOptions) (*pair, error) {
+	c, s, err := rack.ConnectRC(a, b, o)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +139,20 @@ func run2(ctx context.Context, server, client func(ctx context.Context) error) e
 // checks them and sends them back, the client checks the echo; iters round
 // trips. The figure is µs per iteration, as the tool prints.
 func PingPong(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
-	p, err := connect(a, b, 2*size)
+	return pingPong(ctx, a, b, size, iters, false)
+}
+
+// UCPingPong is ibv_uc_pingpong: PingPong over UC QPs. Each side reposts
+// its receive before the peer can send again, so on the lossless class
+// no message is dropped; a lost one would stop the run at the poller's
+// timeout rather than pass.
+func UCPingPong(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
+	return pingPong(ctx, a, b, size, iters, true)
+}
+
+func pingPong(ctx context.Context, a, b *rack.Host, size, iters int, uc bool) (Result, error) {
+	p, err := connectOpts(a, b, rack.RCOptions{BufSize: uint64(2 * size), Events: true, SendDepth: 128,
+		RecvDepth: slots + 8, UC: uc})
 	if err != nil {
 		return Result{}, err
 	}
@@ -214,7 +230,7 @@ func PingPong(ctx context.Context, a, b *rack.Host, size, iters int) (Result, er
 	}
 	usec := float64(elapsed.Microseconds()) / float64(iters)
 	return Result{Figure: usec, Unit: "us/iter", Size: size, Iters: iters, Elapsed: elapsed,
-		Detail: fmt.Sprintf("%d iters of %d B, %.1f Mbit/s, every byte checked both ways", iters, size,
+		Detail: fmt.Sprintf("%d iters of %d B over %s, %.1f Mbit/s, every byte checked both ways", iters, size, map[bool]string{false: "RC", true: "UC"}[uc],
 			float64(2*size*iters*8)/elapsed.Seconds()/1e6)}, nil
 }
 

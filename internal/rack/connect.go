@@ -28,6 +28,9 @@ type RCOptions struct {
 	// Events gives each CQ its own completion channel, so callers can wait
 	// for completions instead of polling.
 	Events bool
+	// UC connects UC QPs instead of RC ones (ibv_uc_pingpong): SEND and
+	// WRITE only, nothing acknowledged.
+	UC bool
 }
 
 func (o *RCOptions) defaults() {
@@ -179,8 +182,12 @@ func newEndpoint(h *Host, o RCOptions) (*Endpoint, error) {
 	if e.RecvCQ, err = d.CreateCQ(o.CQE, e.RecvEvents); err != nil {
 		return fail("create recv CQ", err)
 	}
+	qt := rdma.QPTypeRC
+	if o.UC {
+		qt = rdma.QPTypeUC
+	}
 	e.QP, err = d.CreateQP(e.PD, rdma.QPInitAttr{
-		SendCQ: e.SendCQ, RecvCQ: e.RecvCQ, QPType: rdma.QPTypeRC,
+		SendCQ: e.SendCQ, RecvCQ: e.RecvCQ, QPType: qt,
 		Cap: rdma.QPCap{MaxSendWR: o.SendDepth, MaxRecvWR: o.RecvDepth, MaxSendSGE: 1, MaxRecvSGE: 1,
 			MaxInlineData: o.MaxInline},
 	})
@@ -227,6 +234,13 @@ func (e *Endpoint) connect(local, remote wire, o RCOptions) error {
 			RNRRetry: o.RNRRetry, MaxRDAtomic: o.MaxRDAtomic},
 			rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
 				rdma.QPAttrMaxQPRDAtomic},
+	}
+	if o.UC {
+		// The UC column of the modify table: no READ/atomic limits, no
+		// timers.
+		steps[0].attr.QPAccessFlags = rdma.AccessRemoteWrite
+		steps[1].mask &^= rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer
+		steps[2].mask = rdma.QPAttrState | rdma.QPAttrSQPSN
 	}
 	for _, s := range steps {
 		if err := e.QP.Modify(&s.attr, s.mask); err != nil {

@@ -44,7 +44,8 @@ func (o *EmbeddedOptions) defaults() {
 }
 
 // EmbeddedCases returns the gate's cases between the first two hosts of r:
-// the equivalents of ibv_rc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong
+// the equivalents of ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong,
+// ibv_srq_pingpong
 // and of perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat,
 // ib_write_lat, ib_read_lat, ib_atomic_bw and ib_atomic_lat, each on its
 // own freshly created QPs and each checking the data it moved; and UD
@@ -55,6 +56,9 @@ func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
 	return []Case{
 		{"ibv_rc_pingpong", func(ctx context.Context) (Outcome, error) {
 			return outcome(perf.PingPong(ctx, a, b, o.PingPongSize, o.PingPongIters))
+		}},
+		{"ibv_uc_pingpong", func(ctx context.Context) (Outcome, error) {
+			return outcome(perf.UCPingPong(ctx, a, b, o.PingPongSize, o.PingPongIters))
 		}},
 		{"ibv_ud_pingpong", func(ctx context.Context) (Outcome, error) {
 			size := min(o.UDSize, a.Device.QueryPort().ActiveMTU.Bytes())
