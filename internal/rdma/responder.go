@@ -311,6 +311,11 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 	}
 	withImm := pkt.ImmDt != nil
 	if withImm && !qp.recvAvailable() {
+		if pos == proto.PosOnly {
+			// The retry comes as the same ONLY packet: the WRITE has
+			// not started (a LAST retry continues the one in progress).
+			rs.op, rs.wMR = respIdle, nil
+		}
 		rs.nakSent = true
 		qp.sendNAKSyndrome(psn, proto.MakeSyndrome(proto.AckTypeRNRNAK, qp.attr.MinRNRTimer))
 		d.ctr.rnrNAKsSent.Add(1)

@@ -244,3 +244,25 @@ func TestCQOverrunEvent(t *testing.T) {
 	default:
 	}
 }
+
+// TestWriteImmOnlyRNRRetry: a one-packet WRITE_WITH_IMM that finds no
+// receive gets an RNR NAK; its retry must be accepted once a receive is
+// posted (the responder must not stay in the middle of a WRITE).
+func TestWriteImmOnlyRNRRetry(t *testing.T) {
+	for _, n := range []uint32{1, 3000} {
+		p := newPair(t, pairOpts{})
+		mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRRDMAWriteWithImm, ImmData: 5,
+			SendFlags: rdma.SendSignaled, SGList: p.a.sge(0x1000, n), RemoteAddr: 0x20000, RKey: p.b.mr.RKey}}))
+		p.settle()
+		if c := p.b.dev.Counters(); c.RNRNAKsSent == 0 {
+			t.Fatalf("%d B: no RNR NAK", n)
+		}
+		mustPost(t, p.qb.PostRecv([]rdma.RecvWR{{WRID: 9, SGList: p.b.sge(0x8000, 16)}}))
+		wantWC(t, p.poll(p.a.scq, 1)[0], 1, rdma.WCSuccess, rdma.WCRDMAWrite)
+		wc := p.poll(p.b.rcq, 1)[0]
+		wantWC(t, wc, 9, rdma.WCSuccess, rdma.WCRecvRDMAWithImm)
+		if wc.ImmData != 5 || wc.ByteLen != n {
+			t.Fatalf("%d B: wc %+v", n, wc)
+		}
+	}
+}
