@@ -1,6 +1,7 @@
 # HiNIC build, test and release checks. GNU make.
 #
-#   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic tests
+#   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic
+#                       tests and the fault-injection suite at 100,000 operations
 #   make demo           the embedded rack (HiSwitch + three RDMA engines) through the e2e gate
 #   make e2e            QEMU guests (TCG): image, Soft-RoCE rack on HiSwitch, SSH gate, down
 #   make lint           gofmt and go vet
@@ -63,6 +64,9 @@ test: deps check-go
 	@# The race detector scales the long traffic tests down; run them at
 	@# full size (10,000 random messages each) without it too.
 	$(GO) test -count=1 -run 'RandomTraffic' ./internal/rack ./internal/rdma
+	@# The fault-injection suite (docs/verify.md) at full size, two and
+	@# four engines: about a minute on a 2-core machine.
+	$(GO) test -count=1 -run 'TestFaultSuite$$' ./internal/faultsuite -faultsuite.ops=100000
 
 lint: check-go
 	@unformatted=$$("$$("$(GO)" env GOROOT)/bin/gofmt" -l .); \

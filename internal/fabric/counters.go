@@ -47,4 +47,6 @@ type portCounters struct {
 	ecnMarked         atomic.Uint64
 	floods            atomic.Uint64
 	faults            atomic.Uint64 // faults injected (all kinds)
+	// Faults injected by kind; faults is their sum.
+	faultDrops, faultDups, faultReorders, faultCorrupts atomic.Uint64
 }

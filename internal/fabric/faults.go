@@ -28,6 +28,7 @@ func (fs *faultState) apply(sw *Switch, p *port, f *frame, now time.Time) {
 	c := &fs.cfg
 	if c.Drop > 0 && fs.rng.Float64() < c.Drop {
 		p.ctr.faults.Add(1)
+		p.ctr.faultDrops.Add(1)
 		sw.drop(p, f, DropFault)
 		return
 	}
@@ -37,15 +38,18 @@ func (fs *faultState) apply(sw *Switch, p *port, f *frame, now time.Time) {
 		i := 14 + fs.rng.IntN(len(f.buf)-14)
 		f.buf[i] ^= 1 << fs.rng.IntN(8)
 		p.ctr.faults.Add(1)
+		p.ctr.faultCorrupts.Add(1)
 	}
 	var dup *frame
 	if c.Duplicate > 0 && fs.rng.Float64() < c.Duplicate {
 		dup = sw.pool.clone(f)
 		p.ctr.faults.Add(1)
+		p.ctr.faultDups.Add(1)
 	}
 	if c.Reorder > 0 && fs.held == nil && fs.rng.Float64() < c.Reorder {
 		fs.held, fs.hNow = f, now
 		p.ctr.faults.Add(1)
+		p.ctr.faultReorders.Add(1)
 		if dup != nil {
 			sw.process(p, dup, now)
 		}

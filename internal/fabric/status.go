@@ -48,6 +48,8 @@ type PortStatus struct {
 	ECNMarked uint64            `json:"ecn_marked"`
 	Floods    uint64            `json:"floods"`
 	Faults    uint64            `json:"faults_injected"`
+	// FaultKinds breaks Faults down by kind.
+	FaultKinds FaultCounts `json:"faults"`
 	// QueueFrames and QueueBytes are the egress queue depths per class.
 	QueueFrames [NumTC]int   `json:"queue_frames"`
 	QueueBytes  [NumTC]int64 `json:"queue_bytes"`
@@ -55,6 +57,22 @@ type PortStatus struct {
 	Paused []int `json:"paused,omitempty"`
 	// XOFF lists the classes this switch has paused at the peer.
 	XOFF []int `json:"xoff,omitempty"`
+}
+
+// FaultCounts are the faults a port injected, by kind (docs/fabric.md,
+// fault injection). A duplicated or held frame that is also corrupted
+// counts under both kinds.
+type FaultCounts struct {
+	Drop      uint64 `json:"drop"`
+	Duplicate uint64 `json:"duplicate"`
+	Reorder   uint64 `json:"reorder"`
+	Corrupt   uint64 `json:"corrupt"`
+}
+
+// Add returns the sum of f and g.
+func (f FaultCounts) Add(g FaultCounts) FaultCounts {
+	return FaultCounts{Drop: f.Drop + g.Drop, Duplicate: f.Duplicate + g.Duplicate,
+		Reorder: f.Reorder + g.Reorder, Corrupt: f.Corrupt + g.Corrupt}
 }
 
 // TotalDrops adds up the drops of every reason.
@@ -129,6 +147,8 @@ func (p *port) status() PortStatus {
 	}
 	ps.PFCSent, ps.PFCRecv, ps.PauseRecv = c.pfcTx.Load(), c.pfcRx.Load(), c.pauseRx.Load()
 	ps.ECNMarked, ps.Floods, ps.Faults = c.ecnMarked.Load(), c.floods.Load(), c.faults.Load()
+	ps.FaultKinds = FaultCounts{Drop: c.faultDrops.Load(), Duplicate: c.faultDups.Load(),
+		Reorder: c.faultReorders.Load(), Corrupt: c.faultCorrupts.Load()}
 	var paused uint8
 	ps.QueueFrames, ps.QueueBytes, paused = p.eg.depth()
 	for tc := range NumTC {

@@ -417,12 +417,13 @@ func (qp *QP) onRNRTimer() {
 	if st := qp.State(); st != QPStateRTS && st != QPStateSQD {
 		return
 	}
-	// From the NAK'd PSN, or earlier if a READ before it lost responses.
-	from := r.rnrPSN
-	if r.una.Before(from) {
-		from = r.una
-	}
-	qp.retransmitFrom(from)
+	// From the oldest unacknowledged PSN: the NAK'd one, earlier if a
+	// READ before it lost responses, or later if an ACK covered it while
+	// we waited (a retransmission got through).
+	qp.retransmitFrom(r.una)
+	// Work posted during the wait was not started (reqStep stops while
+	// rnrWait): the QP must be scheduled even if nothing is resent.
+	qp.dev.eng.schedule(qp)
 }
 
 // retransmitFrom restarts transmission at psn: the WQE holding it resends

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/faultsuite"
 	"github.com/PacketFive/hinic/internal/perf"
 )
 
@@ -19,6 +20,9 @@ type Options struct {
 	Printer func() (*cmdutil.Printer, error)
 	Context context.Context
 	Config  perf.BenchConfig
+	// Faults runs the fault-injection suite instead of the figures.
+	Faults      bool
+	FaultConfig faultsuite.Config
 }
 
 const long = `Measure the embedded rack (HiSwitch and two RDMA engines in this
@@ -36,7 +40,18 @@ machines.
 Bandwidth is MiB/s (2^20 bytes per second, perftest's MB/sec) and Gbit/s.
 Latency is the typical (median) and 99th percentile, in µs: half the round
 trip for SEND and WRITE, the whole round trip for READ, as perftest
-reports them.`
+reports them.
+
+With --faults it runs the fault-injection suite instead: --hosts engines
+(2 or 4, every pair connected by two RC QPs) exchange --ops random SEND,
+WRITE, WRITE with immediate, READ, FETCH_AND_ADD and CMP_AND_SWP operations
+through a HiSwitch that drops, duplicates, reorders and corrupts frames at
+the given rates (seeded by --seed), at path MTU 1024 unless --mtu is given.
+Every operation must complete exactly once, in order, with the right data;
+every atomic counter must end at the exact sum of its adds. The report
+gives what the faults cost: retransmissions, NAKs, replays and the
+corrupted frames the engines dropped. A failed check exits with status 3
+and names the operation.`
 
 // NewCmdRDMA returns the `bench rdma` command; runF replaces the run in
 // tests.
@@ -44,13 +59,23 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
 	var bytesMiB int
 	cmd := &cobra.Command{
-		Use:     "rdma",
-		Short:   "perftest-style bandwidth and latency of the embedded rack, against the raw ceiling",
-		Long:    long,
-		Example: "  hinic bench rdma\n  hinic bench rdma --sizes 4096,65536 --mib 16 -o json",
-		Args:    cobra.NoArgs,
+		Use:   "rdma",
+		Short: "perftest-style bandwidth and latency of the embedded rack, against the raw ceiling",
+		Long:  long,
+		Example: "  hinic bench rdma\n  hinic bench rdma --sizes 4096,65536 --mib 16 -o json\n" +
+			"  hinic bench rdma --faults\n  hinic bench rdma --faults --hosts 4 --ops 20000 --seed 7 --drop 0.05",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Context = cmd.Context()
+			if opts.Faults {
+				if err := faultFlags(cmd, opts); err != nil {
+					return err
+				}
+				if runF != nil {
+					return runF(opts)
+				}
+				return runFaults(opts)
+			}
 			switch opts.Config.MTU {
 			case 256, 512, 1024, 2048, 4096:
 			default:
@@ -77,6 +102,18 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.IntVar(&bytesMiB, "mib", 64, "MiB moved by each bandwidth test (iterations are clamped to 100..5000)")
 	fl.IntSliceVar(&opts.Config.LatSizes, "lat-sizes", []int{2, 4096}, "latency message sizes, bytes")
 	fl.IntVar(&opts.Config.LatIters, "lat-iters", 1000, "round trips of each latency test")
+	fc := &opts.FaultConfig
+	fl.BoolVar(&opts.Faults, "faults", false, "run the fault-injection suite instead (docs/verify.md)")
+	fl.IntVar(&fc.Ops, "ops", faultsuite.DefaultOps, "--faults: operations in all")
+	fl.IntVar(&fc.Hosts, "hosts", faultsuite.DefaultHosts, "--faults: engines, 2 or 4")
+	fl.Uint64Var(&fc.Seed, "seed", 1, "--faults: seed of the operation mix and the fault injection")
+	spec := faultsuite.SpecFaults()
+	fl.Float64Var(&fc.Faults.Drop, "drop", spec.Drop, "--faults: probability that a frame is dropped")
+	fl.Float64Var(&fc.Faults.Duplicate, "dup", spec.Duplicate, "--faults: probability that a frame is duplicated")
+	fl.Float64Var(&fc.Faults.Reorder, "reorder", spec.Reorder, "--faults: probability that a frame is held back behind the next")
+	fl.Float64Var(&fc.Faults.Corrupt, "corrupt", spec.Corrupt, "--faults: probability that a frame has one bit flipped")
+	fl.Uint8Var(&fc.Timeout, "timeout", faultsuite.DefaultTimeout, "--faults: local ACK timeout code (4.096 µs × 2^code)")
+	fl.BoolVar(&fc.RNR, "rnr", false, "--faults: let senders run ahead of posted receives, so RNR NAKs happen")
 	return cmd
 }
 

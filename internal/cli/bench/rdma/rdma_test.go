@@ -29,17 +29,19 @@ func TestBenchRDMAJSON(t *testing.T) {
 			MiBps   float64 `json:"mib_s"`
 			VsRaw   float64 `json:"vs_raw"`
 			Typical float64 `json:"typical_us"`
+			Avg     float64 `json:"avg_us"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if rep.MTU != 4096 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 || len(rep.Results) != 11 {
+	if rep.MTU != 4096 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 || len(rep.Results) != 14 {
 		t.Fatalf("%+v", rep)
 	}
 	for _, r := range rep.Results {
 		bw := strings.HasSuffix(r.Test, "_bw") && r.Test != "ib_atomic_bw"
-		if bw && (r.MiBps <= 0 || r.VsRaw <= 0) || !bw && r.Test != "ib_atomic_bw" && r.Typical <= 0 {
+		// ud_send_lat gives the average only.
+		if bw && (r.MiBps <= 0 || r.VsRaw <= 0) || !bw && r.Test != "ib_atomic_bw" && r.Typical <= 0 && r.Avg <= 0 {
 			t.Errorf("%+v", r)
 		}
 	}
@@ -50,10 +52,47 @@ func TestBenchRDMAUsage(t *testing.T) {
 		{"bench", "rdma", "--sizes", "0"},
 		{"bench", "rdma", "--mtu", "9000"},
 		{"bench", "rdma", "--mib", "0"},
+		{"bench", "rdma", "--faults", "--hosts", "3"},
+		{"bench", "rdma", "--faults", "--ops", "0"},
+		{"bench", "rdma", "--faults", "--drop", "0.9"},
+		{"bench", "rdma", "--faults", "--mtu", "9000"},
 	} {
 		ios, _, _, errOut := cmdutil.Test()
 		if code := cli.Run(context.Background(), args, ios); code != 2 {
 			t.Errorf("%v: exit %d (%s)", args, code, errOut)
 		}
+	}
+}
+
+func TestBenchRDMAFaultsJSON(t *testing.T) {
+	ios, _, out, errOut := cmdutil.Test()
+	code := cli.Run(context.Background(), []string{"bench", "rdma", "--faults", "-o", "json", "--ops", "400",
+		"--hosts", "4", "--seed", "3", "--drop", "0.02"}, ios)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Hosts   int `json:"hosts"`
+		Ops     int `json:"ops"`
+		Checked int `json:"checked"`
+		Faults  struct {
+			Drop float64 `json:"drop"`
+			Seed uint64  `json:"seed"`
+		} `json:"faults_config"`
+		Kinds   []struct{ Kind string } `json:"kinds"`
+		Engines []struct {
+			Host        string `json:"host"`
+			Retransmits uint64 `json:"retransmits"`
+		} `json:"engines"`
+		Injected struct {
+			Drop uint64 `json:"drop"`
+		} `json:"faults_injected"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Hosts != 4 || rep.Ops != 400 || rep.Checked != 400 || rep.Faults.Drop != 0.02 || rep.Faults.Seed != 3 ||
+		len(rep.Kinds) != 6 || len(rep.Engines) != 4 || rep.Engines[3].Host != "host4" {
+		t.Fatalf("%+v", rep)
 	}
 }
