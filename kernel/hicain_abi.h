@@ -25,7 +25,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	0
+#define HICAIN_ABI_MINOR	1	/* 1.1: SRQ, UD, multicast, device_attr tail */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -49,7 +49,7 @@
  * indices named below.
  */
 #define HICAIN_DB_CTRL		0	/* driver_status, admin SQ prod */
-#define HICAIN_DB_QP		1	/* some SQ/RQ producer index moved */
+#define HICAIN_DB_QP		1	/* some SQ/RQ/SRQ producer index moved */
 #define HICAIN_DB_L2		2	/* L2 TX prod or RX prod moved */
 #define HICAIN_DB_CQ		3	/* CQ consumer index/arm moved */
 #define HICAIN_NUM_DB		4
@@ -161,14 +161,14 @@ enum hicain_admin_op {
 	HICAIN_CMD_MODIFY_QP,
 	HICAIN_CMD_QUERY_QP,		/* resp_gpa <- hicain_qp_attr */
 	HICAIN_CMD_DESTROY_QP,
-	HICAIN_CMD_CREATE_SRQ,
-	HICAIN_CMD_MODIFY_SRQ,
-	HICAIN_CMD_QUERY_SRQ,
-	HICAIN_CMD_DESTROY_SRQ,
+	HICAIN_CMD_CREATE_SRQ,		/* hicain_cmd_create_srq -> handle = srqn */
+	HICAIN_CMD_MODIFY_SRQ,		/* hicain_cmd_modify_srq */
+	HICAIN_CMD_QUERY_SRQ,		/* handle = srqn -> out = hicain_srq_attr */
+	HICAIN_CMD_DESTROY_SRQ,		/* handle = srqn */
 	HICAIN_CMD_CREATE_AH,		/* -> handle */
 	HICAIN_CMD_DESTROY_AH,
-	HICAIN_CMD_ATTACH_MCAST,
-	HICAIN_CMD_DETACH_MCAST,
+	HICAIN_CMD_ATTACH_MCAST,	/* hicain_cmd_mcast */
+	HICAIN_CMD_DETACH_MCAST,	/* hicain_cmd_mcast */
 	HICAIN_CMD_SET_ADDR,		/* MAC, MTU, IP addresses (GIDs) */
 	HICAIN_CMD_MAX
 };
@@ -240,10 +240,10 @@ struct hicain_cmd_create_cq {
 
 struct hicain_cmd_create_qp {
 	__le32 pd;
-	__le32 qp_type;			/* IB_QPT_* */
+	__le32 qp_type;			/* IB_QPT_RC or IB_QPT_UD */
 	__le32 send_cq;
 	__le32 recv_cq;
-	__le32 srq;
+	__le32 srq;			/* 0, or an SRQ: the rq_* fields are ignored */
 	__le32 sq_depth;		/* power of two */
 	__le32 rq_depth;		/* power of two */
 	__le32 max_send_sge;
@@ -271,6 +271,61 @@ struct hicain_cmd_create_ah {
 	struct hicain_ah_attr attr;
 };
 
+/*
+ * CREATE_SRQ: a shared receive queue whose ring lives in guest memory,
+ * depth x stride bytes of struct hicain_recv_wqe + SGEs (as a QP's RQ),
+ * with its own struct hicain_wq_dbrec. The driver rings HICAIN_DB_QP
+ * after it moves the SRQ's prod: that doorbell rescans every SQ, RQ and
+ * SRQ producer index.
+ */
+struct hicain_cmd_create_srq {
+	__le32 pd;
+	__le32 depth;			/* power of two: max_wr */
+	__le32 max_sge;			/* >= 1 */
+	__le32 limit;			/* arms SRQ_LIMIT when non-zero, <= depth */
+	__le32 stride;			/* multiple of 16, >= 16 + 16 x max_sge */
+	__le32 rsvd;
+	__le64 ring_gpa;
+	__le64 dbrec_gpa;		/* struct hicain_wq_dbrec, 8-byte aligned */
+};
+
+/* MODIFY_SRQ attr_mask bits = enum ib_srq_attr_mask */
+#define HICAIN_SRQ_MAX_WR	0x1	/* resize: see hicain_cmd_modify_srq */
+#define HICAIN_SRQ_LIMIT	0x2	/* arm (non-zero) or disarm the limit */
+
+/*
+ * MODIFY_SRQ. A resize (HICAIN_SRQ_MAX_WR) moves the SRQ to a new ring:
+ * max_wr (a power of two) entries of the stride given at creation at
+ * ring_gpa, with a new dbrec at dbrec_gpa whose prod the device reads
+ * as the starting point. The device first takes every WQE still in the
+ * old ring; the old ring and dbrec are free once the command completed.
+ * Without HICAIN_SRQ_MAX_WR, ring_gpa and dbrec_gpa are ignored.
+ */
+struct hicain_cmd_modify_srq {
+	__le32 srqn;
+	__le32 attr_mask;		/* HICAIN_SRQ_* */
+	__le32 max_wr;
+	__le32 limit;
+	__le64 ring_gpa;		/* HICAIN_SRQ_MAX_WR: the new ring */
+	__le64 dbrec_gpa;		/* HICAIN_SRQ_MAX_WR: the new dbrec */
+};
+
+/* QUERY_SRQ result, in hicain_admin_cqe.out */
+struct hicain_srq_attr {
+	__le32 max_wr;
+	__le32 max_sge;
+	__le32 srq_limit;		/* 0 once SRQ_LIMIT fired (one-shot) */
+	__le32 rsvd;
+};
+
+/* ATTACH_MCAST / DETACH_MCAST: a UD QP joins or leaves a group */
+struct hicain_cmd_mcast {
+	__le32 qpn;
+	__le16 lid;			/* ignored on RoCE */
+	__le16 rsvd;
+	__u8 gid[16];			/* ff00::/8 or ::ffff:224.0.0.0/4 */
+};
+
 struct hicain_cmd_set_addr {
 	__u8 mac[6];
 	__le16 mtu;			/* bytes */
@@ -293,6 +348,9 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_modify_qp modify_qp;
 		struct hicain_cmd_create_ah create_ah;
 		struct hicain_cmd_set_addr set_addr;
+		struct hicain_cmd_create_srq create_srq;
+		struct hicain_cmd_modify_srq modify_srq;
+		struct hicain_cmd_mcast mcast;
 		__u8 raw[224];
 	};
 };					/* 256 bytes */
@@ -333,7 +391,23 @@ struct hicain_device_attr {
 	__u8 local_ca_ack_delay;
 	__u8 phys_port_cnt;
 	__u8 rsvd[6];
-};					/* 120 bytes */
+	/* 0x078: ABI 1.1 */
+	__le32 max_srq;
+	__le32 max_srq_wr;
+	__le32 max_srq_sge;
+	__le32 max_mcast_grp;
+	__le32 max_mcast_qp_attach;
+	__le32 max_total_mcast_qp_attach;
+	__le32 max_ah;
+	__le32 rsvd1;
+};					/* 152 bytes */
+
+/*
+ * QUERY_DEVICE accepts resp_len >= HICAIN_DEVICE_ATTR_V1_0_SIZE and
+ * writes min(resp_len, sizeof(struct hicain_device_attr)) bytes: a 1.0
+ * driver gets the fields it knows.
+ */
+#define HICAIN_DEVICE_ATTR_V1_0_SIZE	120
 
 struct hicain_port_attr {
 	__le32 state;
@@ -363,9 +437,21 @@ enum hicain_event_type {
 	HICAIN_EV_PORT_ERR,
 	HICAIN_EV_QP_FATAL,		/* handle = qpn, data = reason */
 	HICAIN_EV_CQ_ERR,		/* handle = cqn: overflow/bad ring */
-	HICAIN_EV_SRQ_LIMIT,
+	HICAIN_EV_SRQ_LIMIT,		/* handle = srqn: fewer WQEs than limit */
 	HICAIN_EV_DEVICE_FATAL,
+	HICAIN_EV_QP_LAST_WQE,		/* handle = qpn: an SRQ QP left for ERR */
+	HICAIN_EV_SRQ_ERR,		/* handle = srqn, data = reason */
 };
+
+/* hicain_eqe.data of HICAIN_EV_QP_FATAL and HICAIN_EV_SRQ_ERR */
+#define HICAIN_QP_FATAL_SQ_INDEX	1	/* SQ prod out of range */
+#define HICAIN_QP_FATAL_RQ_INDEX	2	/* RQ or SRQ prod out of range */
+#define HICAIN_QP_FATAL_WQE		3	/* malformed WQE */
+#define HICAIN_QP_FATAL_RING		4	/* ring or dbrec not readable */
+#define HICAIN_QP_FATAL_TRANSPORT	5	/* the transport's fatal error */
+
+/* hicain_eqe.data of HICAIN_EV_CQ_ERR */
+#define HICAIN_CQ_ERR_OVERRUN		1	/* a completion was lost */
 
 struct hicain_eqe {
 	__le32 type;
@@ -387,7 +473,7 @@ struct hicain_l2_desc {
 };
 
 /* Work queues in guest memory. */
-struct hicain_wq_dbrec {		/* SQ or RQ, 8-byte aligned */
+struct hicain_wq_dbrec {		/* SQ, RQ or SRQ, 8-byte aligned */
 	__le32 prod;			/* driver: WQEs posted */
 	__le32 cons;			/* device: WQEs taken */
 };
@@ -434,9 +520,9 @@ struct hicain_send_wqe {
 	__le32 inline_len;
 	__le64 compare_add;
 	__le64 swap;
-	__le32 ah;			/* UD */
-	__le32 remote_qpn;		/* UD */
-	__le32 remote_qkey;		/* UD */
+	__le32 ah;			/* UD: CREATE_AH handle, the QP's PD */
+	__le32 remote_qpn;		/* UD (ignored for a multicast AH) */
+	__le32 remote_qkey;		/* UD: bit 31 set = the QP's Q_Key */
 	__le32 rsvd;
 	/* struct hicain_sge sge[num_sge] or inline data */
 };					/* 64 bytes */

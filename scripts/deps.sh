@@ -8,7 +8,8 @@
 # otherwise, or, without sudo, prints the command to run and fails.
 set -euo pipefail
 
-# The one list of system packages. Add new ones here.
+# The one list of system packages. Add new ones here. The kernel headers
+# are added below, derived from the installed kernel image.
 PACKAGES=(
 	python3-scapy # RoCEv2 frames and ICRC checked against Scapy
 	tshark        # frames checked against Wireshark's dissectors
@@ -23,36 +24,65 @@ PACKAGES=(
 	qemu-utils        # hinic image build / deploy: qemu-img (qcow2, overlays)
 )
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-	status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
-	if [[ $status != installed ]]; then
-		missing+=("$pkg")
+# kernel_headers prints the headers package of every kernel in /boot: the
+# tests build the guest driver (kernel/hicain_net.ko) for the exact kernel
+# the QEMU guests boot, so the name follows the installed image
+# (linux-image-6.1.0-57-amd64 -> linux-headers-6.1.0-57-amd64) rather than
+# whatever ABI linux-headers-amd64 points to in today's apt lists.
+kernel_headers() {
+	local k
+	for k in /boot/vmlinuz-*; do
+		[[ -e $k ]] && echo "linux-headers-${k#/boot/vmlinuz-}"
+	done
+	return 0
+}
+
+# missing_of prints the packages of its arguments that are not installed.
+missing_of() {
+	local pkg status
+	for pkg in "$@"; do
+		status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+		if [[ $status != installed ]]; then
+			echo "$pkg"
+		fi
+	done
+}
+
+updated=
+# install_missing installs the packages of its arguments that are missing.
+install_missing() {
+	local missing
+	mapfile -t missing < <(missing_of "$@")
+	if ((${#missing[@]} == 0)); then
+		return 0
 	fi
-done
-
-if ((${#missing[@]} == 0)); then
-	echo "deps: all ${#PACKAGES[@]} system packages are installed"
-	exit 0
-fi
-
-echo "deps: installing ${missing[*]}"
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "deps: apt-get not found; HiNIC is built on Debian 12. Install: ${missing[*]}" >&2
-	exit 1
-fi
-
-sudo=()
-if ((EUID != 0)); then
-	if ! command -v sudo >/dev/null 2>&1; then
-		echo "deps: not root and sudo is not available. As root, run:" >&2
-		echo "  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}" >&2
+	echo "deps: installing ${missing[*]}"
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "deps: apt-get not found; HiNIC is built on Debian 12. Install: ${missing[*]}" >&2
 		exit 1
 	fi
-	sudo=(sudo)
-fi
+	local sudo=()
+	if ((EUID != 0)); then
+		if ! command -v sudo >/dev/null 2>&1; then
+			echo "deps: not root and sudo is not available. As root, run:" >&2
+			echo "  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}" >&2
+			exit 1
+		fi
+		sudo=(sudo)
+	fi
+	# noninteractive: tshark's debconf question (may non-root users
+	# capture?) must not wait for an answer; CI has no standard input.
+	if [[ -z $updated ]]; then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		updated=1
+	fi
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
 
-# noninteractive: tshark's debconf question (may non-root users capture?)
-# must not wait for an answer; CI has no standard input.
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_missing "${PACKAGES[@]}"
+# After the image: its /boot/vmlinuz-* names the headers.
+mapfile -t HEADERS < <(kernel_headers)
+install_missing "${HEADERS[@]}"
+if [[ -z $updated ]]; then
+	echo "deps: all $((${#PACKAGES[@]} + ${#HEADERS[@]})) system packages are installed"
+fi

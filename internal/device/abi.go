@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 0
+	ABIMinor       = 1
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -70,6 +70,14 @@ const (
 	CQArmSolicited = 2
 
 	SendInline = 0x8
+
+	// MODIFY_SRQ attr_mask bits (enum ib_srq_attr_mask).
+	SRQMaxWR = 0x1
+	SRQLimit = 0x2
+
+	// DeviceAttrV10Size is the size of hicain_device_attr in ABI 1.0,
+	// the least resp_len QUERY_DEVICE accepts.
+	DeviceAttrV10Size = 120
 )
 
 // Admin opcodes (enum hicain_admin_op).
@@ -121,6 +129,20 @@ const (
 	EvCQErr
 	EvSRQLimit
 	EvDeviceFatal
+	EvQPLastWQE
+	EvSRQErr
+)
+
+// Event data (hicain_eqe.data): the reasons of EvQPFatal and EvSRQErr,
+// and of EvCQErr.
+const (
+	QPFatalSQIndex   = 1 // SQ producer index out of range
+	QPFatalRQIndex   = 2 // RQ or SRQ producer index out of range
+	QPFatalWQE       = 3 // malformed WQE (SGE count, inline length)
+	QPFatalRing      = 4 // ring or dbrec not readable
+	QPFatalTransport = 5 // the transport moved the QP to ERR
+
+	CQErrOverrun = 1 // a completion was lost
 )
 
 // DevHdr is struct hicain_dev_hdr, at BAR2 offset 0.
@@ -269,6 +291,44 @@ type CmdCreateAHArgs struct {
 	Attr AHAttr `c:"attr"`
 }
 
+// CmdCreateSRQArgs is struct hicain_cmd_create_srq.
+type CmdCreateSRQArgs struct {
+	PD       uint32 `c:"pd"`
+	Depth    uint32 `c:"depth"`
+	MaxSGE   uint32 `c:"max_sge"`
+	Limit    uint32 `c:"limit"`
+	Stride   uint32 `c:"stride"`
+	_        uint32 `c:"rsvd"`
+	RingGPA  uint64 `c:"ring_gpa"`
+	DBRecGPA uint64 `c:"dbrec_gpa"`
+}
+
+// CmdModifySRQArgs is struct hicain_cmd_modify_srq.
+type CmdModifySRQArgs struct {
+	SRQN     uint32 `c:"srqn"`
+	AttrMask uint32 `c:"attr_mask"`
+	MaxWR    uint32 `c:"max_wr"`
+	Limit    uint32 `c:"limit"`
+	RingGPA  uint64 `c:"ring_gpa"`
+	DBRecGPA uint64 `c:"dbrec_gpa"`
+}
+
+// SRQAttr is struct hicain_srq_attr (QUERY_SRQ's AdminCQE.Out).
+type SRQAttr struct {
+	MaxWR    uint32 `c:"max_wr"`
+	MaxSGE   uint32 `c:"max_sge"`
+	SRQLimit uint32 `c:"srq_limit"`
+	_        uint32 `c:"rsvd"`
+}
+
+// CmdMcastArgs is struct hicain_cmd_mcast.
+type CmdMcastArgs struct {
+	QPN uint32   `c:"qpn"`
+	LID uint16   `c:"lid"`
+	_   uint16   `c:"rsvd"`
+	GID [16]byte `c:"gid"`
+}
+
 // CmdSetAddrArgs is struct hicain_cmd_set_addr.
 type CmdSetAddrArgs struct {
 	MAC   [6]byte    `c:"mac"`
@@ -327,6 +387,15 @@ type DeviceAttr struct {
 	LocalCAAckDelay uint8   `c:"local_ca_ack_delay"`
 	PhysPortCnt     uint8   `c:"phys_port_cnt"`
 	_               [6]byte `c:"rsvd"`
+	// ABI 1.1
+	MaxSRQ                uint32 `c:"max_srq"`
+	MaxSRQWR              uint32 `c:"max_srq_wr"`
+	MaxSRQSGE             uint32 `c:"max_srq_sge"`
+	MaxMcastGrp           uint32 `c:"max_mcast_grp"`
+	MaxMcastQPAttach      uint32 `c:"max_mcast_qp_attach"`
+	MaxTotalMcastQPAttach uint32 `c:"max_total_mcast_qp_attach"`
+	MaxAH                 uint32 `c:"max_ah"`
+	_                     uint32 `c:"rsvd1"`
 }
 
 // PortAttr is struct hicain_port_attr.

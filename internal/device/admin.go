@@ -96,15 +96,24 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			MaxMR: uint32(a.MaxMR), MaxPD: uint32(a.MaxPD), MaxQPRdAtom: uint32(a.MaxQPRdAtom),
 			MaxQPInitRdAtom: uint32(a.MaxQPInitRdAtom), MaxResRdAtom: uint32(a.MaxResRdAtom),
 			AtomicCap: uint32(a.AtomicCap), MaxPKeys: uint32(a.MaxPKeys), MaxInline: uint32(a.MaxInlineData),
-			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt)}
-		return s.respond(c, AsBytes(&r))
+			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt),
+			MaxSRQ: uint32(a.MaxSRQ), MaxSRQWR: uint32(a.MaxSRQWR), MaxSRQSGE: uint32(a.MaxSRQSGE),
+			MaxMcastGrp: uint32(a.MaxMcastGrp), MaxMcastQPAttach: uint32(a.MaxMcastQPAttach),
+			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: min(uint32(a.MaxAH), s.hdr.MaxAH)}
+		// A 1.0 driver asks for the first 120 bytes and gets them.
+		b := AsBytes(&r)
+		if c.RespLen < DeviceAttrV10Size {
+			return StEINVAL
+		}
+		return s.respond(c, b[:min(int(c.RespLen), len(b))])
 	case CmdQueryPort:
 		if c.Handle != 1 {
 			return StEINVAL
 		}
 		a := s.dev.QueryPort()
-		if s.v.fabric == nil {
+		if !s.v.linkUp() {
 			a.State = rdma.PortDown
+			a.PhysState = 3 // Disabled
 		}
 		r := PortAttr{State: uint32(a.State), MaxMTU: uint32(a.MaxMTU), ActiveMTU: uint32(a.ActiveMTU),
 			GIDTblLen: uint32(a.GIDTableLen), PortCapFlags: a.PortCapFlags, MaxMsgSz: uint32(a.MaxMsgSize),
@@ -201,33 +210,79 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		q.scq.users--
 		q.rcq.users--
+		if q.srq != nil {
+			q.srq.users--
+		}
 		delete(s.qps, c.Handle)
 		s.publishQPs()
 		return StOK
 	case CmdCreateAH:
 		a := PayloadOf[CmdCreateAHArgs](c)
-		if _, ok := s.pds[a.PD]; !ok {
+		pd, ok := s.pds[a.PD]
+		if !ok {
 			return StENOENT
 		}
 		if len(s.ahs) >= int(s.hdr.MaxAH) {
 			return StENOMEM
 		}
+		ah, err := s.dev.CreateAH(pd, ahFromABI(&a.Attr))
+		if err != nil {
+			return status(err)
+		}
 		h := s.nextAH
 		s.nextAH++
-		s.ahs[h] = &gah{pd: a.PD, attr: ahFromABI(&a.Attr)}
+		s.ahs[h] = &gah{pd: a.PD, ah: ah}
 		out.Handle = h
 		return StOK
 	case CmdDestroyAH:
-		if _, ok := s.ahs[c.Handle]; !ok {
+		a, ok := s.ahs[c.Handle]
+		if !ok {
 			return StENOENT
 		}
+		a.ah.Destroy()
 		delete(s.ahs, c.Handle)
 		return StOK
 	case CmdSetAddr:
 		return s.setAddr(PayloadOf[CmdSetAddrArgs](c))
-	case CmdResizeCQ, CmdCreateSRQ, CmdModifySRQ, CmdQuerySRQ, CmdDestroySRQ, CmdAttachMcast, CmdDetachMcast:
-		// The engine has no SRQ or multicast yet, and CQ resize needs
-		// engine support to move pending completions.
+	case CmdCreateSRQ:
+		return s.createSRQ(PayloadOf[CmdCreateSRQArgs](c), out)
+	case CmdModifySRQ:
+		return s.modifySRQ(PayloadOf[CmdModifySRQArgs](c))
+	case CmdQuerySRQ:
+		q, ok := s.srqs[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		a := q.srq.Query()
+		r := SRQAttr{MaxWR: uint32(a.MaxWR), MaxSGE: uint32(a.MaxSGE), SRQLimit: uint32(a.Limit)}
+		copy(out.Out[:], AsBytes(&r))
+		return StOK
+	case CmdDestroySRQ:
+		q, ok := s.srqs[c.Handle]
+		if !ok {
+			return StENOENT
+		}
+		if q.users > 0 {
+			return StEBUSY
+		}
+		if err := q.srq.Destroy(); err != nil {
+			return status(err)
+		}
+		delete(s.srqs, c.Handle)
+		return StOK
+	case CmdAttachMcast, CmdDetachMcast:
+		a := PayloadOf[CmdMcastArgs](c)
+		q, ok := s.qps[a.QPN]
+		if !ok {
+			return StENOENT
+		}
+		if c.Opcode == CmdAttachMcast {
+			return status(q.qp.AttachMcast(a.GID, a.LID))
+		}
+		return status(q.qp.DetachMcast(a.GID, a.LID))
+	case CmdResizeCQ:
+		// The engine's CQ has a fixed size; growing only the guest ring
+		// would let the engine CQ overrun below it.
 		return StEOPNOTSUPP
 	default:
 		return StEINVAL
@@ -330,50 +385,69 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if !ok1 || !ok2 {
 		return StENOENT
 	}
-	if a.QPType != uint32(rdma.QPTypeRC) {
-		return StEOPNOTSUPP
+	typ := rdma.QPType(a.QPType)
+	if typ != rdma.QPTypeRC && typ != rdma.QPTypeUD {
+		return StEOPNOTSUPP // UC, and the GSI/SMI QPs
 	}
+	var srq *gsrq
 	if a.SRQ != 0 {
-		return StEOPNOTSUPP
+		if srq, ok = s.srqs[a.SRQ]; !ok {
+			return StENOENT
+		}
 	}
-	if !isPow2(a.SQDepth) || !isPow2(a.RQDepth) || a.SQDepth > s.hdr.MaxQPWR || a.RQDepth > s.hdr.MaxQPWR {
+	if !isPow2(a.SQDepth) || a.SQDepth > s.hdr.MaxQPWR {
 		return StEINVAL
 	}
-	if a.MaxSendSGE == 0 || a.MaxRecvSGE == 0 || a.MaxSendSGE > s.hdr.MaxSGE || a.MaxRecvSGE > s.hdr.MaxSGE ||
-		a.MaxInline > s.hdr.MaxInline {
+	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.hdr.MaxSGE || a.MaxInline > s.hdr.MaxInline {
 		return StEINVAL
 	}
 	if a.SQStride%64 != 0 || uint64(a.SQStride) < sendHdrSize+uint64(a.MaxSendSGE)*sgeSize ||
 		uint64(a.SQStride) < sendHdrSize+uint64(a.MaxInline) {
 		return StEINVAL
 	}
-	if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize {
+	if a.SQDBRecGPA%8 != 0 {
 		return StEINVAL
 	}
-	if a.SQDBRecGPA%8 != 0 || a.RQDBRecGPA%8 != 0 {
-		return StEINVAL
-	}
-	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) ||
-		!s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) ||
-		!s.ramRange(a.SQDBRecGPA, 8) || !s.ramRange(a.RQDBRecGPA, 8) {
+	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) || !s.ramRange(a.SQDBRecGPA, 8) {
 		return StEFAULT
 	}
-	qp, err := s.dev.CreateQP(pd, rdma.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: rdma.QPTypeRC,
-		SQSigAll: a.SQSigAll != 0,
+	if srq == nil {
+		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
+		// ignored).
+		if !isPow2(a.RQDepth) || a.RQDepth > s.hdr.MaxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.hdr.MaxSGE {
+			return StEINVAL
+		}
+		if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize || a.RQDBRecGPA%8 != 0 {
+			return StEINVAL
+		}
+		if !s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) || !s.ramRange(a.RQDBRecGPA, 8) {
+			return StEFAULT
+		}
+	}
+	attr := rdma.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: typ, SQSigAll: a.SQSigAll != 0,
 		Cap: rdma.QPCap{MaxSendWR: int(a.SQDepth), MaxRecvWR: int(a.RQDepth), MaxSendSGE: int(a.MaxSendSGE),
-			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}})
+			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}}
+	if srq != nil {
+		attr.SRQ = srq.srq
+	}
+	qp, err := s.dev.CreateQP(pd, attr)
 	if err != nil {
 		return status(err)
 	}
 	// The guest's indices start where the dbrec says, so a driver may
 	// reuse memory without zeroing it.
 	sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
-	rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
-	q := &gqp{qp: qp, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, rq: a.RQGPA, sqDB: a.SQDBRecGPA,
-		rqDB: a.RQDBRecGPA, sqDepth: a.SQDepth, rqDepth: a.RQDepth, sqStride: a.SQStride, rqStride: a.RQStride,
-		maxSendSGE: a.MaxSendSGE, maxRecvSGE: a.MaxRecvSGE, maxInline: a.MaxInline, sqCons: sqp, rqCons: rqp}
+	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, sqDB: a.SQDBRecGPA, sqDepth: a.SQDepth,
+		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq}
 	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
-	s.v.ram.Store32(a.RQDBRecGPA+4, rqp)
+	if srq == nil {
+		rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
+		q.rq, q.rqDB, q.rqDepth, q.rqStride, q.maxRecvSGE, q.rqCons = a.RQGPA, a.RQDBRecGPA, a.RQDepth,
+			a.RQStride, a.MaxRecvSGE, rqp
+		s.v.ram.Store32(a.RQDBRecGPA+4, rqp)
+	} else {
+		srq.users++
+	}
 	scq.users++
 	rcq.users++
 	s.qps[qp.QPN()] = q
@@ -395,12 +469,95 @@ func (s *session) modifyQP(a *CmdModifyQPArgs) uint16 {
 		// RESET discards posted work; the rings restart at the
 		// guest's current producer indices.
 		q.sqCons, _ = s.v.ram.Load32(q.sqDB)
-		q.rqCons, _ = s.v.ram.Load32(q.rqDB)
 		s.v.ram.Store32(q.sqDB+4, q.sqCons)
-		s.v.ram.Store32(q.rqDB+4, q.rqCons)
+		if q.srq == nil {
+			q.rqCons, _ = s.v.ram.Load32(q.rqDB)
+			s.v.ram.Store32(q.rqDB+4, q.rqCons)
+		}
 		q.fatal = false
 	}
 	s.publishQPs()
+	return StOK
+}
+
+// createSRQ binds an engine SRQ to a receive ring in guest memory.
+func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
+	pd, ok := s.pds[a.PD]
+	if !ok {
+		return StENOENT
+	}
+	da := s.dev.QueryDevice()
+	if !isPow2(a.Depth) || a.Depth > uint32(da.MaxSRQWR) || a.Limit > a.Depth {
+		return StEINVAL
+	}
+	if a.MaxSGE == 0 || a.MaxSGE > uint32(da.MaxSRQSGE) {
+		return StEINVAL
+	}
+	if a.Stride%16 != 0 || uint64(a.Stride) < recvHdrSize+uint64(a.MaxSGE)*sgeSize || a.DBRecGPA%8 != 0 {
+		return StEINVAL
+	}
+	if !s.ramRange(a.RingGPA, uint64(a.Depth)*uint64(a.Stride)) || !s.ramRange(a.DBRecGPA, 8) {
+		return StEFAULT
+	}
+	srq, err := s.dev.CreateSRQ(pd, rdma.SRQInitAttr{MaxWR: int(a.Depth), MaxSGE: int(a.MaxSGE), Limit: int(a.Limit)})
+	if err != nil {
+		return status(err)
+	}
+	prod, _ := s.v.ram.Load32(a.DBRecGPA)
+	s.v.ram.Store32(a.DBRecGPA+4, prod)
+	n := srq.Handle()
+	s.srqs[n] = &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
+		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod}
+	out.Handle = n
+	return StOK
+}
+
+// modifySRQ arms the limit and/or resizes the SRQ onto a new ring.
+func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
+	q, ok := s.srqs[a.SRQN]
+	if !ok {
+		return StENOENT
+	}
+	if a.AttrMask&^(SRQMaxWR|SRQLimit) != 0 || a.AttrMask == 0 {
+		return StEINVAL
+	}
+	attr := rdma.SRQAttr{Limit: int(a.Limit)}
+	mask := rdma.SRQAttrMask(0)
+	if a.AttrMask&SRQLimit != 0 {
+		mask |= rdma.SRQAttrLimit
+	}
+	if a.AttrMask&SRQMaxWR == 0 {
+		return status(q.srq.Modify(attr, mask))
+	}
+	if q.fatal {
+		return StEINVAL
+	}
+	if !isPow2(a.MaxWR) || a.DBRecGPA%8 != 0 {
+		return StEINVAL
+	}
+	if !s.ramRange(a.RingGPA, uint64(a.MaxWR)*uint64(q.stride)) || !s.ramRange(a.DBRecGPA, 8) {
+		return StEFAULT
+	}
+	// Every WQE of the old ring must fit the resized SRQ: the device
+	// takes them all before it leaves the old ring.
+	prod, err := s.v.ram.Load32(q.db)
+	if err != nil || prod-q.cons > q.depth {
+		return StEINVAL
+	}
+	if uint64(q.srq.Len())+uint64(prod-q.cons) > uint64(a.MaxWR) {
+		return StEINVAL
+	}
+	attr.MaxWR = int(a.MaxWR)
+	if err := q.srq.Modify(attr, mask|rdma.SRQAttrMaxWR); err != nil {
+		return status(err)
+	}
+	s.takeSRQ(q, prod)
+	if q.fatal || q.cons != prod {
+		return StEINVAL // a malformed WQE in the old ring (SRQ_ERR posted)
+	}
+	newProd, _ := s.v.ram.Load32(a.DBRecGPA)
+	s.v.ram.Store32(a.DBRecGPA+4, newProd)
+	q.ring, q.db, q.depth, q.cons, q.blocked = a.RingGPA, a.DBRecGPA, a.MaxWR, newProd, false
 	return StOK
 }
 

@@ -46,7 +46,7 @@ func TestBadAdminCommands(t *testing.T) {
 
 	t.Run("invalid handles", func(t *testing.T) {
 		for _, op := range []uint16{device.CmdDeallocPD, device.CmdDeregMR, device.CmdDestroyCQ,
-			device.CmdDestroyQP, device.CmdDestroyAH} {
+			device.CmdDestroyQP, device.CmdDestroyAH, device.CmdDestroySRQ} {
 			wantStatus(t, g.Destroy(ctx, op, 0xdead), device.StENOENT)
 		}
 		_, err := g.QueryQP(ctx, 0x777)
@@ -64,10 +64,17 @@ func TestBadAdminCommands(t *testing.T) {
 		wantStatus(t, err, device.StEINVAL)
 	})
 	t.Run("unsupported", func(t *testing.T) {
-		_, err := g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdCreateSRQ})
+		_, err := g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: cq.CQN})
 		wantStatus(t, err, device.StEOPNOTSUPP)
+		for _, typ := range []uint32{1, 3} { // GSI, UC
+			cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
+			*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{PD: pd, QPType: typ,
+				SendCQ: cq.CQN, RecvCQ: cq.CQN}
+			_, err = g.Admin(ctx, &cmd)
+			wantStatus(t, err, device.StEOPNOTSUPP)
+		}
 		cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
-		*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{PD: pd, QPType: 4,
+		*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{PD: pd, QPType: 99,
 			SendCQ: cq.CQN, RecvCQ: cq.CQN}
 		_, err = g.Admin(ctx, &cmd)
 		wantStatus(t, err, device.StEOPNOTSUPP)
@@ -388,4 +395,168 @@ func TestRandomGarbage(t *testing.T) {
 	if g.DevStatus()&device.DevFatal == 0 {
 		stillServes(t, g)
 	}
+}
+
+// TestBadSRQUDMcast: bad SRQ rings and handles, UD WQEs with unknown AHs
+// or AHs of another PD, multicast attach of the wrong QPs. Each gets an
+// error status, an error completion or an event; both vNICs keep serving.
+func TestBadSRQUDMcast(t *testing.T) {
+	tb := newTestbed(t, 2)
+	g := tb.guests[0]
+	ctx := testCtx(t)
+	a := newUDEnd(t, g, tb.cfgs[0].MAC)
+	b := newUDEnd(t, tb.guests[1], tb.cfgs[1].MAC)
+	ring, _ := g.Alloc(4096, 4096, false)
+	db, _ := g.Alloc(8, 8, false)
+	createSRQ := func(args device.CmdCreateSRQArgs) error {
+		cmd := device.AdminCmd{Opcode: device.CmdCreateSRQ}
+		*device.PayloadOf[device.CmdCreateSRQArgs](&cmd) = args
+		_, err := g.Admin(ctx, &cmd)
+		return err
+	}
+	good := device.CmdCreateSRQArgs{PD: a.pd, Depth: 16, MaxSGE: 2, Stride: 48, RingGPA: ring, DBRecGPA: db}
+
+	t.Run("SRQ create", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			edit func(*device.CmdCreateSRQArgs)
+			want uint16
+		}{
+			{"ring beyond RAM", func(c *device.CmdCreateSRQArgs) { c.RingGPA = testRAM - 256 }, device.StEFAULT},
+			{"ring in the hole", func(c *device.CmdCreateSRQArgs) { c.RingGPA = 0xC0000000 }, device.StEFAULT},
+			{"dbrec beyond RAM", func(c *device.CmdCreateSRQArgs) { c.DBRecGPA = testRAM }, device.StEFAULT},
+			{"unknown PD", func(c *device.CmdCreateSRQArgs) { c.PD = 0xdead }, device.StENOENT},
+			{"depth not a power of two", func(c *device.CmdCreateSRQArgs) { c.Depth = 12 }, device.StEINVAL},
+			{"stride too small", func(c *device.CmdCreateSRQArgs) { c.Stride = 32 }, device.StEINVAL},
+			{"no SGE", func(c *device.CmdCreateSRQArgs) { c.MaxSGE = 0 }, device.StEINVAL},
+			{"limit above depth", func(c *device.CmdCreateSRQArgs) { c.Limit = 17 }, device.StEINVAL},
+			{"unaligned dbrec", func(c *device.CmdCreateSRQArgs) { c.DBRecGPA = db + 4 }, device.StEINVAL},
+		} {
+			args := good
+			tc.edit(&args)
+			if err := createSRQ(args); err == nil {
+				t.Errorf("%s: accepted", tc.name)
+			} else {
+				var se *guestsim.StatusError
+				if !errors.As(err, &se) || se.Status != tc.want {
+					t.Errorf("%s: %v, want status %d", tc.name, err, tc.want)
+				}
+			}
+		}
+	})
+	t.Run("unknown SRQ handles", func(t *testing.T) {
+		_, err := g.QuerySRQ(ctx, 0xdead)
+		wantStatus(t, err, device.StENOENT)
+		cmd := device.AdminCmd{Opcode: device.CmdModifySRQ}
+		*device.PayloadOf[device.CmdModifySRQArgs](&cmd) = device.CmdModifySRQArgs{SRQN: 0xdead, AttrMask: device.SRQLimit}
+		_, err = g.Admin(ctx, &cmd)
+		wantStatus(t, err, device.StENOENT)
+		_, err = g.CreateQP(ctx, guestsim.QPConfig{PD: a.pd, SendCQ: a.scq, RecvCQ: a.rcq,
+			SRQ: &guestsim.SRQ{SRQN: 0xdead}})
+		wantStatus(t, err, device.StENOENT)
+	})
+	t.Run("SRQ busy and bad mask", func(t *testing.T) {
+		srq, err := g.CreateSRQ(ctx, guestsim.SRQConfig{PD: a.pd, Depth: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qp, err := g.CreateQP(ctx, guestsim.QPConfig{PD: a.pd, SendCQ: a.scq, RecvCQ: a.rcq, SRQ: srq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, g.Destroy(ctx, device.CmdDestroySRQ, srq.SRQN), device.StEBUSY)
+		cmd := device.AdminCmd{Opcode: device.CmdModifySRQ}
+		*device.PayloadOf[device.CmdModifySRQArgs](&cmd) = device.CmdModifySRQArgs{SRQN: srq.SRQN, AttrMask: 0x80}
+		_, err = g.Admin(ctx, &cmd)
+		wantStatus(t, err, device.StEINVAL)
+		if err := g.Destroy(ctx, device.CmdDestroyQP, qp.QPN); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Destroy(ctx, device.CmdDestroySRQ, srq.SRQN); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, g.Destroy(ctx, device.CmdDestroySRQ, srq.SRQN), device.StENOENT)
+	})
+	t.Run("SRQ index out of range", func(t *testing.T) {
+		srq, err := g.CreateSRQ(ctx, guestsim.SRQConfig{PD: a.pd, Depth: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Events()
+		srq.SetProd(100)
+		ev, err := g.WaitEvent(ctx, device.EvSRQErr)
+		if err != nil || ev.Handle != srq.SRQN || ev.Data != device.QPFatalRQIndex {
+			t.Fatalf("event %+v, %v", ev, err)
+		}
+		if srq.Taken() != 0 {
+			t.Errorf("device took %d WQEs", srq.Taken())
+		}
+	})
+	t.Run("malformed SRQ WQE", func(t *testing.T) {
+		srq, err := g.CreateSRQ(ctx, guestsim.SRQConfig{PD: a.pd, Depth: 8, MaxSGE: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srq.PostRecv(1, []device.SGE{{Addr: a.buf, Length: 64, LKey: a.lkey}, {Addr: a.buf, Length: 64, LKey: a.lkey}})
+		ev, err := g.WaitEvent(ctx, device.EvSRQErr)
+		if err != nil || ev.Handle != srq.SRQN || ev.Data != device.QPFatalWQE {
+			t.Fatalf("event %+v, %v", ev, err)
+		}
+	})
+	t.Run("UD WQE with an unknown AH or a WRITE", func(t *testing.T) {
+		udSend(a.qp, 7, 0xdead, b.qp.QPN, 0, device.SGE{Addr: a.buf, Length: 16, LKey: a.lkey})
+		wantCQE(t, a.scq, rdma.WCLocQPOpErr, rdma.WCSend, 7)
+		ah := a.ahTo(t, a.pd, b)
+		a.qp.PostSend(device.SendWQE{WRID: 6, Opcode: uint8(rdma.WRRDMAWrite), SendFlags: uint16(rdma.SendSignaled),
+			AH: ah, RemoteQPN: b.qp.QPN, RemoteAddr: b.buf, RKey: 1},
+			[]device.SGE{{Addr: a.buf, Length: 16, LKey: a.lkey}}, nil)
+		wantCQE(t, a.scq, rdma.WCLocQPOpErr, rdma.WCRDMAWrite, 6)
+	})
+	t.Run("UD WQE with an AH of another PD", func(t *testing.T) {
+		pd2, err := g.AllocPD(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ah := a.ahTo(t, pd2, b)
+		udSend(a.qp, 8, ah, b.qp.QPN, 0, device.SGE{Addr: a.buf, Length: 16, LKey: a.lkey})
+		wantCQE(t, a.scq, rdma.WCLocQPOpErr, rdma.WCSend, 8)
+		wantStatus(t, g.Destroy(ctx, device.CmdDeallocPD, pd2), device.StEBUSY) // the AH holds it
+		// The QP carries on: a good datagram goes through.
+		b.qp.PostRecv(1, []device.SGE{{Addr: b.buf, Length: 256, LKey: b.lkey}})
+		waitRecvTaken(t, b.qp)
+		udSend(a.qp, 9, a.ahTo(t, a.pd, b), b.qp.QPN, 0, device.SGE{Addr: a.buf, Length: 16, LKey: a.lkey})
+		wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCSend, 9)
+		wantCQE(t, b.rcq, rdma.WCSuccess, rdma.WCRecv, 1)
+	})
+	t.Run("UD receive into an unknown lkey", func(t *testing.T) {
+		// The transport's own fatal error: the engine moves the QP to
+		// ERR and the guest gets QP_FATAL with data 5.
+		qp := b.newQP(t, b.rcq)
+		qp.PostRecv(3, []device.SGE{{Addr: b.buf, Length: 256, LKey: 0xbad00}})
+		waitRecvTaken(t, qp)
+		b.g.Events()
+		udSend(a.qp, 10, a.ahTo(t, a.pd, b), qp.QPN, 0, device.SGE{Addr: a.buf, Length: 16, LKey: a.lkey})
+		wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCSend, 10)
+		wantCQE(t, b.rcq, rdma.WCLocProtErr, rdma.WCRecv, 3)
+		ev, err := b.g.WaitEvent(ctx, device.EvQPFatal)
+		if err != nil || ev.Handle != qp.QPN || ev.Data != device.QPFatalTransport {
+			t.Fatalf("event %+v, %v; want QP_FATAL for QP %d, data %d", ev, err, qp.QPN, device.QPFatalTransport)
+		}
+	})
+	t.Run("AH refused", func(t *testing.T) {
+		_, err := g.CreateAH(ctx, a.pd, device.AHAttr{IsGlobal: 1, PortNum: 1, DGID: b.gid, SGIDIndex: 9})
+		wantStatus(t, err, device.StEINVAL)
+		_, err = g.CreateAH(ctx, 0xdead, device.AHAttr{IsGlobal: 1, PortNum: 1, DGID: b.gid, SGIDIndex: 1})
+		wantStatus(t, err, device.StENOENT)
+	})
+	t.Run("multicast attach", func(t *testing.T) {
+		group := [16]byte{10: 0xff, 11: 0xff, 12: 239, 13: 9, 14: 9, 15: 9}
+		rc := newRCEnd(t, g, tb.cfgs[0].MAC, false)
+		wantStatus(t, g.AttachMcast(ctx, rc.qp.QPN, group), device.StEINVAL)
+		wantStatus(t, g.AttachMcast(ctx, 0xdead, group), device.StENOENT)
+		wantStatus(t, g.AttachMcast(ctx, a.qp.QPN, b.gid), device.StEINVAL) // unicast GID
+		wantStatus(t, g.DetachMcast(ctx, a.qp.QPN, group), device.StEINVAL)
+	})
+	stillServes(t, tb.guests[0])
+	stillServes(t, tb.guests[1])
 }

@@ -8,10 +8,16 @@ import (
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
-// serviceQPs takes the work the guest posted on every QP's SQ and RQ
-// (doorbell HICAIN_DB_QP carries no QP number; the rings' producer
-// indices in guest memory say which have work).
+// serviceQPs takes the work the guest posted on every SRQ and on every
+// QP's SQ and RQ (doorbell HICAIN_DB_QP carries no queue number; the
+// rings' producer indices in guest memory say which have work). SRQs go
+// first so that a SEND the SQs trigger finds the receives posted with it.
 func (s *session) serviceQPs() {
+	for _, q := range s.srqs {
+		if !q.fatal {
+			s.serviceSRQ(q)
+		}
+	}
 	for _, q := range s.qps {
 		if q.fatal {
 			continue
@@ -29,14 +35,6 @@ func (s *session) qpFatal(q *gqp, reason uint32) {
 	_ = q.qp.Modify(&rdma.QPAttr{QPState: rdma.QPStateErr}, rdma.QPAttrState)
 	s.postEvent(EvQPFatal, q.qp.QPN(), reason)
 }
-
-// QP fatal reasons (hicain_eqe.data of HICAIN_EV_QP_FATAL).
-const (
-	QPFatalSQIndex = 1 // SQ producer index out of range
-	QPFatalRQIndex = 2 // RQ producer index out of range
-	QPFatalWQE     = 3 // malformed WQE (SGE count, inline length)
-	QPFatalRing    = 4 // ring or dbrec not readable
-)
 
 func (s *session) serviceSQ(q *gqp) {
 	ram := s.v.ram
@@ -61,6 +59,21 @@ func (s *session) serviceSQ(q *gqp) {
 		}
 		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode), SendFlags: rdma.SendFlags(w.SendFlags),
 			ImmData: w.ImmData, RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
+		if q.typ == rdma.QPTypeUD {
+			// A datagram is a SEND through an AH of the QP's PD;
+			// anything else completes with LOC_QP_OP_ERR, as rxe
+			// answers a WQE without a usable address vector or with an
+			// opcode UD does not have.
+			a, ok := s.ahs[w.AH]
+			if !ok || a.pd != q.pd || (wr.Opcode != rdma.WRSend && wr.Opcode != rdma.WRSendWithImm) {
+				s.v.stats.wqeErrors.Add(1)
+				s.errorCQE(q.scq, rdma.WC{WRID: w.WRID, Status: rdma.WCLocQPOpErr, Opcode: wcOpcodeOf(wr.Opcode),
+					QPNum: q.qp.QPN()})
+				q.sqCons++
+				continue
+			}
+			wr.AH, wr.RemoteQPN, wr.RemoteQKey = a.ah, w.RemoteQPN, w.RemoteQKey
+		}
 		if wr.SendFlags&rdma.SendInline != 0 {
 			// Inline data sits in the WQE after the header; the engine
 			// copies it from guest memory now.
@@ -124,6 +137,9 @@ func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
 }
 
 func (s *session) serviceRQ(q *gqp) {
+	if q.srq != nil {
+		return
+	}
 	ram := s.v.ram
 	prod, err := ram.Load32(q.rqDB)
 	if err != nil {
@@ -170,12 +186,75 @@ func (s *session) serviceRQ(q *gqp) {
 	ram.Store32(q.rqDB+4, q.rqCons)
 }
 
+// srqFatal stops taking WQEs from an SRQ whose ring the guest broke and
+// tells it with SRQ_ERR. The WQEs the engine holds stay usable.
+func (s *session) srqFatal(q *gsrq, reason uint32) {
+	s.v.stats.wqeErrors.Add(1)
+	q.fatal = true
+	s.postEvent(EvSRQErr, q.srqn, reason)
+}
+
+// serviceSRQ takes the receive WQEs the guest posted on an SRQ ring.
+func (s *session) serviceSRQ(q *gsrq) {
+	prod, err := s.v.ram.Load32(q.db)
+	if err != nil {
+		s.srqFatal(q, QPFatalRing)
+		return
+	}
+	s.takeSRQ(q, prod)
+}
+
+// takeSRQ moves the WQEs between the SRQ's cons and prod into the engine
+// SRQ, with the checks of an RQ: index range, SGE count, ring readable.
+func (s *session) takeSRQ(q *gsrq, prod uint32) {
+	ram := s.v.ram
+	if prod-q.cons > q.depth {
+		s.srqFatal(q, QPFatalRQIndex)
+		return
+	}
+	var sges [32]rdma.SGE
+	var raw [32 * 16]byte
+	q.blocked = false
+	for q.cons != prod {
+		at := q.ring + uint64(q.cons&(q.depth-1))*uint64(q.stride)
+		var w RecvWQE
+		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+			s.srqFatal(q, QPFatalRing)
+			return
+		}
+		n := w.NumSGE
+		if n > q.maxSGE || n > uint32(len(sges)) {
+			s.srqFatal(q, QPFatalWQE)
+			return
+		}
+		if err := ram.ReadAt(raw[:n*16], at+recvHdrSize); err != nil {
+			s.srqFatal(q, QPFatalRing)
+			return
+		}
+		for i := range n {
+			e := (*SGE)(unsafe.Pointer(&raw[i*16]))
+			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
+		}
+		if err := q.srq.PostRecv([]rdma.RecvWR{{WRID: w.WRID, SGList: sges[:n]}}); errors.Is(err, rdma.ErrNoResources) {
+			// The engine SRQ holds max_wr WRs: the rest wait in the ring
+			// until QPs take some.
+			q.blocked = true
+			break
+		} else if err != nil {
+			s.srqFatal(q, QPFatalWQE)
+			return
+		}
+		q.cons++
+	}
+	ram.Store32(q.db+4, q.cons)
+}
+
 // errorCQE writes a completion the device made itself (a request the
 // engine refused) to a guest CQ.
 func (s *session) errorCQE(cq *gcq, wc rdma.WC) {
 	if !s.writeCQEs(cq, []rdma.WC{wc}) {
 		s.v.stats.cqOverflows.Add(1)
-		s.postEvent(EvCQErr, cq.cqn, 1)
+		s.postEvent(EvCQErr, cq.cqn, CQErrOverrun)
 	}
 	s.notifyCQ(cq)
 }
@@ -267,6 +346,11 @@ func (s *session) moveCQ(cq *gcq) {
 
 // retryBlocked takes the WQEs left in rings whose engine queue was full.
 func (s *session) retryBlocked() {
+	for _, q := range s.srqs {
+		if q.blocked && !q.fatal {
+			s.serviceSRQ(q)
+		}
+	}
 	for _, q := range s.qps {
 		if !q.fatal && (q.sqBlocked || q.rqBlocked) {
 			s.serviceRQ(q)
@@ -308,7 +392,7 @@ func (s *session) l2Transmit() {
 			flags = L2FlagErr
 		} else if err := s.v.ram.ReadAt(buf[:l], d.Addr); err != nil {
 			flags = L2FlagErr
-		} else if s.v.fabric == nil {
+		} else if !s.v.linkUp() {
 			flags = L2FlagErr
 		} else if _, err := s.v.fabric.Write(buf[:l]); err != nil {
 			flags = L2FlagErr

@@ -22,7 +22,9 @@ import (
 // work queue consumer state and the CQ rings (it is the only writer of
 // guest CQEs); the epoll goroutine only reads doorbell eventfds and wakes
 // the worker; the vNIC's fabric rx goroutine owns the L2 RX ring (l2mu).
-// The event queue is shared (eqMu).
+// The event queue is shared (eqMu), and so are the LIVE and LINK_UP bits
+// of dev_status with the events that announce them (goLive, portDown).
+// Engine async events reach the worker through the engine's channel.
 type session struct {
 	v      *VNIC
 	conn   *net.UnixConn
@@ -61,6 +63,7 @@ type session struct {
 	cqs       map[uint32]*gcq
 	qps       map[uint32]*gqp
 	ahs       map[uint32]*gah
+	srqs      map[uint32]*gsrq
 	nextCQ    uint32
 	nextAH    uint32
 }
@@ -83,6 +86,7 @@ type gcq struct {
 // memory.
 type gqp struct {
 	qp               *rdma.QP
+	typ              rdma.QPType
 	pd               uint32
 	scq, rcq         *gcq
 	sq, rq           uint64
@@ -94,21 +98,40 @@ type gqp struct {
 	maxRecvSGE       uint32
 	maxInline        uint32
 	sqCons, rqCons   uint32
-	sqBlocked        bool // the engine's send queue was full
+	srq              *gsrq // receive WRs come from this SRQ (no RQ ring)
+	sqBlocked        bool  // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
 }
 
+// gah is a guest address handle: an engine AH of the guest PD pd.
 type gah struct {
-	pd   uint32
-	attr rdma.AHAttr
+	pd uint32
+	ah *rdma.AH
+}
+
+// gsrq is a guest SRQ: an engine SRQ fed from a receive ring in guest
+// memory (the layout of a QP's RQ, with its own dbrec).
+type gsrq struct {
+	srqn    uint32
+	srq     *rdma.SRQ
+	pd      uint32
+	ring    uint64
+	db      uint64
+	depth   uint32
+	stride  uint32
+	maxSGE  uint32
+	cons    uint32
+	blocked bool // the engine SRQ was full
+	fatal   bool // the guest broke the ring: no more WQEs are taken
+	users   int  // QPs created with it
 }
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, cqs: map[uint32]*gcq{},
-		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, nextCQ: 1, nextAH: 1}
+		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}, nextCQ: 1, nextAH: 1}
 	ok := false
 	defer func() {
 		if !ok {
@@ -183,7 +206,7 @@ func (s *session) initHeader() {
 	h.LinkLayer = LinkEthernet
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
-	h.Caps = CapRC | CapL2
+	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2
 	h.MaxMTU = 4096
 	h.NumVectors = uint32(cfg.Vectors)
 	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), uint32(a.MaxCQ), uint32(a.MaxMR), uint32(a.MaxPD)
@@ -191,7 +214,7 @@ func (s *session) initHeader() {
 	h.MaxQPWR, h.MaxCQE, h.MaxSGE = uint32(a.MaxQPWR), uint32(a.MaxCQE), uint32(a.MaxSGE)
 	h.MaxInline, h.MaxQPRdAtom = uint32(a.MaxInlineData), uint32(a.MaxQPRdAtom)
 	status := uint32(DevReady)
-	if s.v.fabric != nil {
+	if s.v.linkUp() {
 		status |= DevLinkUp
 	}
 	atomic.StoreUint32(&h.DevStatus, status)
@@ -295,6 +318,12 @@ func (s *session) worker() {
 				s.moveCompletions(cq)
 				s.retryBlocked()
 			}
+		case ev := <-s.dev.AsyncEvents():
+			// The engine's event channel is the handoff: the worker
+			// owns the tables that map engine objects to guest handles.
+			// s.dev changes only here (reset, SET_ADDR), so the next
+			// iteration reads the new device's channel.
+			s.asyncEvent(ev)
 		case <-tick.C:
 			if s.live() {
 				s.moveAllCQs(false)
@@ -327,6 +356,14 @@ func (s *session) raise(vec int) {
 // the queue is full the event is lost (counted by seq gaps).
 func (s *session) postEvent(typ, handle, data uint32) {
 	s.eqMu.Lock()
+	s.postEventLocked(typ, handle, data)
+	s.eqMu.Unlock()
+	s.raise(IRQCtrl)
+}
+
+// postEventLocked writes an event queue entry; the caller holds eqMu and
+// raises the interrupt.
+func (s *session) postEventLocked(typ, handle, data uint32) {
 	prod := atomic.LoadUint32(&s.hdr.EQProd)
 	cons := atomic.LoadUint32(&s.hdr.EQCons)
 	if prod-cons < EQEntries {
@@ -334,9 +371,85 @@ func (s *session) postEvent(typ, handle, data uint32) {
 		off := EQOff + int(prod%EQEntries)*int(unsafe.Sizeof(e))
 		copy(s.shm[off:], AsBytes(&e))
 		atomic.StoreUint32(&s.hdr.EQProd, prod+1)
+	} else {
+		s.v.stats.eventsLost.Add(1)
+	}
+}
+
+// asyncEvent turns an engine event into an event queue entry, naming the
+// object by its guest handle (worker). Events of objects the guest has
+// destroyed since are dropped.
+func (s *session) asyncEvent(ev rdma.AsyncEvent) {
+	switch ev.Type {
+	case rdma.EventCQErr:
+		for _, cq := range s.cqs {
+			if cq.cq == ev.CQ {
+				s.v.stats.cqOverflows.Add(1)
+				s.postEvent(EvCQErr, cq.cqn, CQErrOverrun)
+				return
+			}
+		}
+	case rdma.EventSRQLimitReached:
+		if ev.SRQ == nil {
+			return
+		}
+		if q, ok := s.srqs[ev.SRQ.Handle()]; ok && q.srq == ev.SRQ {
+			s.postEvent(EvSRQLimit, q.srqn, 0)
+		}
+	case rdma.EventQPFatal, rdma.EventQPLastWQEReached:
+		if ev.QP == nil {
+			return
+		}
+		q, ok := s.qps[ev.QP.QPN()]
+		if !ok || q.qp != ev.QP {
+			return
+		}
+		if ev.Type == rdma.EventQPFatal {
+			s.postEvent(EvQPFatal, ev.QP.QPN(), QPFatalTransport)
+		} else {
+			s.postEvent(EvQPLastWQE, ev.QP.QPN(), 0)
+		}
+	}
+}
+
+// setStatus sets the dev_status bits set and clears clr atomically and
+// returns the previous value.
+func (s *session) setStatus(set, clr uint32) uint32 {
+	for {
+		st := atomic.LoadUint32(&s.hdr.DevStatus)
+		if atomic.CompareAndSwapUint32(&s.hdr.DevStatus, st, (st|set)&^clr) {
+			return st
+		}
+	}
+}
+
+// goLive accepts the driver: LIVE, the interrupt, and PORT_ACTIVE when
+// the link is up. eqMu orders it with portDown, so the guest never sees
+// PORT_ACTIVE after PORT_ERR.
+func (s *session) goLive() {
+	s.eqMu.Lock()
+	st := s.setStatus(DevLive, 0)
+	if st&DevLinkUp != 0 {
+		s.postEventLocked(EvPortActive, 1, 0)
 	}
 	s.eqMu.Unlock()
 	s.raise(IRQCtrl)
+}
+
+// portDown clears LINK_UP and posts PORT_ERR to a live guest; called
+// when the fabric connection is gone (any goroutine, with the session
+// held current by v.mu). Idempotent.
+func (s *session) portDown() {
+	s.eqMu.Lock()
+	st := s.setStatus(0, DevLinkUp)
+	post := st&DevLinkUp != 0 && st&DevLive != 0
+	if post {
+		s.postEventLocked(EvPortErr, 1, 0)
+	}
+	s.eqMu.Unlock()
+	if post {
+		s.raise(IRQCtrl)
+	}
 }
 
 // setFatal puts the vNIC in the guest-visible fatal state; only a reset
@@ -346,12 +459,7 @@ func (s *session) setFatal(code uint32) {
 	s.v.stats.lastFatal.Store(code)
 	s.v.log.Warn("guest vNIC fatal", "code", code, "peer", s.peerID)
 	atomic.StoreUint32(&s.hdr.FatalCode, code)
-	for {
-		st := atomic.LoadUint32(&s.hdr.DevStatus)
-		if atomic.CompareAndSwapUint32(&s.hdr.DevStatus, st, st|DevFatal) {
-			break
-		}
-	}
+	s.setStatus(DevFatal, 0)
 	s.postEvent(EvDeviceFatal, 0, code)
 }
 
@@ -368,11 +476,7 @@ func (s *session) control() {
 			s.setFatal(FatalABI)
 			return
 		}
-		atomic.StoreUint32(&s.hdr.DevStatus, st|DevLive)
-		s.raise(IRQCtrl)
-		if s.v.fabric != nil {
-			s.postEvent(EvPortActive, 1, 0)
-		}
+		s.goLive()
 	}
 	if s.live() {
 		s.adminQueue()
@@ -407,8 +511,12 @@ func (s *session) destroyAll() {
 		q.qp.Destroy()
 		delete(s.qps, k)
 	}
+	for k, q := range s.srqs {
+		q.srq.Destroy()
+		delete(s.srqs, k)
+	}
 	for k, a := range s.ahs {
-		_ = a
+		a.ah.Destroy()
 		delete(s.ahs, k)
 	}
 	for k, m := range s.mrs {
@@ -429,7 +537,9 @@ func macKey(m [6]byte) uint64 {
 	return uint64(m[0])<<40 | uint64(m[1])<<32 | uint64(m[2])<<24 | uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
 }
 
-// ownMAC reports whether an Ethernet frame is addressed to the engine.
-func (s *session) ownMAC(f []byte) bool {
-	return len(f) >= 6 && macKey([6]byte(f[:6])) == s.mac.Load()
+// forEngine reports whether a RoCEv2 frame goes to the engine: addressed
+// to its MAC, or to a group (multicast UD; the engine delivers it to the
+// QPs attached to the group and drops it otherwise).
+func (s *session) forEngine(f []byte) bool {
+	return len(f) >= 6 && (f[0]&1 != 0 || macKey([6]byte(f[:6])) == s.mac.Load())
 }

@@ -39,11 +39,12 @@ type VNICStatus struct {
 
 // ObjectCounts are the verbs objects a guest holds.
 type ObjectCounts struct {
-	PDs int `json:"pds"`
-	MRs int `json:"mrs"`
-	CQs int `json:"cqs"`
-	QPs int `json:"qps"`
-	AHs int `json:"ahs"`
+	PDs  int `json:"pds"`
+	MRs  int `json:"mrs"`
+	CQs  int `json:"cqs"`
+	QPs  int `json:"qps"`
+	AHs  int `json:"ahs"`
+	SRQs int `json:"srqs"`
 }
 
 // QPStatus is one guest QP.
@@ -52,6 +53,7 @@ type QPStatus struct {
 	State  string `json:"state"`
 	SendCQ uint32 `json:"send_cq"`
 	RecvCQ uint32 `json:"recv_cq"`
+	SRQ    uint32 `json:"srq,omitempty"` // receive WQEs from this SRQ
 	SQCons uint32 `json:"sq_taken"`
 	RQCons uint32 `json:"rq_taken"`
 	Fatal  bool   `json:"fatal,omitempty"`
@@ -72,6 +74,7 @@ type VNICCounters struct {
 	WQEErrors   uint64 `json:"wqe_errors"`
 	Fatal       uint64 `json:"fatal"`
 	CQOverflows uint64 `json:"cq_overflows"`
+	EventsLost  uint64 `json:"events_lost"`
 }
 
 type sessionSnap struct {
@@ -82,10 +85,14 @@ type sessionSnap struct {
 // publishQPs refreshes the snapshot status reads (worker goroutine).
 func (s *session) publishQPs() {
 	snap := sessionSnap{objects: ObjectCounts{PDs: len(s.pds), MRs: len(s.mrs), CQs: len(s.cqs),
-		QPs: len(s.qps), AHs: len(s.ahs)}}
+		QPs: len(s.qps), AHs: len(s.ahs), SRQs: len(s.srqs)}}
 	for qpn, q := range s.qps {
-		snap.qps = append(snap.qps, QPStatus{QPN: qpn, State: q.qp.State().String(), SendCQ: q.scq.cqn,
-			RecvCQ: q.rcq.cqn, SQCons: q.sqCons, RQCons: q.rqCons, Fatal: q.fatal})
+		st := QPStatus{QPN: qpn, State: q.qp.State().String(), SendCQ: q.scq.cqn,
+			RecvCQ: q.rcq.cqn, SQCons: q.sqCons, RQCons: q.rqCons, Fatal: q.fatal}
+		if q.srq != nil {
+			st.SRQ = q.srq.srqn
+		}
+		snap.qps = append(snap.qps, st)
 	}
 	sort.Slice(snap.qps, func(i, j int) bool { return snap.qps[i].QPN < snap.qps[j].QPN })
 	s.statMu.Lock()
@@ -98,13 +105,13 @@ func (v *VNIC) Status() VNICStatus {
 	c := v.cfg
 	st := VNICStatus{Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, RAMSize: c.RAMSize,
 		Machine: string(c.Machine), FabricPort: c.FabricPort, MAC: net.HardwareAddr(c.MAC[:]).String(),
-		LinkUp: v.fabric != nil, State: "waiting", QPs: []QPStatus{}}
+		LinkUp: v.linkUp(), State: "waiting", QPs: []QPStatus{}}
 	x := &v.stats
 	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
 		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
 		AdminErrors: x.adminErrors.Load(), L2Tx: x.l2Tx.Load(), L2Rx: x.l2Rx.Load(),
 		L2RxDropped: x.l2RxDropped.Load(), RoCERx: x.roceRx.Load(), WQEErrors: x.wqeErrors.Load(),
-		Fatal: x.fatal.Load(), CQOverflows: x.cqOverflows.Load()}
+		Fatal: x.fatal.Load(), CQOverflows: x.cqOverflows.Load(), EventsLost: x.eventsLost.Load()}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	s := v.sess

@@ -125,7 +125,8 @@ type VNIC struct {
 	log *slog.Logger
 	ln  *net.UnixListener
 
-	fabric *net.UnixConn // nil when the link is down
+	fabric   *net.UnixConn // nil when no fabric port is configured
+	linkLost atomic.Bool   // the fabric connection dropped (no redial)
 
 	mu      sync.RWMutex // guards sess, nextID, closing
 	sess    *session
@@ -150,6 +151,7 @@ type vnicStats struct {
 	wqeErrors   atomic.Uint64
 	fatal       atomic.Uint64
 	cqOverflows atomic.Uint64
+	eventsLost  atomic.Uint64
 	lastFatal   atomic.Uint32
 }
 
@@ -315,6 +317,9 @@ func (v *VNIC) accept(ctx context.Context) {
 			return
 		}
 		v.sess = s
+		if !v.linkUp() {
+			s.portDown() // the link dropped after the header was built
+		}
 		v.mu.Unlock()
 		v.stats.sessions.Add(1)
 		v.log.Info("guest connected", "peer", id)
@@ -365,6 +370,7 @@ func (v *VNIC) receive() {
 	for {
 		n, err := v.fabric.Read(buf)
 		if err != nil {
+			v.dropLink(err)
 			return
 		}
 		if n == 0 {
@@ -374,7 +380,7 @@ func (v *VNIC) receive() {
 		v.mu.RLock()
 		s := v.sess
 		if s != nil {
-			if isRoCEv2(frame) && s.ownMAC(frame) {
+			if isRoCEv2(frame) && s.forEngine(frame) {
 				v.stats.roceRx.Add(1)
 				s.rxDev.Load().Deliver(frame)
 			} else {
@@ -382,6 +388,26 @@ func (v *VNIC) receive() {
 			}
 		}
 		v.mu.RUnlock()
+	}
+}
+
+// linkUp reports whether the vNIC has a working fabric connection.
+func (v *VNIC) linkUp() bool { return v.fabric != nil && !v.linkLost.Load() }
+
+// dropLink marks the link down after the fabric connection failed (the
+// switch went away) and tells the guest: LINK_UP cleared, PORT_ERR, port
+// state DOWN. The backend does not redial; the link stays down until it
+// restarts.
+func (v *VNIC) dropLink(err error) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.closing {
+		return
+	}
+	v.linkLost.Store(true)
+	v.log.Warn("fabric port connection lost; the link stays down", "port", v.cfg.FabricPort, "err", err)
+	if v.sess != nil {
+		v.sess.portDown()
 	}
 }
 

@@ -57,6 +57,9 @@ type Guest struct {
 	high    uint64 // next free GPA from 4G
 
 	irqCount []atomic.Uint64
+
+	evMu      sync.Mutex
+	evBacklog []device.EQE // read from the ring, not yet returned
 }
 
 // Connect plays QEMU's start-up: it opens (creating when missing) the RAM
@@ -324,6 +327,9 @@ func (g *Guest) Reset(ctx context.Context) error {
 	atomic.StoreUint32(&h.AdminSQProd, 0)
 	atomic.StoreUint32(&h.AdminCQCons, 0)
 	atomic.StoreUint32(&h.EQCons, 0)
+	g.evMu.Lock()
+	g.evBacklog = nil
+	g.evMu.Unlock()
 	atomic.StoreUint32(&h.L2TxProd, 0)
 	atomic.StoreUint32(&h.L2RxProd, 0)
 	g.adminMu.Unlock()
@@ -358,8 +364,17 @@ func (g *Guest) pause(ctx context.Context, v int) error {
 // Events returns the event queue entries not yet consumed, and consumes
 // them.
 func (g *Guest) Events() []device.EQE {
+	g.evMu.Lock()
+	defer g.evMu.Unlock()
+	out := append(g.evBacklog, g.readEvents()...)
+	g.evBacklog = nil
+	return out
+}
+
+// readEvents consumes the entries between eq_cons and eq_prod (evMu).
+func (g *Guest) readEvents() []device.EQE {
 	h := g.hdr
-	prod := atomic.LoadUint32(&h.EQProd)
+	prod := atomic.LoadUint32(&h.EQProd) // acquire: entries before index
 	cons := atomic.LoadUint32(&h.EQCons)
 	var out []device.EQE
 	for ; cons != prod; cons++ {
@@ -370,4 +385,26 @@ func (g *Guest) Events() []device.EQE {
 	}
 	atomic.StoreUint32(&h.EQCons, cons)
 	return out
+}
+
+// WaitEvent waits for the first event of type typ (HICAIN_EV_*) and
+// returns it; events of other types stay queued for Events and later
+// WaitEvent calls.
+func (g *Guest) WaitEvent(ctx context.Context, typ uint32) (device.EQE, error) {
+	for {
+		g.evMu.Lock()
+		g.evBacklog = append(g.evBacklog, g.readEvents()...)
+		for i, e := range g.evBacklog {
+			if e.Type == typ {
+				g.evBacklog = append(g.evBacklog[:i], g.evBacklog[i+1:]...)
+				g.evMu.Unlock()
+				return e, nil
+			}
+		}
+		g.evMu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return device.EQE{}, fmt.Errorf("guestsim: no event %d: %w", typ, err)
+		}
+		g.WaitIRQ(device.IRQCtrl, 5*time.Millisecond)
+	}
 }

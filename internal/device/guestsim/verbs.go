@@ -242,9 +242,11 @@ type QPConfig struct {
 	MaxSGE         uint32 // default 4, both queues
 	MaxInline      uint32 // default 64
 	SigAll         bool
+	Type           uint32 // IB_QPT_*: 0 or 2 RC, 4 UD
+	SRQ            *SRQ   // receive WQEs from this SRQ: the QP has no RQ ring
 }
 
-// QP is a guest RC QP with its rings in guest memory. Owned by one
+// QP is a guest RC or UD QP with its rings in guest memory. Owned by one
 // goroutine.
 type QP struct {
 	g                *Guest
@@ -257,8 +259,11 @@ type QP struct {
 	sqProd, rqProd   uint32
 }
 
-// CreateQP creates an RC QP.
+// CreateQP creates a QP (RC unless c.Type says otherwise).
 func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
+	if c.Type == 0 {
+		c.Type = QPTypeRC
+	}
 	if c.SQDepth == 0 {
 		c.SQDepth = 64
 	}
@@ -278,20 +283,26 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 	if q.sq, err = g.Alloc(uint64(c.SQDepth*sqStride), 4096, false); err != nil {
 		return nil, err
 	}
-	if q.rq, err = g.Alloc(uint64(c.RQDepth*rqStride), 4096, false); err != nil {
-		return nil, err
-	}
 	if q.sqDB, err = g.Alloc(8, 8, false); err != nil {
 		return nil, err
 	}
-	if q.rqDB, err = g.Alloc(8, 8, false); err != nil {
-		return nil, err
+	if c.SRQ == nil {
+		if q.rq, err = g.Alloc(uint64(c.RQDepth*rqStride), 4096, false); err != nil {
+			return nil, err
+		}
+		if q.rqDB, err = g.Alloc(8, 8, false); err != nil {
+			return nil, err
+		}
 	}
 	cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
-	a := device.CmdCreateQPArgs{PD: c.PD, QPType: 2, SendCQ: c.SendCQ.CQN, RecvCQ: c.RecvCQ.CQN,
-		SQDepth: c.SQDepth, RQDepth: c.RQDepth, MaxSendSGE: c.MaxSGE, MaxRecvSGE: c.MaxSGE,
-		MaxInline: c.MaxInline, SQStride: sqStride, RQStride: rqStride, SQGPA: q.sq, RQGPA: q.rq,
-		SQDBRecGPA: q.sqDB, RQDBRecGPA: q.rqDB}
+	a := device.CmdCreateQPArgs{PD: c.PD, QPType: c.Type, SendCQ: c.SendCQ.CQN, RecvCQ: c.RecvCQ.CQN,
+		SQDepth: c.SQDepth, MaxSendSGE: c.MaxSGE, MaxInline: c.MaxInline, SQStride: sqStride, SQGPA: q.sq,
+		SQDBRecGPA: q.sqDB}
+	if c.SRQ == nil {
+		a.RQDepth, a.MaxRecvSGE, a.RQStride, a.RQGPA, a.RQDBRecGPA = c.RQDepth, c.MaxSGE, rqStride, q.rq, q.rqDB
+	} else {
+		a.SRQ = c.SRQ.SRQN
+	}
 	if c.SigAll {
 		a.SQSigAll = 1
 	}
@@ -356,6 +367,17 @@ func (q *QP) SetSQProd(v uint32) {
 	q.g.ram.Store32(q.sqDB, v)
 	q.g.Ring(device.DBQP)
 }
+
+// RQTaken returns the device's RQ consumer index: receive WQEs up to
+// it are in the engine (a UD datagram that arrives earlier is lost, as
+// on the wire).
+func (q *QP) RQTaken() uint32 {
+	v, _ := q.g.ram.Load32(q.rqDB + 4)
+	return v
+}
+
+// RQPosted returns the RQ producer index.
+func (q *QP) RQPosted() uint32 { return q.rqProd }
 
 // SQTaken returns the device's SQ consumer index.
 func (q *QP) SQTaken() uint32 {

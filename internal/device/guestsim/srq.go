@@ -1,0 +1,155 @@
+package guestsim
+
+import (
+	"context"
+
+	"github.com/PacketFive/hinic/internal/device"
+)
+
+// QP types (enum ib_qp_type) for QPConfig.Type.
+const (
+	QPTypeRC = 2
+	QPTypeUD = 4
+)
+
+// SRQ is a guest shared receive queue: a ring of receive WQEs and a
+// dbrec in guest memory. Owned by one goroutine.
+type SRQ struct {
+	g      *Guest
+	SRQN   uint32
+	ring   uint64
+	db     uint64
+	depth  uint32
+	stride uint32
+	prod   uint32
+}
+
+// SRQConfig shapes an SRQ.
+type SRQConfig struct {
+	PD     uint32
+	Depth  uint32 // a power of two; default 64
+	MaxSGE uint32 // default 2
+	Limit  uint32 // arms SRQ_LIMIT at creation when non-zero
+}
+
+// CreateSRQ creates an SRQ.
+func (g *Guest) CreateSRQ(ctx context.Context, c SRQConfig) (*SRQ, error) {
+	if c.Depth == 0 {
+		c.Depth = 64
+	}
+	if c.MaxSGE == 0 {
+		c.MaxSGE = 2
+	}
+	q := &SRQ{g: g, depth: c.Depth, stride: 16 + 16*c.MaxSGE}
+	var err error
+	if q.ring, err = g.Alloc(uint64(q.depth*q.stride), 4096, false); err != nil {
+		return nil, err
+	}
+	if q.db, err = g.Alloc(8, 8, false); err != nil {
+		return nil, err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdCreateSRQ}
+	*device.PayloadOf[device.CmdCreateSRQArgs](&cmd) = device.CmdCreateSRQArgs{PD: c.PD, Depth: c.Depth,
+		MaxSGE: c.MaxSGE, Limit: c.Limit, Stride: q.stride, RingGPA: q.ring, DBRecGPA: q.db}
+	r, err := g.Admin(ctx, &cmd)
+	if err != nil {
+		return nil, err
+	}
+	q.SRQN = r.Handle
+	return q, nil
+}
+
+// PostRecv writes a receive WQE to the SRQ ring and rings the QP
+// doorbell (which covers SRQs). The caller keeps at most Depth WQEs
+// outstanding in the ring (Free).
+func (q *SRQ) PostRecv(wrID uint64, sges []device.SGE) {
+	ram := q.g.ram
+	at := q.ring + uint64(q.prod&(q.depth-1))*uint64(q.stride)
+	w := device.RecvWQE{WRID: wrID, NumSGE: uint32(len(sges))}
+	for i := range sges {
+		ram.WriteAt(device.AsBytes(&sges[i]), at+16+uint64(i)*16)
+	}
+	ram.WriteAt(device.AsBytes(&w), at)
+	q.prod++
+	ram.Store32(q.db, q.prod) // release
+	q.g.Ring(device.DBQP)
+}
+
+// Free returns how many ring slots the device has given back.
+func (q *SRQ) Free() uint32 { return q.depth - (q.prod - q.Taken()) }
+
+// Taken returns the device's consumer index of the SRQ ring.
+func (q *SRQ) Taken() uint32 {
+	v, _ := q.g.ram.Load32(q.db + 4)
+	return v
+}
+
+// SetProd writes a raw producer index (bad-guest tests).
+func (q *SRQ) SetProd(v uint32) {
+	q.g.ram.Store32(q.db, v)
+	q.g.Ring(device.DBQP)
+}
+
+// ArmLimit runs MODIFY_SRQ with HICAIN_SRQ_LIMIT.
+func (q *SRQ) ArmLimit(ctx context.Context, limit uint32) error {
+	cmd := device.AdminCmd{Opcode: device.CmdModifySRQ}
+	*device.PayloadOf[device.CmdModifySRQArgs](&cmd) = device.CmdModifySRQArgs{SRQN: q.SRQN,
+		AttrMask: device.SRQLimit, Limit: limit}
+	_, err := q.g.Admin(ctx, &cmd)
+	return err
+}
+
+// Resize runs MODIFY_SRQ with HICAIN_SRQ_MAX_WR: the SRQ moves to a new
+// ring of maxWR entries (a power of two) and a new dbrec; posting
+// continues there.
+func (q *SRQ) Resize(ctx context.Context, maxWR uint32) error {
+	ring, err := q.g.Alloc(uint64(maxWR*q.stride), 4096, false)
+	if err != nil {
+		return err
+	}
+	db, err := q.g.Alloc(8, 8, false)
+	if err != nil {
+		return err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdModifySRQ}
+	*device.PayloadOf[device.CmdModifySRQArgs](&cmd) = device.CmdModifySRQArgs{SRQN: q.SRQN,
+		AttrMask: device.SRQMaxWR, MaxWR: maxWR, RingGPA: ring, DBRecGPA: db}
+	if _, err := q.g.Admin(ctx, &cmd); err != nil {
+		return err
+	}
+	q.ring, q.db, q.depth, q.prod = ring, db, maxWR, 0
+	return nil
+}
+
+// QuerySRQ returns an SRQ's attributes.
+func (g *Guest) QuerySRQ(ctx context.Context, srqn uint32) (device.SRQAttr, error) {
+	c, err := g.simple(ctx, device.CmdQuerySRQ, srqn)
+	var a device.SRQAttr
+	copy(device.AsBytes(&a), c.Out[:])
+	return a, err
+}
+
+// CreateAH creates an address handle in pd and returns its handle.
+func (g *Guest) CreateAH(ctx context.Context, pd uint32, attr device.AHAttr) (uint32, error) {
+	cmd := device.AdminCmd{Opcode: device.CmdCreateAH}
+	*device.PayloadOf[device.CmdCreateAHArgs](&cmd) = device.CmdCreateAHArgs{PD: pd, Attr: attr}
+	c, err := g.Admin(ctx, &cmd)
+	return c.Handle, err
+}
+
+// AttachMcast attaches UD QP qpn to multicast group gid.
+func (g *Guest) AttachMcast(ctx context.Context, qpn uint32, gid [16]byte) error {
+	return g.mcast(ctx, device.CmdAttachMcast, qpn, gid)
+}
+
+// DetachMcast detaches UD QP qpn from group gid.
+func (g *Guest) DetachMcast(ctx context.Context, qpn uint32, gid [16]byte) error {
+	return g.mcast(ctx, device.CmdDetachMcast, qpn, gid)
+}
+
+func (g *Guest) mcast(ctx context.Context, op uint16, qpn uint32, gid [16]byte) error {
+	cmd := device.AdminCmd{Opcode: op}
+	*device.PayloadOf[device.CmdMcastArgs](&cmd) = device.CmdMcastArgs{QPN: qpn, GID: gid}
+	_, err := g.Admin(ctx, &cmd)
+	return err
+}

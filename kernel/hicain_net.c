@@ -1,0 +1,1225 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hicain_net - Ethernet driver of the HiNIC emulated RDMA NIC.
+ *
+ * The NIC is QEMU's ivshmem-doorbell function served by `hinic device
+ * serve`: BAR2 is shared memory holding the device header, the admin and
+ * event queues and the L2 rings (hicain_abi.h, docs/device-abi.md), BAR0
+ * has the doorbell register, and the device interrupts through MSI-X.
+ * Frame buffers live in guest RAM, which the backend reads and writes at
+ * their guest-physical (DMA) addresses.
+ *
+ * This module binds the function, does the driver-ready handshake,
+ * registers an Ethernet netdev on the L2 rings and exports the admin
+ * queue and interrupt callbacks to hicain_ib (hicain_net.h).
+ */
+
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/etherdevice.h>
+#include <linux/if_vlan.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/pci.h>
+#include <linux/rculist.h>
+#include <linux/skbuff.h>
+#include <linux/u64_stats_sync.h>
+#include <linux/workqueue.h>
+
+#include "hicain_net.h"
+
+#define DRV_NAME "hicain_net"
+
+#define HICAIN_PCI_VENDOR	0x1af4	/* Red Hat / Qumranet */
+#define HICAIN_PCI_DEVICE	0x1110	/* ivshmem */
+
+#define HICAIN_TX_MASK		(HICAIN_L2_TX_ENTRIES - 1)
+#define HICAIN_RX_MASK		(HICAIN_L2_RX_ENTRIES - 1)
+#define HICAIN_TX_WAKE		(HICAIN_L2_TX_ENTRIES / 4)
+#define HICAIN_MAX_VECTORS	64
+
+/* Under TCG the backend answers in microseconds to milliseconds; a slow
+ * host must still not fail the probe.
+ */
+#define HICAIN_HANDSHAKE_MS	5000
+#define HICAIN_ADMIN_MS		10000
+#define HICAIN_TX_DRAIN_MS	1000
+
+struct hicain_tx_buf {
+	struct sk_buff *skb;
+	dma_addr_t dma;
+	unsigned int len;
+};
+
+struct hicain_rx_buf {
+	struct sk_buff *skb;
+	dma_addr_t dma;
+};
+
+struct hicain_stats {
+	struct u64_stats_sync syncp;
+	u64_stats_t packets;
+	u64_stats_t bytes;
+	u64_stats_t errors;
+	u64_stats_t dropped;
+};
+
+/* dev_id of a CQ vector's handler. */
+struct hicain_cq_vec {
+	struct hicain_dev *hdev;
+	unsigned int comp_vector;
+};
+
+struct hicain_priv {
+	struct hicain_dev hdev;
+	struct net_device *ndev;
+	struct napi_struct napi;
+	struct work_struct reset_work;
+
+	struct hicain_l2_desc *tx_ring;	/* BAR2 */
+	struct hicain_l2_desc *rx_ring;	/* BAR2 */
+	struct hicain_tx_buf tx[HICAIN_L2_TX_ENTRIES];
+	struct hicain_rx_buf rx[HICAIN_L2_RX_ENTRIES];
+	u32 tx_prod;		/* xmit path */
+	u32 tx_clean;		/* NAPI; read by xmit for room */
+	u32 rx_prod;		/* NAPI */
+	u32 rx_clean;		/* NAPI */
+	unsigned int rx_buf_len;
+	bool rx_ready;		/* every RX slot holds a mapped buffer */
+
+	struct hicain_stats rx_stats;	/* NAPI */
+	struct hicain_stats tx_stats;	/* NAPI completions */
+	struct hicain_stats xmit_stats;	/* xmit path drops */
+
+	struct hicain_cq_vec cq_vecs[HICAIN_MAX_VECTORS];
+	char irq_names[HICAIN_MAX_VECTORS][24];
+};
+
+static LIST_HEAD(hicain_devices);
+static DEFINE_MUTEX(hicain_list_lock);	/* hicain_devices, hicain_client */
+static struct hicain_client *hicain_the_client;
+
+static inline struct hicain_priv *hdev_priv(struct hicain_dev *hdev)
+{
+	return container_of(hdev, struct hicain_priv, hdev);
+}
+
+static inline u32 hdr_load(const __le32 *p)
+{
+	return le32_to_cpu(READ_ONCE(*p));
+}
+
+static inline void hdr_store(__le32 *p, u32 v)
+{
+	WRITE_ONCE(*p, cpu_to_le32(v));
+}
+
+static u32 hicain_dev_status(struct hicain_dev *hdev)
+{
+	return hdr_load(&hdev->hdr->dev_status);
+}
+
+void hicain_ring_doorbell(struct hicain_dev *hdev, unsigned int db)
+{
+	/* writel orders the preceding stores to BAR2 and RAM before it. */
+	writel((HICAIN_BACKEND_PEER << 16) | (db & 0xff),
+	       hdev->bar0 + HICAIN_BAR0_DOORBELL);
+}
+EXPORT_SYMBOL_GPL(hicain_ring_doorbell);
+
+/* ---- handshake and reset ---- */
+
+/*
+ * hicain_hw_start - the driver-ready handshake (device-abi.md, step 2):
+ * driver_abi, then driver_status = OK | MSIX_ON, then doorbell 0. MSI-X
+ * must be enabled and the handlers installed: the device raises vector
+ * 0 as soon as it goes live. The device also writes dev_status, so poll
+ * it rather than trust the interrupt.
+ */
+static int hicain_hw_start(struct hicain_dev *hdev)
+{
+	struct hicain_dev_hdr *h = hdev->hdr;
+	unsigned long deadline;
+	u32 st;
+
+	hdr_store(&h->driver_abi, HICAIN_ABI_MAJOR << 16 | HICAIN_ABI_MINOR);
+	dma_wmb();
+	hdr_store(&h->driver_status, HICAIN_DRV_OK | HICAIN_DRV_MSIX_ON);
+	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
+
+	deadline = jiffies + msecs_to_jiffies(HICAIN_HANDSHAKE_MS);
+	for (;;) {
+		st = hicain_dev_status(hdev);
+		if (st & HICAIN_DEV_FATAL) {
+			dev_err(&hdev->pdev->dev, "device fatal during handshake, code %u\n",
+				hdr_load(&h->fatal_code));
+			return -EIO;
+		}
+		if (st & HICAIN_DEV_LIVE)
+			return 0;
+		if (time_after(jiffies, deadline))
+			break;
+		usleep_range(500, 1000);
+	}
+	dev_err(&hdev->pdev->dev, "device did not go live (dev_status %#x)\n", st);
+	return -ETIMEDOUT;
+}
+
+/*
+ * hicain_hw_reset - ask the device to forget everything of this guest
+ * (device-abi.md, step 4). The device rebuilds the header and stores
+ * reset_count + 1 last, so seeing exactly that value means the header
+ * is complete again. driver_status is cleared by the device: it raises
+ * no interrupt until the next hicain_hw_start.
+ */
+static int hicain_hw_reset(struct hicain_dev *hdev)
+{
+	struct hicain_dev_hdr *h = hdev->hdr;
+	unsigned long deadline;
+	unsigned long flags;
+	u32 old = hdr_load(&h->reset_count);
+
+	hdr_store(&h->driver_status, HICAIN_DRV_RESET);
+	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
+
+	deadline = jiffies + msecs_to_jiffies(HICAIN_HANDSHAKE_MS);
+	while (hdr_load(&h->reset_count) != old + 1 ||
+	       hdr_load(&h->magic) != HICAIN_MAGIC) {
+		if (time_after(jiffies, deadline)) {
+			dev_err(&hdev->pdev->dev, "device reset timed out\n");
+			return -ETIMEDOUT;
+		}
+		usleep_range(500, 1000);
+	}
+	dma_rmb();
+	hdev->reset_count = old + 1;
+	hdev->admin_sq_prod = 0;
+	hdev->admin_cq_cons = 0;
+	spin_lock_irqsave(&hdev->eq_lock, flags);
+	hdev->eq_cons = 0;
+	spin_unlock_irqrestore(&hdev->eq_lock, flags);
+	return 0;
+}
+
+/* ---- admin queue ---- */
+
+static bool hicain_admin_ready(struct hicain_dev *hdev)
+{
+	u32 st = hicain_dev_status(hdev);
+
+	return (st & HICAIN_DEV_FATAL) ||
+	       hdr_load(&hdev->hdr->admin_cq_prod) != hdev->admin_cq_cons;
+}
+
+int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
+		      struct hicain_admin_cqe *cqe)
+{
+	struct hicain_dev_hdr *h = hdev->hdr;
+	struct hicain_admin_cmd *sq = hdev->bar2 + HICAIN_ADMIN_SQ_OFF;
+	struct hicain_admin_cqe *cq = hdev->bar2 + HICAIN_ADMIN_CQ_OFF;
+	struct hicain_admin_cqe c;
+	unsigned long deadline;
+	u32 id, st;
+	int ret;
+
+	might_sleep();
+	mutex_lock(&hdev->admin_lock);
+	st = hicain_dev_status(hdev);
+	if (!(st & HICAIN_DEV_LIVE) || (st & HICAIN_DEV_FATAL)) {
+		ret = -EIO;
+		goto out;
+	}
+	/* Commands that timed out may still sit in the ring. */
+	if (hdev->admin_sq_prod - hdr_load(&h->admin_sq_cons) >= HICAIN_ADMIN_SQ_ENTRIES) {
+		ret = -EBUSY;
+		goto out;
+	}
+	id = ++hdev->admin_seq;
+	cmd->cmd_id = cpu_to_le32(id);
+	memcpy(&sq[hdev->admin_sq_prod & (HICAIN_ADMIN_SQ_ENTRIES - 1)], cmd,
+	       sizeof(*cmd));
+	hdev->admin_sq_prod++;
+	dma_wmb();
+	hdr_store(&h->admin_sq_prod, hdev->admin_sq_prod);
+	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
+
+	deadline = jiffies + msecs_to_jiffies(HICAIN_ADMIN_MS);
+	for (;;) {
+		/* The interrupt wakes us; the timeout covers a lost one. */
+		wait_event_timeout(hdev->admin_wq, hicain_admin_ready(hdev),
+				   msecs_to_jiffies(10));
+		if (hicain_dev_status(hdev) & HICAIN_DEV_FATAL) {
+			ret = -EIO;
+			goto out;
+		}
+		if (hdr_load(&h->admin_cq_prod) != hdev->admin_cq_cons) {
+			dma_rmb();
+			memcpy(&c, &cq[hdev->admin_cq_cons & (HICAIN_ADMIN_CQ_ENTRIES - 1)],
+			       sizeof(c));
+			hdev->admin_cq_cons++;
+			hdr_store(&h->admin_cq_cons, hdev->admin_cq_cons);
+			/* A completion of an earlier command that timed out. */
+			if (le32_to_cpu(c.cmd_id) != id)
+				continue;
+			break;
+		}
+		if (time_after(jiffies, deadline)) {
+			dev_err(&hdev->pdev->dev, "admin command %u (opcode %u) timed out\n",
+				id, le16_to_cpu(cmd->opcode));
+			ret = -ETIMEDOUT;
+			goto out;
+		}
+	}
+	if (cqe)
+		*cqe = c;
+	ret = -(int)le16_to_cpu(c.status);
+out:
+	mutex_unlock(&hdev->admin_lock);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(hicain_admin_exec);
+
+/* hicain_query_port - QUERY_PORT into a coherent buffer (resp_gpa). */
+static int hicain_query_port(struct hicain_dev *hdev, struct hicain_port_attr *attr)
+{
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_port_attr *resp;
+	dma_addr_t dma;
+	int ret;
+
+	resp = dma_alloc_coherent(&hdev->pdev->dev, sizeof(*resp), &dma, GFP_KERNEL);
+	if (!resp)
+		return -ENOMEM;
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_QUERY_PORT);
+	cmd.handle = cpu_to_le32(1);
+	cmd.resp_gpa = cpu_to_le64(dma);
+	cmd.resp_len = cpu_to_le32(sizeof(*resp));
+	ret = hicain_admin_exec(hdev, &cmd, NULL);
+	if (!ret)
+		*attr = *resp;
+	dma_free_coherent(&hdev->pdev->dev, sizeof(*resp), resp, dma);
+	return ret;
+}
+
+/* ---- client registration ---- */
+
+static void hicain_attach(struct hicain_dev *hdev, struct hicain_client *c)
+{
+	int ret;
+
+	if (!c || !c->add)
+		return;
+	ret = c->add(hdev);
+	if (ret) {
+		dev_warn(&hdev->pdev->dev, "%s: attach failed: %d\n", c->name, ret);
+		return;
+	}
+	rcu_assign_pointer(hdev->client, c);
+}
+
+static void hicain_detach(struct hicain_dev *hdev)
+{
+	struct hicain_client *c = rcu_dereference_protected(hdev->client,
+						lockdep_is_held(&hicain_list_lock));
+
+	if (!c)
+		return;
+	RCU_INIT_POINTER(hdev->client, NULL);
+	/* No event or CQ callback runs after this. */
+	synchronize_rcu();
+	if (c->remove)
+		c->remove(hdev);
+}
+
+int hicain_register_client(struct hicain_client *client)
+{
+	struct hicain_dev *hdev;
+
+	mutex_lock(&hicain_list_lock);
+	if (hicain_the_client) {
+		mutex_unlock(&hicain_list_lock);
+		return -EBUSY;
+	}
+	hicain_the_client = client;
+	list_for_each_entry(hdev, &hicain_devices, list)
+		hicain_attach(hdev, client);
+	mutex_unlock(&hicain_list_lock);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(hicain_register_client);
+
+void hicain_unregister_client(struct hicain_client *client)
+{
+	struct hicain_dev *hdev;
+
+	mutex_lock(&hicain_list_lock);
+	if (hicain_the_client == client) {
+		list_for_each_entry(hdev, &hicain_devices, list)
+			hicain_detach(hdev);
+		hicain_the_client = NULL;
+	}
+	mutex_unlock(&hicain_list_lock);
+}
+EXPORT_SYMBOL_GPL(hicain_unregister_client);
+
+/* ---- event queue and interrupts ---- */
+
+static void hicain_dispatch_event(struct hicain_dev *hdev, const struct hicain_eqe *e)
+{
+	struct hicain_priv *priv = hdev_priv(hdev);
+	struct hicain_client *c;
+
+	switch (le32_to_cpu(e->type)) {
+	case HICAIN_EV_PORT_ACTIVE:
+		netif_carrier_on(priv->ndev);
+		break;
+	case HICAIN_EV_PORT_ERR:
+		netif_carrier_off(priv->ndev);
+		break;
+	case HICAIN_EV_DEVICE_FATAL:
+		netif_carrier_off(priv->ndev);
+		schedule_work(&priv->reset_work);
+		break;
+	}
+	rcu_read_lock();
+	c = rcu_dereference(hdev->client);
+	if (c && c->event)
+		c->event(hdev, e);
+	rcu_read_unlock();
+}
+
+static void hicain_poll_eq(struct hicain_dev *hdev)
+{
+	struct hicain_eqe *eq = hdev->bar2 + HICAIN_EQ_OFF;
+	struct hicain_eqe e;
+	u32 prod;
+
+	spin_lock(&hdev->eq_lock);
+	prod = hdr_load(&hdev->hdr->eq_prod);
+	dma_rmb();
+	/* Out of range only while the device rebuilds its header in a
+	 * reset; the reset restarts both indices at 0.
+	 */
+	if (prod - hdev->eq_cons > HICAIN_EQ_ENTRIES)
+		hdev->eq_cons = prod;
+	while (hdev->eq_cons != prod) {
+		memcpy(&e, &eq[hdev->eq_cons & (HICAIN_EQ_ENTRIES - 1)], sizeof(e));
+		hdev->eq_cons++;
+		hicain_dispatch_event(hdev, &e);
+	}
+	hdr_store(&hdev->hdr->eq_cons, hdev->eq_cons);
+	spin_unlock(&hdev->eq_lock);
+}
+
+static irqreturn_t hicain_ctrl_irq(int irq, void *data)
+{
+	struct hicain_dev *hdev = data;
+	struct hicain_priv *priv = hdev_priv(hdev);
+
+	wake_up(&hdev->admin_wq);
+	hicain_poll_eq(hdev);
+	if (hicain_dev_status(hdev) & HICAIN_DEV_FATAL) {
+		netif_carrier_off(priv->ndev);
+		schedule_work(&priv->reset_work);
+	}
+	return IRQ_HANDLED;
+}
+
+static irqreturn_t hicain_l2_irq(int irq, void *data)
+{
+	struct hicain_priv *priv = hdev_priv(data);
+
+	napi_schedule_irqoff(&priv->napi);
+	return IRQ_HANDLED;
+}
+
+static irqreturn_t hicain_cq_irq(int irq, void *data)
+{
+	struct hicain_cq_vec *v = data;
+	struct hicain_client *c;
+
+	rcu_read_lock();
+	c = rcu_dereference(v->hdev->client);
+	if (c && c->cq_irq)
+		c->cq_irq(v->hdev, v->comp_vector);
+	rcu_read_unlock();
+	return IRQ_HANDLED;
+}
+
+static void *hicain_irq_data(struct hicain_priv *priv, unsigned int vec)
+{
+	if (vec < HICAIN_IRQ_CQ_BASE)
+		return &priv->hdev;
+	return &priv->cq_vecs[vec];
+}
+
+static int hicain_request_irqs(struct hicain_priv *priv)
+{
+	struct hicain_dev *hdev = &priv->hdev;
+	struct pci_dev *pdev = hdev->pdev;
+	irq_handler_t handler;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < hdev->num_vectors; i++) {
+		priv->cq_vecs[i].hdev = hdev;
+		priv->cq_vecs[i].comp_vector = i - HICAIN_IRQ_CQ_BASE;
+	}
+	for (i = 0; i < hdev->num_vectors; i++) {
+		if (i == HICAIN_IRQ_CTRL) {
+			handler = hicain_ctrl_irq;
+			snprintf(priv->irq_names[i], sizeof(priv->irq_names[i]),
+				 "hicain-ctrl@%s", pci_name(pdev));
+		} else if (i == HICAIN_IRQ_L2) {
+			handler = hicain_l2_irq;
+			snprintf(priv->irq_names[i], sizeof(priv->irq_names[i]),
+				 "hicain-l2@%s", pci_name(pdev));
+		} else {
+			handler = hicain_cq_irq;
+			snprintf(priv->irq_names[i], sizeof(priv->irq_names[i]),
+				 "hicain-cq%u@%s", i - HICAIN_IRQ_CQ_BASE, pci_name(pdev));
+		}
+		ret = request_irq(pci_irq_vector(pdev, i), handler, 0,
+				  priv->irq_names[i], hicain_irq_data(priv, i));
+		if (ret) {
+			while (i--)
+				free_irq(pci_irq_vector(pdev, i), hicain_irq_data(priv, i));
+			return ret;
+		}
+	}
+	hdev->irqs_ready = true;
+	return 0;
+}
+
+static void hicain_free_irqs(struct hicain_dev *hdev)
+{
+	unsigned int i;
+
+	if (!hdev->irqs_ready)
+		return;
+	for (i = 0; i < hdev->num_vectors; i++)
+		free_irq(pci_irq_vector(hdev->pdev, i), hicain_irq_data(hdev_priv(hdev), i));
+	hdev->irqs_ready = false;
+}
+
+/* ---- L2 rings ---- */
+
+static void hicain_stats_add(struct hicain_stats *s, u64 packets, u64 bytes,
+			     u64 errors, u64 dropped)
+{
+	u64_stats_update_begin(&s->syncp);
+	u64_stats_add(&s->packets, packets);
+	u64_stats_add(&s->bytes, bytes);
+	u64_stats_add(&s->errors, errors);
+	u64_stats_add(&s->dropped, dropped);
+	u64_stats_update_end(&s->syncp);
+}
+
+static void hicain_stats_read(struct hicain_stats *s, u64 *packets, u64 *bytes,
+			      u64 *errors, u64 *dropped)
+{
+	unsigned int start;
+
+	do {
+		start = u64_stats_fetch_begin(&s->syncp);
+		*packets = u64_stats_read(&s->packets);
+		*bytes = u64_stats_read(&s->bytes);
+		*errors = u64_stats_read(&s->errors);
+		*dropped = u64_stats_read(&s->dropped);
+	} while (u64_stats_fetch_retry(&s->syncp, start));
+}
+
+static void hicain_rx_post(struct hicain_priv *priv, u32 slot)
+{
+	struct hicain_l2_desc *d = &priv->rx_ring[slot];
+
+	d->addr = cpu_to_le64(priv->rx[slot].dma);
+	d->len = 0;
+	d->flags = 0;
+	d->buf_len = cpu_to_le16(priv->rx_buf_len);
+	d->rsvd = 0;
+}
+
+/* Publish rx_prod: descriptors before the index (release). */
+static void hicain_rx_publish(struct hicain_priv *priv)
+{
+	dma_wmb();
+	hdr_store(&priv->hdev.hdr->l2_rx_prod, priv->rx_prod);
+}
+
+static int hicain_rx_alloc_one(struct hicain_priv *priv, struct hicain_rx_buf *b, gfp_t gfp)
+{
+	struct device *dev = &priv->hdev.pdev->dev;
+	struct sk_buff *skb;
+
+	skb = __netdev_alloc_skb_ip_align(priv->ndev, priv->rx_buf_len, gfp);
+	if (!skb)
+		return -ENOMEM;
+	b->dma = dma_map_single(dev, skb->data, priv->rx_buf_len, DMA_FROM_DEVICE);
+	if (dma_mapping_error(dev, b->dma)) {
+		dev_kfree_skb_any(skb);
+		return -ENOMEM;
+	}
+	b->skb = skb;
+	return 0;
+}
+
+static void hicain_rx_free_all(struct hicain_priv *priv)
+{
+	struct device *dev = &priv->hdev.pdev->dev;
+	unsigned int i;
+
+	for (i = 0; i < HICAIN_L2_RX_ENTRIES; i++) {
+		struct hicain_rx_buf *b = &priv->rx[i];
+
+		if (!b->skb)
+			continue;
+		dma_unmap_single(dev, b->dma, priv->rx_buf_len, DMA_FROM_DEVICE);
+		dev_kfree_skb_any(b->skb);
+		b->skb = NULL;
+	}
+	priv->rx_ready = false;
+}
+
+static int hicain_rx_alloc_all(struct hicain_priv *priv)
+{
+	unsigned int i;
+
+	for (i = 0; i < HICAIN_L2_RX_ENTRIES; i++) {
+		if (hicain_rx_alloc_one(priv, &priv->rx[i], GFP_KERNEL)) {
+			hicain_rx_free_all(priv);
+			return -ENOMEM;
+		}
+	}
+	priv->rx_ready = true;
+	return 0;
+}
+
+/*
+ * hicain_rx_start - hand every buffer to a freshly reset device: the
+ * device's indices are 0, so slot i gets buffer i and rx_prod the whole
+ * ring.
+ */
+static void hicain_rx_start(struct hicain_priv *priv)
+{
+	u32 i;
+
+	priv->rx_clean = 0;
+	for (i = 0; i < HICAIN_L2_RX_ENTRIES; i++)
+		hicain_rx_post(priv, i);
+	priv->rx_prod = HICAIN_L2_RX_ENTRIES;
+	hicain_rx_publish(priv);
+}
+
+/*
+ * The device keeps filling the RX ring while the interface is down;
+ * those frames are stale at open and their buffers are posted again.
+ */
+static void hicain_rx_recycle(struct hicain_priv *priv)
+{
+	u32 cons = hdr_load(&priv->hdev.hdr->l2_rx_cons);
+
+	dma_rmb();
+	while (priv->rx_clean != cons) {
+		hicain_rx_post(priv, priv->rx_clean & HICAIN_RX_MASK);
+		priv->rx_clean++;
+		priv->rx_prod++;
+	}
+	hicain_rx_publish(priv);
+}
+
+static int hicain_rx_poll(struct hicain_priv *priv, int budget)
+{
+	struct device *dev = &priv->hdev.pdev->dev;
+	struct net_device *ndev = priv->ndev;
+	u64 packets = 0, bytes = 0, errors = 0, dropped = 0;
+	struct hicain_rx_buf fresh;
+	int done = 0;
+	u32 cons;
+
+	cons = hdr_load(&priv->hdev.hdr->l2_rx_cons);
+	dma_rmb();
+	if (cons - priv->rx_clean > HICAIN_L2_RX_ENTRIES) {
+		if (net_ratelimit())
+			netdev_err(ndev, "RX index %u out of range (clean %u)\n", cons,
+				   priv->rx_clean);
+		return 0;
+	}
+	while (priv->rx_clean != cons && done < budget) {
+		u32 slot = priv->rx_clean & HICAIN_RX_MASK;
+		struct hicain_l2_desc *d = &priv->rx_ring[slot];
+		struct hicain_rx_buf *b = &priv->rx[slot];
+		unsigned int len = le16_to_cpu(READ_ONCE(d->len));
+		u16 flags = le16_to_cpu(READ_ONCE(d->flags));
+		struct sk_buff *skb;
+
+		done++;
+		if ((flags & HICAIN_L2_F_ERR) || len < ETH_HLEN || len > priv->rx_buf_len) {
+			errors++;
+		} else if (hicain_rx_alloc_one(priv, &fresh, GFP_ATOMIC)) {
+			/* Keep the old buffer in the ring; the frame is lost. */
+			dropped++;
+		} else {
+			skb = b->skb;
+			dma_unmap_single(dev, b->dma, priv->rx_buf_len, DMA_FROM_DEVICE);
+			*b = fresh;
+			skb_put(skb, len);
+			skb->protocol = eth_type_trans(skb, ndev);
+			packets++;
+			bytes += len;
+			napi_gro_receive(&priv->napi, skb);
+		}
+		hicain_rx_post(priv, slot);
+		priv->rx_clean++;
+		priv->rx_prod++;
+	}
+	if (done) {
+		hicain_rx_publish(priv);
+		hicain_stats_add(&priv->rx_stats, packets, bytes, errors, dropped);
+	}
+	return done;
+}
+
+static u32 hicain_tx_room(struct hicain_priv *priv)
+{
+	return HICAIN_L2_TX_ENTRIES - (priv->tx_prod - READ_ONCE(priv->tx_clean));
+}
+
+static void hicain_tx_complete(struct hicain_priv *priv, int budget)
+{
+	struct device *dev = &priv->hdev.pdev->dev;
+	u64 packets = 0, bytes = 0, errors = 0;
+	u32 cons, clean = priv->tx_clean;
+
+	cons = hdr_load(&priv->hdev.hdr->l2_tx_cons);
+	dma_rmb();
+	if (cons - clean > READ_ONCE(priv->tx_prod) - clean) {
+		if (net_ratelimit())
+			netdev_err(priv->ndev, "TX index %u out of range (clean %u)\n", cons,
+				   clean);
+		return;
+	}
+	while (clean != cons) {
+		u32 slot = clean & HICAIN_TX_MASK;
+		struct hicain_tx_buf *b = &priv->tx[slot];
+		u16 flags = le16_to_cpu(READ_ONCE(priv->tx_ring[slot].flags));
+
+		dma_unmap_single(dev, b->dma, b->len, DMA_TO_DEVICE);
+		if (flags & HICAIN_L2_F_ERR) {
+			errors++;
+		} else {
+			packets++;
+			bytes += b->len;
+		}
+		napi_consume_skb(b->skb, budget);
+		b->skb = NULL;
+		clean++;
+	}
+	if (clean == priv->tx_clean)
+		return;
+	hicain_stats_add(&priv->tx_stats, packets, bytes, errors, 0);
+	/* Pairs with the barrier in hicain_xmit after it stops the queue. */
+	smp_store_release(&priv->tx_clean, clean);
+	smp_mb();
+	if (netif_queue_stopped(priv->ndev) && hicain_tx_room(priv) >= HICAIN_TX_WAKE)
+		netif_wake_queue(priv->ndev);
+}
+
+/* Free TX buffers the device will not complete (stop, reset). */
+static void hicain_tx_drop_all(struct hicain_priv *priv)
+{
+	struct device *dev = &priv->hdev.pdev->dev;
+
+	while (priv->tx_clean != priv->tx_prod) {
+		struct hicain_tx_buf *b = &priv->tx[priv->tx_clean & HICAIN_TX_MASK];
+
+		dma_unmap_single(dev, b->dma, b->len, DMA_TO_DEVICE);
+		dev_kfree_skb_any(b->skb);
+		b->skb = NULL;
+		priv->tx_clean++;
+	}
+}
+
+static int hicain_napi_poll(struct napi_struct *napi, int budget)
+{
+	struct hicain_priv *priv = container_of(napi, struct hicain_priv, napi);
+	struct hicain_dev_hdr *h = priv->hdev.hdr;
+	int done;
+
+	hicain_tx_complete(priv, budget);
+	done = hicain_rx_poll(priv, budget);
+	if (done < budget && napi_complete_done(napi, done)) {
+		/* Work that arrived after the last look but whose interrupt
+		 * found NAPI still scheduled.
+		 */
+		if (hdr_load(&h->l2_rx_cons) != priv->rx_clean ||
+		    hdr_load(&h->l2_tx_cons) != priv->tx_clean)
+			napi_schedule(napi);
+	}
+	return done;
+}
+
+static netdev_tx_t hicain_xmit(struct sk_buff *skb, struct net_device *ndev)
+{
+	struct hicain_priv *priv = netdev_priv(ndev);
+	struct device *dev = &priv->hdev.pdev->dev;
+	struct hicain_l2_desc *d;
+	struct hicain_tx_buf *b;
+	dma_addr_t dma;
+	u32 slot;
+
+	if (skb->len < ETH_HLEN || skb->len > HICAIN_L2_MAX_FRAME || skb_linearize(skb))
+		goto drop;
+	if (unlikely(!hicain_tx_room(priv))) {
+		netif_stop_queue(ndev);
+		return NETDEV_TX_BUSY;
+	}
+	dma = dma_map_single(dev, skb->data, skb->len, DMA_TO_DEVICE);
+	if (dma_mapping_error(dev, dma))
+		goto drop;
+
+	slot = priv->tx_prod & HICAIN_TX_MASK;
+	b = &priv->tx[slot];
+	b->skb = skb;
+	b->dma = dma;
+	b->len = skb->len;
+	d = &priv->tx_ring[slot];
+	d->addr = cpu_to_le64(dma);
+	d->len = cpu_to_le16(skb->len);
+	d->flags = 0;
+	d->buf_len = 0;
+	d->rsvd = 0;
+	skb_tx_timestamp(skb);
+
+	/* Descriptor before the index the device reads it by. */
+	dma_wmb();
+	WRITE_ONCE(priv->tx_prod, priv->tx_prod + 1);
+	hdr_store(&priv->hdev.hdr->l2_tx_prod, priv->tx_prod);
+
+	if (unlikely(!hicain_tx_room(priv))) {
+		netif_stop_queue(ndev);
+		/* A completion may have freed room before the stop. */
+		smp_mb();
+		if (hicain_tx_room(priv) >= HICAIN_TX_WAKE)
+			netif_start_queue(ndev);
+	}
+	if (!netdev_xmit_more() || netif_queue_stopped(ndev))
+		hicain_ring_doorbell(&priv->hdev, HICAIN_DB_L2);
+	return NETDEV_TX_OK;
+
+drop:
+	hicain_stats_add(&priv->xmit_stats, 0, 0, 0, 1);
+	dev_kfree_skb_any(skb);
+	return NETDEV_TX_OK;
+}
+
+/* Wait until the device took every queued frame, then free the rest. */
+static void hicain_tx_drain(struct hicain_priv *priv)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(HICAIN_TX_DRAIN_MS);
+
+	while (hdr_load(&priv->hdev.hdr->l2_tx_cons) != priv->tx_prod) {
+		if (time_after(jiffies, deadline)) {
+			netdev_warn(priv->ndev, "device did not drain the TX ring\n");
+			break;
+		}
+		usleep_range(500, 1000);
+	}
+	hicain_tx_complete(priv, 0);
+	hicain_tx_drop_all(priv);
+}
+
+static void hicain_update_carrier(struct hicain_priv *priv)
+{
+	u32 st = hicain_dev_status(&priv->hdev);
+
+	if ((st & HICAIN_DEV_LINK_UP) && (st & HICAIN_DEV_LIVE) && !(st & HICAIN_DEV_FATAL))
+		netif_carrier_on(priv->ndev);
+	else
+		netif_carrier_off(priv->ndev);
+}
+
+static int hicain_open(struct net_device *ndev)
+{
+	struct hicain_priv *priv = netdev_priv(ndev);
+
+	if (!priv->rx_ready)
+		return -EIO;
+	hicain_rx_recycle(priv);
+	napi_enable(&priv->napi);
+	hicain_update_carrier(priv);
+	netif_start_queue(ndev);
+	/* Frames that arrived between the recycle and napi_enable; with
+	 * BHs off the softirq runs at local_bh_enable, not at some later
+	 * interrupt.
+	 */
+	local_bh_disable();
+	napi_schedule(&priv->napi);
+	local_bh_enable();
+	return 0;
+}
+
+static int hicain_stop(struct net_device *ndev)
+{
+	struct hicain_priv *priv = netdev_priv(ndev);
+
+	netif_tx_disable(ndev);
+	napi_disable(&priv->napi);
+	hicain_tx_drain(priv);
+	return 0;
+}
+
+static void hicain_get_stats64(struct net_device *ndev, struct rtnl_link_stats64 *s)
+{
+	struct hicain_priv *priv = netdev_priv(ndev);
+	u64 packets, bytes, errors, dropped;
+
+	hicain_stats_read(&priv->rx_stats, &packets, &bytes, &errors, &dropped);
+	s->rx_packets = packets;
+	s->rx_bytes = bytes;
+	s->rx_errors = errors;
+	s->rx_dropped = dropped;
+	hicain_stats_read(&priv->tx_stats, &packets, &bytes, &errors, &dropped);
+	s->tx_packets = packets;
+	s->tx_bytes = bytes;
+	s->tx_errors = errors;
+	hicain_stats_read(&priv->xmit_stats, &packets, &bytes, &errors, &dropped);
+	s->tx_dropped = dropped;
+}
+
+static int hicain_change_mtu(struct net_device *ndev, int new_mtu)
+{
+	/* RX buffers are sized for max_mtu, so any MTU in range fits. */
+	WRITE_ONCE(ndev->mtu, new_mtu);
+	return 0;
+}
+
+static const struct net_device_ops hicain_netdev_ops = {
+	.ndo_open		= hicain_open,
+	.ndo_stop		= hicain_stop,
+	.ndo_start_xmit		= hicain_xmit,
+	.ndo_get_stats64	= hicain_get_stats64,
+	.ndo_change_mtu		= hicain_change_mtu,
+	.ndo_validate_addr	= eth_validate_addr,
+};
+
+/* ---- fatal state and reset ---- */
+
+static void hicain_notify_reset(struct hicain_dev *hdev, bool done)
+{
+	struct hicain_client *c;
+
+	mutex_lock(&hicain_list_lock);
+	c = rcu_dereference_protected(hdev->client, lockdep_is_held(&hicain_list_lock));
+	if (c && c->reset)
+		c->reset(hdev, done);
+	mutex_unlock(&hicain_list_lock);
+}
+
+/*
+ * hicain_reset_work - leave the device's fatal state: the only way out
+ * is a reset, which loses every device object and ring index, so the
+ * datapath stops, the device is reset and handshaken again, and the RX
+ * buffers (still mapped) are handed to it anew.
+ */
+static void hicain_reset_work(struct work_struct *work)
+{
+	struct hicain_priv *priv = container_of(work, struct hicain_priv, reset_work);
+	struct hicain_dev *hdev = &priv->hdev;
+	struct net_device *ndev = priv->ndev;
+	bool running;
+	int ret;
+
+	if (!(hicain_dev_status(hdev) & HICAIN_DEV_FATAL))
+		return;
+	netdev_err(ndev, "device fatal, code %u; resetting\n",
+		   hdr_load(&hdev->hdr->fatal_code));
+	hicain_notify_reset(hdev, false);
+
+	rtnl_lock();
+	netif_carrier_off(ndev);
+	running = netif_running(ndev);
+	if (running) {
+		netif_tx_disable(ndev);
+		napi_disable(&priv->napi);
+	}
+	mutex_lock(&hdev->admin_lock);
+	ret = hicain_hw_reset(hdev);
+	if (!ret) {
+		hicain_tx_drop_all(priv);
+		priv->tx_prod = 0;
+		priv->tx_clean = 0;
+		hicain_rx_start(priv);
+		ret = hicain_hw_start(hdev);
+	}
+	mutex_unlock(&hdev->admin_lock);
+	/* NAPI runs again either way: ndo_stop disables it. */
+	if (running)
+		napi_enable(&priv->napi);
+	if (ret) {
+		netdev_err(ndev, "device reset failed: %d; the link stays down\n", ret);
+	} else {
+		netdev_info(ndev, "device reset done (reset_count %u)\n", hdev->reset_count);
+		if (running)
+			netif_wake_queue(ndev);
+		hicain_update_carrier(priv);
+	}
+	rtnl_unlock();
+	if (!ret)
+		hicain_notify_reset(hdev, true);
+}
+
+/* ---- PCI ---- */
+
+static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, size_t len)
+{
+	u32 magic = hdr_load(&h->magic);
+
+	if (magic != HICAIN_MAGIC) {
+		dev_info(&pdev->dev, "ivshmem device without a HiNIC header (magic %#x), leaving it\n",
+			 magic);
+		return -ENODEV;
+	}
+	/* The magic is written last: the rest is valid once it is seen. */
+	dma_rmb();
+	if (le16_to_cpu(h->abi_major) != HICAIN_ABI_MAJOR ||
+	    le16_to_cpu(h->vendor_id) != HICAIN_VENDOR_ID ||
+	    le16_to_cpu(h->device_id) != HICAIN_DEVICE_ID) {
+		dev_err(&pdev->dev, "HiNIC ABI %u.%u, identity %04x:%04x: this driver speaks ABI %u\n",
+			le16_to_cpu(h->abi_major), le16_to_cpu(h->abi_minor),
+			le16_to_cpu(h->vendor_id), le16_to_cpu(h->device_id), HICAIN_ABI_MAJOR);
+		return -ENODEV;
+	}
+	if (le32_to_cpu(h->bar_size) > len || len < HICAIN_BAR2_MIN_SIZE) {
+		dev_err(&pdev->dev, "BAR2 of %zu bytes, header says %u\n", len,
+			le32_to_cpu(h->bar_size));
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct hicain_port_attr port = {};
+	struct net_device *ndev;
+	struct hicain_priv *priv;
+	struct hicain_dev *hdev;
+	unsigned int max_mtu, nvec;
+	void *bar2;
+	size_t len;
+	int ret;
+
+	ret = pci_enable_device(pdev);
+	if (ret)
+		return ret;
+	len = pci_resource_len(pdev, 2);
+	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || len < sizeof(struct hicain_dev_hdr)) {
+		ret = -ENODEV;
+		goto err_disable;
+	}
+	ret = pci_request_regions(pdev, DRV_NAME);
+	if (ret)
+		goto err_disable;
+	/* BAR2 is RAM on the host side, shared with the backend process. */
+	bar2 = memremap(pci_resource_start(pdev, 2), len, MEMREMAP_WB);
+	if (!bar2) {
+		ret = -ENOMEM;
+		goto err_regions;
+	}
+	ret = hicain_check_header(pdev, bar2 + HICAIN_HDR_OFF, len);
+	if (ret)
+		goto err_unmap2;
+
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (ret) {
+		dev_err(&pdev->dev, "no 64-bit DMA\n");
+		goto err_unmap2;
+	}
+	pci_set_master(pdev);
+
+	ndev = alloc_etherdev(sizeof(*priv));
+	if (!ndev) {
+		ret = -ENOMEM;
+		goto err_unmap2;
+	}
+	SET_NETDEV_DEV(ndev, &pdev->dev);
+	priv = netdev_priv(ndev);
+	priv->ndev = ndev;
+	hdev = &priv->hdev;
+	hdev->pdev = pdev;
+	hdev->netdev = ndev;
+	hdev->bar2 = bar2;
+	hdev->bar2_len = len;
+	hdev->hdr = bar2 + HICAIN_HDR_OFF;
+	INIT_LIST_HEAD(&hdev->list);
+	mutex_init(&hdev->admin_lock);
+	init_waitqueue_head(&hdev->admin_wq);
+	spin_lock_init(&hdev->eq_lock);
+	INIT_WORK(&priv->reset_work, hicain_reset_work);
+	u64_stats_init(&priv->rx_stats.syncp);
+	u64_stats_init(&priv->tx_stats.syncp);
+	u64_stats_init(&priv->xmit_stats.syncp);
+	priv->tx_ring = bar2 + HICAIN_L2_TX_OFF;
+	priv->rx_ring = bar2 + HICAIN_L2_RX_OFF;
+	/* Before the interrupts: the L2 vector schedules this NAPI (which
+	 * stays disabled until ndo_open) as soon as the device is live.
+	 */
+	netif_napi_add(ndev, &priv->napi, hicain_napi_poll);
+	pci_set_drvdata(pdev, priv);
+
+	hdev->bar0 = pci_iomap(pdev, 0, 0);
+	if (!hdev->bar0) {
+		ret = -ENOMEM;
+		goto err_free_netdev;
+	}
+
+	/* A previous driver left the device live (or it went fatal): start
+	 * from a clean device, with its indices at 0.
+	 */
+	hdev->reset_count = hdr_load(&hdev->hdr->reset_count);
+	if (hicain_dev_status(hdev) & (HICAIN_DEV_LIVE | HICAIN_DEV_FATAL)) {
+		ret = hicain_hw_reset(hdev);
+		if (ret)
+			goto err_iounmap;
+	}
+
+	nvec = min_t(unsigned int, le32_to_cpu(hdev->hdr->num_vectors), HICAIN_MAX_VECTORS);
+	/* At least the control and L2 vectors; the rest serve CQs. */
+	ret = pci_alloc_irq_vectors(pdev, HICAIN_IRQ_L2 + 1, max(nvec, HICAIN_IRQ_L2 + 1U),
+				    PCI_IRQ_MSIX);
+	if (ret < 0) {
+		dev_err(&pdev->dev, "MSI-X: %d\n", ret);
+		goto err_iounmap;
+	}
+	hdev->num_vectors = ret;
+	hdev->num_comp_vectors = ret - HICAIN_IRQ_CQ_BASE;
+	ret = hicain_request_irqs(priv);
+	if (ret)
+		goto err_vectors;
+
+	max_mtu = min_t(unsigned int, le32_to_cpu(hdev->hdr->max_mtu),
+			HICAIN_L2_MAX_FRAME - VLAN_ETH_HLEN);
+	if (max_mtu < ETH_MIN_MTU)
+		max_mtu = ETH_DATA_LEN;
+	priv->rx_buf_len = max_mtu + VLAN_ETH_HLEN;
+	ret = hicain_rx_alloc_all(priv);
+	if (ret)
+		goto err_irqs;
+	/* The rings are empty until the device is live; post the buffers
+	 * first so that no frame after LIVE finds the ring empty.
+	 */
+	hicain_rx_start(priv);
+	ret = hicain_hw_start(hdev);
+	if (ret)
+		goto err_reset;
+
+	ret = hicain_query_port(hdev, &port);
+	if (ret)
+		dev_warn(&pdev->dev, "QUERY_PORT: %d\n", ret);
+
+	ndev->netdev_ops = &hicain_netdev_ops;
+	ndev->min_mtu = ETH_MIN_MTU;
+	ndev->max_mtu = max_mtu;
+	ndev->mtu = min_t(unsigned int, ETH_DATA_LEN, max_mtu);
+	eth_hw_addr_set(ndev, hdev->hdr->mac);
+	if (!is_valid_ether_addr(ndev->dev_addr)) {
+		dev_warn(&pdev->dev, "device MAC %pM is not valid, using a random one\n",
+			 hdev->hdr->mac);
+		eth_hw_addr_random(ndev);
+	}
+	netif_carrier_off(ndev);
+	ret = register_netdev(ndev);
+	if (ret)
+		goto err_reset;
+	hicain_update_carrier(priv);
+
+	netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
+		    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
+		    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), max_mtu,
+		    netif_carrier_ok(ndev) ? ", link up" : "");
+
+	mutex_lock(&hicain_list_lock);
+	list_add_tail(&hdev->list, &hicain_devices);
+	hicain_attach(hdev, hicain_the_client);
+	mutex_unlock(&hicain_list_lock);
+	return 0;
+
+err_reset:
+	hicain_free_irqs(hdev);
+	cancel_work_sync(&priv->reset_work);
+	/* The device must forget the RX buffers before they are freed. */
+	if (hicain_hw_reset(hdev))
+		priv->rx_ready = false;
+	else
+		hicain_rx_free_all(priv);
+err_irqs:
+	hicain_free_irqs(hdev);
+	cancel_work_sync(&priv->reset_work);
+err_vectors:
+	pci_free_irq_vectors(pdev);
+err_iounmap:
+	pci_iounmap(pdev, hdev->bar0);
+err_free_netdev:
+	netif_napi_del(&priv->napi);
+	free_netdev(ndev);
+err_unmap2:
+	memunmap(bar2);
+err_regions:
+	pci_release_regions(pdev);
+err_disable:
+	pci_disable_device(pdev);
+	return ret;
+}
+
+static void hicain_remove(struct pci_dev *pdev)
+{
+	struct hicain_priv *priv = pci_get_drvdata(pdev);
+	struct hicain_dev *hdev = &priv->hdev;
+	struct net_device *ndev = priv->ndev;
+	void *bar2 = hdev->bar2;
+
+	mutex_lock(&hicain_list_lock);
+	hicain_detach(hdev);
+	list_del(&hdev->list);
+	mutex_unlock(&hicain_list_lock);
+
+	unregister_netdev(ndev);
+	hicain_free_irqs(hdev);
+	cancel_work_sync(&priv->reset_work);
+	/* Back to READY: the device drops every index and buffer of ours
+	 * and raises no more interrupts. If it does not answer, the RX
+	 * buffers stay allocated rather than be written after free.
+	 */
+	if (hicain_hw_reset(hdev))
+		dev_warn(&pdev->dev, "device did not reset; keeping its RX buffers\n");
+	else
+		hicain_rx_free_all(priv);
+	hicain_tx_drop_all(priv);
+	netif_napi_del(&priv->napi);
+	pci_free_irq_vectors(pdev);
+	pci_iounmap(pdev, hdev->bar0);
+	free_netdev(ndev);
+	memunmap(bar2);
+	pci_release_regions(pdev);
+	pci_disable_device(pdev);
+}
+
+static const struct pci_device_id hicain_pci_ids[] = {
+	{ PCI_DEVICE(HICAIN_PCI_VENDOR, HICAIN_PCI_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, hicain_pci_ids);
+
+static struct pci_driver hicain_pci_driver = {
+	.name		= DRV_NAME,
+	.id_table	= hicain_pci_ids,
+	.probe		= hicain_probe,
+	.remove		= hicain_remove,
+};
+module_pci_driver(hicain_pci_driver);
+
+MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: Ethernet driver");
+MODULE_AUTHOR("PacketFive");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * hicain_net.h - what hicain_net.ko exports to the other HiNIC guest
+ * modules (hicain_ib.ko): the bound device, its admin queue, doorbells
+ * and interrupt callbacks. The device ABI itself is hicain_abi.h.
+ */
+#ifndef HICAIN_NET_H
+#define HICAIN_NET_H
+
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/netdevice.h>
+#include <linux/pci.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+
+#include "hicain_abi.h"
+
+/* ivshmem BAR0 registers (QEMU docs/specs/ivshmem-spec.txt). */
+#define HICAIN_BAR0_IVPOSITION	8
+#define HICAIN_BAR0_DOORBELL	12
+/* The backend is ivshmem peer 0 (docs/device-abi.md, Transport). */
+#define HICAIN_BACKEND_PEER	0
+
+struct hicain_client;
+
+/*
+ * struct hicain_dev - one bound HiNIC function.
+ *
+ * The fields above the private marker are stable for the lifetime of
+ * the binding and may be read by clients. hdr points into BAR2; its
+ * indices are shared with the device, so read them with READ_ONCE and
+ * the barriers of hicain_abi.h.
+ */
+struct hicain_dev {
+	struct pci_dev *pdev;
+	struct net_device *netdev;
+	void __iomem *bar0;		/* ivshmem registers: doorbell */
+	void *bar2;			/* shared memory, mapped write-back */
+	size_t bar2_len;
+	struct hicain_dev_hdr *hdr;	/* bar2 + HICAIN_HDR_OFF */
+	unsigned int num_vectors;	/* MSI-X vectors enabled */
+	unsigned int num_comp_vectors;	/* CQ vectors: HICAIN_IRQ_CQ_BASE + n */
+	void *client_priv;		/* owned by the attached client */
+
+	/* private to hicain_net */
+	struct list_head list;
+	struct hicain_client __rcu *client;
+	struct mutex admin_lock;	/* one admin command in flight */
+	wait_queue_head_t admin_wq;
+	u32 admin_sq_prod;
+	u32 admin_cq_cons;
+	u32 admin_seq;
+	spinlock_t eq_lock;		/* eq_cons, against reset */
+	u32 eq_cons;
+	u32 reset_count;
+	bool irqs_ready;
+};
+
+/*
+ * struct hicain_client - a module that drives the verbs side of every
+ * HiNIC function (hicain_ib). add and remove run in process context with
+ * no hicain_net lock that the admin queue needs. event and cq_irq run
+ * in hard interrupt context, only between a successful add and remove.
+ * reset runs in process context around a device reset: done false when
+ * every device object is about to be lost, done true once the device
+ * is live again (all handles are then invalid).
+ */
+struct hicain_client {
+	const char *name;
+	int (*add)(struct hicain_dev *hdev);
+	void (*remove)(struct hicain_dev *hdev);
+	void (*event)(struct hicain_dev *hdev, const struct hicain_eqe *eqe);
+	void (*cq_irq)(struct hicain_dev *hdev, unsigned int comp_vector);
+	void (*reset)(struct hicain_dev *hdev, bool done);
+};
+
+int hicain_register_client(struct hicain_client *client);
+void hicain_unregister_client(struct hicain_client *client);
+
+/*
+ * hicain_admin_exec - run one admin command and wait for its completion.
+ * cmd_id is filled in; cqe (may be NULL) receives the completion.
+ * Returns 0, the device's status as a negative errno, -EIO when the
+ * device is not live or went fatal, or -ETIMEDOUT. Sleeps.
+ */
+int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
+		      struct hicain_admin_cqe *cqe);
+
+/* hicain_ring_doorbell - ring doorbell vector db (HICAIN_DB_*). */
+void hicain_ring_doorbell(struct hicain_dev *hdev, unsigned int db);
+
+#endif /* HICAIN_NET_H */
