@@ -164,7 +164,7 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	if err := s.newDevice(v.cfg.MAC, v.cfg.IPv4, v.cfg.MTU); err != nil {
 		return nil, err
 	}
-	s.initHeader()
+	s.initHeader(0)
 	// The header is complete before QEMU gets the fd: the guest may read
 	// it as soon as it maps BAR2.
 	if err := ivshmemSetup(c, id, s.shmFD, s.dbFDs, s.irqFDs); err != nil {
@@ -194,11 +194,18 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	return nil
 }
 
-func (s *session) initHeader() {
+// initHeader writes the device header with resetCount as reset_count.
+// The count never passes through another value while the header is
+// rebuilt (a driver waiting for old+1 after a reset must not see 0), and
+// magic is written last, so a driver that sees the new count and the
+// magic sees the whole header.
+func (s *session) initHeader(resetCount uint32) {
 	cfg := s.v.cfg
 	a := s.dev.QueryDevice()
 	h := s.hdr
-	*h = DevHdr{}
+	atomic.StoreUint32(&h.Magic, 0)
+	old := atomic.LoadUint32(&h.ResetCount)
+	*h = DevHdr{ResetCount: old}
 	h.ABIMajor, h.ABIMinor = ABIMajor, ABIMinor
 	h.VendorID, h.DeviceID = VendorID, DeviceID
 	h.BARSize = uint32(cfg.ShmSize)
@@ -218,6 +225,7 @@ func (s *session) initHeader() {
 		status |= DevLinkUp
 	}
 	atomic.StoreUint32(&h.DevStatus, status)
+	atomic.StoreUint32(&h.ResetCount, resetCount)
 	// Magic last: a reader that sees it sees the rest.
 	atomic.StoreUint32(&h.Magic, Magic)
 }
@@ -498,8 +506,7 @@ func (s *session) reset() {
 	s.l2mu.Lock()
 	s.eqMu.Lock()
 	s.l2RxCons = 0
-	s.initHeader()
-	atomic.StoreUint32(&s.hdr.ResetCount, rc+1)
+	s.initHeader(rc + 1)
 	s.eqMu.Unlock()
 	s.l2mu.Unlock()
 	s.publishQPs()
