@@ -386,8 +386,14 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		return StENOENT
 	}
 	typ := rdma.QPType(a.QPType)
-	if typ != rdma.QPTypeRC && typ != rdma.QPTypeUD {
-		return StEOPNOTSUPP // UC, and the GSI/SMI QPs
+	switch typ {
+	case rdma.QPTypeRC, rdma.QPTypeUC, rdma.QPTypeUD, rdma.QPTypeGSI:
+	case rdma.QPTypeSMI:
+		if !s.v.cfg.ib() {
+			return StEOPNOTSUPP // QP0 exists only on an InfiniBand port (as rxe)
+		}
+	default:
+		return StEOPNOTSUPP // XRC, raw packet, driver types
 	}
 	var srq *gsrq
 	if a.SRQ != 0 {

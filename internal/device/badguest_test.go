@@ -66,7 +66,7 @@ func TestBadAdminCommands(t *testing.T) {
 	t.Run("unsupported", func(t *testing.T) {
 		_, err := g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: cq.CQN})
 		wantStatus(t, err, device.StEOPNOTSUPP)
-		for _, typ := range []uint32{1, 3} { // GSI, UC
+		for _, typ := range []uint32{0, 9} { // SMI on an Ethernet port, XRC
 			cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
 			*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{PD: pd, QPType: typ,
 				SendCQ: cq.CQN, RecvCQ: cq.CQN}

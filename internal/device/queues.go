@@ -59,7 +59,7 @@ func (s *session) serviceSQ(q *gqp) {
 		}
 		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode), SendFlags: rdma.SendFlags(w.SendFlags),
 			ImmData: w.ImmData, RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
-		if q.typ == rdma.QPTypeUD {
+		if q.typ == rdma.QPTypeUD || q.typ == rdma.QPTypeGSI || q.typ == rdma.QPTypeSMI {
 			// A datagram is a SEND through an AH of the QP's PD;
 			// anything else completes with LOC_QP_OP_ERR, as rxe
 			// answers a WQE without a usable address vector or with an
@@ -392,8 +392,8 @@ func (s *session) l2Transmit() {
 			flags = L2FlagErr
 		} else if err := s.v.ram.ReadAt(buf[:l], d.Addr); err != nil {
 			flags = L2FlagErr
-		} else if !s.v.linkUp() {
-			flags = L2FlagErr
+		} else if !s.v.linkUp() || s.v.cfg.ib() {
+			flags = L2FlagErr // no link, or an InfiniBand port (no Ethernet)
 		} else if _, err := s.v.fabric.Write(buf[:l]); err != nil {
 			flags = L2FlagErr
 		} else {

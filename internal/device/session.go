@@ -176,10 +176,17 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 
 func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	cfg := s.v.cfg
-	dev, err := rdma.NewDevice(rdma.DeviceConfig{
+	dc := rdma.DeviceConfig{
 		Name: "hicain0", NodeGUID: cfg.NodeGUID, PortGUID: cfg.PortGUID, MAC: mac,
 		IPv4: ips, MTU: mtu, Memory: s.v.ram,
-	}, fabricPort{s.v.fabric})
+	}
+	if cfg.ib() {
+		// The port waits in Init for a subnet manager to give it a LID
+		// (the engine's SMA answers on QP0); IP addresses make no GIDs.
+		dc = rdma.DeviceConfig{Name: "hicain0", LinkLayer: rdma.LinkLayerInfiniBand, NodeGUID: cfg.NodeGUID,
+			PortGUID: cfg.PortGUID, Description: cfg.Name, MTU: mtu, Memory: s.v.ram}
+	}
+	dev, err := rdma.NewDevice(dc, fabricPort{s.v.fabric})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -214,6 +221,10 @@ func (s *session) initHeader(resetCount uint32) {
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
 	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2
+	if cfg.ib() {
+		// No Ethernet on an IB port: the L2 rings carry nothing.
+		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic
+	}
 	h.MaxMTU = 4096
 	h.NumVectors = uint32(cfg.Vectors)
 	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), uint32(a.MaxCQ), uint32(a.MaxMR), uint32(a.MaxPD)

@@ -51,7 +51,7 @@ type VNICConfig struct {
 	IPv4       []netip.Addr
 	NodeGUID   uint64
 	PortGUID   uint64
-	LinkLayer  string // "eth" (RoCEv2); "ib" is refused until the engine speaks native IB
+	LinkLayer  string // "eth" (RoCEv2, the default) or "ib" (native InfiniBand: LIDs from a subnet manager)
 	MTU        int    // path MTU limit in bytes; 0 = 1024
 }
 
@@ -83,10 +83,10 @@ func (c *VNICConfig) resolve() error {
 	switch c.LinkLayer {
 	case "", "eth", "ethernet":
 		c.LinkLayer = "eth"
-	case "ib":
-		return errors.New("link layer ib: this version's engine supports RoCEv2 (eth) only; native InfiniBand vNICs are not supported")
+	case "ib", "infiniband":
+		c.LinkLayer = "ib"
 	default:
-		return fmt.Errorf("link layer %q: want eth", c.LinkLayer)
+		return fmt.Errorf("link layer %q: want eth or ib", c.LinkLayer)
 	}
 	if c.MTU == 0 {
 		c.MTU = DefaultMTU
@@ -239,11 +239,15 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 	}
 	v.ln = ln
 	if cfg.FabricPort != "" {
-		c, err := dialPort(ctx, cfg.FabricPort, &proto.HelloFields{
+		hello := &proto.HelloFields{
 			Version: proto.HelloVersion, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC,
 			MaxFrame: maxFrame, MAC: cfg.MAC, PortNum: 1, PortGUID: cfg.PortGUID, NodeGUID: cfg.NodeGUID,
 			Name: cfg.Name,
-		})
+		}
+		if cfg.ib() {
+			hello.LinkLayer, hello.MAC = proto.HelloLinkInfiniBand, [6]byte{}
+		}
+		c, err := dialPort(ctx, cfg.FabricPort, hello)
 		if err != nil {
 			ln.Close()
 			ram.Close()
@@ -380,7 +384,12 @@ func (v *VNIC) receive() {
 		v.mu.RLock()
 		s := v.sess
 		if s != nil {
-			if isRoCEv2(frame) && s.forEngine(frame) {
+			if v.cfg.ib() {
+				// An InfiniBand port carries only IB packets: all of
+				// them are the engine's (its SMA and PMA included).
+				v.stats.roceRx.Add(1)
+				s.rxDev.Load().Deliver(frame)
+			} else if isRoCEv2(frame) && s.forEngine(frame) {
 				v.stats.roceRx.Add(1)
 				s.rxDev.Load().Deliver(frame)
 			} else {
@@ -390,6 +399,9 @@ func (v *VNIC) receive() {
 		v.mu.RUnlock()
 	}
 }
+
+// ib reports whether the vNIC's port is native InfiniBand.
+func (c *VNICConfig) ib() bool { return c.LinkLayer == "ib" }
 
 // linkUp reports whether the vNIC has a working fabric connection.
 func (v *VNIC) linkUp() bool { return v.fabric != nil && !v.linkLost.Load() }

@@ -8,8 +8,10 @@ import (
 
 // QP types (enum ib_qp_type) for QPConfig.Type.
 const (
-	QPTypeRC = 2
-	QPTypeUD = 4
+	QPTypeGSI = 1 // QP1
+	QPTypeRC  = 2
+	QPTypeUC  = 3
+	QPTypeUD  = 4
 )
 
 // SRQ is a guest shared receive queue: a ring of receive WQEs and a

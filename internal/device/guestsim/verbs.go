@@ -242,8 +242,10 @@ type QPConfig struct {
 	MaxSGE         uint32 // default 4, both queues
 	MaxInline      uint32 // default 64
 	SigAll         bool
-	Type           uint32 // IB_QPT_*: 0 or 2 RC, 4 UD
-	SRQ            *SRQ   // receive WQEs from this SRQ: the QP has no RQ ring
+	Type           uint32 // IB_QPT_*: 0 or 2 RC, 1 GSI, 3 UC, 4 UD
+	// SMI asks for QP0 (IB_QPT_SMI, type 0 on the wire; Type is ignored).
+	SMI bool
+	SRQ *SRQ // receive WQEs from this SRQ: the QP has no RQ ring
 }
 
 // QP is a guest RC or UD QP with its rings in guest memory. Owned by one
@@ -263,6 +265,9 @@ type QP struct {
 func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 	if c.Type == 0 {
 		c.Type = QPTypeRC
+	}
+	if c.SMI {
+		c.Type = 0
 	}
 	if c.SQDepth == 0 {
 		c.SQDepth = 64
