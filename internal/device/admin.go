@@ -281,9 +281,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		return status(q.qp.DetachMcast(a.GID, a.LID))
 	case CmdResizeCQ:
-		// The engine's CQ has a fixed size; growing only the guest ring
-		// would let the engine CQ overrun below it.
-		return StEOPNOTSUPP
+		return s.resizeCQ(c.Handle, PayloadOf[CmdCreateCQArgs](c))
 	default:
 		return StEINVAL
 	}
@@ -372,6 +370,52 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, dbrec: a.DBRecGPA, depth: a.Depth,
 		vector: IRQCQBase + int(a.CompVector)}
 	out.Handle = n
+	return StOK
+}
+
+// resizeCQ moves CQ cqn to a new ring of a.Depth entries with a new dbrec
+// (ib_resize_cq): the completions the guest has not consumed are copied
+// to the new ring's entries 0..n-1, its dbrec starts at prod n, cons 0,
+// disarmed, and the engine CQ is resized to the same depth. comp_vector
+// must stay the same. Nothing changes on an error.
+func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
+	cq, ok := s.cqs[cqn]
+	if !ok {
+		return StENOENT
+	}
+	if !isPow2(a.Depth) || a.Depth > s.hdr.MaxCQE || IRQCQBase+int(a.CompVector) != cq.vector {
+		return StEINVAL
+	}
+	if a.RingGPA%64 != 0 || a.DBRecGPA%16 != 0 {
+		return StEINVAL
+	}
+	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
+		return StEFAULT
+	}
+	ram := s.v.ram
+	cons, err := ram.Load32(cq.dbrec + 4)
+	if err != nil {
+		return StEFAULT
+	}
+	pending := cq.prod - cons
+	if pending > cq.depth || pending > a.Depth {
+		return StEINVAL // a bad consumer index, or the new ring is too small
+	}
+	if err := cq.cq.Resize(int(a.Depth)); err != nil {
+		return status(err)
+	}
+	var e [cqeSize]byte
+	for i := uint32(0); i < pending; i++ {
+		if ram.ReadAt(e[:], cq.ring+uint64((cons+i)&(cq.depth-1))*cqeSize) != nil ||
+			ram.WriteAt(e[:], a.RingGPA+uint64(i)*cqeSize) != nil {
+			return StEFAULT
+		}
+	}
+	ram.Store32(a.DBRecGPA+4, 0)
+	ram.Store32(a.DBRecGPA+8, 0)
+	ram.Store32(a.DBRecGPA, pending) // release: the entries are in place
+	cq.ring, cq.dbrec, cq.depth, cq.prod = a.RingGPA, a.DBRecGPA, a.Depth, pending
+	s.moveCQ(cq)
 	return StOK
 }
 

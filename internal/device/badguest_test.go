@@ -64,8 +64,10 @@ func TestBadAdminCommands(t *testing.T) {
 		wantStatus(t, err, device.StEINVAL)
 	})
 	t.Run("unsupported", func(t *testing.T) {
-		_, err := g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: cq.CQN})
-		wantStatus(t, err, device.StEOPNOTSUPP)
+		_, err := g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: cq.CQN}) // depth 0
+		wantStatus(t, err, device.StEINVAL)
+		_, err = g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: 777})
+		wantStatus(t, err, device.StENOENT)
 		for _, typ := range []uint32{0, 9} { // SMI on an Ethernet port, XRC
 			cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
 			*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{PD: pd, QPType: typ,

@@ -585,3 +585,52 @@ func TestQueryDeviceABI11(t *testing.T) {
 	_, err = g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdQueryDevice, RespGPA: gpa, RespLen: 100})
 	wantStatus(t, err, device.StEINVAL)
 }
+
+// TestResizeCQ: completions the guest has not polled survive a
+// RESIZE_CQ, in order, and the larger CQ takes more; a ring too small for
+// them is refused.
+func TestResizeCQ(t *testing.T) {
+	tb := newTestbed(t, 2)
+	a, b := connectPair(t, tb, false)
+	ctx := testCtx(t)
+	for i := 0; i < 3; i++ {
+		b.qp.PostRecv(uint64(i), []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
+	}
+	for i := 0; i < 3; i++ {
+		a.qp.PostSend(device.SendWQE{WRID: uint64(i), Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
+	}
+	// Wait until the device wrote the three receive CQEs (not polled).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		prod, _ := b.g.RAM().Load32(b.rcq.DBRec())
+		if prod == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d receive CQEs written, want 3", prod)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.rcq.Resize(ctx, 2); err == nil {
+		t.Fatal("a ring of 2 for 3 pending completions was accepted")
+	}
+	if err := b.rcq.Resize(ctx, 256); err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < 100; i++ {
+		b.qp.PostRecv(uint64(i), []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
+		a.qp.PostSend(device.SendWQE{WRID: uint64(i), Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
+		if i%32 == 0 {
+			waitRecvTaken(t, b.qp)
+		}
+	}
+	got, err := b.rcq.Wait(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range got {
+		if e.WRID != uint64(i) || e.Status != uint32(rdma.WCSuccess) {
+			t.Fatalf("completion %d: %+v", i, e)
+		}
+	}
+}

@@ -67,7 +67,35 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 }
 
 // CQE returns the number of completions the CQ holds.
-func (cq *CQ) CQE() int { return cq.cqe }
+func (cq *CQ) CQE() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.cqe
+}
+
+// Resize changes the number of completions the CQ holds (ibv_resize_cq),
+// keeping those not yet polled, in order. It fails with ErrInvalid for a
+// size outside 1..MaxCQE or below the completions the CQ holds now.
+func (cq *CQ) Resize(cqe int) error {
+	d := cq.dev
+	if cqe < 1 || cqe > d.cfg.MaxCQE {
+		return fmt.Errorf("rdma: resize CQ: cqe %d outside 1..%d: %w", cqe, d.cfg.MaxCQE, ErrInvalid)
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.dead {
+		return fmt.Errorf("rdma: resize CQ: destroyed: %w", ErrInvalid)
+	}
+	if cqe < cq.count {
+		return fmt.Errorf("rdma: resize CQ: cqe %d below the %d completions it holds: %w", cqe, cq.count, ErrInvalid)
+	}
+	ring := make([]WC, cqe)
+	for i := range cq.count {
+		ring[i] = cq.ring[(cq.head+i)%len(cq.ring)]
+	}
+	cq.ring, cq.head, cq.cqe = ring, 0, cqe
+	return nil
+}
 
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many it moved (ibv_poll_cq).

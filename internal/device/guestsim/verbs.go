@@ -188,6 +188,30 @@ func (g *Guest) CreateCQ(ctx context.Context, depth uint32, compVector uint32) (
 		vector: device.IRQCQBase + int(compVector)}, nil
 }
 
+// DBRec returns the GPA of the CQ's dbrec (prod at +0, cons at +4).
+func (cq *CQ) DBRec() uint64 { return cq.dbrec }
+
+// Resize moves the CQ to a new ring of depth entries (RESIZE_CQ). The
+// completions not yet polled come first in the new ring.
+func (cq *CQ) Resize(ctx context.Context, depth uint32) error {
+	ring, err := cq.g.Alloc(uint64(depth)*64, 64, false)
+	if err != nil {
+		return err
+	}
+	db, err := cq.g.Alloc(16, 16, false)
+	if err != nil {
+		return err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: cq.CQN}
+	*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: ring, DBRecGPA: db,
+		Depth: depth, CompVector: uint32(cq.vector - device.IRQCQBase)}
+	if _, err := cq.g.Admin(ctx, &cmd); err != nil {
+		return err
+	}
+	cq.ring, cq.dbrec, cq.depth, cq.cons = ring, db, depth, 0
+	return nil
+}
+
 // Poll returns the completions the device wrote since the last Poll.
 func (cq *CQ) Poll() []device.CQE {
 	ram := cq.g.ram
