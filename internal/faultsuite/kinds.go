@@ -11,15 +11,17 @@ import (
 // Kind is one kind of operation in the mix.
 type Kind int
 
-// The kinds of operation the suite runs. Every one so far travels on the
-// RC streams (rc.go).
+// The kinds of operation the suite runs: the RC kinds travel on the RC
+// streams (rc.go), the datagram kinds on each host's UD QP (ud.go).
 const (
-	Send     Kind = iota // SEND into a posted receive
-	Write                // RDMA WRITE
-	WriteImm             // RDMA WRITE with immediate (consumes a receive)
-	Read                 // RDMA READ
-	FetchAdd             // ATOMIC FETCH_AND_ADD onto a shared counter
-	CmpSwap              // ATOMIC CMP_AND_SWP onto a shared word
+	Send      Kind = iota // SEND into a posted receive
+	Write                 // RDMA WRITE
+	WriteImm              // RDMA WRITE with immediate (consumes a receive)
+	Read                  // RDMA READ
+	FetchAdd              // ATOMIC FETCH_AND_ADD onto a shared counter
+	CmpSwap               // ATOMIC CMP_AND_SWP onto a shared word
+	UDSend                // UD SEND to another host's UD QP
+	McastSend             // UD SEND to the multicast group every host's UD QP joined
 	NumKinds
 )
 
@@ -36,15 +38,18 @@ type kindInfo struct {
 	wc     rdma.WCOpcode // the requester's completion opcode
 	sized  bool          // carries a payload of the op's size
 	recv   bool          // consumes a receive at the target
+	ud     bool          // a datagram: runs on the UD flows, at most one MTU
 }
 
 var kinds = [NumKinds]kindInfo{
-	Send:     {name: "SEND", weight: 3, opcode: rdma.WRSend, wc: rdma.WCSend, sized: true, recv: true},
-	Write:    {name: "WRITE", weight: 2, opcode: rdma.WRRDMAWrite, wc: rdma.WCRDMAWrite, sized: true},
-	WriteImm: {name: "WRITE_IMM", weight: 2, opcode: rdma.WRRDMAWriteWithImm, wc: rdma.WCRDMAWrite, sized: true, recv: true},
-	Read:     {name: "READ", weight: 2, opcode: rdma.WRRDMARead, wc: rdma.WCRDMARead, sized: true},
-	FetchAdd: {name: "FETCH_AND_ADD", weight: 2, opcode: rdma.WRAtomicFetchAndAdd, wc: rdma.WCFetchAdd},
-	CmpSwap:  {name: "CMP_AND_SWP", weight: 1, opcode: rdma.WRAtomicCmpAndSwp, wc: rdma.WCCompSwap},
+	Send:      {name: "SEND", weight: 3, opcode: rdma.WRSend, wc: rdma.WCSend, sized: true, recv: true},
+	Write:     {name: "WRITE", weight: 2, opcode: rdma.WRRDMAWrite, wc: rdma.WCRDMAWrite, sized: true},
+	WriteImm:  {name: "WRITE_IMM", weight: 2, opcode: rdma.WRRDMAWriteWithImm, wc: rdma.WCRDMAWrite, sized: true, recv: true},
+	Read:      {name: "READ", weight: 2, opcode: rdma.WRRDMARead, wc: rdma.WCRDMARead, sized: true},
+	FetchAdd:  {name: "FETCH_AND_ADD", weight: 2, opcode: rdma.WRAtomicFetchAndAdd, wc: rdma.WCFetchAdd},
+	CmpSwap:   {name: "CMP_AND_SWP", weight: 1, opcode: rdma.WRAtomicCmpAndSwp, wc: rdma.WCCompSwap},
+	UDSend:    {name: "UD_SEND", weight: 2, opcode: rdma.WRSend, wc: rdma.WCSend, sized: true, ud: true},
+	McastSend: {name: "UD_MCAST", weight: 1, opcode: rdma.WRSend, wc: rdma.WCSend, sized: true, ud: true},
 }
 
 // String returns the kind's verb name.
@@ -93,6 +98,8 @@ func (m Mix) pick(rng *rand.Rand) Kind {
 type op struct {
 	seq  int // position in the stream: the WRID, and the order it completes in
 	kind Kind
+	// UD: the host a UD_SEND goes to (index); -1 for the group.
+	to   int
 	size int // payload bytes (sized kinds)
 	recv int // the peer receive it consumes (n-th of the stream's), or -1
 	// READ: offset into the target's read source.

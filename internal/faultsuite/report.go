@@ -30,6 +30,9 @@ type Report struct {
 	FabricFrames    uint64 `json:"fabric_frames"` // frames the hosts sent into the fabric
 
 	Atomics AtomicsReport `json:"atomics"`
+	// UD sums the datagram flows: sent, delivered, lost (counted, never
+	// silent), duplicated.
+	UD UDReport `json:"ud"`
 }
 
 // FaultRates are the fault probabilities of a run, and the seed of the
@@ -148,6 +151,12 @@ func (s *suite) fill(r *Report) {
 			}
 		}
 	}
+	for _, u := range s.ud {
+		for _, o := range u.ops[:u.sent] {
+			kr[o.kind].Ops++
+			kr[o.kind].Bytes += int64(o.size)
+		}
+	}
 	for k := range kr {
 		if s.cfg.Mix[k] > 0 {
 			k := kr[k]
@@ -193,4 +202,5 @@ func (s *suite) fill(r *Report) {
 		a.Swapped += swapped
 	}
 	r.Atomics = a
+	r.UD, _ = s.udTotals()
 }

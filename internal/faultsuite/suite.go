@@ -92,6 +92,9 @@ type Config struct {
 	// tamper is a test hook: it sees the memory holding an op's result
 	// just before the suite checks it, and may change it.
 	tamper func(s *stream, o *op, mem *rdma.HostMemory, addr uint64)
+	// tamperUD is a test hook: it sees each datagram a host took (the
+	// payload after the GRH area) before the check, and may change it.
+	tamperUD func(host int, d []byte)
 }
 
 func (c *Config) defaults() error {
@@ -175,6 +178,11 @@ type suite struct {
 	mrs     []*rdma.MR     // the atomic MRs, deregistered before the endpoints close
 	eps     []*rack.Endpoint
 	done    atomic.Int64 // operations checked
+
+	// The datagram flows (ud.go), when the mix has UD kinds.
+	ud            []*udHost
+	udSendersDone atomic.Int64
+	udStalls      atomic.Int64
 }
 
 // Run runs the suite and returns its report. The error, if any, names the
@@ -211,7 +219,7 @@ func (s *suite) bufSize() uint64 {
 func (s *suite) setup(ctx context.Context) error {
 	c := s.cfg
 	peers := c.Hosts - 1
-	mem := int(s.bufSize()+4096)*peers*c.QPs + 1<<20
+	mem := int(s.bufSize()+4096)*peers*c.QPs + 1<<20 + udWindow*c.MTU + udRecvDepth*(40+c.MTU) + 8192
 	r, err := rack.Start(ctx, rack.Config{Hosts: c.Hosts, MTU: c.MTU, MemSize: mem, Faults: c.Faults})
 	if err != nil {
 		return fmt.Errorf("faultsuite: %w", err)
@@ -234,11 +242,28 @@ func (s *suite) setup(ctx context.Context) error {
 			}
 		}
 	}
-	// The plan: each op goes to a random stream; each stream's receiver
-	// learns the ops that will consume its receives.
+	if c.Mix[UDSend]+c.Mix[McastSend] > 0 {
+		if err := s.setupUD(); err != nil {
+			return err
+		}
+	}
+	// The plan: each op goes to a random stream (a datagram to a random
+	// host's UD flow); each stream's receiver learns the ops that will
+	// consume its receives.
 	for range c.Ops {
+		kind := c.Mix.pick(rng)
+		if kinds[kind].ud {
+			u := s.ud[rng.IntN(len(s.ud))]
+			o := op{seq: len(u.ops), kind: kind, recv: -1, to: -1}
+			if kind == UDSend {
+				o.to = (u.idx + 1 + rng.IntN(c.Hosts-1)) % c.Hosts
+			}
+			o.size = max(udHeader+1, min(sizeFor(rng, c.MTU, c.MaxSize), c.MTU))
+			u.ops = append(u.ops, o)
+			continue
+		}
 		st := s.streams[rng.IntN(len(s.streams))]
-		o := op{seq: len(st.ops), kind: c.Mix.pick(rng), recv: -1}
+		o := op{seq: len(st.ops), kind: kind, recv: -1}
 		if kinds[o.kind].sized {
 			o.size = sizeFor(rng, c.MTU, c.MaxSize)
 			if o.kind == Read {
@@ -329,6 +354,9 @@ func (s *suite) run(parent context.Context) error {
 	}
 	for _, rv := range s.recvs {
 		flows = append(flows, rv)
+	}
+	for _, u := range s.ud {
+		flows = append(flows, udSender{u}, udReceiver{u})
 	}
 	var (
 		wg   sync.WaitGroup
@@ -435,6 +463,9 @@ func (s *suite) finish() error {
 	if executed != atomics {
 		errs = append(errs, fmt.Errorf("the engines executed %d atomics for %d atomic operations", executed, atomics))
 	}
+	if _, err := s.udTotals(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("faultsuite: %w", err)
 	}
@@ -442,6 +473,9 @@ func (s *suite) finish() error {
 }
 
 func (s *suite) close() {
+	for i := len(s.ud) - 1; i >= 0; i-- {
+		_ = s.ud[i].ep.Close()
+	}
 	for _, mr := range s.mrs {
 		_ = mr.Dereg()
 	}

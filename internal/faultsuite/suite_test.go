@@ -73,6 +73,12 @@ func TestFaultSuite(t *testing.T) {
 			if in := r.Injected; in.Drop+in.Duplicate+in.Reorder+in.Corrupt == 0 {
 				t.Fatal("no fault injected")
 			}
+			u := r.UD
+			t.Logf("datagrams: %d UD + %d multicast sent, %d of %d deliveries, %d lost, %d duplicated, %d stalls",
+				u.Sent, u.McastSent, u.Delivered, u.Expected, u.Lost, u.Duplicates, u.Stalls)
+			if u.Sent == 0 || u.McastSent == 0 || u.Delivered == 0 || u.Lost != int64(u.Expected)-u.Delivered || u.Lost < 0 {
+				t.Fatalf("datagram flows: %+v", u)
+			}
 			if c.rnr && r.Total.RNRNAKsReceived == 0 {
 				t.Fatal("no RNR NAK with receives posted late")
 			}
@@ -153,6 +159,32 @@ func TestFaultSuiteCatches(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) || tt.names && !strings.Contains(err.Error(), victim) {
 				t.Fatalf("tampered with %s; the error does not say so: %v", victim, err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestFaultSuiteCatchesUD: a datagram changed after it arrived (as a
+// silent corruption would) must fail the run, in its payload or in its
+// header.
+func TestFaultSuiteCatchesUD(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		at   func(d []byte) int
+		want string
+	}{
+		{"payload", func(d []byte) int { return len(d) - 1 }, "never sent"},
+		// Another sequence number: caught by the size or the pattern.
+		{"sequence", func(d []byte) int { return 15 }, "datagram "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var once sync.Once
+			cfg := Config{Hosts: 2, Ops: 400, Seed: 9, Timeout: testTimeout()}
+			cfg.tamperUD = func(host int, d []byte) { once.Do(func() { d[c.at(d)] ^= 0x01 }) }
+			_, err := Run(context.Background(), cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("a changed datagram: %v", err)
 			}
 			t.Log(err)
 		})

@@ -102,6 +102,8 @@ func printFaults(printer *cmdutil.Printer, r *faultsuite.Report) error {
 			t.Duplicates, t.ReadReplays, t.AtomicReplays, t.StaleResponses)},
 		cmdutil.Field{Name: "atomics", Value: fmt.Sprintf("%d FETCH_AND_ADD onto %d counters (sum %d), %d CMP_AND_SWP (%d swapped) on %d words",
 			r.Atomics.Adds, r.Atomics.Counters, r.Atomics.Sum, r.Atomics.Swaps, r.Atomics.Swapped, r.Atomics.SwapWords)},
+		cmdutil.Field{Name: "datagrams", Value: fmt.Sprintf("%d UD + %d multicast sent, %d of %d deliveries (%d lost, %d duplicated; %d multicast), every one checked",
+			r.UD.Sent, r.UD.McastSent, r.UD.Delivered, r.UD.Expected, r.UD.Lost, r.UD.Duplicates, r.UD.McastDelivered)},
 	)
 	if err := printer.Object(r, fields...); err != nil {
 		return err
