@@ -83,8 +83,9 @@ bench: check-go
 DEMO_DIR := $(CURDIR)/.cache/demo
 
 # The embedded rack: HiSwitch and three emulated hosts in one process, put
-# through the e2e gate; then the fabric's capture of host1's port, decoded,
-# with every ICRC checked.
+# through the e2e gate, on RoCEv2 and then on native InfiniBand; then the
+# fabric's captures of a port of each run, decoded, with every ICRC (and
+# VCRC) checked.
 demo: build
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	./$(BIN) verify e2e --pcap $(DEMO_DIR) --junit $(DEMO_DIR)/gate.xml
@@ -92,6 +93,10 @@ demo: build
 	@echo "The first frames on host1's switch port, from $(DEMO_DIR)/sw0-port1.pcap:"
 	./$(BIN) proto decode --count 8 $(DEMO_DIR)/sw0-port1.pcap
 	./$(BIN) proto decode --check-icrc -o json $(DEMO_DIR)/sw0-port1.pcap > /dev/null
+	@echo
+	@echo "The InfiniBand run: the first packets on host2's switch port (subnet manager's SMPs, then data):"
+	./$(BIN) proto decode --count 8 $(DEMO_DIR)/ib/sw0-port2.pcap
+	./$(BIN) proto decode --check-icrc -o json $(DEMO_DIR)/ib/sw0-port2.pcap > /dev/null
 
 $(GORELEASER): | check-go
 	@echo "Installing goreleaser $(GORELEASER_VERSION) into $(GORELEASER_DIR) (about 5 minutes, once)"

@@ -1,0 +1,1404 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hicain_ib - RDMA verbs driver of the HiNIC emulated RDMA NIC.
+ *
+ * A client of hicain_net (hicain_net.h): for every bound HiNIC function
+ * it registers an ib_device "hicain_%d" whose verbs are admin commands of
+ * the device (hicain_abi.h, docs/device-abi.md). The port is RoCE v2 on
+ * the function's netdev: ib_core builds the GID table from the netdev's
+ * addresses (ib_device_set_netdev), so the driver has no query_gid; its
+ * add_gid/del_gid hooks hand the IPv4 addresses to the device, whose
+ * transport keeps a GID table of its own (SET_ADDR).
+ *
+ * The work and completion queues live in guest memory that this driver
+ * allocates (coherent DMA); post_send, post_recv, poll_cq and
+ * req_notify_cq run in the kernel, reached from user space through the
+ * uverbs write() commands. MRs are user pages pinned with ib_umem whose
+ * DMA addresses the device gets as a page list.
+ *
+ * Unloading: uverbs pins this module for as long as a process holds a
+ * /dev/infiniband/uverbsN file open (the driver has no
+ * disassociate_ucontext), so rmmod fails with EBUSY until the last user
+ * closed it. Unbinding the PCI function instead waits in
+ * ib_unregister_device until the users closed their files.
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/inetdevice.h>
+#include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/pci.h>
+#include <asm/unaligned.h>
+#include <net/addrconf.h>
+#include <rdma/ib_addr.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_mad.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/iter.h>
+
+#include "hicain_net.h"
+#include "hicain_uverbs_abi.h"
+
+#define DRV_NAME "hicain_ib"
+
+/* ib_core's GID table per port: the default link-local GID, the IPv4 and
+ * IPv6 addresses of the netdev (RoCE v2 GIDs, IBA annex A17).
+ */
+#define HICAIN_GID_TBL_LEN	16
+#define HICAIN_PKEY_TBL_LEN	1
+
+/* REG_MR page sizes: 4 KiB to 1 GiB (page_shift 12..30). */
+#define HICAIN_MR_PGSZ_BITMAP	GENMASK_ULL(30, 12)
+#define HICAIN_MR_MAX_PAGES	(1U << 20)
+
+/* IB_QP_STATE .. IB_QP_DEST_QPN: what MODIFY_QP understands. */
+#define HICAIN_QP_ATTR_MASK	(IB_QP_DEST_QPN * 2 - 1)
+
+/*
+ * struct hicain_ibdev - the ib_device of one HiNIC function. epoch counts
+ * device resets: an object made in an earlier epoch no longer exists in
+ * the device, so destroying it sends no admin command.
+ */
+struct hicain_ibdev {
+	struct ib_device ibdev;		/* first: ib_alloc_device */
+	struct hicain_dev *hdev;
+	struct net_device *netdev;
+	atomic_t epoch;
+	struct xarray qps;		/* qpn -> hicain_qp, IRQ-safe lock */
+	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
+	struct list_head cqs;
+	struct mutex addr_lock;		/* addrs */
+	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
+};
+
+struct hicain_ucontext {
+	struct ib_ucontext ibuc;	/* first: INIT_RDMA_OBJ_SIZE */
+};
+
+struct hicain_pd {
+	struct ib_pd ibpd;		/* first: INIT_RDMA_OBJ_SIZE */
+	u32 pdn;
+	int epoch;
+};
+
+/*
+ * struct hicain_cq - a CQ ring in guest memory. The device writes CQEs
+ * and dbrec->prod; poll_cq (under lock) consumes and publishes cons.
+ * armed says req_notify_cq armed the CQ and no completion event went
+ * out since: the device clears dbrec->arm when it raises the vector,
+ * which tells the interrupt which CQs of the vector fired.
+ */
+struct hicain_cq {
+	struct ib_cq ibcq;		/* first: INIT_RDMA_OBJ_SIZE */
+	u32 cqn;
+	int epoch;
+	unsigned int vector;
+	u32 depth;
+	struct hicain_cqe *ring;
+	dma_addr_t ring_dma;
+	struct hicain_cq_dbrec *dbrec;
+	dma_addr_t dbrec_dma;
+	spinlock_t lock;		/* cons, polling */
+	u32 cons;
+	bool armed;
+	struct list_head list;		/* hicain_ibdev.cqs */
+};
+
+/* One send or receive queue of a QP: a ring in guest memory. */
+struct hicain_wq {
+	void *ring;
+	dma_addr_t ring_dma;
+	u32 depth;			/* power of two */
+	u32 stride;			/* bytes per WQE */
+	u32 max_sge;
+	u32 prod;			/* under lock */
+	struct hicain_wq_dbrec *dbrec;
+	spinlock_t lock;
+};
+
+struct hicain_qp {
+	struct ib_qp ibqp;		/* first: INIT_RDMA_OBJ_SIZE */
+	u32 qpn;
+	int epoch;
+	struct hicain_wq sq;
+	struct hicain_wq rq;
+	struct hicain_wq_dbrec *dbrecs;	/* [0] SQ, [1] RQ */
+	dma_addr_t dbrecs_dma;
+	struct ib_qp_cap cap;
+	enum ib_sig_type sq_sig_type;
+};
+
+struct hicain_mr {
+	struct ib_mr ibmr;		/* driver-allocated */
+	struct ib_umem *umem;
+	int epoch;
+};
+
+static inline struct hicain_ibdev *to_hidev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct hicain_ibdev, ibdev);
+}
+
+static inline struct hicain_pd *to_hpd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct hicain_pd, ibpd);
+}
+
+static inline struct hicain_cq *to_hcq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct hicain_cq, ibcq);
+}
+
+static inline struct hicain_qp *to_hqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct hicain_qp, ibqp);
+}
+
+static inline struct hicain_mr *to_hmr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct hicain_mr, ibmr);
+}
+
+/*
+ * hicain_destroy_status - the result of a destroy command. An object of
+ * an earlier epoch, or of a device that is no longer live (-EIO), was
+ * destroyed by the device reset.
+ */
+static int hicain_destroy_status(int ret)
+{
+	return ret == -EIO ? 0 : ret;
+}
+
+static struct device *hicain_dma_dev(struct hicain_ibdev *hidev)
+{
+	return &hidev->hdev->pdev->dev;
+}
+
+/*
+ * hicain_admin_query - run a QUERY_* command whose result the device
+ * writes to memory (resp_gpa), and copy the result to out.
+ */
+static int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
+			      void *out, size_t len)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_admin_cmd cmd = {};
+	dma_addr_t dma;
+	void *buf;
+	int ret;
+
+	buf = dma_alloc_coherent(dma_dev, len, &dma, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	cmd.opcode = cpu_to_le16(opcode);
+	cmd.handle = cpu_to_le32(handle);
+	cmd.resp_gpa = cpu_to_le64(dma);
+	cmd.resp_len = cpu_to_le32(len);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
+	if (!ret)
+		memcpy(out, buf, len);
+	dma_free_coherent(dma_dev, len, buf, dma);
+	return ret;
+}
+
+/* hicain_admin_handle - run a command on one handle (destroy, index). */
+static int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
+			       struct hicain_admin_cqe *cqe)
+{
+	struct hicain_admin_cmd cmd = {};
+
+	cmd.opcode = cpu_to_le16(opcode);
+	cmd.handle = cpu_to_le32(handle);
+	return hicain_admin_exec(hidev->hdev, &cmd, cqe);
+}
+
+/* ---- device and port ---- */
+
+static int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
+			       struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibdev);
+	struct hicain_device_attr a;
+	int ret;
+
+	if (udata && udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EINVAL;
+	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_DEVICE, 0, &a, sizeof(a));
+	if (ret)
+		return ret;
+
+	memset(props, 0, sizeof(*props));
+	props->sys_image_guid = cpu_to_be64(le64_to_cpu(a.sys_image_guid));
+	props->max_mr_size = le64_to_cpu(a.max_mr_size);
+	props->page_size_cap = le64_to_cpu(a.page_size_cap);
+	props->vendor_id = le32_to_cpu(a.vendor_id);
+	props->vendor_part_id = le32_to_cpu(a.vendor_part_id);
+	props->hw_ver = le32_to_cpu(a.hw_ver);
+	props->max_qp = le32_to_cpu(a.max_qp);
+	props->max_qp_wr = le32_to_cpu(a.max_qp_wr);
+	/* The device numbers its flags as IBV_DEVICE_*, which are the
+	 * kernel's IB_DEVICE_* (ib_user_verbs.h IB_UVERBS_DEVICE_*). SRQ
+	 * resizing means nothing without the SRQ verbs (below).
+	 */
+	props->device_cap_flags = le32_to_cpu(a.device_cap_flags) & ~IB_DEVICE_SRQ_RESIZE;
+	props->max_send_sge = le32_to_cpu(a.max_sge);
+	props->max_recv_sge = le32_to_cpu(a.max_sge);
+	props->max_sge_rd = le32_to_cpu(a.max_sge_rd);
+	props->max_cq = le32_to_cpu(a.max_cq);
+	props->max_cqe = le32_to_cpu(a.max_cqe);
+	props->max_mr = le32_to_cpu(a.max_mr);
+	props->max_pd = le32_to_cpu(a.max_pd);
+	props->max_qp_rd_atom = le32_to_cpu(a.max_qp_rd_atom);
+	props->max_qp_init_rd_atom = le32_to_cpu(a.max_qp_init_rd_atom);
+	props->max_res_rd_atom = le32_to_cpu(a.max_res_rd_atom);
+	props->atomic_cap = le32_to_cpu(a.atomic_cap);
+	props->max_pkeys = le32_to_cpu(a.max_pkeys);
+	props->local_ca_ack_delay = a.local_ca_ack_delay;
+	props->max_fast_reg_page_list_len = 0;
+	/* SRQs, address handles, UD and multicast are device features
+	 * this driver does not offer: their limits stay 0 so that
+	 * applications do not try verbs that fail.
+	 */
+	return 0;
+}
+
+static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibdev);
+	struct net_device *ndev = hidev->netdev;
+	struct hicain_port_attr a;
+	enum ib_mtu ndev_mtu;
+	int ret;
+
+	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_PORT, port, &a, sizeof(a));
+	if (ret)
+		return ret;
+
+	/* props was zeroed by ib_core. */
+	props->state = le32_to_cpu(a.state);
+	props->phys_state = a.phys_state;
+	props->max_mtu = le32_to_cpu(a.max_mtu);
+	props->active_mtu = le32_to_cpu(a.active_mtu);
+	/* RoCE frames must fit the netdev's MTU too (RoCE v2 headers,
+	 * iboe_get_mtu).
+	 */
+	ndev_mtu = iboe_get_mtu(READ_ONCE(ndev->mtu));
+	if (ndev_mtu && ndev_mtu < props->active_mtu)
+		props->active_mtu = ndev_mtu;
+	props->phys_mtu = ib_mtu_enum_to_int(props->max_mtu);
+	/* ib_core owns the RoCE GID table: its length, not the device's. */
+	props->gid_tbl_len = HICAIN_GID_TBL_LEN;
+	props->ip_gids = true;
+	props->port_cap_flags = le32_to_cpu(a.port_cap_flags);
+	props->max_msg_sz = le32_to_cpu(a.max_msg_sz);
+	props->bad_pkey_cntr = le32_to_cpu(a.bad_pkey_cntr);
+	props->qkey_viol_cntr = le32_to_cpu(a.qkey_viol_cntr);
+	props->pkey_tbl_len = HICAIN_PKEY_TBL_LEN;
+	props->lid = le16_to_cpu(a.lid);
+	props->sm_lid = le16_to_cpu(a.sm_lid);
+	props->lmc = a.lmc;
+	props->max_vl_num = a.max_vl_num;
+	props->sm_sl = a.sm_sl;
+	props->subnet_timeout = a.subnet_timeout;
+	props->active_width = a.active_width;
+	props->active_speed = a.active_speed;
+
+	/* A RoCE port carries traffic only while its netdev does. */
+	if (!netif_running(ndev) || !netif_carrier_ok(ndev)) {
+		props->state = IB_PORT_DOWN;
+		props->phys_state = IB_PORT_PHYS_STATE_DISABLED;
+	}
+	return 0;
+}
+
+static int hicain_get_port_immutable(struct ib_device *ibdev, u32 port,
+				     struct ib_port_immutable *immutable)
+{
+	immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+	immutable->gid_tbl_len = HICAIN_GID_TBL_LEN;
+	immutable->pkey_tbl_len = HICAIN_PKEY_TBL_LEN;
+	/* The core caps include IB_MAD: verify_immutable wants the size. */
+	immutable->max_mad_size = IB_MGMT_MAD_SIZE;
+	return 0;
+}
+
+static enum rdma_link_layer hicain_get_link_layer(struct ib_device *ibdev, u32 port)
+{
+	return IB_LINK_LAYER_ETHERNET;
+}
+
+static int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+{
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	if (index >= HICAIN_PKEY_TBL_LEN)
+		return -EINVAL;
+	ret = hicain_admin_handle(to_hidev(ibdev), HICAIN_CMD_QUERY_PKEY, index, &cqe);
+	if (ret)
+		return ret;
+	*pkey = cqe.out[0] | cqe.out[1] << 8;
+	return 0;
+}
+
+/* ---- GID table ---- */
+
+/*
+ * hicain_sync_addrs - give the device the netdev's MAC and IPv4
+ * addresses (at most four), from which it builds its own GID table. The
+ * device refuses (EBUSY) once PDs or CQs exist; the table then stays as
+ * it was and a QP whose SGID is missing there fails in modify_qp.
+ */
+static void hicain_sync_addrs(struct hicain_ibdev *hidev)
+{
+	struct net_device *ndev = hidev->netdev;
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_cmd_set_addr *a = &cmd.set_addr;
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	u32 n = 0;
+	int ret;
+
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(ndev);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (n == ARRAY_SIZE(a->ipv4))
+				break;
+			memcpy(a->ipv4[n++], &ifa->ifa_local, sizeof(a->ipv4[0]));
+		}
+	}
+	rcu_read_unlock();
+	a->n_ipv4 = cpu_to_le32(n);
+	memcpy(a->mac, ndev->dev_addr, ETH_ALEN);
+	a->mtu = 0;	/* the device's configured path MTU */
+
+	mutex_lock(&hidev->addr_lock);
+	if (!memcmp(&hidev->addrs, a, sizeof(*a)))
+		goto out;
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_SET_ADDR);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
+	if (ret) {
+		ibdev_warn(&hidev->ibdev, "SET_ADDR: %d; QPs on new addresses will not connect\n",
+			   ret);
+		goto out;
+	}
+	hidev->addrs = *a;
+out:
+	mutex_unlock(&hidev->addr_lock);
+}
+
+/* ib_core calls add_gid and del_gid in process context, and does not
+ * add the GID when add_gid fails: the device's refusal must not cost the
+ * GID its place in ib_core's table.
+ */
+static int hicain_add_gid(const struct ib_gid_attr *attr, void **context)
+{
+	if (ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw))
+		hicain_sync_addrs(to_hidev(attr->device));
+	return 0;
+}
+
+static int hicain_del_gid(const struct ib_gid_attr *attr, void **context)
+{
+	if (ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw))
+		hicain_sync_addrs(to_hidev(attr->device));
+	return 0;
+}
+
+/* ---- user contexts ---- */
+
+static int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibuc->device);
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+	struct hicain_ib_alloc_ucontext_resp resp = {};
+
+	resp.dev_caps = le32_to_cpu(READ_ONCE(h->caps));
+	resp.max_qp_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
+	resp.max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
+	resp.max_inline = 0;	/* user QPs take no inline data: hicain_qp_size */
+	/* An older provider asks for less; it gets the fields it knows. */
+	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+}
+
+static void hicain_dealloc_ucontext(struct ib_ucontext *ibuc)
+{
+	/* Every object of the context was destroyed by uverbs before. */
+}
+
+/* ---- protection domains ---- */
+
+static int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
+	struct hicain_pd *pd = to_hpd(ibpd);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	pd->epoch = atomic_read(&hidev->epoch);
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_ALLOC_PD);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		return ret;
+	pd->pdn = le32_to_cpu(cqe.handle);
+	if (udata) {
+		struct hicain_ib_alloc_pd_resp resp = { .pdn = pd->pdn };
+
+		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		if (ret) {
+			hicain_admin_handle(hidev, HICAIN_CMD_DEALLOC_PD, pd->pdn, NULL);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
+	struct hicain_pd *pd = to_hpd(ibpd);
+	int ret;
+
+	if (pd->epoch != atomic_read(&hidev->epoch))
+		return 0;
+	ret = hicain_admin_handle(hidev, HICAIN_CMD_DEALLOC_PD, pd->pdn, NULL);
+	return hicain_destroy_status(ret);
+}
+
+/* ---- memory regions ---- */
+
+static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+					u64 virt_addr, int access, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	struct ib_block_iter biter;
+	struct hicain_mr *mr;
+	unsigned long pgsz;
+	dma_addr_t list_dma;
+	__le64 *list;
+	size_t npages, i = 0;
+	int ret;
+
+	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
+		return ERR_PTR(-EOPNOTSUPP);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->epoch = atomic_read(&hidev->epoch);
+	mr->umem = ib_umem_get(ibpd->device, start, length, access);
+	if (IS_ERR(mr->umem)) {
+		ret = PTR_ERR(mr->umem);
+		goto err_free;
+	}
+	/* The device maps iova to pages[0] + iova % page_size. */
+	pgsz = ib_umem_find_best_pgsz(mr->umem, HICAIN_MR_PGSZ_BITMAP, virt_addr);
+	npages = pgsz ? ib_umem_num_dma_blocks(mr->umem, pgsz) : 0;
+	if (!npages || npages > HICAIN_MR_MAX_PAGES) {
+		ret = -EINVAL;
+		goto err_umem;
+	}
+	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma, GFP_KERNEL);
+	if (!list) {
+		ret = -ENOMEM;
+		goto err_umem;
+	}
+	rdma_umem_for_each_dma_block(mr->umem, &biter, pgsz)
+		list[i++] = cpu_to_le64(rdma_block_iter_dma_address(&biter));
+
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_REG_MR);
+	cmd.reg_mr.pd = cpu_to_le32(to_hpd(ibpd)->pdn);
+	cmd.reg_mr.access = cpu_to_le32(access);
+	cmd.reg_mr.iova = cpu_to_le64(virt_addr);
+	cmd.reg_mr.length = cpu_to_le64(length);
+	cmd.reg_mr.page_list_gpa = cpu_to_le64(list_dma);
+	cmd.reg_mr.npages = cpu_to_le32(npages);
+	cmd.reg_mr.page_shift = cpu_to_le32(order_base_2(pgsz));
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	/* The device copied the list while it executed the command. */
+	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	if (ret)
+		goto err_umem;
+	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
+	mr->ibmr.rkey = get_unaligned_le32(&cqe.out[4]);
+	return &mr->ibmr;
+
+err_umem:
+	ib_umem_release(mr->umem);
+err_free:
+	kfree(mr);
+	return ERR_PTR(ret);
+}
+
+static int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibmr->device);
+	struct hicain_mr *mr = to_hmr(ibmr);
+	int ret = 0;
+
+	if (mr->epoch == atomic_read(&hidev->epoch))
+		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DEREG_MR,
+								ibmr->lkey, NULL));
+	if (ret)
+		return ret;
+	/* The device no longer touches the pages. */
+	ib_umem_release(mr->umem);
+	kfree(mr);
+	return 0;
+}
+
+/* ---- completion queues ---- */
+
+static void hicain_cq_free_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+
+	dma_free_coherent(dma_dev, cq->depth * sizeof(*cq->ring), cq->ring, cq->ring_dma);
+	dma_free_coherent(dma_dev, sizeof(*cq->dbrec), cq->dbrec, cq->dbrec_dma);
+}
+
+static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+			    struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_cq *cq = to_hcq(ibcq);
+	u32 max_cqe = le32_to_cpu(READ_ONCE(hidev->hdev->hdr->max_cqe));
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	unsigned long flags;
+	int ret;
+
+	if (attr->flags)
+		return -EOPNOTSUPP;
+	if (attr->cqe < 1 || attr->cqe > max_cqe)
+		return -EINVAL;
+	cq->depth = roundup_pow_of_two(attr->cqe);
+	if (cq->depth > max_cqe)
+		return -EINVAL;
+	cq->vector = attr->comp_vector % ibcq->device->num_comp_vectors;
+	cq->epoch = atomic_read(&hidev->epoch);
+	spin_lock_init(&cq->lock);
+	INIT_LIST_HEAD(&cq->list);
+	cq->ring = dma_alloc_coherent(dma_dev, cq->depth * sizeof(*cq->ring), &cq->ring_dma,
+				      GFP_KERNEL);
+	if (!cq->ring)
+		return -ENOMEM;
+	cq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*cq->dbrec), &cq->dbrec_dma, GFP_KERNEL);
+	if (!cq->dbrec) {
+		dma_free_coherent(dma_dev, cq->depth * sizeof(*cq->ring), cq->ring, cq->ring_dma);
+		return -ENOMEM;
+	}
+
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_CQ);
+	cmd.create_cq.ring_gpa = cpu_to_le64(cq->ring_dma);
+	cmd.create_cq.dbrec_gpa = cpu_to_le64(cq->dbrec_dma);
+	cmd.create_cq.depth = cpu_to_le32(cq->depth);
+	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret) {
+		hicain_cq_free_ring(hidev, cq);
+		return ret;
+	}
+	cq->cqn = le32_to_cpu(cqe.handle);
+	ibcq->cqe = cq->depth;
+	spin_lock_irqsave(&hidev->cq_lock, flags);
+	list_add_tail(&cq->list, &hidev->cqs);
+	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	return 0;
+}
+
+static int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
+	struct hicain_cq *cq = to_hcq(ibcq);
+	unsigned long flags;
+	int ret = 0;
+
+	if (cq->epoch == atomic_read(&hidev->epoch))
+		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ,
+								cq->cqn, NULL));
+	if (ret)
+		return ret;
+	/* After this no interrupt looks at the CQ. */
+	spin_lock_irqsave(&hidev->cq_lock, flags);
+	list_del(&cq->list);
+	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	hicain_cq_free_ring(hidev, cq);
+	return 0;
+}
+
+static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
+{
+	/* The CQE fields carry ib_wc's values (ibv numbering, which the
+	 * kernel's IB_WC_* share).
+	 */
+	wc->wr_id = le64_to_cpu(c->wr_id);
+	wc->status = le32_to_cpu(c->status);
+	wc->opcode = le32_to_cpu(c->opcode);
+	wc->vendor_err = le32_to_cpu(c->vendor_err);
+	wc->byte_len = le32_to_cpu(c->byte_len);
+	/* Immediate data travels as the bits of ibv_wc.imm_data. */
+	wc->ex.imm_data = (__force __be32)c->imm_data;
+	wc->src_qp = le32_to_cpu(c->src_qp);
+	wc->wc_flags = le32_to_cpu(c->wc_flags);
+	wc->pkey_index = le16_to_cpu(c->pkey_index);
+	wc->slid = le16_to_cpu(c->slid);
+	wc->sl = c->sl;
+	wc->dlid_path_bits = c->dlid_path_bits;
+	wc->port_num = 1;
+}
+
+static int hicain_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
+	struct hicain_cq *cq = to_hcq(ibcq);
+	unsigned long flags;
+	u32 prod, start;
+	int n = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	prod = le32_to_cpu(READ_ONCE(cq->dbrec->prod));
+	dma_rmb();
+	/* A producer index beyond the ring is the device's bug; take
+	 * nothing rather than read stale entries.
+	 */
+	if (prod - cq->cons > cq->depth)
+		prod = cq->cons;
+	start = cq->cons;
+	while (n < num_entries && cq->cons != prod) {
+		const struct hicain_cqe *c = &cq->ring[cq->cons & (cq->depth - 1)];
+		u32 qpn = le32_to_cpu(c->qp_num);
+
+		cq->cons++;
+		/* The QP a completion names is alive: destroy_qp waits for
+		 * the device, and uverbs keeps a QP while its CQs are used.
+		 */
+		wc[n].qp = xa_load(&hidev->qps, qpn);
+		if (!wc[n].qp)
+			continue;	/* of a QP destroyed in the meantime */
+		hicain_cqe_to_wc(c, &wc[n]);
+		n++;
+	}
+	if (cq->cons != start) {
+		/* Entries read before the slots are handed back. */
+		smp_mb();
+		WRITE_ONCE(cq->dbrec->cons, cpu_to_le32(cq->cons));
+		/* A full ring held completions back in the device. */
+		if (prod - start == cq->depth)
+			hicain_ring_doorbell(hidev->hdev, HICAIN_DB_CQ);
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return n;
+}
+
+static int hicain_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
+	struct hicain_cq *cq = to_hcq(ibcq);
+	u32 arm = (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ?
+		  HICAIN_CQ_ARM_SOLICITED : HICAIN_CQ_ARM_NEXT;
+	unsigned long irqflags;
+	int missed = 0;
+
+	/* armed before the arm word: an interrupt in between is at worst
+	 * a spurious event, never a lost one.
+	 */
+	WRITE_ONCE(cq->armed, true);
+	smp_wmb();
+	WRITE_ONCE(cq->dbrec->arm, cpu_to_le32(arm));
+	/* The doorbell makes the device look at completions already in
+	 * the ring (docs/device-abi.md, completion queues).
+	 */
+	hicain_ring_doorbell(hidev->hdev, HICAIN_DB_CQ);
+	if (flags & IB_CQ_REPORT_MISSED_EVENTS) {
+		spin_lock_irqsave(&cq->lock, irqflags);
+		missed = le32_to_cpu(READ_ONCE(cq->dbrec->prod)) != cq->cons;
+		spin_unlock_irqrestore(&cq->lock, irqflags);
+	}
+	return missed;
+}
+
+/* ---- queue pairs ---- */
+
+static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq, u32 depth,
+			   u32 stride, u32 max_sge, struct hicain_wq_dbrec *dbrec)
+{
+	wq->depth = depth;
+	wq->stride = stride;
+	wq->max_sge = max_sge;
+	wq->dbrec = dbrec;
+	spin_lock_init(&wq->lock);
+	wq->ring = dma_alloc_coherent(dma_dev, (size_t)depth * stride, &wq->ring_dma, GFP_KERNEL);
+	return wq->ring ? 0 : -ENOMEM;
+}
+
+static void hicain_wq_free(struct device *dma_dev, struct hicain_wq *wq)
+{
+	if (wq->ring)
+		dma_free_coherent(dma_dev, (size_t)wq->depth * wq->stride, wq->ring, wq->ring_dma);
+	wq->ring = NULL;
+}
+
+static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+
+	hicain_wq_free(dma_dev, &qp->sq);
+	hicain_wq_free(dma_dev, &qp->rq);
+	if (qp->dbrecs)
+		dma_free_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), qp->dbrecs, qp->dbrecs_dma);
+	qp->dbrecs = NULL;
+}
+
+/*
+ * hicain_qp_size - the rings of a QP from the requested capabilities,
+ * within the device limits of the header. Inline data is not offered:
+ * a user QP's SGE addresses are user virtual addresses, which the device
+ * cannot read.
+ */
+static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *init,
+			  struct hicain_qp *qp)
+{
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+	u32 max_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
+	u32 max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
+	struct ib_qp_cap *cap = &init->cap;
+
+	if (cap->max_send_wr > max_wr || cap->max_recv_wr > max_wr ||
+	    cap->max_send_sge > max_sge || cap->max_recv_sge > max_sge)
+		return -EINVAL;
+	if (cap->max_inline_data)
+		return -EINVAL;
+	qp->cap.max_send_wr = roundup_pow_of_two(max(cap->max_send_wr, 1U));
+	qp->cap.max_recv_wr = roundup_pow_of_two(max(cap->max_recv_wr, 1U));
+	qp->cap.max_send_sge = max(cap->max_send_sge, 1U);
+	qp->cap.max_recv_sge = max(cap->max_recv_sge, 1U);
+	qp->cap.max_inline_data = 0;
+	if (qp->cap.max_send_wr > max_wr || qp->cap.max_recv_wr > max_wr)
+		return -EINVAL;
+	return 0;
+}
+
+static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+			    struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_cmd_create_qp *c = &cmd.create_qp;
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	/* RC only for now: UD needs address handles, SRQs their verbs. */
+	if (init->qp_type != IB_QPT_RC || init->srq || init->create_flags)
+		return -EOPNOTSUPP;
+	ret = hicain_qp_size(hidev, init, qp);
+	if (ret)
+		return ret;
+	qp->epoch = atomic_read(&hidev->epoch);
+	qp->sq_sig_type = init->sq_sig_type;
+	qp->dbrecs = dma_alloc_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), &qp->dbrecs_dma,
+					GFP_KERNEL);
+	if (!qp->dbrecs)
+		return -ENOMEM;
+	ret = hicain_wq_alloc(dma_dev, &qp->sq, qp->cap.max_send_wr,
+			      ALIGN(sizeof(struct hicain_send_wqe) +
+				    qp->cap.max_send_sge * sizeof(struct hicain_sge), 64),
+			      qp->cap.max_send_sge, &qp->dbrecs[0]);
+	if (!ret)
+		ret = hicain_wq_alloc(dma_dev, &qp->rq, qp->cap.max_recv_wr,
+				      ALIGN(sizeof(struct hicain_recv_wqe) +
+					    qp->cap.max_recv_sge * sizeof(struct hicain_sge), 16),
+				      qp->cap.max_recv_sge, &qp->dbrecs[1]);
+	if (ret)
+		goto err_free;
+
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
+	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
+	c->qp_type = cpu_to_le32(IB_QPT_RC);
+	c->send_cq = cpu_to_le32(to_hcq(init->send_cq)->cqn);
+	c->recv_cq = cpu_to_le32(to_hcq(init->recv_cq)->cqn);
+	c->sq_depth = cpu_to_le32(qp->sq.depth);
+	c->rq_depth = cpu_to_le32(qp->rq.depth);
+	c->max_send_sge = cpu_to_le32(qp->sq.max_sge);
+	c->max_recv_sge = cpu_to_le32(qp->rq.max_sge);
+	c->sq_stride = cpu_to_le32(qp->sq.stride);
+	c->rq_stride = cpu_to_le32(qp->rq.stride);
+	c->sq_sig_all = cpu_to_le32(init->sq_sig_type == IB_SIGNAL_ALL_WR);
+	c->sq_gpa = cpu_to_le64(qp->sq.ring_dma);
+	c->rq_gpa = cpu_to_le64(qp->rq.ring_dma);
+	c->sq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma);
+	c->rq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma + sizeof(*qp->dbrecs));
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		goto err_free;
+	qp->qpn = le32_to_cpu(cqe.handle);
+	ibqp->qp_num = qp->qpn;
+	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
+	if (ret) {
+		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
+		goto err_free;
+	}
+	init->cap = qp->cap;
+	return 0;
+
+err_free:
+	hicain_qp_free_rings(hidev, qp);
+	return ret;
+}
+
+static int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	int ret = 0;
+
+	if (qp->epoch == atomic_read(&hidev->epoch))
+		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP,
+								qp->qpn, NULL));
+	if (ret)
+		return ret;
+	/* The event interrupt looks QPs up under the xarray lock. */
+	xa_erase_irq(&hidev->qps, qp->qpn);
+	hicain_qp_free_rings(hidev, qp);
+	return 0;
+}
+
+/*
+ * hicain_dev_gid_index - the index of gid in the device's own GID table
+ * (QUERY_GID), which need not be ib_core's index of the same GID.
+ */
+static int hicain_dev_gid_index(struct hicain_ibdev *hidev, const union ib_gid *gid)
+{
+	struct hicain_admin_cqe cqe;
+	int i, ret;
+
+	for (i = 0; i < HICAIN_GID_TBL_LEN; i++) {
+		ret = hicain_admin_handle(hidev, HICAIN_CMD_QUERY_GID, i, &cqe);
+		if (ret == -EINVAL)
+			break;
+		if (ret)
+			return ret;
+		if (!memcmp(cqe.out, gid->raw, sizeof(gid->raw)))
+			return i;
+	}
+	ibdev_dbg(&hidev->ibdev, "GID %pI6 is not in the device's table\n", gid->raw);
+	return -EINVAL;
+}
+
+static int hicain_ah_to_dev(struct hicain_ibdev *hidev, const struct rdma_ah_attr *ah,
+			    struct hicain_ah_attr *out)
+{
+	const struct ib_global_route *grh = rdma_ah_read_grh(ah);
+	int idx;
+
+	/* RoCE: every address vector has a GRH, whose SGID ib_core
+	 * resolved (rdma_fill_sgid_attr) as it resolved the DMAC.
+	 */
+	if (!(rdma_ah_get_ah_flags(ah) & IB_AH_GRH) || !grh->sgid_attr)
+		return -EINVAL;
+	idx = hicain_dev_gid_index(hidev, &grh->sgid_attr->gid);
+	if (idx < 0)
+		return idx;
+	memcpy(out->dgid, grh->dgid.raw, sizeof(out->dgid));
+	out->flow_label = cpu_to_le32(grh->flow_label);
+	out->sgid_index = idx;
+	out->hop_limit = grh->hop_limit;
+	out->traffic_class = grh->traffic_class;
+	out->sl = rdma_ah_get_sl(ah);
+	memcpy(out->dmac, ah->roce.dmac, ETH_ALEN);
+	out->is_global = 1;
+	out->port_num = rdma_ah_get_port_num(ah);
+	out->static_rate = rdma_ah_get_static_rate(ah);
+	return 0;
+}
+
+static int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+			    struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_cmd_modify_qp *m = &cmd.modify_qp;
+	struct hicain_qp_attr *a = &m->attr;
+	int ret;
+
+	if (mask & ~HICAIN_QP_ATTR_MASK)
+		return -EOPNOTSUPP;
+	if ((mask & IB_QP_AV) && (ret = hicain_ah_to_dev(hidev, &attr->ah_attr, &a->ah_attr)))
+		return ret;
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_MODIFY_QP);
+	m->qpn = cpu_to_le32(qp->qpn);
+	m->attr_mask = cpu_to_le32(mask);
+	a->qp_state = cpu_to_le32(attr->qp_state);
+	a->cur_qp_state = cpu_to_le32(attr->cur_qp_state);
+	a->path_mtu = cpu_to_le32(attr->path_mtu);
+	a->qkey = cpu_to_le32(attr->qkey);
+	a->rq_psn = cpu_to_le32(attr->rq_psn);
+	a->sq_psn = cpu_to_le32(attr->sq_psn);
+	a->dest_qp_num = cpu_to_le32(attr->dest_qp_num);
+	a->qp_access_flags = cpu_to_le32(attr->qp_access_flags);
+	a->pkey_index = cpu_to_le16(attr->pkey_index);
+	a->port_num = attr->port_num;
+	a->timeout = attr->timeout;
+	a->retry_cnt = attr->retry_cnt;
+	a->rnr_retry = attr->rnr_retry;
+	a->min_rnr_timer = attr->min_rnr_timer;
+	a->max_rd_atomic = attr->max_rd_atomic;
+	a->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
+}
+
+/* hicain_ah_from_dev - the device's address vector, with ib_core's SGID. */
+static void hicain_ah_from_dev(struct hicain_ibdev *hidev, const struct hicain_ah_attr *a,
+			       struct rdma_ah_attr *ah)
+{
+	const struct ib_gid_attr *sgid = NULL;
+	struct hicain_admin_cqe cqe;
+	union ib_gid gid;
+	u8 sgid_index = 0;
+
+	if (!hicain_admin_handle(hidev, HICAIN_CMD_QUERY_GID, a->sgid_index, &cqe)) {
+		memcpy(gid.raw, cqe.out, sizeof(gid.raw));
+		sgid = rdma_find_gid(&hidev->ibdev, &gid, IB_GID_TYPE_ROCE_UDP_ENCAP, NULL);
+		if (!IS_ERR(sgid)) {
+			sgid_index = sgid->index;
+			rdma_put_gid_attr(sgid);
+		}
+	}
+	memcpy(gid.raw, a->dgid, sizeof(gid.raw));
+	ah->type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_grh(ah, &gid, le32_to_cpu(a->flow_label), sgid_index, a->hop_limit,
+			a->traffic_class);
+	rdma_ah_set_sl(ah, a->sl);
+	rdma_ah_set_port_num(ah, a->port_num);
+	rdma_ah_set_static_rate(ah, a->static_rate);
+	memcpy(ah->roce.dmac, a->dmac, ETH_ALEN);
+}
+
+static int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+			   struct ib_qp_init_attr *init)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_qp_attr a;
+	int ret;
+
+	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_QP, qp->qpn, &a, sizeof(a));
+	if (ret)
+		return ret;
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = le32_to_cpu(a.qp_state);
+	attr->cur_qp_state = le32_to_cpu(a.cur_qp_state);
+	attr->path_mtu = le32_to_cpu(a.path_mtu);
+	attr->path_mig_state = IB_MIG_MIGRATED;
+	attr->qkey = le32_to_cpu(a.qkey);
+	attr->rq_psn = le32_to_cpu(a.rq_psn);
+	attr->sq_psn = le32_to_cpu(a.sq_psn);
+	attr->dest_qp_num = le32_to_cpu(a.dest_qp_num);
+	attr->qp_access_flags = le32_to_cpu(a.qp_access_flags);
+	attr->pkey_index = le16_to_cpu(a.pkey_index);
+	attr->port_num = a.port_num;
+	attr->timeout = a.timeout;
+	attr->retry_cnt = a.retry_cnt;
+	attr->rnr_retry = a.rnr_retry;
+	attr->min_rnr_timer = a.min_rnr_timer;
+	attr->max_rd_atomic = a.max_rd_atomic;
+	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	attr->sq_draining = a.sq_draining;
+	attr->cap = qp->cap;
+	if (attr->qp_state >= IB_QPS_RTR && attr->qp_state != IB_QPS_ERR)
+		hicain_ah_from_dev(hidev, &a.ah_attr, &attr->ah_attr);
+
+	memset(init, 0, sizeof(*init));
+	init->qp_type = ibqp->qp_type;
+	init->send_cq = ibqp->send_cq;
+	init->recv_cq = ibqp->recv_cq;
+	init->cap = qp->cap;
+	init->sq_sig_type = qp->sq_sig_type;
+	return 0;
+}
+
+/* ---- posting ---- */
+
+static bool hicain_wq_full(struct hicain_wq *wq)
+{
+	return wq->prod - le32_to_cpu(READ_ONCE(wq->dbrec->cons)) >= wq->depth;
+}
+
+/* hicain_wq_publish - hand the WQEs up to prod to the device. */
+static void hicain_wq_publish(struct hicain_ibdev *hidev, struct hicain_wq *wq)
+{
+	dma_wmb();
+	WRITE_ONCE(wq->dbrec->prod, cpu_to_le32(wq->prod));
+	hicain_ring_doorbell(hidev->hdev, HICAIN_DB_QP);
+}
+
+static void hicain_write_sges(struct hicain_sge *dst, const struct ib_sge *src, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		dst[i].addr = cpu_to_le64(src[i].addr);
+		dst[i].length = cpu_to_le32(src[i].length);
+		dst[i].lkey = cpu_to_le32(src[i].lkey);
+	}
+}
+
+static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
+			     struct hicain_send_wqe *wqe)
+{
+	if (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge)
+		return -EINVAL;
+	if (wr->send_flags & ~(IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED))
+		return -EINVAL;	/* inline data included: see hicain_qp_size */
+	memset(wqe, 0, sizeof(*wqe));
+	switch (wr->opcode) {
+	case IB_WR_SEND:
+		break;
+	case IB_WR_SEND_WITH_IMM:
+		wqe->imm_data = (__force __le32)wr->ex.imm_data;
+		break;
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		wqe->imm_data = (__force __le32)wr->ex.imm_data;
+		fallthrough;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_READ:
+		wqe->remote_addr = cpu_to_le64(rdma_wr(wr)->remote_addr);
+		wqe->rkey = cpu_to_le32(rdma_wr(wr)->rkey);
+		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		wqe->remote_addr = cpu_to_le64(atomic_wr(wr)->remote_addr);
+		wqe->rkey = cpu_to_le32(atomic_wr(wr)->rkey);
+		wqe->compare_add = cpu_to_le64(atomic_wr(wr)->compare_add);
+		wqe->swap = cpu_to_le64(atomic_wr(wr)->swap);
+		break;
+	default:
+		return -EINVAL;
+	}
+	/* IB_WR_* and IB_SEND_* have the device's (IBV_*) numbering. */
+	wqe->wr_id = cpu_to_le64(wr->wr_id);
+	wqe->opcode = wr->opcode;
+	wqe->num_sge = wr->num_sge;
+	wqe->send_flags = cpu_to_le16(wr->send_flags);
+	hicain_write_sges((struct hicain_sge *)(wqe + 1), wr->sg_list, wr->num_sge);
+	return 0;
+}
+
+static int hicain_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+			    const struct ib_send_wr **bad_wr)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_wq *sq = &qp->sq;
+	u32 start;
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&sq->lock, flags);
+	start = sq->prod;
+	for (; wr; wr = wr->next) {
+		if (hicain_wq_full(sq)) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = hicain_build_send(qp, wr, sq->ring + (sq->prod & (sq->depth - 1)) * sq->stride);
+		if (ret)
+			break;
+		sq->prod++;
+	}
+	if (sq->prod != start)
+		hicain_wq_publish(hidev, sq);
+	spin_unlock_irqrestore(&sq->lock, flags);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad_wr)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_wq *rq = &qp->rq;
+	struct hicain_recv_wqe *wqe;
+	unsigned long flags;
+	u32 start;
+	int ret = 0;
+
+	spin_lock_irqsave(&rq->lock, flags);
+	start = rq->prod;
+	for (; wr; wr = wr->next) {
+		if (hicain_wq_full(rq)) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || wr->num_sge > rq->max_sge) {
+			ret = -EINVAL;
+			break;
+		}
+		wqe = rq->ring + (rq->prod & (rq->depth - 1)) * rq->stride;
+		wqe->wr_id = cpu_to_le64(wr->wr_id);
+		wqe->num_sge = cpu_to_le32(wr->num_sge);
+		wqe->rsvd = 0;
+		hicain_write_sges((struct hicain_sge *)(wqe + 1), wr->sg_list, wr->num_sge);
+		rq->prod++;
+	}
+	if (rq->prod != start)
+		hicain_wq_publish(hidev, rq);
+	spin_unlock_irqrestore(&rq->lock, flags);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+static const struct ib_device_ops hicain_ib_dev_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,	/* libibverbs matches by name */
+	.uverbs_abi_ver = HICAIN_UVERBS_ABI_VERSION,
+
+	.add_gid = hicain_add_gid,
+	.alloc_pd = hicain_alloc_pd,
+	.alloc_ucontext = hicain_alloc_ucontext,
+	.create_cq = hicain_create_cq,
+	.create_qp = hicain_create_qp,
+	.dealloc_pd = hicain_dealloc_pd,
+	.dealloc_ucontext = hicain_dealloc_ucontext,
+	.del_gid = hicain_del_gid,
+	.dereg_mr = hicain_dereg_mr,
+	.destroy_cq = hicain_destroy_cq,
+	.destroy_qp = hicain_destroy_qp,
+	.get_link_layer = hicain_get_link_layer,
+	.get_port_immutable = hicain_get_port_immutable,
+	.modify_qp = hicain_modify_qp,
+	.poll_cq = hicain_poll_cq,
+	.post_recv = hicain_post_recv,
+	.post_send = hicain_post_send,
+	.query_device = hicain_query_device,
+	.query_pkey = hicain_query_pkey,
+	.query_port = hicain_query_port,
+	.query_qp = hicain_query_qp,
+	.reg_user_mr = hicain_reg_user_mr,
+	.req_notify_cq = hicain_req_notify_cq,
+
+	INIT_RDMA_OBJ_SIZE(ib_cq, hicain_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, hicain_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, hicain_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, hicain_ucontext, ibuc),
+};
+
+/* ---- hicain_net client ---- */
+
+static int hicain_ib_add(struct hicain_dev *hdev)
+{
+	struct net_device *ndev = hdev->netdev;
+	struct hicain_ibdev *hidev;
+	struct ib_device *ibdev;
+	int ret;
+
+	hidev = ib_alloc_device(hicain_ibdev, ibdev);
+	if (!hidev)
+		return -ENOMEM;
+	hidev->hdev = hdev;
+	hidev->netdev = ndev;
+	atomic_set(&hidev->epoch, 0);
+	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
+	spin_lock_init(&hidev->cq_lock);
+	INIT_LIST_HEAD(&hidev->cqs);
+	mutex_init(&hidev->addr_lock);
+	ibdev = &hidev->ibdev;
+
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = max(hdev->num_comp_vectors, 1U);
+	ibdev->dev.parent = &hdev->pdev->dev;
+	ibdev->node_guid = cpu_to_be64(le64_to_cpu(READ_ONCE(hdev->hdr->node_guid)));
+	if (!ibdev->node_guid)
+		addrconf_addr_eui48((u8 *)&ibdev->node_guid, ndev->dev_addr);
+	strscpy(ibdev->node_desc, "HiNIC hicain", sizeof(ibdev->node_desc));
+	/* Post, poll and notify go through write() commands, which ib_core
+	 * leaves out of the default mask (device-facts 3.6).
+	 */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
+				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ) |
+				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV);
+	ib_set_device_ops(ibdev, &hicain_ib_dev_ops);
+
+	ret = ib_device_set_netdev(ibdev, ndev, 1);
+	if (ret)
+		goto err_dealloc;
+	ret = ib_register_device(ibdev, "hicain_%d", &hdev->pdev->dev);
+	if (ret)
+		goto err_dealloc;
+	hdev->client_priv = hidev;
+	dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
+	return 0;
+
+err_dealloc:
+	ib_dealloc_device(ibdev);
+	return ret;
+}
+
+static void hicain_ib_remove(struct hicain_dev *hdev)
+{
+	struct hicain_ibdev *hidev = hdev->client_priv;
+
+	if (!hidev)
+		return;
+	/* Before the netdev goes: the port holds a reference to it. */
+	ib_unregister_device(&hidev->ibdev);
+	xa_destroy(&hidev->qps);
+	ib_dealloc_device(&hidev->ibdev);
+	hdev->client_priv = NULL;
+}
+
+static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = &hidev->ibdev,
+		.event = type,
+		.element.port_num = 1,
+	};
+
+	ib_dispatch_event(&ev);	/* queues work: fine in hard IRQ context */
+}
+
+/*
+ * hicain_ib_qp_event - an asynchronous QP event, in hard IRQ context.
+ * The handler runs under the xarray lock, so destroy_qp (which erases
+ * the QP under that lock first) never frees a QP a handler still uses.
+ * uverbs' handler only queues the event for the process.
+ */
+static void hicain_ib_qp_event(struct hicain_ibdev *hidev, u32 qpn, enum ib_event_type type)
+{
+	struct hicain_qp *qp;
+	struct ib_event ev;
+
+	xa_lock(&hidev->qps);
+	qp = xa_load(&hidev->qps, qpn);
+	if (qp && qp->ibqp.event_handler) {
+		ev.device = &hidev->ibdev;
+		ev.event = type;
+		ev.element.qp = &qp->ibqp;
+		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+	}
+	xa_unlock(&hidev->qps);
+}
+
+/* hicain_ib_cq_event - as hicain_ib_qp_event, under the CQ list lock. */
+static void hicain_ib_cq_event(struct hicain_ibdev *hidev, u32 cqn, enum ib_event_type type)
+{
+	struct hicain_cq *cq;
+	struct ib_event ev;
+
+	spin_lock(&hidev->cq_lock);
+	list_for_each_entry(cq, &hidev->cqs, list) {
+		if (cq->cqn != cqn || !cq->ibcq.event_handler)
+			continue;
+		ev.device = &hidev->ibdev;
+		ev.event = type;
+		ev.element.cq = &cq->ibcq;
+		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
+		break;
+	}
+	spin_unlock(&hidev->cq_lock);
+}
+
+static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
+{
+	struct hicain_ibdev *hidev = hdev->client_priv;
+	u32 handle = le32_to_cpu(eqe->handle);
+
+	switch (le32_to_cpu(eqe->type)) {
+	case HICAIN_EV_PORT_ACTIVE:
+		hicain_ib_port_event(hidev, IB_EVENT_PORT_ACTIVE);
+		break;
+	case HICAIN_EV_PORT_ERR:
+		hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
+		break;
+	case HICAIN_EV_QP_FATAL:
+		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_FATAL);
+		break;
+	case HICAIN_EV_CQ_ERR:
+		hicain_ib_cq_event(hidev, handle, IB_EVENT_CQ_ERR);
+		break;
+	}
+}
+
+/*
+ * hicain_ib_cq_irq - completion interrupt of comp_vector, in hard IRQ
+ * context. The device cleared the arm word of each CQ it signalled; a
+ * CQ that req_notify_cq armed and whose word is clear gets its event.
+ */
+static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
+{
+	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_cq *cq;
+
+	spin_lock(&hidev->cq_lock);
+	list_for_each_entry(cq, &hidev->cqs, list) {
+		if (cq->vector != comp_vector || !READ_ONCE(cq->armed) ||
+		    READ_ONCE(cq->dbrec->arm))
+			continue;
+		WRITE_ONCE(cq->armed, false);
+		if (cq->ibcq.comp_handler)
+			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	}
+	spin_unlock(&hidev->cq_lock);
+}
+
+static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
+{
+	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct ib_event ev = { .device = &hidev->ibdev };
+
+	if (done) {
+		/* The device came back with its configured addresses. */
+		mutex_lock(&hidev->addr_lock);
+		memset(&hidev->addrs, 0, sizeof(hidev->addrs));
+		mutex_unlock(&hidev->addr_lock);
+		hicain_sync_addrs(hidev);
+		return;
+	}
+	/* Every handle of the device is about to be lost. */
+	atomic_inc(&hidev->epoch);
+	ev.event = IB_EVENT_DEVICE_FATAL;
+	ib_dispatch_event(&ev);
+}
+
+static struct hicain_client hicain_ib_client = {
+	.name = DRV_NAME,
+	.add = hicain_ib_add,
+	.remove = hicain_ib_remove,
+	.event = hicain_ib_event,
+	.cq_irq = hicain_ib_cq_irq,
+	.reset = hicain_ib_reset,
+};
+
+static int __init hicain_ib_init(void)
+{
+	return hicain_register_client(&hicain_ib_client);
+}
+
+static void __exit hicain_ib_exit(void)
+{
+	hicain_unregister_client(&hicain_ib_client);
+}
+
+module_init(hicain_ib_init);
+module_exit(hicain_ib_exit);
+
+MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
+MODULE_AUTHOR("PacketFive");
+MODULE_LICENSE("GPL");
