@@ -54,8 +54,14 @@ func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
 	o.defaults()
 	a, b := r.Hosts[0], r.Hosts[1]
 	return []Case{
+		{"ibv_devinfo", func(ctx context.Context) (Outcome, error) { return embeddedDevinfo(r) }},
 		{"ibv_rc_pingpong", func(ctx context.Context) (Outcome, error) {
 			return outcome(perf.PingPong(ctx, a, b, o.PingPongSize, o.PingPongIters))
+		}},
+		{"integrity", func(ctx context.Context) (Outcome, error) {
+			// ibv_rc_pingpong --chk with 64 KiB messages: every byte of
+			// every message compared both ways.
+			return outcome(perf.PingPong(ctx, a, b, 64<<10, max(o.PingPongIters/5, 10)))
 		}},
 		{"ibv_uc_pingpong", func(ctx context.Context) (Outcome, error) {
 			return outcome(perf.UCPingPong(ctx, a, b, o.PingPongSize, o.PingPongIters))
@@ -101,6 +107,41 @@ func EmbeddedCases(r *rack.Rack, o EmbeddedOptions) []Case {
 // outcome turns a workload's result into a case outcome.
 func outcome(r perf.Result, err error) (Outcome, error) {
 	return Outcome{Figure: r.Figure, Unit: r.Unit, Detail: r.Detail}, err
+}
+
+// embeddedDevinfo checks what ibv_devinfo -v shows of every host's device: the
+// port ACTIVE with the rack's link layer and MTU, and the addressing it
+// is reached by (the RoCEv2 GID of its IPv4 address, or a LID). The
+// figure is the number of devices checked.
+func embeddedDevinfo(r *rack.Rack) (Outcome, error) {
+	var parts []string
+	for _, h := range r.Hosts {
+		d, pa := h.Device.QueryDevice(), h.Device.QueryPort()
+		if d.VendorID != rdma.DefaultVendorID || d.VendorPartID != rdma.DefaultVendorPartID || d.PhysPortCnt != 1 ||
+			d.MaxQP == 0 || d.AtomicCap != rdma.AtomicCapHCA || d.MaxSRQ == 0 {
+			return Outcome{}, fmt.Errorf("%s: device attributes %+v", h.Name, d)
+		}
+		if pa.State != rdma.PortActive || pa.ActiveMTU == 0 {
+			return Outcome{}, fmt.Errorf("%s: port state %d, active MTU %v", h.Name, pa.State, pa.ActiveMTU)
+		}
+		if h.IB() {
+			if pa.LinkLayer != rdma.LinkLayerInfiniBand || pa.LID == 0 {
+				return Outcome{}, fmt.Errorf("%s: link layer %d, LID %d", h.Name, pa.LinkLayer, pa.LID)
+			}
+			parts = append(parts, fmt.Sprintf("%s LID %d", h.Name, pa.LID))
+			continue
+		}
+		gid, err := h.Device.QueryGID(rack.GIDIndex)
+		typ, _ := h.Device.QueryGIDType(rack.GIDIndex)
+		if err != nil || pa.LinkLayer != rdma.LinkLayerEthernet || gid != h.IP.As16() || typ != rdma.GIDTypeRoCEv2 {
+			return Outcome{}, fmt.Errorf("%s: link layer %d, GID[%d] %x (%v, type %d), want RoCEv2 ::ffff:%v",
+				h.Name, pa.LinkLayer, rack.GIDIndex, gid, err, typ, h.IP)
+		}
+		parts = append(parts, fmt.Sprintf("%s GID[%d] ::ffff:%v", h.Name, rack.GIDIndex, h.IP))
+	}
+	mtu := r.Hosts[0].Device.QueryPort().ActiveMTU
+	return Outcome{Figure: float64(len(r.Hosts)), Unit: "devices",
+		Detail: fmt.Sprintf("vendor 0x1ed5:0xca10, port ACTIVE, active MTU %v; %s", mtu, strings.Join(parts, ", "))}, nil
 }
 
 // EmbeddedIBCases returns the gate's native-InfiniBand run on r, a rack

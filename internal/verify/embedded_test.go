@@ -18,8 +18,8 @@ func TestEmbeddedGatePasses(t *testing.T) {
 			defer r.Close()
 			o := EmbeddedOptions{PingPongIters: 50, BWIters: 200, LatIters: 100, McastIters: 100}
 			rep := Run(context.Background(), "embedded", EmbeddedCases(r, o), t.Logf)
-			if len(rep.Cases) != 13 {
-				t.Errorf("%d cases, want 13", len(rep.Cases))
+			if len(rep.Cases) != 15 {
+				t.Errorf("%d cases, want 15", len(rep.Cases))
 			}
 			for _, c := range rep.Cases {
 				if c.Result != Pass {
@@ -40,8 +40,8 @@ func TestEmbeddedIBGatePasses(t *testing.T) {
 	defer r.Close()
 	o := EmbeddedOptions{PingPongIters: 50, BWIters: 200, LatIters: 100}
 	rep := Run(context.Background(), "embedded-ib", EmbeddedIBCases(r, o), t.Logf)
-	if len(rep.Cases) != 13 {
-		t.Errorf("%d cases, want 13", len(rep.Cases))
+	if len(rep.Cases) != 15 {
+		t.Errorf("%d cases, want 15", len(rep.Cases))
 	}
 	for _, c := range rep.Cases {
 		if c.Result != Pass {

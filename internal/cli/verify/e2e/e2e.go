@@ -49,8 +49,9 @@ type Options struct {
 	changed func(name string) bool
 }
 
-const long = `Run the end-to-end gate: the equivalents of ibv_rc_pingpong,
-ibv_uc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong and of perftest's ib_send_bw,
+const long = `Run the end-to-end gate: the equivalents of ibv_devinfo, ibv_rc_pingpong
+(also with 64 KiB messages, as --chk), ibv_uc_pingpong, ibv_ud_pingpong,
+ibv_srq_pingpong and of perftest's ib_send_bw,
 ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat,
 ib_atomic_bw and ib_atomic_lat between two emulated hosts, each case on its
 own QPs and each checking every byte it moved, and UD multicast from one

@@ -37,9 +37,9 @@ func TestGateJSONAndJUnit(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &cases); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := []string{"ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong", "ib_send_bw", "ib_write_bw", "ib_read_bw",
+	want := []string{"ibv_devinfo", "ibv_rc_pingpong", "integrity", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong", "ib_send_bw", "ib_write_bw", "ib_read_bw",
 		"ib_send_lat", "ib_write_lat", "ib_read_lat", "ib_atomic_bw", "ib_atomic_lat", "ud_multicast", "ib:subnet"}
-	for _, c := range want[:12] {
+	for _, c := range want[:14] {
 		want = append(want, "ib:"+c)
 	}
 	if len(cases) != len(want) {
