@@ -159,8 +159,10 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 	rs.msn++
 	rs.ackPending = false // the response acknowledges everything before it
 	qp.accepted(psn, 1, false)
-	qp.sendAtomicAck(psn, orig)
+	// Counted before the answer leaves: whoever sees the completion sees
+	// the count.
 	d.ctr.atomicsExecuted.Add(1)
+	qp.sendAtomicAck(psn, orig)
 }
 
 // sendAtomicAck sends the ATOMIC ACKNOWLEDGE of psn carrying orig.

@@ -92,7 +92,7 @@ func TestBenchRDMAFaultsJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if rep.Hosts != 4 || rep.Ops != 400 || rep.Checked != 400 || rep.Faults.Drop != 0.02 || rep.Faults.Seed != 3 ||
-		len(rep.Kinds) != 6 || len(rep.Engines) != 4 || rep.Engines[3].Host != "host4" {
+		len(rep.Kinds) != 8 || len(rep.Engines) != 4 || rep.Engines[3].Host != "host4" {
 		t.Fatalf("%+v", rep)
 	}
 }
