@@ -22,8 +22,11 @@ PACKAGES=(
 	mmdebstrap        # hinic image build: the guest root file system
 	e2fsprogs         # hinic image build: mke2fs -d (ext4 without mounts)
 	qemu-utils        # hinic image build / deploy: qemu-img (qcow2, overlays)
-	libibverbs-dev    # rdma-core/: the hicain provider builds against libibverbs
-	ibverbs-utils     # the QEMU verbs test: ibv_devices, ibv_devinfo, ibv_rc_pingpong in the guests
+	lintian             # hinic pkg build: checks every .deb
+	dkms                # internal/pkg tests: dkms builds the hicain-dkms sources
+	linux-headers-amd64 # hinic pkg build: hicain_* modules built against the guest kernel's headers
+	libibverbs-dev      # hinic pkg build: libhicain is built against libibverbs (and depends on its version)
+	ibverbs-utils       # the QEMU verbs test: ibv_devices, ibv_devinfo, ibv_rc_pingpong in the guests
 )
 
 # kernel_headers prints the headers package of every kernel in /boot: the

@@ -10,6 +10,7 @@ import (
 	fabriccmd "github.com/PacketFive/hinic/internal/cli/fabric"
 	imagecmd "github.com/PacketFive/hinic/internal/cli/image"
 	"github.com/PacketFive/hinic/internal/cli/image/doctor"
+	pkgcmd "github.com/PacketFive/hinic/internal/cli/pkg"
 	protocmd "github.com/PacketFive/hinic/internal/cli/proto"
 	verifycmd "github.com/PacketFive/hinic/internal/cli/verify"
 )
@@ -74,6 +75,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		imagecmd.NewCmdImage(f),
 		deploycmd.NewCmdDeploy(f),
 		doctor.NewCmdDoctor(f, nil),
+		pkgcmd.NewCmdPkg(f),
 	)
 	return cmd
 }
