@@ -85,24 +85,49 @@ type Endpoint struct {
 
 // Close destroys the endpoint's verbs objects.
 func (e *Endpoint) Close() error {
+	return teardown{qps: []*rdma.QP{e.QP}, mr: e.MR, cqs: []*rdma.CQ{e.SendCQ, e.RecvCQ}, pd: e.PD}.
+		run(e.Host, &e.Buf, &e.Size)
+}
+
+// teardown is what an endpoint holds, destroyed in dependency order: QPs,
+// then the SRQ and AHs, the MR, the CQs, the PD; then the buffer goes
+// back to the host. Nil members are skipped.
+type teardown struct {
+	qps []*rdma.QP
+	srq *rdma.SRQ
+	ahs []*rdma.AH
+	mr  *rdma.MR
+	cqs []*rdma.CQ
+	pd  *rdma.PD
+}
+
+func (t teardown) run(h *Host, buf, size *uint64) error {
 	var errs []error
-	if e.QP != nil {
-		errs = append(errs, e.QP.Destroy())
+	for _, qp := range t.qps {
+		if qp != nil {
+			errs = append(errs, qp.Destroy())
+		}
 	}
-	if e.MR != nil {
-		errs = append(errs, e.MR.Dereg())
+	if t.srq != nil {
+		errs = append(errs, t.srq.Destroy())
 	}
-	for _, cq := range []*rdma.CQ{e.SendCQ, e.RecvCQ} {
+	for _, ah := range t.ahs {
+		errs = append(errs, ah.Destroy())
+	}
+	if t.mr != nil {
+		errs = append(errs, t.mr.Dereg())
+	}
+	for _, cq := range t.cqs {
 		if cq != nil {
 			errs = append(errs, cq.Destroy())
 		}
 	}
-	if e.PD != nil {
-		errs = append(errs, e.PD.Dealloc())
+	if t.pd != nil {
+		errs = append(errs, t.pd.Dealloc())
 	}
-	if e.Size != 0 {
-		e.Host.Free(e.Buf, e.Size)
-		e.Buf, e.Size = 0, 0
+	if *size != 0 {
+		h.Free(*buf, *size)
+		*buf, *size = 0, 0
 	}
 	return errors.Join(errs...)
 }

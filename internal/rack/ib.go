@@ -2,7 +2,6 @@ package rack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -55,6 +54,7 @@ type madPort struct {
 	pd       *rdma.PD
 	mr       *rdma.MR
 	buf      uint64
+	size     uint64
 	cq       *rdma.CQ
 	qp0, qp1 *rdma.QP
 	ahs      map[uint16]*rdma.AH
@@ -75,6 +75,7 @@ func newMADPort(ctx context.Context, h *Host) (*madPort, error) {
 	if p.buf, err = h.Alloc(size); err != nil {
 		return nil, err
 	}
+	p.size = size
 	fail := func(what string, err error) (*madPort, error) {
 		p.close()
 		return nil, fmt.Errorf("rack: %s: %s: %w", h.Name, what, err)
@@ -199,25 +200,11 @@ func (p *madPort) exchange(qp *rdma.QP, dlid uint16, mad []byte) ([]byte, error)
 }
 
 func (p *madPort) close() {
-	var errs []error
-	for _, qp := range []*rdma.QP{p.qp0, p.qp1} {
-		if qp != nil {
-			errs = append(errs, qp.Destroy())
-		}
-	}
+	ahs := make([]*rdma.AH, 0, len(p.ahs))
 	for _, ah := range p.ahs {
-		errs = append(errs, ah.Destroy())
+		ahs = append(ahs, ah)
 	}
-	if p.mr != nil {
-		errs = append(errs, p.mr.Dereg())
-	}
-	if p.cq != nil {
-		errs = append(errs, p.cq.Destroy())
-	}
-	if p.pd != nil {
-		errs = append(errs, p.pd.Dealloc())
-	}
-	_ = errors.Join(errs...)
+	_ = teardown{qps: []*rdma.QP{p.qp0, p.qp1}, ahs: ahs, mr: p.mr, cqs: []*rdma.CQ{p.cq}, pd: p.pd}.run(p.h, &p.buf, &p.size)
 }
 
 // bringUpIB runs the subnet manager on host h (QP0/QP1) and checks that

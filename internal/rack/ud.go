@@ -1,7 +1,6 @@
 package rack
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/PacketFive/hinic/internal/rdma"
@@ -139,29 +138,8 @@ func (e *UDEndpoint) SGE(off, n int) []rdma.SGE {
 
 // Close destroys the endpoint's verbs objects (its QP leaves any groups).
 func (e *UDEndpoint) Close() error {
-	var errs []error
-	if e.QP != nil {
-		errs = append(errs, e.QP.Destroy())
-	}
-	for _, ah := range e.ahs {
-		errs = append(errs, ah.Destroy())
-	}
-	if e.MR != nil {
-		errs = append(errs, e.MR.Dereg())
-	}
-	for _, cq := range []*rdma.CQ{e.SendCQ, e.RecvCQ} {
-		if cq != nil {
-			errs = append(errs, cq.Destroy())
-		}
-	}
-	if e.PD != nil {
-		errs = append(errs, e.PD.Dealloc())
-	}
-	if e.Size != 0 {
-		e.Host.Free(e.Buf, e.Size)
-		e.Buf, e.Size = 0, 0
-	}
-	return errors.Join(errs...)
+	return teardown{qps: []*rdma.QP{e.QP}, ahs: e.ahs, mr: e.MR, cqs: []*rdma.CQ{e.SendCQ, e.RecvCQ}, pd: e.PD}.
+		run(e.Host, &e.Buf, &e.Size)
 }
 
 // SRQOptions shape an SRQ endpoint: NumQP RC QPs that share one SRQ and
@@ -211,27 +189,7 @@ func (e *SRQEndpoint) SGE(off, n int) []rdma.SGE {
 
 // Close destroys the endpoint's verbs objects.
 func (e *SRQEndpoint) Close() error {
-	var errs []error
-	for _, qp := range e.QPs {
-		errs = append(errs, qp.Destroy())
-	}
-	if e.SRQ != nil {
-		errs = append(errs, e.SRQ.Destroy())
-	}
-	if e.MR != nil {
-		errs = append(errs, e.MR.Dereg())
-	}
-	if e.CQ != nil {
-		errs = append(errs, e.CQ.Destroy())
-	}
-	if e.PD != nil {
-		errs = append(errs, e.PD.Dealloc())
-	}
-	if e.Size != 0 {
-		e.Host.Free(e.Buf, e.Size)
-		e.Buf, e.Size = 0, 0
-	}
-	return errors.Join(errs...)
+	return teardown{qps: e.QPs, srq: e.SRQ, mr: e.MR, cqs: []*rdma.CQ{e.CQ}, pd: e.PD}.run(e.Host, &e.Buf, &e.Size)
 }
 
 func newSRQEndpoint(h *Host, o SRQOptions) (*SRQEndpoint, error) {

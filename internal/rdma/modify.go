@@ -17,17 +17,25 @@ type transition struct {
 	req, opt QPAttrMask
 }
 
-var rcTransitions = func() (t [QPStateErr + 1][QPStateErr + 1]transition) {
+// transitions is a state-transition table, [current][next].
+type transitions [QPStateErr + 1][QPStateErr + 1]transition
+
+// baseTransitions is what every QP type's table has: any state may go to
+// RESET and, but RESET, to ERR (no RESET->ERR in the kernel table).
+func baseTransitions() (t transitions) {
 	ok := transition{valid: true}
 	for s := QPStateReset; s <= QPStateErr; s++ {
 		if s != QPStateReset {
-			// Any state but RESET may go to RESET and to ERR; RESET
-			// itself may go to RESET and INIT only (no RESET->ERR
-			// in the kernel table).
 			t[s][QPStateErr] = ok
 		}
 		t[s][QPStateReset] = ok
 	}
+	return t
+}
+
+var rcTransitions = func() (t transitions) {
+	t = baseTransitions()
+	ok := transition{valid: true}
 	t[QPStateReset][QPStateInit] = transition{valid: true,
 		req: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags}
 	t[QPStateInit][QPStateInit] = transition{valid: true,

@@ -18,14 +18,8 @@ import (
 // UC.
 
 // ucTransitions is the UC column of ib_modify_qp_is_ok's table.
-var ucTransitions = func() (t [QPStateErr + 1][QPStateErr + 1]transition) {
-	ok := transition{valid: true}
-	for s := QPStateReset; s <= QPStateErr; s++ {
-		if s != QPStateReset {
-			t[s][QPStateErr] = ok
-		}
-		t[s][QPStateReset] = ok
-	}
+var ucTransitions = func() (t transitions) {
+	t = baseTransitions()
 	t[QPStateReset][QPStateInit] = transition{valid: true, req: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags}
 	t[QPStateInit][QPStateInit] = transition{valid: true, opt: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags}
 	t[QPStateInit][QPStateRTR] = transition{valid: true,

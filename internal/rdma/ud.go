@@ -21,14 +21,8 @@ const GRHSize = 40
 const mcastQPN = 0xFFFFFF
 
 // udTransitions is the UD column of ib_modify_qp_is_ok's table.
-var udTransitions = func() (t [QPStateErr + 1][QPStateErr + 1]transition) {
-	ok := transition{valid: true}
-	for s := QPStateReset; s <= QPStateErr; s++ {
-		if s != QPStateReset {
-			t[s][QPStateErr] = ok
-		}
-		t[s][QPStateReset] = ok
-	}
+var udTransitions = func() (t transitions) {
+	t = baseTransitions()
 	t[QPStateReset][QPStateInit] = transition{valid: true, req: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey}
 	t[QPStateInit][QPStateInit] = transition{valid: true, opt: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey}
 	t[QPStateInit][QPStateRTR] = transition{valid: true, opt: QPAttrPKeyIndex | QPAttrQKey}
