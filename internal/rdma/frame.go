@@ -148,7 +148,11 @@ func (qp *QP) txBeginOn(p *txPath, f *proto.PacketFields, ect bool) (*frameBuf, 
 		fb = e.getBuf()
 	}
 	f.Payload = nil
-	return fb, f.Len() - proto.ICRCSize
+	off := f.Len() - proto.ICRCSize // the headers; the payload goes right after
+	if f.Link == proto.LinkIB {
+		off -= proto.VCRCSize
+	}
+	return fb, off
 }
 
 // txEnd encodes the frame (payload already in place in fb) and sends it

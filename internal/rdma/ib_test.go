@@ -293,3 +293,65 @@ func TestIBSMAAndPMA(t *testing.T) {
 		t.Fatalf("CA answered %d SMPs, sent %d MADs", c.SMPsAnswered, c.MADsSent)
 	}
 }
+
+// TestIBMulticast: a UD datagram to an MLID with the group's MGID reaches
+// a QP attached on the other device and one on the sending device (the
+// local copy), each with the GRH and the payload intact.
+func TestIBMulticast(t *testing.T) {
+	clk := rdmatest.NewFakeClock()
+	link := rdmatest.NewLink(1, rdmatest.Faults{})
+	a := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0c00, 1)
+	b := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0d00, 2)
+	link.Connect(a.dev, b.dev)
+	devs := []*rdma.Device{a.dev, b.dev}
+	mk := func(n *ibNode) *rdma.QP {
+		t.Helper()
+		qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: rdma.QPTypeUD,
+			Cap: rdma.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []struct {
+			a    rdma.QPAttr
+			mask rdma.QPAttrMask
+		}{
+			{rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1, QKey: 5}, rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrQKey},
+			{rdma.QPAttr{QPState: rdma.QPStateRTR}, rdma.QPAttrState},
+			{rdma.QPAttr{QPState: rdma.QPStateRTS}, rdma.QPAttrState | rdma.QPAttrSQPSN},
+		} {
+			if err := qp.Modify(&s.a, s.mask); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return qp
+	}
+	sender, local, remote := mk(a), mk(a), mk(b)
+	mgid := [16]byte{0xff, 0x12, 0x40, 0x1b, 15: 7}
+	for _, qp := range []*rdma.QP{local, remote} {
+		if err := qp.AttachMcast(mgid, 0xc007); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.dev.CreateAH(a.pd, rdma.AHAttr{DLID: 0xc007}); err == nil {
+		t.Fatal("a multicast DLID without a GRH was accepted")
+	}
+	ah, err := a.dev.CreateAH(a.pd, rdma.AHAttr{DLID: 0xc007, IsGlobal: true, GRH: rdma.GlobalRoute{DGID: mgid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(a.mem.Bytes()[0x1000:0x1000+300], 5)
+	mustPost(t, local.PostRecv([]rdma.RecvWR{{WRID: 1, SGList: a.sge(0x8000, 400)}}))
+	mustPost(t, remote.PostRecv([]rdma.RecvWR{{WRID: 2, SGList: b.sge(0x8000, 400)}}))
+	mustPost(t, sender.PostSend([]rdma.SendWR{{Opcode: rdma.WRSend, SGList: a.sge(0x1000, 300), AH: ah, RemoteQKey: 5}}))
+	want := a.mem.Bytes()[0x1000 : 0x1000+300]
+	for _, n := range []*ibNode{a, b} {
+		wc := pollN(t, devs, link, clk, n.rcq, 1)[0]
+		if wc.Status != rdma.WCSuccess || wc.ByteLen != 340 || wc.WCFlags&rdma.WCGRH == 0 || wc.SrcQP != sender.QPN() || wc.SLID != 1 {
+			t.Fatalf("wc %+v", wc)
+		}
+		got := n.mem.Bytes()[0x8000 : 0x8000+340]
+		if got[0]>>4 != 6 || !bytes.Equal(got[24:40], mgid[:]) || !bytes.Equal(got[40:], want) {
+			t.Fatalf("GRH %x / payload intact %v", got[:40], bytes.Equal(got[40:], want))
+		}
+	}
+}
