@@ -311,6 +311,10 @@ func UDMulticast(ctx context.Context, hosts []*rack.Host, size, iters int) (Resu
 	}
 	const window = 32
 	span := rdma.GRHSize + size
+	group := McastGroup
+	if hosts[0].IB() {
+		group = rack.IBAllHosts
+	}
 	bufSize := window*span + size
 	o := rack.UDOptions{BufSize: uint64(bufSize), Events: true, RecvDepth: window}
 	sender, err := rack.NewUD(hosts[0], o)
@@ -330,18 +334,18 @@ func UDMulticast(ctx context.Context, hosts []*rack.Host, size, iters int) (Resu
 			return Result{}, err
 		}
 		recvs = append(recvs, r)
-		if err := r.QP.AttachMcast(McastGroup, 0); err != nil {
+		if err := r.QP.AttachMcast(group, 0); err != nil {
 			return Result{}, err
 		}
 	}
 	// The sender joins too: it must not hear itself.
-	if err := sender.QP.AttachMcast(McastGroup, 0); err != nil {
+	if err := sender.QP.AttachMcast(group, 0); err != nil {
 		return Result{}, err
 	}
 	if err := sender.QP.PostRecv([]rdma.RecvWR{{WRID: 1 << 40, SGList: sender.SGE(0, span)}}); err != nil {
 		return Result{}, err
 	}
-	ah, err := sender.GroupAH(McastGroup)
+	ah, err := sender.GroupAH(group)
 	if err != nil {
 		return Result{}, err
 	}
@@ -355,7 +359,6 @@ func UDMulticast(ctx context.Context, hosts []*rack.Host, size, iters int) (Resu
 			}
 		}
 	}
-	src := hosts[0].IP
 	senderQPN := sender.QP.QPN()
 	sendPl := rack.NewPoller(sender.SendCQ, sender.SendEvents)
 	start := time.Now()
@@ -383,7 +386,7 @@ func UDMulticast(ctx context.Context, hosts []*rack.Host, size, iters int) (Resu
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[k] = drainMcast(ctx, r, base, n, window, span, size, src, senderQPN, post)
+				errs[k] = drainMcast(ctx, r, base, n, window, span, size, hosts[0], group, senderQPN, post)
 			}()
 		}
 		wg.Wait()
@@ -400,12 +403,12 @@ func UDMulticast(ctx context.Context, hosts []*rack.Host, size, iters int) (Resu
 	delivered := iters * len(recvs)
 	rate := float64(delivered) / elapsed.Seconds()
 	return Result{Figure: rate, Unit: "msg/s", Size: size, Iters: iters, Elapsed: elapsed,
-		Detail: fmt.Sprintf("%d datagrams of %d B to %d receivers on %d hosts (%d deliveries), each exactly once, in order, intact",
+		Detail: fmt.Sprintf("%d datagrams of %d B to %d receivers on %d hosts (%d deliveries), each exactly once, in order, intact, GRH checked",
 			iters, size, len(recvs), len(hosts), delivered)}, nil
 }
 
-func drainMcast(ctx context.Context, r *rack.UDEndpoint, base, n, window, span, size int, src netip.Addr, senderQPN uint32,
-	post func(*rack.UDEndpoint, int) error) error {
+func drainMcast(ctx context.Context, r *rack.UDEndpoint, base, n, window, span, size int, from *rack.Host, group [16]byte,
+	senderQPN uint32, post func(*rack.UDEndpoint, int) error) error {
 	pl := rack.NewPoller(r.RecvCQ, r.RecvEvents)
 	pl.Timeout = 10 * time.Second
 	scratch := make([]byte, span)
@@ -422,9 +425,8 @@ func drainMcast(ctx context.Context, r *rack.UDEndpoint, base, n, window, span, 
 		if err := r.Host.Memory.ReadAt(scratch, r.Buf+uint64((i%window)*span)); err != nil {
 			return err
 		}
-		if !bytes.Equal(scratch[:20], make([]byte, 20)) || !bytes.Equal(scratch[32:36], src.AsSlice()) ||
-			!bytes.Equal(scratch[36:40], McastGroup[12:]) {
-			return fmt.Errorf("datagram %d: GRH area %x does not name %v > 239.42.0.1", i, scratch[:rdma.GRHSize], src)
+		if err := checkGroupGRH(scratch[:rdma.GRHSize], from, group); err != nil {
+			return fmt.Errorf("datagram %d: %w", i, err)
 		}
 		fillPattern(want, uint64(i))
 		binary.BigEndian.PutUint64(want, uint64(i))
@@ -556,4 +558,22 @@ func UDSendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, er
 		return r, fmt.Errorf("no datagram arrived")
 	}
 	return r, nil
+}
+
+// checkGroupGRH checks the GRH area of a multicast datagram from host
+// from to group: the IPv4 header on RoCEv2 (20 zero bytes first), the IB
+// GRH (IP version 6, the sender's GID 0, the MGID) on InfiniBand.
+func checkGroupGRH(area []byte, from *rack.Host, group [16]byte) error {
+	if from.IB() {
+		sgid, _ := from.Device.QueryGID(0)
+		if area[0]>>4 != 6 || !bytes.Equal(area[8:24], sgid[:]) || !bytes.Equal(area[24:40], group[:]) {
+			return fmt.Errorf("GRH %x: want version 6, SGID %x, DGID %x", area, sgid, group)
+		}
+		return nil
+	}
+	if !bytes.Equal(area[:20], make([]byte, 20)) || !bytes.Equal(area[32:36], from.IP.AsSlice()) ||
+		!bytes.Equal(area[36:40], group[12:]) {
+		return fmt.Errorf("GRH area %x does not name %v > %v", area, from.IP, netip.AddrFrom16(group).Unmap())
+	}
+	return nil
 }

@@ -16,6 +16,15 @@ const (
 	LinkIB       = "ib"  // native InfiniBand: LIDs from the rack's subnet manager
 )
 
+// IBAllHosts is the multicast group every host of an InfiniBand rack is a
+// member of (its MGID), and IBAllHostsLID the MLID the rack's subnet
+// manager programs for it into the switch's MFT after bring-up, as an SA
+// would on each port's join.
+var IBAllHosts = [16]byte{0xff, 0x12, 0x40, 0x1b, 0xff, 0xff, 15: 0x01}
+
+// IBAllHostsLID is the MLID of IBAllHosts.
+const IBAllHostsLID = 0xC001
+
 // IB reports whether the host's port is InfiniBand.
 func (h *Host) IB() bool {
 	return h.Device != nil && h.Device.QueryPort().LinkLayer == rdma.LinkLayerInfiniBand
@@ -221,10 +230,22 @@ func (r *Rack) bringUpIB(ctx context.Context, h *Host) error {
 		return fmt.Errorf("rack: subnet manager on %s: %w", h.Name, err)
 	}
 	r.SM = sm
+	var members []*ibsm.SMNode
 	for _, x := range r.Hosts {
 		if pa := x.Device.QueryPort(); pa.State != rdma.PortActive || pa.LID == 0 {
 			return fmt.Errorf("rack: %s: port %v with LID %d after the subnet manager's sweep", x.Name, pa.State, pa.LID)
 		}
+		n := sm.NodeByPortGUID(x.Device.QueryDevice().NodeGUID + 1)
+		if n == nil {
+			return fmt.Errorf("rack: the subnet manager did not find %s", x.Name)
+		}
+		members = append(members, n)
+	}
+	if err := sm.Multicast(IBAllHostsLID, members); err != nil {
+		return fmt.Errorf("rack: multicast group of all hosts: %w", err)
+	}
+	for _, x := range r.Hosts {
+		x.mcastLIDs = map[[16]byte]uint16{IBAllHosts: IBAllHostsLID}
 	}
 	return nil
 }

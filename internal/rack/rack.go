@@ -74,6 +74,10 @@ type Host struct {
 
 	allocMu sync.Mutex
 	next    uint64 // bump allocator over Memory
+
+	// mcastLIDs are the MLIDs of the InfiniBand multicast groups the
+	// rack's fabric forwards (set at bring-up).
+	mcastLIDs map[[16]byte]uint16
 }
 
 // Alloc reserves n bytes of the host's memory, 4 KiB aligned, and returns

@@ -115,8 +115,17 @@ func (e *UDEndpoint) AHTo(peer *Host) (*rdma.AH, error) {
 	return e.ah(av)
 }
 
-// GroupAH returns an address handle for the multicast group gid.
+// GroupAH returns an address handle for the multicast group gid: on
+// InfiniBand the group's MLID (only groups the rack programmed, such as
+// IBAllHosts) with a GRH to the MGID.
 func (e *UDEndpoint) GroupAH(gid [16]byte) (*rdma.AH, error) {
+	if e.Host.IB() {
+		mlid := e.Host.mcastLIDs[gid]
+		if mlid == 0 {
+			return nil, fmt.Errorf("rack: %s: the fabric has no multicast LID for group %x", e.Host.Name, gid)
+		}
+		return e.ah(rdma.AHAttr{DLID: mlid, IsGlobal: true, PortNum: 1, GRH: rdma.GlobalRoute{DGID: gid, HopLimit: 64}})
+	}
 	return e.ah(rdma.AHAttr{IsGlobal: true, PortNum: 1, GRH: rdma.GlobalRoute{
 		DGID: gid, SGIDIndex: GIDIndex, HopLimit: 64, TrafficClass: RoCETrafficClass}})
 }

@@ -148,14 +148,12 @@ func embeddedDevinfo(r *rack.Rack) (Outcome, error) {
 // started with rack.LinkIB: first "ib:subnet", which checks what the
 // rack's subnet manager did (every node found, every port Active with its
 // LID, the switch routing) and reads host2's PortCounters through its PMA;
-// then every case of EmbeddedCases but UD multicast (the subnet manager
-// programs no multicast tables), addressed by LID, named "ib:<case>".
+// then every case of EmbeddedCases, addressed by LID, named "ib:<case>";
+// UD multicast goes to rack.IBAllHosts, which the rack's subnet manager
+// programs into the switch's MFT.
 func EmbeddedIBCases(r *rack.Rack, o EmbeddedOptions) []Case {
 	cases := []Case{{"ib:subnet", func(ctx context.Context) (Outcome, error) { return ibSubnet(r) }}}
 	for _, c := range EmbeddedCases(r, o) {
-		if c.Name == "ud_multicast" {
-			continue
-		}
 		cases = append(cases, Case{"ib:" + c.Name, c.Run})
 	}
 	return cases

@@ -38,10 +38,10 @@ func TestEmbeddedIBGatePasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	o := EmbeddedOptions{PingPongIters: 50, BWIters: 200, LatIters: 100}
+	o := EmbeddedOptions{PingPongIters: 50, BWIters: 200, LatIters: 100, McastIters: 100}
 	rep := Run(context.Background(), "embedded-ib", EmbeddedIBCases(r, o), t.Logf)
-	if len(rep.Cases) != 15 {
-		t.Errorf("%d cases, want 15", len(rep.Cases))
+	if len(rep.Cases) != 16 {
+		t.Errorf("%d cases, want 16", len(rep.Cases))
 	}
 	for _, c := range rep.Cases {
 		if c.Result != Pass {
