@@ -134,7 +134,7 @@ func run(opts *Options) error {
 	if printer.Format() == cmdutil.FormatJSON {
 		return printer.Object(rep)
 	}
-	w := printer.Records("TEST", "SIZE", "ITERS", "MIB/S", "GBIT/S", "VS-RAW", "OPS/S", "TYPICAL-US", "P99-US")
+	w := printer.Records("TEST", "SIZE", "ITERS", "MIB/S", "GBIT/S", "VS-RAW", "OPS/S", "TYPICAL-US", "AVG-US", "P99-US")
 	dash := func(v float64, prec int) string {
 		if v == 0 {
 			return "-"
@@ -143,7 +143,7 @@ func run(opts *Options) error {
 	}
 	for _, r := range rep.Rows {
 		if err := w.Write(r, r.Test, strconv.Itoa(r.Size), strconv.Itoa(r.Iters), dash(r.MiBps, 1), dash(r.Gbps, 2),
-			dash(r.VsRaw, 2), dash(r.OpsPerS, 0), dash(r.Typical, 2), dash(r.P99, 2)); err != nil {
+			dash(r.VsRaw, 2), dash(r.OpsPerS, 0), dash(r.Typical, 2), dash(r.Avg, 2), dash(r.P99, 2)); err != nil {
 			return err
 		}
 	}
