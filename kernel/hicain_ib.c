@@ -56,6 +56,13 @@
 #define HICAIN_QP_ATTR_MASK	(IB_QP_DEST_QPN * 2 - 1)
 
 /*
+ * Inline data a send WQE carries (IB_SEND_INLINE). post_send gathers it
+ * through a buffer on the stack before it takes the SQ lock, since
+ * copying from a user QP's buffers may fault; the device offers 256.
+ */
+#define HICAIN_MAX_INLINE	256
+
+/*
  * struct hicain_ibdev - the ib_device of one HiNIC function. epoch counts
  * device resets: an object made in an earlier epoch no longer exists in
  * the device, so destroying it sends no admin command.
@@ -66,6 +73,7 @@ struct hicain_ibdev {
 	struct net_device *netdev;
 	atomic_t epoch;
 	struct xarray qps;		/* qpn -> hicain_qp, IRQ-safe lock */
+	struct xarray srqs;		/* srqn -> hicain_srq, IRQ-safe lock */
 	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
 	struct list_head cqs;
 	struct mutex addr_lock;		/* addrs */
@@ -117,12 +125,33 @@ struct hicain_wq {
 	spinlock_t lock;
 };
 
+/* An address handle of the device (CREATE_AH), for UD sends. */
+struct hicain_ah {
+	struct ib_ah ibah;		/* first: INIT_RDMA_OBJ_SIZE */
+	u32 handle;
+	int epoch;
+};
+
+/*
+ * struct hicain_srq - a shared receive queue: a ring of receive WQEs in
+ * guest memory with its own dbrec, which the QPs created on it take
+ * from (device-abi.md, shared receive queues).
+ */
+struct hicain_srq {
+	struct ib_srq ibsrq;		/* first: INIT_RDMA_OBJ_SIZE */
+	u32 srqn;
+	int epoch;
+	struct hicain_wq wq;
+	struct hicain_wq_dbrec *dbrec;
+	dma_addr_t dbrec_dma;
+};
+
 struct hicain_qp {
 	struct ib_qp ibqp;		/* first: INIT_RDMA_OBJ_SIZE */
 	u32 qpn;
 	int epoch;
 	struct hicain_wq sq;
-	struct hicain_wq rq;
+	struct hicain_wq rq;		/* no ring with an SRQ */
 	struct hicain_wq_dbrec *dbrecs;	/* [0] SQ, [1] RQ */
 	dma_addr_t dbrecs_dma;
 	struct ib_qp_cap cap;
@@ -158,6 +187,16 @@ static inline struct hicain_qp *to_hqp(struct ib_qp *ibqp)
 static inline struct hicain_mr *to_hmr(struct ib_mr *ibmr)
 {
 	return container_of(ibmr, struct hicain_mr, ibmr);
+}
+
+static inline struct hicain_ah *to_hah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct hicain_ah, ibah);
+}
+
+static inline struct hicain_srq *to_hsrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct hicain_srq, ibsrq);
 }
 
 /*
@@ -238,8 +277,9 @@ static int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *p
 	props->max_qp = le32_to_cpu(a.max_qp);
 	props->max_qp_wr = le32_to_cpu(a.max_qp_wr);
 	/* The device numbers its flags as IBV_DEVICE_*, which are the
-	 * kernel's IB_DEVICE_* (ib_user_verbs.h IB_UVERBS_DEVICE_*). SRQ
-	 * resizing means nothing without the SRQ verbs (below).
+	 * kernel's IB_DEVICE_* (ib_user_verbs.h IB_UVERBS_DEVICE_*).
+	 * modify_srq does not resize (hicain_modify_srq), so SRQ_RESIZE
+	 * is not offered.
 	 */
 	props->device_cap_flags = le32_to_cpu(a.device_cap_flags) & ~IB_DEVICE_SRQ_RESIZE;
 	props->max_send_sge = le32_to_cpu(a.max_sge);
@@ -256,10 +296,13 @@ static int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *p
 	props->max_pkeys = le32_to_cpu(a.max_pkeys);
 	props->local_ca_ack_delay = a.local_ca_ack_delay;
 	props->max_fast_reg_page_list_len = 0;
-	/* SRQs, address handles, UD and multicast are device features
-	 * this driver does not offer: their limits stay 0 so that
-	 * applications do not try verbs that fail.
-	 */
+	props->max_srq = le32_to_cpu(a.max_srq);
+	props->max_srq_wr = le32_to_cpu(a.max_srq_wr);
+	props->max_srq_sge = le32_to_cpu(a.max_srq_sge);
+	props->max_mcast_grp = le32_to_cpu(a.max_mcast_grp);
+	props->max_mcast_qp_attach = le32_to_cpu(a.max_mcast_qp_attach);
+	props->max_total_mcast_qp_attach = le32_to_cpu(a.max_total_mcast_qp_attach);
+	props->max_ah = le32_to_cpu(a.max_ah);
 	return 0;
 }
 
@@ -418,7 +461,7 @@ static int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udat
 	resp.dev_caps = le32_to_cpu(READ_ONCE(h->caps));
 	resp.max_qp_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
 	resp.max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
-	resp.max_inline = 0;	/* user QPs take no inline data: hicain_qp_size */
+	resp.max_inline = min_t(u32, le32_to_cpu(READ_ONCE(h->max_inline)), HICAIN_MAX_INLINE);
 	/* An older provider asks for less; it gets the fields it knows. */
 	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 }
@@ -485,6 +528,10 @@ static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 lengt
 	size_t npages, i = 0;
 	int ret;
 
+	/* Optional flags (relaxed ordering, which perftest asks for) are
+	 * hints a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL).
+	 */
+	access &= ~IB_ACCESS_OPTIONAL;
 	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
 		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
 		return ERR_PTR(-EOPNOTSUPP);
@@ -757,11 +804,18 @@ static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *q
 	qp->dbrecs = NULL;
 }
 
+/* hicain_max_inline - the inline bytes a send WQE may carry. */
+static u32 hicain_max_inline(struct hicain_ibdev *hidev)
+{
+	return min_t(u32, le32_to_cpu(READ_ONCE(hidev->hdev->hdr->max_inline)), HICAIN_MAX_INLINE);
+}
+
 /*
  * hicain_qp_size - the rings of a QP from the requested capabilities,
- * within the device limits of the header. Inline data is not offered:
- * a user QP's SGE addresses are user virtual addresses, which the device
- * cannot read.
+ * within the device limits of the header. A send WQE holds the SGEs or
+ * the inline data after its header; the QP reports as inline capacity
+ * all the room its stride leaves, which is at least what it asked for.
+ * A QP on an SRQ has no receive ring.
  */
 static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *init,
 			  struct hicain_qp *qp)
@@ -769,18 +823,28 @@ static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *in
 	struct hicain_dev_hdr *h = hidev->hdev->hdr;
 	u32 max_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
 	u32 max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
+	u32 max_inline = hicain_max_inline(hidev);
 	struct ib_qp_cap *cap = &init->cap;
+	u32 body;
 
-	if (cap->max_send_wr > max_wr || cap->max_recv_wr > max_wr ||
-	    cap->max_send_sge > max_sge || cap->max_recv_sge > max_sge)
+	if (cap->max_send_wr > max_wr || cap->max_send_sge > max_sge ||
+	    cap->max_inline_data > max_inline)
 		return -EINVAL;
-	if (cap->max_inline_data)
+	if (!init->srq && (cap->max_recv_wr > max_wr || cap->max_recv_sge > max_sge))
 		return -EINVAL;
 	qp->cap.max_send_wr = roundup_pow_of_two(max(cap->max_send_wr, 1U));
-	qp->cap.max_recv_wr = roundup_pow_of_two(max(cap->max_recv_wr, 1U));
 	qp->cap.max_send_sge = max(cap->max_send_sge, 1U);
-	qp->cap.max_recv_sge = max(cap->max_recv_sge, 1U);
-	qp->cap.max_inline_data = 0;
+	body = max_t(u32, qp->cap.max_send_sge * sizeof(struct hicain_sge), cap->max_inline_data);
+	qp->sq.stride = ALIGN(sizeof(struct hicain_send_wqe) + body, 64);
+	qp->cap.max_inline_data = min_t(u32, qp->sq.stride - sizeof(struct hicain_send_wqe),
+					max_inline);
+	if (init->srq) {
+		qp->cap.max_recv_wr = 0;
+		qp->cap.max_recv_sge = 0;
+	} else {
+		qp->cap.max_recv_wr = roundup_pow_of_two(max(cap->max_recv_wr, 1U));
+		qp->cap.max_recv_sge = max(cap->max_recv_sge, 1U);
+	}
 	if (qp->cap.max_send_wr > max_wr || qp->cap.max_recv_wr > max_wr)
 		return -EINVAL;
 	return 0;
@@ -797,8 +861,18 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	struct hicain_admin_cqe cqe;
 	int ret;
 
-	/* RC only for now: UD needs address handles, SRQs their verbs. */
-	if (init->qp_type != IB_QPT_RC || init->srq || init->create_flags)
+	/* The device's transports; QP1 exists only for kernel consumers
+	 * (ib_mad), which this driver does not serve (no get_dma_mr).
+	 */
+	switch (init->qp_type) {
+	case IB_QPT_RC:
+	case IB_QPT_UC:
+	case IB_QPT_UD:
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (init->create_flags)
 		return -EOPNOTSUPP;
 	ret = hicain_qp_size(hidev, init, qp);
 	if (ret)
@@ -809,11 +883,9 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 					GFP_KERNEL);
 	if (!qp->dbrecs)
 		return -ENOMEM;
-	ret = hicain_wq_alloc(dma_dev, &qp->sq, qp->cap.max_send_wr,
-			      ALIGN(sizeof(struct hicain_send_wqe) +
-				    qp->cap.max_send_sge * sizeof(struct hicain_sge), 64),
+	ret = hicain_wq_alloc(dma_dev, &qp->sq, qp->cap.max_send_wr, qp->sq.stride,
 			      qp->cap.max_send_sge, &qp->dbrecs[0]);
-	if (!ret)
+	if (!ret && !init->srq)
 		ret = hicain_wq_alloc(dma_dev, &qp->rq, qp->cap.max_recv_wr,
 				      ALIGN(sizeof(struct hicain_recv_wqe) +
 					    qp->cap.max_recv_sge * sizeof(struct hicain_sge), 16),
@@ -823,20 +895,25 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
 	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
-	c->qp_type = cpu_to_le32(IB_QPT_RC);
+	c->qp_type = cpu_to_le32(init->qp_type);	/* IB_QPT_* = the device's */
 	c->send_cq = cpu_to_le32(to_hcq(init->send_cq)->cqn);
 	c->recv_cq = cpu_to_le32(to_hcq(init->recv_cq)->cqn);
 	c->sq_depth = cpu_to_le32(qp->sq.depth);
-	c->rq_depth = cpu_to_le32(qp->rq.depth);
 	c->max_send_sge = cpu_to_le32(qp->sq.max_sge);
-	c->max_recv_sge = cpu_to_le32(qp->rq.max_sge);
+	c->max_inline = cpu_to_le32(qp->cap.max_inline_data);
 	c->sq_stride = cpu_to_le32(qp->sq.stride);
-	c->rq_stride = cpu_to_le32(qp->rq.stride);
 	c->sq_sig_all = cpu_to_le32(init->sq_sig_type == IB_SIGNAL_ALL_WR);
 	c->sq_gpa = cpu_to_le64(qp->sq.ring_dma);
-	c->rq_gpa = cpu_to_le64(qp->rq.ring_dma);
 	c->sq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma);
-	c->rq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma + sizeof(*qp->dbrecs));
+	if (init->srq) {
+		c->srq = cpu_to_le32(to_hsrq(init->srq)->srqn);
+	} else {
+		c->rq_depth = cpu_to_le32(qp->rq.depth);
+		c->max_recv_sge = cpu_to_le32(qp->rq.max_sge);
+		c->rq_stride = cpu_to_le32(qp->rq.stride);
+		c->rq_gpa = cpu_to_le64(qp->rq.ring_dma);
+		c->rq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma + sizeof(*qp->dbrecs));
+	}
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
 	if (ret)
 		goto err_free;
@@ -1022,6 +1099,7 @@ static int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask
 	init->qp_type = ibqp->qp_type;
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
+	init->srq = ibqp->srq;
 	init->cap = qp->cap;
 	init->sq_sig_type = qp->sq_sig_type;
 	return 0;
@@ -1053,13 +1131,57 @@ static void hicain_write_sges(struct hicain_sge *dst, const struct ib_sge *src, 
 	}
 }
 
-static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
-			     struct hicain_send_wqe *wqe)
+/*
+ * hicain_gather_inline - copy the data of an IB_SEND_INLINE request into
+ * buf. The SGEs of a user QP name the process's virtual addresses (post
+ * send runs in its context, from the uverbs write()); a kernel QP's name
+ * kernel addresses. The data need not lie in an MR.
+ */
+static int hicain_gather_inline(struct hicain_qp *qp, const struct ib_send_wr *wr, u8 *buf,
+				u32 *len)
 {
-	if (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge)
+	u32 n = 0;
+	int i;
+
+	if (wr->num_sge < 0)
 		return -EINVAL;
-	if (wr->send_flags & ~(IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED))
-		return -EINVAL;	/* inline data included: see hicain_qp_size */
+	for (i = 0; i < wr->num_sge; i++) {
+		const struct ib_sge *sge = &wr->sg_list[i];
+
+		if (sge->length > qp->cap.max_inline_data - n)
+			return -EINVAL;
+		if (qp->ibqp.uobject) {
+			if (copy_from_user(buf + n, u64_to_user_ptr(sge->addr), sge->length))
+				return -EFAULT;
+		} else {
+			memcpy(buf + n, (void *)(uintptr_t)sge->addr, sge->length);
+		}
+		n += sge->length;
+	}
+	*len = n;
+	return 0;
+}
+
+static bool hicain_qp_is_ud(struct hicain_qp *qp)
+{
+	return qp->ibqp.qp_type == IB_QPT_UD;
+}
+
+/*
+ * hicain_build_send - write one send WQE. inl holds the gathered inline
+ * data (inl_len bytes) of an IB_SEND_INLINE request, which the WQE
+ * carries after its header instead of SGEs.
+ */
+static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
+			     struct hicain_send_wqe *wqe, const u8 *inl, u32 inl_len)
+{
+	bool inline_data = wr->send_flags & IB_SEND_INLINE;
+
+	if (!inline_data && (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge))
+		return -EINVAL;
+	if (wr->send_flags & ~(IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED |
+			       IB_SEND_INLINE))
+		return -EINVAL;
 	memset(wqe, 0, sizeof(*wqe));
 	switch (wr->opcode) {
 	case IB_WR_SEND:
@@ -1085,51 +1207,86 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 	default:
 		return -EINVAL;
 	}
+	if (hicain_qp_is_ud(qp)) {
+		/* A datagram is a SEND through an AH (IBA 9.8.3); a Q_Key
+		 * with bit 31 set means the QP's own (IBA 10.2.5), which
+		 * the device resolves.
+		 */
+		if (wr->opcode != IB_WR_SEND && wr->opcode != IB_WR_SEND_WITH_IMM)
+			return -EINVAL;
+		if (!ud_wr(wr)->ah)
+			return -EINVAL;
+		wqe->ah = cpu_to_le32(to_hah(ud_wr(wr)->ah)->handle);
+		wqe->remote_qpn = cpu_to_le32(ud_wr(wr)->remote_qpn);
+		wqe->remote_qkey = cpu_to_le32(ud_wr(wr)->remote_qkey);
+	}
 	/* IB_WR_* and IB_SEND_* have the device's (IBV_*) numbering. */
 	wqe->wr_id = cpu_to_le64(wr->wr_id);
 	wqe->opcode = wr->opcode;
-	wqe->num_sge = wr->num_sge;
 	wqe->send_flags = cpu_to_le16(wr->send_flags);
-	hicain_write_sges((struct hicain_sge *)(wqe + 1), wr->sg_list, wr->num_sge);
+	if (inline_data) {
+		wqe->inline_len = cpu_to_le32(inl_len);
+		memcpy(wqe + 1, inl, inl_len);
+	} else {
+		wqe->num_sge = wr->num_sge;
+		hicain_write_sges((struct hicain_sge *)(wqe + 1), wr->sg_list, wr->num_sge);
+	}
 	return 0;
 }
 
+/*
+ * hicain_post_send - write each request to the SQ and hand them to the
+ * device. Inline data is gathered before the SQ lock is taken (copying
+ * from user memory may sleep), so the lock is held per request.
+ */
 static int hicain_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			    const struct ib_send_wr **bad_wr)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
 	struct hicain_wq *sq = &qp->sq;
-	u32 start;
+	u8 inl[HICAIN_MAX_INLINE];
+	bool posted = false;
 	unsigned long flags;
+	u32 inl_len;
 	int ret = 0;
 
-	spin_lock_irqsave(&sq->lock, flags);
-	start = sq->prod;
 	for (; wr; wr = wr->next) {
-		if (hicain_wq_full(sq)) {
-			ret = -ENOMEM;
-			break;
+		inl_len = 0;
+		if (wr->send_flags & IB_SEND_INLINE) {
+			ret = hicain_gather_inline(qp, wr, inl, &inl_len);
+			if (ret)
+				break;
 		}
-		ret = hicain_build_send(qp, wr, sq->ring + (sq->prod & (sq->depth - 1)) * sq->stride);
+		spin_lock_irqsave(&sq->lock, flags);
+		if (hicain_wq_full(sq))
+			ret = -ENOMEM;
+		else
+			ret = hicain_build_send(qp, wr,
+						sq->ring + (sq->prod & (sq->depth - 1)) * sq->stride,
+						inl, inl_len);
+		if (!ret) {
+			sq->prod++;
+			posted = true;
+		}
+		spin_unlock_irqrestore(&sq->lock, flags);
 		if (ret)
 			break;
-		sq->prod++;
 	}
-	if (sq->prod != start)
+	if (posted) {
+		spin_lock_irqsave(&sq->lock, flags);
 		hicain_wq_publish(hidev, sq);
-	spin_unlock_irqrestore(&sq->lock, flags);
+		spin_unlock_irqrestore(&sq->lock, flags);
+	}
 	if (ret)
 		*bad_wr = wr;
 	return ret;
 }
 
-static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-			    const struct ib_recv_wr **bad_wr)
+/* hicain_wq_post_recv - post receive WQEs on a QP's RQ or an SRQ ring. */
+static int hicain_wq_post_recv(struct hicain_ibdev *hidev, struct hicain_wq *rq,
+			       const struct ib_recv_wr *wr, const struct ib_recv_wr **bad_wr)
 {
-	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
-	struct hicain_qp *qp = to_hqp(ibqp);
-	struct hicain_wq *rq = &qp->rq;
 	struct hicain_recv_wqe *wqe;
 	unsigned long flags;
 	u32 start;
@@ -1161,6 +1318,236 @@ static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	return ret;
 }
 
+static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+			    const struct ib_recv_wr **bad_wr)
+{
+	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5). */
+	if (ibqp->srq) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	return hicain_wq_post_recv(to_hidev(ibqp->device), &to_hqp(ibqp)->rq, wr, bad_wr);
+}
+
+/* ---- address handles ---- */
+
+/*
+ * hicain_create_ah - CREATE_AH with the address vector ib_core resolved
+ * (SGID attribute, and for RoCE the DMAC: ib_resolve_eth_dmac for user
+ * AHs). Admin commands sleep: an AH requested from atomic context
+ * (without RDMA_CREATE_AH_SLEEPABLE) cannot be made.
+ */
+static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+			    struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibah->device);
+	struct hicain_ah *ah = to_hah(ibah);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	if (!(init->flags & RDMA_CREATE_AH_SLEEPABLE))
+		return -EAGAIN;
+	ret = hicain_ah_to_dev(hidev, init->ah_attr, &cmd.create_ah.attr);
+	if (ret)
+		return ret;
+	ah->epoch = atomic_read(&hidev->epoch);
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_AH);
+	cmd.create_ah.pd = cpu_to_le32(to_hpd(ibah->pd)->pdn);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		return ret;
+	ah->handle = le32_to_cpu(cqe.handle);
+	return 0;
+}
+
+static int hicain_destroy_ah(struct ib_ah *ibah, u32 flags)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibah->device);
+	struct hicain_ah *ah = to_hah(ibah);
+
+	if (ah->epoch != atomic_read(&hidev->epoch))
+		return 0;
+	/* As create: the command sleeps. */
+	if (!(flags & RDMA_DESTROY_AH_SLEEPABLE))
+		return -EAGAIN;
+	return hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH,
+							 ah->handle, NULL));
+}
+
+/* ---- shared receive queues ---- */
+
+static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+
+	hicain_wq_free(dma_dev, &srq->wq);
+	if (srq->dbrec)
+		dma_free_coherent(dma_dev, sizeof(*srq->dbrec), srq->dbrec, srq->dbrec_dma);
+	srq->dbrec = NULL;
+}
+
+static int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+			     struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+	struct ib_srq_attr *attr = &init->attr;
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_cmd_create_srq *c = &cmd.create_srq;
+	struct hicain_admin_cqe cqe;
+	u32 depth, max_sge;
+	int ret;
+
+	if (init->srq_type != IB_SRQT_BASIC)
+		return -EOPNOTSUPP;
+	/* A first bound before the allocation; the device checks its
+	 * SRQ limits (QUERY_DEVICE max_srq_wr, max_srq_sge) exactly.
+	 */
+	if (attr->max_wr > le32_to_cpu(READ_ONCE(h->max_qp_wr)) ||
+	    attr->max_sge > le32_to_cpu(READ_ONCE(h->max_sge)))
+		return -EINVAL;
+	depth = roundup_pow_of_two(max(attr->max_wr, 1U));
+	max_sge = max(attr->max_sge, 1U);
+	if (attr->srq_limit > depth)
+		return -EINVAL;
+	srq->epoch = atomic_read(&hidev->epoch);
+	srq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*srq->dbrec), &srq->dbrec_dma, GFP_KERNEL);
+	if (!srq->dbrec)
+		return -ENOMEM;
+	ret = hicain_wq_alloc(dma_dev, &srq->wq, depth,
+			      ALIGN(sizeof(struct hicain_recv_wqe) +
+				    max_sge * sizeof(struct hicain_sge), 16),
+			      max_sge, srq->dbrec);
+	if (ret)
+		goto err_free;
+
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_SRQ);
+	c->pd = cpu_to_le32(to_hpd(ibsrq->pd)->pdn);
+	c->depth = cpu_to_le32(depth);
+	c->max_sge = cpu_to_le32(max_sge);
+	c->limit = cpu_to_le32(attr->srq_limit);
+	c->stride = cpu_to_le32(srq->wq.stride);
+	c->ring_gpa = cpu_to_le64(srq->wq.ring_dma);
+	c->dbrec_gpa = cpu_to_le64(srq->dbrec_dma);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		goto err_free;
+	srq->srqn = le32_to_cpu(cqe.handle);
+	ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
+	if (ret) {
+		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
+		goto err_free;
+	}
+	attr->max_wr = depth;
+	attr->max_sge = max_sge;
+	return 0;
+
+err_free:
+	hicain_srq_free_ring(hidev, srq);
+	return ret;
+}
+
+/*
+ * hicain_modify_srq - arm or disarm the limit event. Resizing would move
+ * the SRQ to a new ring while user space posts to the old one; the
+ * driver does not offer it (no IB_DEVICE_SRQ_RESIZE).
+ */
+static int hicain_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+			     enum ib_srq_attr_mask mask, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+	struct hicain_admin_cmd cmd = {};
+
+	if (mask & ~IB_SRQ_LIMIT)
+		return -EOPNOTSUPP;
+	if (!mask)
+		return 0;
+	if (attr->srq_limit > srq->wq.depth)
+		return -EINVAL;
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_MODIFY_SRQ);
+	cmd.modify_srq.srqn = cpu_to_le32(srq->srqn);
+	cmd.modify_srq.attr_mask = cpu_to_le32(HICAIN_SRQ_LIMIT);
+	cmd.modify_srq.limit = cpu_to_le32(attr->srq_limit);
+	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
+}
+
+static int hicain_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+	struct hicain_srq_attr a;
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	ret = hicain_admin_handle(hidev, HICAIN_CMD_QUERY_SRQ, srq->srqn, &cqe);
+	if (ret)
+		return ret;
+	memcpy(&a, cqe.out, sizeof(a));
+	attr->max_wr = le32_to_cpu(a.max_wr);
+	attr->max_sge = le32_to_cpu(a.max_sge);
+	attr->srq_limit = le32_to_cpu(a.srq_limit);
+	return 0;
+}
+
+static int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+	int ret = 0;
+
+	if (srq->epoch == atomic_read(&hidev->epoch))
+		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ,
+								srq->srqn, NULL));
+	if (ret)
+		return ret;
+	/* The event interrupt looks SRQs up under the xarray lock. */
+	xa_erase_irq(&hidev->srqs, srq->srqn);
+	hicain_srq_free_ring(hidev, srq);
+	return 0;
+}
+
+static int hicain_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+				const struct ib_recv_wr **bad_wr)
+{
+	return hicain_wq_post_recv(to_hidev(ibsrq->device), &to_hsrq(ibsrq)->wq, wr, bad_wr);
+}
+
+/* ---- multicast ---- */
+
+static int hicain_mcast(struct ib_qp *ibqp, u16 opcode, union ib_gid *gid, u16 lid)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_admin_cmd cmd = {};
+
+	/* Only datagram QPs join groups (IBA 10.5.2). */
+	if (ibqp->qp_type != IB_QPT_UD)
+		return -EINVAL;
+	cmd.opcode = cpu_to_le16(opcode);
+	cmd.mcast.qpn = cpu_to_le32(to_hqp(ibqp)->qpn);
+	cmd.mcast.lid = cpu_to_le16(lid);
+	memcpy(cmd.mcast.gid, gid->raw, sizeof(cmd.mcast.gid));
+	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
+}
+
+static int hicain_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	return hicain_mcast(ibqp, HICAIN_CMD_ATTACH_MCAST, gid, lid);
+}
+
+static int hicain_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct hicain_qp *qp = to_hqp(ibqp);
+
+	/* A reset took the QP's groups with it. */
+	if (qp->epoch != atomic_read(&to_hidev(ibqp->device)->epoch))
+		return 0;
+	return hicain_destroy_status(hicain_mcast(ibqp, HICAIN_CMD_DETACH_MCAST, gid, lid));
+}
+
 static const struct ib_device_ops hicain_ib_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,	/* libibverbs matches by name */
@@ -1169,30 +1556,42 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.add_gid = hicain_add_gid,
 	.alloc_pd = hicain_alloc_pd,
 	.alloc_ucontext = hicain_alloc_ucontext,
+	.attach_mcast = hicain_attach_mcast,
+	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
 	.create_qp = hicain_create_qp,
+	.create_srq = hicain_create_srq,
+	.create_user_ah = hicain_create_ah,
 	.dealloc_pd = hicain_dealloc_pd,
 	.dealloc_ucontext = hicain_dealloc_ucontext,
 	.del_gid = hicain_del_gid,
 	.dereg_mr = hicain_dereg_mr,
+	.destroy_ah = hicain_destroy_ah,
 	.destroy_cq = hicain_destroy_cq,
 	.destroy_qp = hicain_destroy_qp,
+	.destroy_srq = hicain_destroy_srq,
+	.detach_mcast = hicain_detach_mcast,
 	.get_link_layer = hicain_get_link_layer,
 	.get_port_immutable = hicain_get_port_immutable,
 	.modify_qp = hicain_modify_qp,
+	.modify_srq = hicain_modify_srq,
 	.poll_cq = hicain_poll_cq,
 	.post_recv = hicain_post_recv,
 	.post_send = hicain_post_send,
+	.post_srq_recv = hicain_post_srq_recv,
 	.query_device = hicain_query_device,
 	.query_pkey = hicain_query_pkey,
 	.query_port = hicain_query_port,
 	.query_qp = hicain_query_qp,
+	.query_srq = hicain_query_srq,
 	.reg_user_mr = hicain_reg_user_mr,
 	.req_notify_cq = hicain_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, hicain_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, hicain_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, hicain_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, hicain_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, hicain_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, hicain_ucontext, ibuc),
 };
 
@@ -1212,6 +1611,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	hidev->netdev = ndev;
 	atomic_set(&hidev->epoch, 0);
 	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
+	xa_init_flags(&hidev->srqs, XA_FLAGS_LOCK_IRQ);
 	spin_lock_init(&hidev->cq_lock);
 	INIT_LIST_HEAD(&hidev->cqs);
 	mutex_init(&hidev->addr_lock);
@@ -1259,6 +1659,7 @@ static void hicain_ib_remove(struct hicain_dev *hdev)
 	/* Before the netdev goes: the port holds a reference to it. */
 	ib_unregister_device(&hidev->ibdev);
 	xa_destroy(&hidev->qps);
+	xa_destroy(&hidev->srqs);
 	ib_dealloc_device(&hidev->ibdev);
 	hdev->client_priv = NULL;
 }
@@ -1294,6 +1695,23 @@ static void hicain_ib_qp_event(struct hicain_ibdev *hidev, u32 qpn, enum ib_even
 		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
 	}
 	xa_unlock(&hidev->qps);
+}
+
+/* hicain_ib_srq_event - as hicain_ib_qp_event, for an SRQ. */
+static void hicain_ib_srq_event(struct hicain_ibdev *hidev, u32 srqn, enum ib_event_type type)
+{
+	struct hicain_srq *srq;
+	struct ib_event ev;
+
+	xa_lock(&hidev->srqs);
+	srq = xa_load(&hidev->srqs, srqn);
+	if (srq && srq->ibsrq.event_handler) {
+		ev.device = &hidev->ibdev;
+		ev.event = type;
+		ev.element.srq = &srq->ibsrq;
+		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
+	}
+	xa_unlock(&hidev->srqs);
 }
 
 /* hicain_ib_cq_event - as hicain_ib_qp_event, under the CQ list lock. */
@@ -1332,6 +1750,15 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 		break;
 	case HICAIN_EV_CQ_ERR:
 		hicain_ib_cq_event(hidev, handle, IB_EVENT_CQ_ERR);
+		break;
+	case HICAIN_EV_QP_LAST_WQE:
+		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
+		break;
+	case HICAIN_EV_SRQ_LIMIT:
+		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
+		break;
+	case HICAIN_EV_SRQ_ERR:
+		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_ERR);
 		break;
 	}
 }

@@ -26,7 +26,8 @@ PACKAGES=(
 	dkms                # internal/pkg tests: dkms builds the hicain-dkms sources
 	linux-headers-amd64 # hinic pkg build: hicain_* modules built against the guest kernel's headers
 	libibverbs-dev      # hinic pkg build: libhicain is built against libibverbs (and depends on its version)
-	ibverbs-utils       # the QEMU verbs test: ibv_devices, ibv_devinfo, ibv_rc_pingpong in the guests
+	ibverbs-utils       # the QEMU verbs test: ibv_devices, ibv_devinfo, ibv_*_pingpong in the guests
+	perftest            # the QEMU verbs test: ib_send_bw, ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat in the guests
 )
 
 # kernel_headers prints the headers package of every kernel in /boot: the

@@ -23,7 +23,8 @@ import (
 // ib_uverbs and the HiNIC modules and configure the netdev from the
 // kernel command line (hicain.n: 10.42.0.n). Guest 1 lists its device
 // with the stock rdma-core tools through the hicain provider and serves
-// ibv_rc_pingpong; guest 2 is its client. Guest 1 then checks that the
+// ibv_rc_pingpong; guest 2 is its client. Then the verbs suite runs
+// (ibVerbsSuite). Guest 1 then checks that the
 // driver cannot be unloaded under an open user context and can be
 // unloaded, reloaded and unloaded again once it is closed.
 const ibGuestInit = `#!/bin/sh
@@ -55,6 +56,50 @@ echo HICAIN-UP $ip carrier=$(cat /sys/class/net/eth0/carrier) uverbs=$(ls /dev/i
 # 1000 iterations wrap the receive queue (512) and the CQs (512) a few
 # times.
 pingpong="ibv_rc_pingpong -d hicain_0 -g 1 -n 1000 -c"
+peer=10.42.0.$((3 - n))
+# serve NAME CMD...: one server run, framed for the test.
+serve() {
+	name=$1; shift
+	echo HICAIN-BEGIN $name
+	timeout 60 "$@" 2>&1
+	echo HICAIN-END $name rc=$?
+}
+# connect NAME CMD...: the client of a serve run on the peer, which may
+# not listen yet: the client then fails to connect and tries again.
+connect() {
+	name=$1; shift
+	echo HICAIN-BEGIN $name
+	rc=1 i=0
+	while [ $i -lt 30 ]; do
+		timeout 60 "$@" $peer 2>&1 && { rc=0; break; }
+		i=$((i + 1)); sleep 1
+	done
+	echo HICAIN-END $name rc=$rc
+}
+# The verbs suite, each tool once with its server on one guest and its
+# client on the other: RC both ways, RC with 64-byte messages (within
+# the QP's max_inline_data, so ibv_rc_pingpong sends them inline and -c
+# checks what arrived), UD with address handles, RC QPs on an SRQ, and
+# perftest's RC benchmarks over the RoCE v2 GID (-x 1). perftest sends
+# inline only on devices it knows, so inline data is ibv_rc_pingpong's.
+suite() {
+	if [ $n = 2 ]; then
+		serve rc-rev ibv_rc_pingpong -d hicain_0 -g 1 -n 200 -c -p 18510
+	else
+		connect rc-rev ibv_rc_pingpong -d hicain_0 -g 1 -n 200 -c -p 18510
+	fi
+	run=connect
+	[ $n = 1 ] && run=serve
+	$run rc-inline ibv_rc_pingpong -d hicain_0 -g 1 -n 200 -s 64 -c -p 18513
+	$run ud ibv_ud_pingpong -d hicain_0 -g 1 -n 200 -s 512 -p 18511
+	$run srq ibv_srq_pingpong -d hicain_0 -g 1 -n 100 -p 18512
+	$run send_bw ib_send_bw -d hicain_0 -x 1 -n 100 -p 18515
+	$run write_bw ib_write_bw -d hicain_0 -x 1 -n 100 -p 18516
+	$run read_bw ib_read_bw -d hicain_0 -x 1 -n 100 -p 18517
+	$run atomic_bw ib_atomic_bw -d hicain_0 -x 1 -n 100 -p 18518
+	$run send_lat ib_send_lat -d hicain_0 -x 1 -n 100 -p 18519
+	echo HICAIN-SUITE-DONE
+}
 if [ $n = 2 ]; then
 	i=0
 	until ping -c 1 -W 1 10.42.0.1 >/dev/null 2>&1; do
@@ -72,6 +117,7 @@ if [ $n = 2 ]; then
 	echo HICAIN-PP-CLIENT rc=$rc
 	client -e
 	echo HICAIN-PPE-CLIENT rc=$rc
+	suite
 	# A device reset under an open context: the test moves l2_rx_prod
 	# out of range, the ping's reply makes the device fatal, hicain_net
 	# resets it and hicain_ib starts a new epoch.
@@ -111,6 +157,7 @@ else
 	# Again, sleeping on completion events (req_notify_cq, interrupts).
 	timeout 60 $pingpong -e
 	echo HICAIN-PPE-SERVER rc=$?
+	suite
 	# Answer guest 2's ping while its device resets, then serve it
 	# once more.
 	read -t 100 line
@@ -132,7 +179,7 @@ else
 	insmod /hicain_ib.ko && ibv_devices | grep -q hicain_0 && echo HICAIN-RELOAD-OK
 fi
 rmmod hicain_ib && rmmod hicain_net && echo HICAIN-RMMOD-OK
-dmesg | grep -i -E 'hicain|infiniband|rdma'
+dmesg | grep -i -E 'hicain|infiniband|rdma|ib_mad'
 echo HICAIN-DONE
 poweroff -f
 `
@@ -356,7 +403,9 @@ func TestIBBuild(t *testing.T) {
 // twice: polling, then sleeping on completion events. Guest 2's device
 // is then reset under an open context with a PD, which must close
 // cleanly, and the device must serve a new context and one more
-// ibv_rc_pingpong afterwards.
+// ibv_rc_pingpong afterwards. Before the reset the verbs suite runs
+// (checkVerbsSuite): RC the other way and with inline data, UD through
+// address handles, RC QPs on an SRQ and perftest's RC benchmarks.
 func TestQEMUIB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
@@ -368,9 +417,14 @@ func TestQEMUIB(t *testing.T) {
 	_, err = os.Stat(busybox)
 	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
 	var tools []string
-	for _, b := range []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong"} {
+	for _, b := range []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"} {
 		p, err := exec.LookPath(b)
 		testutil.RequireTool(t, b, "apt-get install ibverbs-utils", err == nil)
+		tools = append(tools, p)
+	}
+	for _, b := range perftests {
+		p, err := exec.LookPath(b)
+		testutil.RequireTool(t, b, "apt-get install perftest", err == nil)
 		tools = append(tools, p)
 	}
 	netKo := buildModule(t, release)
@@ -448,7 +502,7 @@ func TestQEMUIB(t *testing.T) {
 	}
 	t.Logf("guest modules: %s", strings.Join(order, " "))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 230*time.Second)
 	defer cancel()
 	start := time.Now()
 	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1")
@@ -458,6 +512,9 @@ func TestQEMUIB(t *testing.T) {
 	t.Logf("both guests up after %v", time.Since(start).Round(time.Second))
 	g1.wait(ctx, t, "HICAIN-PPE-SERVER")
 	t.Logf("pingpong done after %v", time.Since(start).Round(time.Second))
+	g1.wait(ctx, t, "HICAIN-SUITE-DONE")
+	g2.wait(ctx, t, "HICAIN-SUITE-DONE")
+	t.Logf("verbs suite done after %v", time.Since(start).Round(time.Second))
 	g2.wait(ctx, t, "HICAIN-BREAK-ME")
 	breakRxIndex(t, g2.cmd.Process.Pid, cfgs[1].MAC)
 	fmt.Fprintln(g2.stdin, "go")
@@ -469,13 +526,16 @@ func TestQEMUIB(t *testing.T) {
 	t.Logf("both guests done after %v", time.Since(start).Round(time.Second))
 
 	c1, c2 := g1.out.String(), g2.out.String()
+	checkVerbsSuite(t, c1, c2)
 	for _, g := range []*qemuGuest{g1, g2} {
 		for _, l := range strings.Split(g.out.String(), "\n") {
 			if strings.Contains(l, "HICAIN-") || strings.Contains(l, "hicain") {
 				t.Logf("%s: %s", g.name, strings.TrimSpace(l))
 			}
 			for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "INSMOD-FAIL", "HOLD-FAIL",
-				"HICAIN-NO-GID", "RMMOD-WHILE-OPEN", "UNREACHABLE", "libibverbs: Warning"} {
+				"HICAIN-NO-GID", "RMMOD-WHILE-OPEN", "UNREACHABLE", "libibverbs: Warning",
+				// ib_mad skips the device (no kverbs): no QP1 errors.
+				"ib_mad", "Couldn't open port", "Couldn't create ib_mad"} {
 				if strings.Contains(l, bad) {
 					t.Errorf("%s: %s", g.name, strings.TrimSpace(l))
 				}
@@ -523,7 +583,7 @@ func TestQEMUIB(t *testing.T) {
 	// every received buffer as the peer wrote it.
 	for _, c := range []struct {
 		name, con, gid string
-	}{{"guest 1", c1, "::ffff:10.42.0.2"}, {"guest 2", c2, "::ffff:10.42.0.1"}} {
+	}{{"guest 1", withoutSuite(c1), "::ffff:10.42.0.2"}, {"guest 2", withoutSuite(c2), "::ffff:10.42.0.1"}} {
 		for _, m := range []struct {
 			re   string
 			runs int

@@ -238,6 +238,85 @@ static int hicain_destroy_qp(struct ibv_qp *qp)
 	return 0;
 }
 
+static struct ibv_ah *hicain_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct ib_uverbs_create_ah_resp resp;
+	struct ibv_ah *ah;
+	int ret;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* The kernel resolves the RoCE DMAC and SGID of the address. */
+	ret = ibv_cmd_create_ah(pd, ah, attr, &resp, sizeof(resp));
+	if (ret) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	return ah;
+}
+
+static int hicain_destroy_ah(struct ibv_ah *ah)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_ah(ah);
+	if (ret)
+		return ret;
+	free(ah);
+	return 0;
+}
+
+static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct ib_uverbs_create_srq_resp resp;
+	struct ibv_create_srq cmd;
+	struct ibv_srq *srq;
+	int ret;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* attr comes back with the ring's actual max_wr and max_sge. */
+	ret = ibv_cmd_create_srq(pd, srq, attr, &cmd, sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	return srq;
+}
+
+static int hicain_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask)
+{
+	struct ibv_modify_srq cmd;
+
+	return ibv_cmd_modify_srq(srq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int hicain_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd;
+
+	return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
+}
+
+static int hicain_destroy_srq(struct ibv_srq *srq)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_srq(srq);
+	if (ret)
+		return ret;
+	free(srq);
+	return 0;
+}
+
 static void hicain_free_context(struct ibv_context *ibctx)
 {
 	struct hicain_context *ctx = to_hctx(ibctx);
@@ -246,25 +325,34 @@ static void hicain_free_context(struct ibv_context *ibctx)
 	free(ctx);
 }
 
-/* Posting, polling and arming are the uverbs write() commands as they
- * are: the kernel driver owns the rings.
+/* Posting (SRQs included), polling, arming and multicast are the uverbs
+ * commands as they are: the kernel driver owns the rings.
  */
 static const struct verbs_context_ops hicain_ctx_ops = {
 	.alloc_pd = hicain_alloc_pd,
+	.attach_mcast = ibv_cmd_attach_mcast,
+	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
 	.create_qp = hicain_create_qp,
+	.create_srq = hicain_create_srq,
 	.dealloc_pd = hicain_dealloc_pd,
 	.dereg_mr = hicain_dereg_mr,
+	.destroy_ah = hicain_destroy_ah,
 	.destroy_cq = hicain_destroy_cq,
 	.destroy_qp = hicain_destroy_qp,
+	.destroy_srq = hicain_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = hicain_free_context,
 	.modify_qp = hicain_modify_qp,
+	.modify_srq = hicain_modify_srq,
 	.poll_cq = ibv_cmd_poll_cq,
 	.post_recv = ibv_cmd_post_recv,
 	.post_send = ibv_cmd_post_send,
+	.post_srq_recv = ibv_cmd_post_srq_recv,
 	.query_device_ex = hicain_query_device_ex,
 	.query_port = hicain_query_port,
 	.query_qp = hicain_query_qp,
+	.query_srq = hicain_query_srq,
 	.reg_mr = hicain_reg_mr,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 };

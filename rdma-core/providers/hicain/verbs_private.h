@@ -130,11 +130,11 @@ struct verbs_context_ops {
 	verbs_unused_op alloc_td;
 	void (*async_event)(struct ibv_context *context, struct ibv_async_event *event);
 	verbs_unused_op attach_counters_point_flow;
-	verbs_unused_op attach_mcast;
+	int (*attach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 	verbs_unused_op bind_mw;
 	verbs_unused_op close_xrcd;
 	void (*cq_event)(struct ibv_cq *cq);
-	verbs_unused_op create_ah;
+	struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 	verbs_unused_op create_counters;
 	struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe,
 				    struct ibv_comp_channel *channel, int comp_vector);
@@ -144,23 +144,23 @@ struct verbs_context_ops {
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 	verbs_unused_op create_qp_ex;
 	verbs_unused_op create_rwq_ind_table;
-	verbs_unused_op create_srq;
+	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
 	verbs_unused_op create_srq_ex;
 	verbs_unused_op create_wq;
 	verbs_unused_op dealloc_mw;
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	verbs_unused_op dealloc_td;
 	int (*dereg_mr)(struct verbs_mr *vmr);
-	verbs_unused_op destroy_ah;
+	int (*destroy_ah)(struct ibv_ah *ah);
 	verbs_unused_op destroy_counters;
 	int (*destroy_cq)(struct ibv_cq *cq);
 	verbs_unused_op destroy_flow;
 	verbs_unused_op destroy_flow_action;
 	int (*destroy_qp)(struct ibv_qp *qp);
 	verbs_unused_op destroy_rwq_ind_table;
-	verbs_unused_op destroy_srq;
+	int (*destroy_srq)(struct ibv_srq *srq);
 	verbs_unused_op destroy_wq;
-	verbs_unused_op detach_mcast;
+	int (*detach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 	void (*free_context)(struct ibv_context *context);
 	verbs_unused_op free_dm;
 	verbs_unused_op get_srq_num;
@@ -171,7 +171,7 @@ struct verbs_context_ops {
 	verbs_unused_op modify_flow_action_esp;
 	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 	verbs_unused_op modify_qp_rate_limit;
-	verbs_unused_op modify_srq;
+	int (*modify_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask);
 	verbs_unused_op modify_wq;
 	verbs_unused_op open_qp;
 	verbs_unused_op open_xrcd;
@@ -179,7 +179,8 @@ struct verbs_context_ops {
 	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 	verbs_unused_op post_srq_ops;
-	verbs_unused_op post_srq_recv;
+	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr);
 	int (*query_device_ex)(struct ibv_context *context,
 			       const struct ibv_query_device_ex_input *input,
 			       struct ibv_device_attr_ex *attr, size_t attr_size);
@@ -190,7 +191,7 @@ struct verbs_context_ops {
 			struct ibv_qp_init_attr *init_attr);
 	verbs_unused_op query_qp_data_in_order;
 	verbs_unused_op query_rt_values;
-	verbs_unused_op query_srq;
+	int (*query_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 	verbs_unused_op read_counters;
 	verbs_unused_op reg_dm_mr;
 	verbs_unused_op reg_dmabuf_mr;
@@ -248,6 +249,21 @@ struct ibv_query_qp {
 	struct ib_uverbs_query_qp core;
 };
 
+struct ibv_create_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_srq core;
+};
+
+struct ibv_modify_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_modify_srq core;
+};
+
+struct ibv_query_srq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_query_srq core;
+};
+
 /* Layouts, x86-64 (device-facts.md 4.2, 4.3, 4.6). */
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_match_ent) == 24);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_match_ent, u) == 8);
@@ -292,6 +308,15 @@ HICAIN_STATIC_ASSERT(sizeof(struct verbs_context) == 648);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context, context) == 320);
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_context_ops) == 76 * sizeof(void *));
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, alloc_pd) == 0x028);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, attach_mcast) == 0x048);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_ah) == 0x068);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_srq) == 0x0b0);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, destroy_ah) == 0x0e8);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, destroy_srq) == 0x120);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, detach_mcast) == 0x130);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, modify_srq) == 0x188);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, post_srq_recv) == 0x1c8);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, query_srq) == 0x200);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, async_event) == 0x038);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, cq_event) == 0x060);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_cq) == 0x078);
@@ -324,6 +349,8 @@ HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_reg_mr_resp) == 12);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_cq_resp) == 8);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_qp_resp) == 32);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_alloc_pd_resp) == 4);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_srq_resp) == 16);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_ah_resp) == 4);
 
 /* Exported by libibverbs.so.1 at version IBVERBS_PRIVATE_34. */
 void verbs_register_driver_34(const struct verbs_device_ops *ops);
@@ -366,6 +393,21 @@ int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr, int attr_ma
 int ibv_cmd_destroy_qp(struct ibv_qp *qp);
 int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 int ibv_cmd_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+int ibv_cmd_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr);
+int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq, struct ibv_srq_init_attr *attr,
+		       struct ibv_create_srq *cmd, size_t cmd_size,
+		       struct ib_uverbs_create_srq_resp *resp, size_t resp_size);
+int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask,
+		       struct ibv_modify_srq *cmd, size_t cmd_size);
+int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		      struct ibv_query_srq *cmd, size_t cmd_size);
+int ibv_cmd_destroy_srq(struct ibv_srq *srq);
+int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
+		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size);
+int ibv_cmd_destroy_ah(struct ibv_ah *ah);
+int ibv_cmd_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+int ibv_cmd_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 
 /*
  * verbs_init_and_alloc_context - calloc a driver context of *ctx_ptr's
