@@ -471,8 +471,8 @@ func (d *Device) QueryGID(index int) ([16]byte, error) {
 	return d.gids[index], nil
 }
 
-// QueryGIDType returns the type of GID table entry index: every entry is a
-// RoCEv2 GID (the engine speaks RoCEv2 only).
+// QueryGIDType returns the type of GID table entry index: RoCEv2 on an
+// Ethernet port, IB on an InfiniBand one.
 func (d *Device) QueryGIDType(index int) (GIDType, error) {
 	if index < 0 || index >= len(d.gids) {
 		return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, len(d.gids), ErrInvalid)

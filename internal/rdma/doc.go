@@ -3,7 +3,8 @@
 // backend can map guest ring entries one to one and the embedded rack can
 // drive it in process.
 //
-// A Device is one RoCEv2 NIC with one Ethernet port. It owns a GID table,
+// A Device is one RDMA NIC with one port, RoCEv2 on Ethernet or native
+// InfiniBand (DeviceConfig.LinkLayer). It owns a GID table,
 // protection domains, memory regions over an abstract DMA space (Memory),
 // completion queues, shared receive queues, address handles and queue
 // pairs (RC and UD, with multicast groups), and it runs the transport

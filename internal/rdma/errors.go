@@ -24,7 +24,7 @@ var (
 	// that has MRs.
 	ErrBusy = errors.New("rdma: resource busy")
 	// ErrUnsupported: the device does not support the operation (EOPNOTSUPP), e.g.
-	// UD and SRQ in this version.
+	// alternate paths, memory windows, SEND_WITH_INV.
 	ErrUnsupported = errors.New("rdma: operation not supported")
 )
 
