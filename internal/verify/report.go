@@ -1,7 +1,8 @@
-// Package verify is HiNIC's end-to-end gate: it runs named cases (the RC
-// equivalents of ibv_rc_pingpong and perftest in the embedded rack today;
-// the stock tools over SSH in VM racks later) and collects their results in
-// one Report format, printed as a table, JSON or JUnit XML.
+// Package verify is HiNIC's end-to-end gate: it runs named cases (the
+// equivalents of the ibv_*_pingpong tools and perftest in the embedded
+// rack, on RoCEv2 and native InfiniBand; the stock tools over SSH in VM
+// racks) and collects their results in one Report format, printed as a
+// table, JSON or JUnit XML.
 //
 // verify may import the engines and the rack harness; nothing imports it
 // but the CLI.
