@@ -109,6 +109,8 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 	}
 	tr := rcTransitions[cur][next]
 	switch {
+	case qp.init.QPType == QPTypeSMI || qp.init.QPType == QPTypeGSI:
+		tr = specialTransitions[cur][next]
 	case qp.isUD():
 		tr = udTransitions[cur][next]
 	case qp.init.QPType == QPTypeUC:

@@ -35,6 +35,15 @@ var udTransitions = func() (t transitions) {
 	return t
 }()
 
+// specialTransitions is the table of QP0 and QP1 (IB_QPT_SMI, IB_QPT_GSI):
+// UD's, but RESET -> INIT needs only the P_Key index and the Q_Key (the
+// port is the QP's own), as in ib_modify_qp_is_ok; ib_mad moves QP1 so.
+var specialTransitions = func() (t transitions) {
+	t = udTransitions
+	t[QPStateReset][QPStateInit] = transition{valid: true, req: QPAttrPKeyIndex | QPAttrQKey, opt: QPAttrPort}
+	return t
+}()
+
 // isMcastGID reports whether g is a multicast group: ff00::/8, or an
 // IPv4-mapped 224.0.0.0/4 address.
 func isMcastGID(g [16]byte) bool {

@@ -285,3 +285,27 @@ func TestUDMulticast(t *testing.T) {
 		t.Errorf("b: McastNoListener %d, want 1", cb.McastNoListener)
 	}
 }
+
+// TestGSIModifyWithoutPort: QP1 goes to INIT with the P_Key index and the
+// Q_Key alone, as ib_mad moves it; a UD QP needs the port too.
+func TestGSIModifyWithoutPort(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	gsi, err := p.a.dev.CreateQP(p.a.pd, rdma.QPInitAttr{SendCQ: p.a.scq, RecvCQ: p.a.rcq, QPType: rdma.QPTypeGSI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gsi.QPN() != 1 {
+		t.Fatalf("GSI QP number %d", gsi.QPN())
+	}
+	mask := rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrQKey
+	if err := gsi.Modify(&rdma.QPAttr{QPState: rdma.QPStateInit, QKey: 0x80010000}, mask); err != nil {
+		t.Fatalf("QP1 to INIT without the port: %v", err)
+	}
+	ud, err := p.a.dev.CreateQP(p.a.pd, rdma.QPInitAttr{SendCQ: p.a.scq, RecvCQ: p.a.rcq, QPType: rdma.QPTypeUD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ud.Modify(&rdma.QPAttr{QPState: rdma.QPStateInit, QKey: 1}, mask); !isErr(err, rdma.ErrInvalid) {
+		t.Fatalf("UD QP to INIT without the port: %v", err)
+	}
+}
