@@ -25,6 +25,7 @@
 
 #include <linux/dma-mapping.h>
 #include <linux/inetdevice.h>
+#include <linux/ioport.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
@@ -583,6 +584,100 @@ err_free:
 	return ERR_PTR(ret);
 }
 
+/*
+ * The DMA MR of kernel consumers maps IOVA = guest-physical address, so
+ * that the address ib_dma_map_*() gives them (a GPA: there is no IOMMU,
+ * device-facts 2.3) is valid with its lkey. REG_MR knows MRs only as
+ * page lists, so the MR is a list of identity-mapped 2 MiB pages: the
+ * RAM below 4 GiB, and from 4 GiB on the RAM above it. The pages of
+ * the PCI hole in between are not RAM, which the device refuses in a
+ * page list; their IOVAs are mapped onto the first page instead, and no
+ * DMA mapping ever returns such an address. QEMU's RAM blocks end on
+ * 2 MiB boundaries (the split at 2 or 3 GiB, RAM sizes in MiB), even
+ * where the firmware reserves their last pages, which the System RAM
+ * resources then leave out: the top is rounded up.
+ */
+#define HICAIN_DMA_MR_SHIFT	21
+#define HICAIN_4G		(1ULL << 32)
+
+struct hicain_ram_top {
+	u64 low;			/* end of the RAM below 4 GiB */
+	u64 high;			/* end of the RAM above, or 0 */
+};
+
+static int hicain_ram_range(struct resource *res, void *arg)
+{
+	struct hicain_ram_top *top = arg;
+	u64 end = (u64)res->end + 1;
+
+	if (end <= HICAIN_4G)
+		top->low = max(top->low, end);
+	else
+		top->high = max(top->high, end);
+	return 0;
+}
+
+static struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	const u64 pgsz = 1ULL << HICAIN_DMA_MR_SHIFT;
+	struct hicain_ram_top top = {};
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	struct hicain_mr *mr;
+	dma_addr_t list_dma;
+	u64 low, len, i;
+	size_t npages;
+	__le64 *list;
+	int ret;
+
+	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
+		return ERR_PTR(-EOPNOTSUPP);
+	walk_iomem_res_desc(IORES_DESC_NONE, IORESOURCE_SYSTEM_RAM | IORESOURCE_BUSY, 0,
+			    U64_MAX, &top, hicain_ram_range);
+	low = min_t(u64, round_up(top.low, pgsz), HICAIN_4G);
+	len = top.high ? round_up(top.high, pgsz) : low;
+	npages = len >> HICAIN_DMA_MR_SHIFT;
+	if (!npages || npages > HICAIN_MR_MAX_PAGES)
+		return ERR_PTR(-EINVAL);
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->epoch = atomic_read(&hidev->epoch);
+	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma, GFP_KERNEL);
+	if (!list) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	for (i = 0; i < npages; i++) {
+		u64 gpa = i << HICAIN_DMA_MR_SHIFT;
+
+		list[i] = cpu_to_le64(gpa < low || gpa >= HICAIN_4G ? gpa : 0);
+	}
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_REG_MR);
+	cmd.reg_mr.pd = cpu_to_le32(to_hpd(ibpd)->pdn);
+	cmd.reg_mr.access = cpu_to_le32(access);
+	cmd.reg_mr.iova = 0;
+	cmd.reg_mr.length = cpu_to_le64(len);
+	cmd.reg_mr.page_list_gpa = cpu_to_le64(list_dma);
+	cmd.reg_mr.npages = cpu_to_le32(npages);
+	cmd.reg_mr.page_shift = cpu_to_le32(HICAIN_DMA_MR_SHIFT);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	if (ret)
+		goto err_free;
+	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
+	mr->ibmr.rkey = get_unaligned_le32(&cqe.out[4]);
+	return &mr->ibmr;
+
+err_free:
+	kfree(mr);
+	return ERR_PTR(ret);
+}
+
 static int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibmr->device);
@@ -861,13 +956,18 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	struct hicain_admin_cqe cqe;
 	int ret;
 
-	/* The device's transports; QP1 exists only for kernel consumers
-	 * (ib_mad), which this driver does not serve (no get_dma_mr).
+	/* The device's transports, and QP1 for ib_mad: the device gives
+	 * the GSI QP handle 1 (one per device) and passes it every MAD its
+	 * own PMA does not answer. RoCE has no QP0 (IBTA vol. 1 annex A16).
 	 */
 	switch (init->qp_type) {
 	case IB_QPT_RC:
 	case IB_QPT_UC:
 	case IB_QPT_UD:
+		break;
+	case IB_QPT_GSI:
+		if (udata)
+			return -EOPNOTSUPP;
 		break;
 	default:
 		return -EOPNOTSUPP;
@@ -1031,6 +1131,15 @@ static int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mas
 	a->min_rnr_timer = attr->min_rnr_timer;
 	a->max_rd_atomic = attr->max_rd_atomic;
 	a->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	/* ib_mad moves QP1 to INIT without a port, which the special QPs
+	 * have from creation (ib_modify_qp_is_ok's GSI column); the
+	 * device's checks are those of a UD QP, which names its port.
+	 */
+	if (ibqp->qp_type == IB_QPT_GSI && (mask & IB_QP_STATE) &&
+	    attr->qp_state == IB_QPS_INIT && !(mask & IB_QP_PORT)) {
+		m->attr_mask = cpu_to_le32(mask | IB_QP_PORT);
+		a->port_num = 1;
+	}
 	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
 }
 
@@ -1164,7 +1273,8 @@ static int hicain_gather_inline(struct hicain_qp *qp, const struct ib_send_wr *w
 
 static bool hicain_qp_is_ud(struct hicain_qp *qp)
 {
-	return qp->ibqp.qp_type == IB_QPT_UD;
+	/* QP1 sends UD work requests, with an AH in each. */
+	return qp->ibqp.qp_type == IB_QPT_UD || qp->ibqp.qp_type == IB_QPT_GSI;
 }
 
 /*
@@ -1571,6 +1681,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.destroy_qp = hicain_destroy_qp,
 	.destroy_srq = hicain_destroy_srq,
 	.detach_mcast = hicain_detach_mcast,
+	.get_dma_mr = hicain_get_dma_mr,
 	.get_link_layer = hicain_get_link_layer,
 	.get_port_immutable = hicain_get_port_immutable,
 	.modify_qp = hicain_modify_qp,
@@ -1638,6 +1749,11 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	ret = ib_device_set_netdev(ibdev, ndev, 1);
 	if (ret)
 		goto err_dealloc;
+	/* Registration opens QP1 (ib_mad takes a PD, a CQ and the DMA MR),
+	 * after which the device refuses SET_ADDR: the addresses the netdev
+	 * already has go first.
+	 */
+	hicain_sync_addrs(hidev);
 	ret = ib_register_device(ibdev, "hicain_%d", &hdev->pdev->dev);
 	if (ret)
 		goto err_dealloc;

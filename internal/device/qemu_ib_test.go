@@ -20,8 +20,11 @@ import (
 )
 
 // ibGuestInit is /init of the verbs guests. Both load ib_core,
-// ib_uverbs and the HiNIC modules and configure the netdev from the
-// kernel command line (hicain.n: 10.42.0.n). Guest 1 lists its device
+// ib_uverbs, ib_umad, ib_cm, rdma_cm and hicain_net, configure the
+// netdev from the kernel command line (hicain.n: 10.42.0.n), then load
+// hicain_ib, whose registration opens QP1 (ib_mad), and report umad's
+// device and the loaded modules; guest 2 sends guest 1 a MAD through
+// umad (umad_ping). Guest 1 lists its device
 // with the stock rdma-core tools through the hicain provider and serves
 // ibv_rc_pingpong; guest 2 is its client. Then the verbs suite runs
 // (ibVerbsSuite). Guest 1 then checks that the
@@ -40,8 +43,10 @@ for m in $(cat /lib/modules/load-order); do
 	insmod /lib/modules/$m || echo HICAIN-INSMOD-FAIL $m
 done
 insmod /hicain_net.ko || echo HICAIN-INSMOD-FAIL hicain_net
-insmod /hicain_ib.ko || echo HICAIN-INSMOD-FAIL hicain_ib
+# The address before the ib_device: registering it opens QP1 (ib_mad),
+# after which the device keeps the addresses it has.
 ip link set eth0 up && ip addr add $ip/24 dev eth0
+insmod /hicain_ib.ko || echo HICAIN-INSMOD-FAIL hicain_ib
 i=0
 while [ "$(cat /sys/class/net/eth0/carrier 2>/dev/null)" != 1 ] && [ $i -lt 100 ]; do
 	usleep 100000; i=$((i + 1))
@@ -53,6 +58,17 @@ until grep -q "ffff:0a2a:000$n" /sys/class/infiniband/hicain_0/ports/1/gids/* 2>
 	usleep 100000
 done
 echo HICAIN-UP $ip carrier=$(cat /sys/class/net/eth0/carrier) uverbs=$(ls /dev/infiniband | tr '\n' ' ')
+# ib_umad, ib_cm and rdma_cm were loaded before the device registered;
+# umad serves only kernel-verbs devices, whose port 1 ib_mad opened.
+for u in /sys/class/infiniband_mad/umad*; do
+	[ -e $u/ibdev ] && echo HICAIN-UMAD $(cat $u/ibdev) port=$(cat $u/port)
+done
+for m in ib_umad ib_cm iw_cm rdma_cm; do
+	grep -q "^$m " /proc/modules && echo HICAIN-MOD $m
+done
+# One MAD from guest 2's QP1 to guest 1's through umad and ib_mad:
+# guest 1 listens, the test tells guest 2 to send.
+[ $n = 1 ] && { /umad_ping listen & mad=$!; }
 # 1000 iterations wrap the receive queue (512) and the CQs (512) a few
 # times.
 pingpong="ibv_rc_pingpong -d hicain_0 -g 1 -n 1000 -c"
@@ -105,6 +121,9 @@ if [ $n = 2 ]; then
 	until ping -c 1 -W 1 10.42.0.1 >/dev/null 2>&1; do
 		i=$((i + 1)); [ $i -ge 60 ] && { echo HICAIN-PEER-UNREACHABLE; break; }
 	done
+	read -t 100 line
+	/umad_ping send ::ffff:10.42.0.1
+	echo HICAIN-MAD-SEND rc=$?
 	# The server may not listen yet: the client then fails to connect.
 	client() {
 		rc=1 i=0
@@ -148,6 +167,8 @@ if [ $n = 2 ]; then
 	client -n 100
 	echo HICAIN-PP2-CLIENT rc=$rc
 else
+	wait $mad
+	echo HICAIN-MAD-LISTEN-EXIT rc=$?
 	ibv_devices
 	echo HICAIN-DEVICES rc=$?
 	ibv_devinfo -v
@@ -393,10 +414,14 @@ func TestIBBuild(t *testing.T) {
 }
 
 // TestQEMUIB boots two Debian guests under TCG, each with a HiNIC vNIC
-// on one HiSwitch, and loads ib_core, ib_uverbs, hicain_net.ko and
-// hicain_ib.ko in both. Debian's ibv_devices and ibv_devinfo, through
-// the hicain provider, must show hicain_0 as a RoCE v2 device whose
-// active port carries the netdev's address as a GID; ibv_rc_pingpong
+// on one HiSwitch, and loads ib_core, ib_uverbs, ib_umad, ib_cm,
+// rdma_cm, hicain_net.ko and hicain_ib.ko in both. hicain_0 must be a
+// kernel-verbs device: ib_mad opens its port 1 without errors, umad0
+// serves it, the backend holds QP1 in RTS, and a MAD from guest 2's
+// umad0 reaches guest 1's agent, QP1 to QP1. Debian's ibv_devices
+// and ibv_devinfo, through the hicain provider, must show hicain_0 as
+// a RoCE v2 device whose active port carries the netdev's address as a
+// GID; ibv_rc_pingpong
 // must pass RC traffic between the guests through the drivers, the
 // backend and the switch; unloading must be refused while a process
 // holds a user context and work once it closed. ibv_rc_pingpong runs
@@ -434,6 +459,11 @@ func TestQEMUIB(t *testing.T) {
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", hold, "testdata/ibv_hold.c",
 		"-libverbs").CombinedOutput(); err != nil {
 		t.Fatalf("ibv_hold build: %v\n%s", err, out)
+	}
+	umadPing := filepath.Join(t.TempDir(), "umad_ping")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", umadPing,
+		"testdata/umad_ping.c").CombinedOutput(); err != nil {
+		t.Fatalf("umad_ping build: %v\n%s", err, out)
 	}
 
 	dir, err := os.MkdirTemp("", "hdi")
@@ -478,7 +508,7 @@ func TestQEMUIB(t *testing.T) {
 	r := &initramfs{w: w, dirs: map[string]bool{"dev": true, "bin": true, "proc": true, "sys": true,
 		"usr": true, "usr/bin": true, "usr/sbin": true, "sbin": true}}
 	var order []string
-	for _, m := range guestModules(t, release, "ib_core", "ib_uverbs") {
+	for _, m := range guestModules(t, release, "ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm") {
 		name := moduleName(m) + ".ko"
 		r.add(t, "/lib/modules/"+name, 0o644, readModule(t, filepath.Join("/lib/modules", release, m)))
 		order = append(order, name)
@@ -490,10 +520,11 @@ func TestQEMUIB(t *testing.T) {
 		r.addFile(t, p, p, 0o755)
 	}
 	r.addFile(t, "/ibv_hold", hold, 0o755)
+	r.addFile(t, "/umad_ping", umadPing, 0o755)
 	provider := "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so"
 	r.addFile(t, provider, so, 0o755)
 	r.addFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
-	for _, lib := range sharedLibs(t, append([]string{hold, so}, tools...)...) {
+	for _, lib := range sharedLibs(t, append([]string{hold, umadPing, so}, tools...)...) {
 		r.addFile(t, lib, lib, 0o755)
 	}
 	initrd := filepath.Join(dir, "initrd.cpio")
@@ -510,6 +541,10 @@ func TestQEMUIB(t *testing.T) {
 	g1.wait(ctx, t, "HICAIN-UP")
 	g2.wait(ctx, t, "HICAIN-UP")
 	t.Logf("both guests up after %v", time.Since(start).Round(time.Second))
+	checkQP1(t, srv)
+	g1.wait(ctx, t, "HICAIN-MAD-LISTEN")
+	fmt.Fprintln(g2.stdin, "go")
+	g2.wait(ctx, t, "HICAIN-MAD-SEND")
 	g1.wait(ctx, t, "HICAIN-PPE-SERVER")
 	t.Logf("pingpong done after %v", time.Since(start).Round(time.Second))
 	g1.wait(ctx, t, "HICAIN-SUITE-DONE")
@@ -534,8 +569,8 @@ func TestQEMUIB(t *testing.T) {
 			}
 			for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "INSMOD-FAIL", "HOLD-FAIL",
 				"HICAIN-NO-GID", "RMMOD-WHILE-OPEN", "UNREACHABLE", "libibverbs: Warning",
-				// ib_mad skips the device (no kverbs): no QP1 errors.
-				"ib_mad", "Couldn't open port", "Couldn't create ib_mad"} {
+				// ib_mad opened QP1 on the device without complaint.
+				"ib_mad", "Couldn't open port", "Couldn't create ib_mad", "SET_ADDR"} {
 				if strings.Contains(l, bad) {
 					t.Errorf("%s: %s", g.name, strings.TrimSpace(l))
 				}
@@ -546,7 +581,10 @@ func TestQEMUIB(t *testing.T) {
 	t.Logf("guest 1 ibv_devinfo -v:\n%s", devinfo)
 	t.Logf("guest 1 ibv_rc_pingpong:\n%s", section(c1, "HICAIN-DEVINFO", "HICAIN-PPE-SERVER"))
 	for _, want := range []string{
-		"HICAIN-UP 10.42.0.1 carrier=1", "HICAIN-DEVICES rc=0", "HICAIN-DEVINFO rc=0", "HICAIN-PP-SERVER rc=0",
+		"HICAIN-UP 10.42.0.1 carrier=1", "HICAIN-UMAD hicain_0 port=1", "HICAIN-MOD ib_umad",
+		"HICAIN-MOD ib_cm", "HICAIN-MOD rdma_cm", "HICAIN-MAD-LISTEN-EXIT rc=0",
+		"HICAIN-MAD-RECV class=0x09 method=0x01 qpn=1 grh=1 gid=::ffff:10.42.0.2 data=HICAIN-MAD-PING",
+		"HICAIN-DEVICES rc=0", "HICAIN-DEVINFO rc=0", "HICAIN-PP-SERVER rc=0",
 		"HICAIN-PPE-SERVER rc=0", "HICAIN-PP2-SERVER rc=0",
 		"HICAIN-HOLD-READY port_state=4", "HICAIN-RMMOD-REFUSED", "HICAIN-HOLD-DONE", "HICAIN-HOLD-EXIT rc=0",
 		"HICAIN-RMMOD-IB-OK", "HICAIN-IB-GONE", "HICAIN-RELOAD-OK", "HICAIN-RMMOD-OK",
@@ -555,7 +593,9 @@ func TestQEMUIB(t *testing.T) {
 			t.Errorf("guest 1 console lacks %q", want)
 		}
 	}
-	for _, want := range []string{"HICAIN-UP 10.42.0.2 carrier=1", "HICAIN-PP-CLIENT rc=0", "HICAIN-PPE-CLIENT rc=0",
+	for _, want := range []string{"HICAIN-UP 10.42.0.2 carrier=1", "HICAIN-UMAD hicain_0 port=1",
+		"HICAIN-MOD ib_cm", "HICAIN-MOD rdma_cm", "HICAIN-MAD-SENT", "HICAIN-MAD-SEND rc=0",
+		"HICAIN-PP-CLIENT rc=0", "HICAIN-PPE-CLIENT rc=0",
 		"device fatal, code 2; resetting", "device reset done", "HICAIN-HOLD-DONE", "HICAIN-HOLD-EXIT rc=0",
 		"HICAIN-ACTIVE-AFTER-RESET", "HICAIN-HOLD2-EXIT rc=0", "HICAIN-PP2-CLIENT rc=0", "HICAIN-RMMOD-OK"} {
 		if !strings.Contains(c2, want) {
@@ -610,6 +650,26 @@ func TestQEMUIB(t *testing.T) {
 			t.Errorf("vNIC %d: RoCE rx %d, admin errors %d, WQE errors %d, CQ overflows %d, fatal %d", i+1,
 				c.RoCERx, c.AdminErrors, c.WQEErrors, c.CQOverflows, c.Fatal)
 		}
+	}
+}
+
+// checkQP1 checks that ib_mad opened QP1 on each guest's device: the
+// backend holds QP 1 (the GSI QP) in RTS, with its CQs.
+func checkQP1(t *testing.T, srv *device.Server) {
+	t.Helper()
+	for i, v := range srv.Status().VNICs {
+		var qp1 *device.QPStatus
+		for j := range v.QPs {
+			if v.QPs[j].QPN == 1 {
+				qp1 = &v.QPs[j]
+			}
+		}
+		if qp1 == nil || qp1.State != "RTS" {
+			t.Errorf("vNIC %d: QP1 %+v, want the GSI QP in RTS", i+1, qp1)
+			continue
+		}
+		t.Logf("vNIC %d: QP1 %s, send CQ %d, recv CQ %d, %d receive WQEs taken", i+1, qp1.State,
+			qp1.SendCQ, qp1.RecvCQ, qp1.RQCons)
 	}
 }
 
