@@ -235,7 +235,11 @@ func newRCEndAccess(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc
 	if e.qp, err = g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq}); err != nil {
 		t.Fatal(err)
 	}
-	if e.gid, err = g.QueryGID(ctx, 1); err != nil {
+	idx := uint32(1) // the RoCEv2 GID of the IPv4 address; an IB port has GID 0 only
+	if g.Header().LinkLayer == device.LinkInfiniBand {
+		idx = 0
+	}
+	if e.gid, err = g.QueryGID(ctx, idx); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -208,8 +208,8 @@ func TestIBSubnetFromAGuest(t *testing.T) {
 		lids[i] = pa.LID
 	}
 	// RC by LID.
-	a := newIBRCEnd(t, g1)
-	b := newIBRCEnd(t, g2)
+	a := newRCEnd(t, g1, [6]byte{}, false)
+	b := newRCEnd(t, g2, [6]byte{}, false)
 	a.connectLID(t, b, lids[1])
 	b.connectLID(t, a, lids[0])
 	want := fill(t, g1, a.buf, 5000, 7)
@@ -230,32 +230,6 @@ func TestIBSubnetFromAGuest(t *testing.T) {
 	if err != nil || st != 0 || proto.PortCounters(data).PortRcvPkts() == 0 {
 		t.Fatalf("PortCounters: status %#x, %v", st, err)
 	}
-}
-
-func newIBRCEnd(t *testing.T, g *guestsim.Guest) *rcEnd {
-	t.Helper()
-	ctx := testCtx(t)
-	e := &rcEnd{g: g, size: 64 << 10, access: access}
-	var err error
-	if e.pd, err = g.AllocPD(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if e.buf, err = g.Alloc(e.size, 4096, false); err != nil {
-		t.Fatal(err)
-	}
-	if e.lkey, e.rkey, err = g.RegMR(ctx, e.pd, e.buf, e.buf, e.size, e.access); err != nil {
-		t.Fatal(err)
-	}
-	if e.scq, err = g.CreateCQ(ctx, 64, 0); err != nil {
-		t.Fatal(err)
-	}
-	if e.rcq, err = g.CreateCQ(ctx, 64, 1); err != nil {
-		t.Fatal(err)
-	}
-	if e.qp, err = g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq}); err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
 
 func (e *rcEnd) connectLID(t *testing.T, r *rcEnd, dlid uint16) {

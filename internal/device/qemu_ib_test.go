@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
-	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/testutil"
 )
 
@@ -466,40 +465,9 @@ func TestQEMUIB(t *testing.T) {
 		t.Fatalf("umad_ping build: %v\n%s", err, out)
 	}
 
-	dir, err := os.MkdirTemp("", "hdi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fab.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fab.Close() })
-	sw := fab.Switches()[0]
 	// No IPv4 in the configuration: the driver hands the guest's
 	// addresses to the device (SET_ADDR).
-	var cfgs []device.VNICConfig
-	for i := 1; i <= 2; i++ {
-		cfgs = append(cfgs, device.VNICConfig{
-			Name:       fmt.Sprintf("vm%d/hicain0", i),
-			Socket:     filepath.Join(dir, fmt.Sprintf("ivshmem%d.sock", i)),
-			RAMPath:    filepath.Join(dir, fmt.Sprintf("vm%d.ram", i)),
-			RAMSize:    256 << 20,
-			Machine:    device.MachineQ35,
-			Vectors:    4,
-			FabricPort: sw.SocketPath(i),
-			MAC:        [6]byte{0x02, 0x48, 0x4e, 0, 0, byte(i)},
-		})
-	}
-	srv, err := device.Start(context.Background(), device.Config{VNICs: cfgs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv, cfgs, dir := startTwoVNICs(t, "hdi")
 
 	w, err := testutil.BusyboxInitramfs(busybox, ibGuestInit, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
 	if err != nil {

@@ -297,39 +297,7 @@ func TestQEMUNetPing(t *testing.T) {
 	// Cleanups run last in, first out: the guests stop before the
 	// backend, the backend before the switch. A short directory keeps
 	// the socket paths well within sun_path.
-	dir, err := os.MkdirTemp("", "hdn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fab.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fab.Close() })
-	sw := fab.Switches()[0]
-
-	var cfgs []device.VNICConfig
-	for i := 1; i <= 2; i++ {
-		cfgs = append(cfgs, device.VNICConfig{
-			Name:       fmt.Sprintf("vm%d/hicain0", i),
-			Socket:     filepath.Join(dir, fmt.Sprintf("ivshmem%d.sock", i)),
-			RAMPath:    filepath.Join(dir, fmt.Sprintf("vm%d.ram", i)),
-			RAMSize:    256 << 20,
-			Machine:    device.MachineQ35,
-			Vectors:    4,
-			FabricPort: sw.SocketPath(i),
-			MAC:        [6]byte{0x02, 0x48, 0x4e, 0, 0, byte(i)},
-		})
-	}
-	srv, err := device.Start(context.Background(), device.Config{VNICs: cfgs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv, cfgs, dir := startTwoVNICs(t, "hdn")
 
 	koBytes, err := os.ReadFile(ko)
 	if err != nil {
@@ -477,4 +445,47 @@ func breakRxIndex(t *testing.T, pid int, mac [6]byte) {
 		return
 	}
 	t.Fatalf("no HiNIC BAR2 among the fds of QEMU %d", pid)
+}
+
+// startTwoVNICs starts a switch and a device backend with two q35 vNICs
+// of 256 MiB (MACs 02:48:4e:00:00:01 and :02, no IP addresses) on its
+// ports 1 and 2, in a short temporary directory (socket paths stay within
+// sun_path) named after prefix. Cleanups run last in, first out: the
+// guests a test starts later stop before the backend, the backend before
+// the switch.
+func startTwoVNICs(t *testing.T, prefix string) (*device.Server, []device.VNICConfig, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fab.Close() })
+	sw := fab.Switches()[0]
+	var cfgs []device.VNICConfig
+	for i := 1; i <= 2; i++ {
+		cfgs = append(cfgs, device.VNICConfig{
+			Name:       fmt.Sprintf("vm%d/hicain0", i),
+			Socket:     filepath.Join(dir, fmt.Sprintf("ivshmem%d.sock", i)),
+			RAMPath:    filepath.Join(dir, fmt.Sprintf("vm%d.ram", i)),
+			RAMSize:    256 << 20,
+			Machine:    device.MachineQ35,
+			Vectors:    4,
+			FabricPort: sw.SocketPath(i),
+			MAC:        [6]byte{0x02, 0x48, 0x4e, 0, 0, byte(i)},
+		})
+	}
+	srv, err := device.Start(context.Background(), device.Config{VNICs: cfgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv, cfgs, dir
 }
