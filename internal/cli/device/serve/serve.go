@@ -56,9 +56,12 @@ A --vnic value is a comma-separated list of key=value:
   port=PATH       HiSwitch port socket (hinic fabric serve); none leaves the link down
   mac=MAC         the NIC's MAC (required)
   ip=A.B.C.D      IPv4 address for the RoCEv2 GID ::ffff:A.B.C.D; repeat with ip=
+                  (Ethernet only; the guest driver may also set them)
   node-guid=HEX   node GUID (default EUI-64 of the MAC)
   port-guid=HEX   port GUID (default the node GUID)
-  link=eth        link layer; only eth (RoCEv2) is implemented
+  link=eth|ib     link layer: eth (RoCEv2, default) or ib (native InfiniBand: the
+                  port must be a HiSwitch port with link: ib, and stays in Init
+                  until a subnet manager gives it a LID)
   vectors=N       ivshmem vectors, same as QEMU's vectors= (default 8, at least 3)
   shm-size=SIZE   BAR2 size, a power of two of at least 1M (default 1M)
   mtu=N           path MTU limit in bytes: 256..4096 (default 1024)
