@@ -458,7 +458,7 @@ func (e *engine) rxFrame(b *frameBuf) bool {
 		d.ctr.rxICRC.Add(1)
 		return false
 	}
-	if pkt.BTH.PKey()&0x7FFF != pkeyDefault&0x7FFF {
+	if d.pkeyIndex(pkt.BTH.PKey()) < 0 {
 		d.ctr.rxPKey.Add(1)
 		return false
 	}

@@ -73,8 +73,7 @@ func (d *Device) buildPath(qpn, destQPN uint32, ah *AHAttr) (txPath, error) {
 	if isMcastGID(dgid) {
 		return p, fmt.Errorf("AV: multicast DGID %s needs a UD QP: %w", gidString(dgid), ErrInvalid)
 	}
-	v4 := ipv4Mapped(dgid)
-	if v4 != ipv4Mapped(sgid) {
+	if ipv4Mapped(dgid) != ipv4Mapped(sgid) {
 		return p, fmt.Errorf("AV: SGID %d (%s) and DGID (%s) are of different IP families: %w",
 			g.SGIDIndex, gidString(sgid), gidString(dgid), ErrInvalid)
 	}
@@ -86,25 +85,34 @@ func (d *Device) buildPath(qpn, destQPN uint32, ah *AHAttr) (txPath, error) {
 		}
 		dmac = d.cfg.MAC
 	}
+	p.roceHeaders(d.cfg.MAC, dmac, sgid, g)
+	p.f.UDP.SrcPort = udpSourcePort(qpn)
+	p.f.BTH.DestQP = destQPN
+	return p, nil
+}
+
+// roceHeaders fills the Ethernet, IP, UDP and BTH parts of a RoCEv2
+// template from src to dmac and g.DGID (IPv4 when the GIDs are
+// IPv4-mapped, as RoCEv2 sends them).
+func (p *txPath) roceHeaders(src, dmac [6]byte, sgid [16]byte, g *GlobalRoute) {
 	hop := g.HopLimit
 	if hop == 0 {
 		hop = 64
 	}
 	f := &p.f
 	f.Link = proto.LinkEthernet
-	f.Eth = proto.EthernetFields{Dst: dmac, Src: d.cfg.MAC}
+	f.Eth = proto.EthernetFields{Dst: dmac, Src: src}
 	p.tc = g.TrafficClass &^ 3
-	if v4 {
+	if ipv4Mapped(g.DGID) {
 		f.IP4 = proto.IPv4Fields{TTL: hop, Flags: 0b010} // DF, as rxe
 		copy(f.IP4.Src[:], sgid[12:])
-		copy(f.IP4.Dst[:], dgid[12:])
+		copy(f.IP4.Dst[:], g.DGID[12:])
 	} else {
 		f.IPv6 = true
-		f.IP6 = proto.IPv6Fields{FlowLabel: g.FlowLabel & 0xFFFFF, HopLimit: hop, Src: sgid, Dst: dgid}
+		f.IP6 = proto.IPv6Fields{FlowLabel: g.FlowLabel & 0xFFFFF, HopLimit: hop, Src: sgid, Dst: g.DGID}
 	}
-	f.UDP = proto.UDPFields{SrcPort: udpSourcePort(qpn), DstPort: proto.RoCEv2Port}
-	f.BTH = proto.BTHFields{PKey: pkeyDefault, DestQP: destQPN}
-	return p, nil
+	f.UDP = proto.UDPFields{DstPort: proto.RoCEv2Port}
+	f.BTH = proto.BTHFields{PKey: pkeyDefault}
 }
 
 func gidString(g [16]byte) string {

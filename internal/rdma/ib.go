@@ -33,8 +33,9 @@ const (
 // EventLIDChange is IBV_EVENT_LID_CHANGE: the SM gave the port a new LID.
 const EventLIDChange AsyncEventType = 11
 
-// ibPort is the IB state of port 1: PortInfo and the P_Key table. The
-// engine changes it (SMA Sets); QueryPort reads it under mu.
+// ibPort is the IB state of port 1: PortInfo and the P_Key table. Only
+// the engine goroutine changes it (SMA Sets), under mu; other goroutines
+// (QueryPort, QueryPKey) read it under mu, the engine reads it without.
 type ibPort struct {
 	mu    sync.Mutex
 	pi    proto.PortInfoFields
@@ -119,7 +120,8 @@ func (d *Device) portInfo() proto.PortInfoFields {
 }
 
 // pkeyIndex returns the index of the P_Key table entry pkey matches (same
-// low 15 bits, not both limited), or -1 (engine).
+// low 15 bits, not both limited), or -1. Engine goroutine only: it is on
+// the receive path, and the engine is the table's only writer.
 func (d *Device) pkeyIndex(pkey uint16) int {
 	if !d.ib() {
 		if pkey&0x7FFF == pkeyDefault&0x7FFF {
@@ -127,10 +129,7 @@ func (d *Device) pkeyIndex(pkey uint16) int {
 		}
 		return -1
 	}
-	p := &d.port1
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for i, k := range p.pkeys {
+	for i, k := range d.port1.pkeys {
 		if k&0x7FFF != 0 && k&0x7FFF == pkey&0x7FFF && (k&0x8000 != 0 || pkey&0x8000 != 0) {
 			return i
 		}

@@ -62,27 +62,9 @@ func mcastMAC(g [16]byte) [6]byte {
 // mcastPath builds the frame template of a send to a multicast group.
 func (d *Device) mcastPath(ah *AHAttr) txPath {
 	var p txPath
-	g := &ah.GRH
-	sgid, dgid := d.gids[g.SGIDIndex], g.DGID
-	hop := g.HopLimit
-	if hop == 0 {
-		hop = 64
-	}
-	f := &p.f
-	f.Link = proto.LinkEthernet
-	f.Eth = proto.EthernetFields{Dst: mcastMAC(dgid), Src: d.cfg.MAC}
-	p.tc = g.TrafficClass &^ 3
-	if ipv4Mapped(dgid) {
-		f.IP4 = proto.IPv4Fields{TTL: hop, Flags: 0b010}
-		copy(f.IP4.Src[:], sgid[12:])
-		copy(f.IP4.Dst[:], dgid[12:])
-	} else {
-		f.IPv6 = true
-		f.IP6 = proto.IPv6Fields{FlowLabel: g.FlowLabel & 0xFFFFF, HopLimit: hop, Src: sgid, Dst: dgid}
-	}
-	f.UDP = proto.UDPFields{DstPort: proto.RoCEv2Port}
-	f.BTH = proto.BTHFields{PKey: pkeyDefault, DestQP: mcastQPN}
-	p.mcast, p.group = true, dgid
+	p.roceHeaders(d.cfg.MAC, mcastMAC(ah.GRH.DGID), d.gids[ah.GRH.SGIDIndex], &ah.GRH)
+	p.f.BTH.DestQP = mcastQPN
+	p.mcast, p.group = true, ah.GRH.DGID
 	return p
 }
 
