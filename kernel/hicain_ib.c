@@ -1131,15 +1131,6 @@ static int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mas
 	a->min_rnr_timer = attr->min_rnr_timer;
 	a->max_rd_atomic = attr->max_rd_atomic;
 	a->max_dest_rd_atomic = attr->max_dest_rd_atomic;
-	/* ib_mad moves QP1 to INIT without a port, which the special QPs
-	 * have from creation (ib_modify_qp_is_ok's GSI column); the
-	 * device's checks are those of a UD QP, which names its port.
-	 */
-	if (ibqp->qp_type == IB_QPT_GSI && (mask & IB_QP_STATE) &&
-	    attr->qp_state == IB_QPS_INIT && !(mask & IB_QP_PORT)) {
-		m->attr_mask = cpu_to_le32(mask | IB_QP_PORT);
-		a->port_num = 1;
-	}
 	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
 }
 
