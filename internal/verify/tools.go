@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -16,6 +17,13 @@ import (
 
 // ErrNoResult is returned when a tool's output holds no result line.
 var ErrNoResult = errors.New("verify: no result in the tool's output")
+
+// ErrClockCalibration is returned by ParseLat when perftest measured the
+// exchange but could not calibrate its cycle counter against the clock
+// (it prints "Correlation coefficient r^2: ... < 0.9" and infinite
+// figures). Noisy virtual CPUs, TCG guests above all, cause it now and
+// then; a rerun is the remedy.
+var ErrClockCalibration = errors.New("verify: perftest could not calibrate its cycle counter (r^2 < 0.9); the latency figures are infinite")
 
 // PingPong is the summary of an ibv_{rc,uc,ud,srq}_pingpong run.
 type PingPong struct {
@@ -77,6 +85,11 @@ func perftestRows(out string) (header []string, rows [][]string) {
 		header = f
 		for _, r := range lines[i+1:] {
 			rf := strings.Fields(r)
+			if len(rf) > 0 && rf[0] == "Correlation" {
+				// perftest's clock calibration warning, printed
+				// between the header and the row.
+				continue
+			}
 			if len(rf) == 0 || strings.HasPrefix(rf[0], "-") {
 				break
 			}
@@ -114,6 +127,11 @@ func ParseBW(out string) (BW, error) {
 	if len(v) < 5 {
 		return BW{}, fmt.Errorf("verify: bandwidth row has %d fields, want 5", len(v))
 	}
+	for _, f := range v[2:5] {
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return BW{}, fmt.Errorf("verify: bandwidth row has non-finite figures: %s", strings.Join(rows[len(rows)-1], " "))
+		}
+	}
 	return BW{Bytes: int64(v[0]), Iters: int64(v[1]), PeakMiBs: v[2], AverageMiBs: v[3], MsgRateMpps: v[4]}, nil
 }
 
@@ -123,12 +141,24 @@ func ParseLat(out string) (Lat, error) {
 	if len(rows) == 0 || !strings.Contains(strings.Join(h, " "), "t_typical") {
 		return Lat{}, ErrNoResult
 	}
+	if strings.Contains(out, "Correlation coefficient r^2") {
+		for _, f := range rows[len(rows)-1] {
+			if f = strings.ToLower(f); strings.Contains(f, "inf") || strings.Contains(f, "nan") {
+				return Lat{}, ErrClockCalibration
+			}
+		}
+	}
 	v, err := floats(rows[len(rows)-1])
 	if err != nil {
 		return Lat{}, err
 	}
 	if len(v) < 9 {
 		return Lat{}, fmt.Errorf("verify: latency row has %d fields, want 9", len(v))
+	}
+	for _, f := range v[2:9] {
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return Lat{}, fmt.Errorf("verify: latency row has non-finite figures: %s", strings.Join(rows[len(rows)-1], " "))
+		}
 	}
 	return Lat{Bytes: int64(v[0]), Iters: int64(v[1]), Min: v[2], Max: v[3], Typical: v[4], Avg: v[5], Stdev: v[6], P99: v[7], P999: v[8]}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -225,5 +226,24 @@ func TestParseRealOutputs(t *testing.T) {
 	}
 	if _, err := ParseBW(read("ud_multicast_ipv4gid.client.txt")); !errors.Is(err, ErrNoResult) {
 		t.Errorf("refused multicast run: %v", err)
+	}
+}
+
+func TestParseLatClockCalibration(t *testing.T) {
+	// A real ib_send_lat server in a TCG guest whose cycle counter
+	// calibration failed: the exchange ran, the figures are infinite.
+	b, err := os.ReadFile("testdata/hicain/ib_send_lat.calibration.server.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseLat(string(b)); !errors.Is(err, ErrClockCalibration) {
+		t.Fatalf("err %v, want ErrClockCalibration", err)
+	}
+	// Infinite figures without perftest's warning are an error too, not
+	// a result.
+	noWarn := strings.ReplaceAll(string(b), "Correlation coefficient r^2: 0.83107 < 0.9\n", "")
+	noWarn = strings.ReplaceAll(noWarn, "-nan", "inf")
+	if _, err := ParseLat(noWarn); err == nil || errors.Is(err, ErrClockCalibration) {
+		t.Fatalf("infinite row without the warning: err %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/verify/compare"
 	"github.com/PacketFive/hinic/internal/cli/verify/e2e"
 )
 
@@ -15,5 +16,6 @@ func NewCmdVerify(f *cmdutil.Factory) *cobra.Command {
 		Short: "Check a rack end to end with RDMA traffic",
 	}
 	cmd.AddCommand(e2e.NewCmdE2E(f, nil))
+	cmd.AddCommand(compare.NewCmdCompare(f, nil))
 	return cmd
 }

@@ -3,6 +3,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +29,9 @@ type Options struct {
 	MTU   int
 	Pcap  string
 	JUnit string
+	// JSON, if set, receives the whole report (target, start, duration,
+	// cases) for hinic verify compare.
+	JSON  string
 	Cases verify.EmbeddedOptions
 
 	// Rack selects a deployed QEMU rack instead of the embedded one: a
@@ -95,7 +99,7 @@ func NewCmdE2E(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Example: `  hinic verify e2e
   hinic verify e2e --mtu 1024 --bw-iters 5000 --junit gate.xml
   hinic verify e2e -o json | jq '.[] | select(.result != "pass")'
-  hinic verify e2e --rack rack0 --save gate-out --junit gate.xml`,
+  hinic verify e2e --rack rack0 --save gate-out --junit gate.xml --json gate.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Context = cmd.Context()
@@ -140,6 +144,7 @@ func NewCmdE2E(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.StringVar(&opts.Link, "link", "both", "embedded racks to verify: `both`, eth (RoCEv2) or ib (native InfiniBand)")
 	fl.StringVar(&opts.Pcap, "pcap", "", "write the fabric's per-port captures to `DIR`")
 	fl.StringVar(&opts.JUnit, "junit", "", "also write the report as JUnit XML to `FILE`")
+	fl.StringVar(&opts.JSON, "json", "", "also write the whole report as JSON to `FILE` (for hinic verify compare)")
 	fl.IntVar(&opts.Cases.PingPongIters, "pingpong-iters", 500, "round trips of the pingpong case")
 	fl.IntVar(&opts.Cases.BWIters, "bw-iters", 1000, "messages of each bandwidth case")
 	fl.IntVar(&opts.Cases.BWSize, "bw-size", 65536, "message size of the bandwidth cases, bytes")
@@ -228,6 +233,15 @@ func report(opts *Options, printer *cmdutil.Printer, rep *verify.Report, target 
 		}
 		if werr != nil {
 			return werr
+		}
+	}
+	if opts.JSON != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.JSON, append(b, '\n'), 0o644); err != nil {
+			return err
 		}
 	}
 	if printer.Format() == cmdutil.FormatJSON {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/verify"
 )
 
 func run(args ...string) (string, string, int) {
@@ -25,8 +26,9 @@ func run(args ...string) (string, string, int) {
 func TestGateJSONAndJUnit(t *testing.T) {
 	dir := t.TempDir()
 	junit := filepath.Join(dir, "gate.xml")
+	full := filepath.Join(dir, "gate.json")
 	out, errOut, code := run("verify", "e2e", "-o", "json", "--mtu", "1024", "--pingpong-iters", "20",
-		"--bw-iters", "50", "--lat-iters", "50", "--junit", junit, "--pcap", filepath.Join(dir, "pcap"))
+		"--bw-iters", "50", "--lat-iters", "50", "--junit", junit, "--json", full, "--pcap", filepath.Join(dir, "pcap"))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
@@ -49,6 +51,18 @@ func TestGateJSONAndJUnit(t *testing.T) {
 		if c.Case != want[i] || c.Result != "pass" || c.Figure <= 0 || c.Unit == "" {
 			t.Errorf("case %d: %+v", i, c)
 		}
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := verify.ReadReport(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Target == "" || rep.Duration <= 0 || len(rep.Cases) != len(want) || rep.Cases[0].Case != want[0] {
+		t.Errorf("--json report: target %q, %.1f s, %d cases", rep.Target, rep.Duration, len(rep.Cases))
 	}
 	raw, err := os.ReadFile(junit)
 	if err != nil {
