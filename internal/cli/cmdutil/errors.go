@@ -46,12 +46,23 @@ func VerifyErrorf(format string, a ...any) error {
 	return &VerifyError{Err: fmt.Errorf(format, a...)}
 }
 
+// StatusError carries an exit status that the command passes on, such as
+// that of a command it ran in a guest. Status is clamped to 1..255.
+type StatusError struct {
+	Status int
+	Err    error
+}
+
+func (e *StatusError) Error() string { return e.Err.Error() }
+func (e *StatusError) Unwrap() error { return e.Err }
+
 // ExitCode maps an error returned by a command to hinic's exit code.
 // Cancellation wins over the other kinds: a verification cut short by
 // Ctrl-C did not fail, it was interrupted.
 func ExitCode(err error) int {
 	var usage *UsageError
 	var verify *VerifyError
+	var status *StatusError
 	switch {
 	case err == nil:
 		return ExitOK
@@ -61,6 +72,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &verify):
 		return ExitVerifyFailed
+	case errors.As(err, &status):
+		return min(max(status.Status, 1), 255)
 	default:
 		return ExitError
 	}

@@ -23,6 +23,9 @@ func TestExitCode(t *testing.T) {
 		{"wrapped canceled", fmt.Errorf("listen: %w", context.Canceled), ExitInterrupted},
 		{"verify interrupted", &VerifyError{Err: fmt.Errorf("ping: %w", context.Canceled)}, ExitInterrupted},
 		{"deadline is an error", context.DeadlineExceeded, ExitError},
+		{"passed-on status", &StatusError{Status: 7, Err: errors.New("exited 7")}, 7},
+		{"status clamped high", fmt.Errorf("x: %w", &StatusError{Status: 300, Err: errors.New("x")}), 255},
+		{"status clamped low", &StatusError{Status: 0, Err: errors.New("x")}, ExitError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/deploy/down"
+	"github.com/PacketFive/hinic/internal/cli/deploy/exec"
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
 	"github.com/PacketFive/hinic/internal/cli/deploy/status"
 )
@@ -17,6 +18,7 @@ func NewCmdDeploy(f *cmdutil.Factory) *cobra.Command {
 		Use:   "deploy",
 		Short: "Deploy QEMU racks (fabric, guests, RDMA NICs) and tear them down",
 	}
-	cmd.AddCommand(rack.NewCmdRack(f, nil), status.NewCmdStatus(f, nil), down.NewCmdDown(f, nil))
+	cmd.AddCommand(rack.NewCmdRack(f, nil), status.NewCmdStatus(f, nil), down.NewCmdDown(f, nil),
+		exec.NewCmdExec(f, nil))
 	return cmd
 }
