@@ -49,14 +49,16 @@ func (d *Device) checkAH(attr *AHAttr) (txPath, error) {
 	if attr.PortNum > 1 {
 		return txPath{}, fmt.Errorf("AV: port %d does not exist: %w", attr.PortNum, ErrInvalid)
 	}
-	if int(g.SGIDIndex) >= len(d.gids) {
-		return txPath{}, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+	gids := d.gidTable()
+	if int(g.SGIDIndex) >= len(gids) {
+		return txPath{}, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(gids), ErrInvalid)
 	}
-	if ipv4Mapped(d.gids[g.SGIDIndex]) != ipv4Mapped(g.DGID) {
+	sgid := gids[g.SGIDIndex]
+	if ipv4Mapped(sgid) != ipv4Mapped(g.DGID) {
 		return txPath{}, fmt.Errorf("AV: SGID %d and multicast DGID %s are of different IP families: %w",
 			g.SGIDIndex, gidString(g.DGID), ErrInvalid)
 	}
-	return d.mcastPath(attr), nil
+	return d.mcastPath(attr, sgid), nil
 }
 
 // Attr returns the address vector.

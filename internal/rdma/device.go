@@ -199,8 +199,10 @@ type Device struct {
 	clock     Clock
 	activeMTU MTU
 
-	gids   [][16]byte
-	ipv4   [][4]byte // our IPv4 addresses (destination check)
+	// addrs is the GID table and the IPv4 addresses behind it (the
+	// destination check), replaced whole by SetIPv4: readers take one
+	// snapshot per use.
+	addrs  atomic.Pointer[addrTable]
 	maxQPN int
 
 	ctr counters
@@ -320,20 +322,11 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		mrs:       make([]*MR, 1, 64),
 		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
-	d.gids = append(d.gids, linkLocalGID(cfg.MAC))
-	for _, a := range cfg.IPv4 {
-		if !a.Is4() {
-			return nil, fmt.Errorf("rdma: new device %q: IPv4 address %v is not IPv4: %w", cfg.Name, a, ErrInvalid)
-		}
-		d.ipv4 = append(d.ipv4, a.As4())
-		d.gids = append(d.gids, a.As16()) // ::ffff:a.b.c.d
+	t, err := newAddrTable(cfg.MAC, cfg.IPv4, cfg.IPv6)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: new device %q: %w", cfg.Name, err)
 	}
-	for _, a := range cfg.IPv6 {
-		if !a.Is6() || a.Is4In6() {
-			return nil, fmt.Errorf("rdma: new device %q: IPv6 address %v is not IPv6: %w", cfg.Name, a, ErrInvalid)
-		}
-		d.gids = append(d.gids, a.As16())
-	}
+	d.addrs.Store(t)
 	if d.ib() {
 		if len(cfg.IPv4) > 0 || len(cfg.IPv6) > 0 {
 			return nil, fmt.Errorf("rdma: new device %q: IP addresses make RoCE GIDs; an InfiniBand port has none: %w", cfg.Name, ErrInvalid)
@@ -430,7 +423,7 @@ func (d *Device) QueryPort() PortAttr {
 			State:         PortState(pi.PortState),
 			MaxMTU:        MTU4096,
 			ActiveMTU:     d.activeMTU,
-			GIDTableLen:   len(d.gids),
+			GIDTableLen:   len(d.gidTable()),
 			PortCapFlags:  pi.CapabilityMask,
 			MaxMsgSize:    MaxMsgSize,
 			QKeyViolCntr:  uint32(d.ctr.qkeyViolations.Load()),
@@ -451,7 +444,7 @@ func (d *Device) QueryPort() PortAttr {
 		State:        PortActive,
 		MaxMTU:       MTU4096,
 		ActiveMTU:    d.activeMTU,
-		GIDTableLen:  len(d.gids),
+		GIDTableLen:  len(d.gidTable()),
 		PortCapFlags: 1 << 16, // IB_PORT_CM_SUP, as rxe
 		MaxMsgSize:   MaxMsgSize,
 		PKeyTableLen: 1,
@@ -465,17 +458,18 @@ func (d *Device) QueryPort() PortAttr {
 
 // QueryGID returns GID table entry index.
 func (d *Device) QueryGID(index int) ([16]byte, error) {
-	if index < 0 || index >= len(d.gids) {
-		return [16]byte{}, fmt.Errorf("rdma: query GID %d: table has %d entries: %w", index, len(d.gids), ErrInvalid)
+	gids := d.gidTable()
+	if index < 0 || index >= len(gids) {
+		return [16]byte{}, fmt.Errorf("rdma: query GID %d: table has %d entries: %w", index, len(gids), ErrInvalid)
 	}
-	return d.gids[index], nil
+	return gids[index], nil
 }
 
 // QueryGIDType returns the type of GID table entry index: RoCEv2 on an
 // Ethernet port, IB on an InfiniBand one.
 func (d *Device) QueryGIDType(index int) (GIDType, error) {
-	if index < 0 || index >= len(d.gids) {
-		return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, len(d.gids), ErrInvalid)
+	if n := len(d.gidTable()); index < 0 || index >= n {
+		return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, n, ErrInvalid)
 	}
 	if d.ib() {
 		return GIDTypeIB, nil
@@ -505,7 +499,7 @@ func (d *Device) Counters() Counters { return d.ctr.snapshot() }
 
 // gidIndex returns the index of gid in our table, or -1.
 func (d *Device) gidIndex(gid [16]byte) int {
-	for i, g := range d.gids {
+	for i, g := range d.gidTable() {
 		if g == gid {
 			return i
 		}

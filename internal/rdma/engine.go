@@ -548,7 +548,7 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 }
 
 func (d *Device) ownsIPv4(ip []byte) bool {
-	for _, a := range d.ipv4 {
+	for _, a := range d.addrs.Load().ipv4 {
 		if bytes.Equal(a[:], ip) {
 			return true
 		}
@@ -557,7 +557,7 @@ func (d *Device) ownsIPv4(ip []byte) bool {
 }
 
 func (d *Device) ownsGID(ip []byte) bool {
-	for _, g := range d.gids {
+	for _, g := range d.gidTable() {
 		if bytes.Equal(g[:], ip) {
 			return true
 		}

@@ -63,10 +63,11 @@ func (d *Device) buildPath(qpn, destQPN uint32, ah *AHAttr) (txPath, error) {
 		return p, fmt.Errorf("AV: port %d does not exist: %w", ah.PortNum, ErrInvalid)
 	}
 	g := &ah.GRH
-	if int(g.SGIDIndex) >= len(d.gids) {
-		return p, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+	gids := d.gidTable()
+	if int(g.SGIDIndex) >= len(gids) {
+		return p, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(gids), ErrInvalid)
 	}
-	sgid, dgid := d.gids[g.SGIDIndex], g.DGID
+	sgid, dgid := gids[g.SGIDIndex], g.DGID
 	if dgid == ([16]byte{}) {
 		return p, fmt.Errorf("AV: zero DGID: %w", ErrInvalid)
 	}

@@ -107,7 +107,7 @@ func (d *Device) initIB() error {
 	for i := 0; i < 8; i++ {
 		gid[8+i] = byte(c.PortGUID >> (56 - 8*i))
 	}
-	d.gids = append(d.gids[:0], gid)
+	d.addrs.Store(&addrTable{gids: [][16]byte{gid}})
 	return nil
 }
 
@@ -160,8 +160,9 @@ func (d *Device) buildPathIB(destQPN uint32, ah *AHAttr, ud bool) (txPath, error
 	f.LRH = proto.LRHFields{SL: ah.SL, DLID: dlid}
 	if ah.IsGlobal {
 		g := &ah.GRH
-		if int(g.SGIDIndex) >= len(d.gids) {
-			return p, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(d.gids), ErrInvalid)
+		gids := d.gidTable()
+		if int(g.SGIDIndex) >= len(gids) {
+			return p, fmt.Errorf("AV: SGID index %d outside the %d-entry GID table: %w", g.SGIDIndex, len(gids), ErrInvalid)
 		}
 		if mcast && g.DGID[0] != 0xff {
 			return p, fmt.Errorf("AV: multicast DLID %#x with the unicast DGID %s: %w", dlid, gidString(g.DGID), ErrInvalid)
@@ -172,7 +173,7 @@ func (d *Device) buildPathIB(destQPN uint32, ah *AHAttr, ud bool) (txPath, error
 		}
 		f.Global = true
 		f.GRH = proto.GRHFields{TClass: g.TrafficClass, FlowLabel: g.FlowLabel & 0xFFFFF, NxtHdr: 0x1B, HopLmt: hop,
-			SGID: d.gids[g.SGIDIndex], DGID: g.DGID}
+			SGID: gids[g.SGIDIndex], DGID: g.DGID}
 		p.group = g.DGID
 	} else if mcast {
 		return p, fmt.Errorf("AV: multicast DLID %#x needs a GRH with the group's MGID: %w", dlid, ErrInvalid)

@@ -60,9 +60,9 @@ func mcastMAC(g [16]byte) [6]byte {
 }
 
 // mcastPath builds the frame template of a send to a multicast group.
-func (d *Device) mcastPath(ah *AHAttr) txPath {
+func (d *Device) mcastPath(ah *AHAttr, sgid [16]byte) txPath {
 	var p txPath
-	p.roceHeaders(d.cfg.MAC, mcastMAC(ah.GRH.DGID), d.gids[ah.GRH.SGIDIndex], &ah.GRH)
+	p.roceHeaders(d.cfg.MAC, mcastMAC(ah.GRH.DGID), sgid, &ah.GRH)
 	p.f.BTH.DestQP = mcastQPN
 	p.mcast, p.group = true, ah.GRH.DGID
 	return p
