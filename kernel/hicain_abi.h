@@ -25,7 +25,8 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	1	/* 1.1: SRQ, UD, multicast, device_attr tail */
+#define HICAIN_ABI_MINOR	2	/* 1.1: SRQ, UD, multicast, device_attr tail;
+				 * 1.2: QUERY_COUNTERS */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -170,6 +171,12 @@ enum hicain_admin_op {
 	HICAIN_CMD_ATTACH_MCAST,	/* hicain_cmd_mcast */
 	HICAIN_CMD_DETACH_MCAST,	/* hicain_cmd_mcast */
 	HICAIN_CMD_SET_ADDR,		/* MAC, MTU, IP addresses (GIDs) */
+	HICAIN_CMD_QUERY_COUNTERS,	/* handle = port -> resp_gpa <- hicain_port_counters */
+	/*
+	 * One past the last opcode of this minor. It is no wire value (no
+	 * field carries it, neither side acts on it) and grows with each
+	 * opcode a minor adds; the opcodes above it never move.
+	 */
 	HICAIN_CMD_MAX
 };
 
@@ -430,6 +437,33 @@ struct hicain_port_attr {
 	__u8 phys_state;
 	__u8 link_layer;
 };					/* 48 bytes */
+
+/*
+ * QUERY_COUNTERS (ABI 1.2): the port's RoCE traffic counters since the
+ * device's transport was created (guest connect, reset, SET_ADDR). They
+ * only grow; clearing (a PMA Set of PortCounters) is the driver's
+ * baseline. Octets count frames from the Ethernet header through the
+ * ICRC, as the transport builds and accepts them (loopback included);
+ * multicast counts RoCE frames to a group MAC through the fabric port,
+ * unicast the rest of the totals.
+ */
+struct hicain_port_counters {
+	__le64 xmit_data;		/* octets sent */
+	__le64 rcv_data;		/* octets received */
+	__le64 xmit_pkts;
+	__le64 rcv_pkts;
+	__le64 unicast_xmit_pkts;
+	__le64 unicast_rcv_pkts;
+	__le64 multicast_xmit_pkts;
+	__le64 multicast_rcv_pkts;
+	__le64 rcv_errors;		/* bad ICRC, malformed */
+	__le64 xmit_discards;		/* frames the port refused (link down) */
+	__le64 rcv_constraint_errors;	/* P_Key mismatches */
+	__le64 link_downed;		/* fabric link losses */
+	__le64 vl15_dropped;		/* native IB only */
+	__le64 qp1_dropped;		/* QP1 packets without a consumer, bad Q_Key */
+	__le64 rsvd[2];
+};					/* 128 bytes */
 
 /* Event queue entry (BAR2, HICAIN_IRQ_CTRL). */
 enum hicain_event_type {

@@ -16,6 +16,10 @@
  * uverbs write() commands. MRs are user pages pinned with ib_umem whose
  * DMA addresses the device gets as a page list.
  *
+ * The port's performance management agent is process_mad: it answers
+ * the PerfMgt MADs that reach QP1 from the device's counters
+ * (QUERY_COUNTERS); ib_mad routes every other MAD to its agents.
+ *
  * Unloading: uverbs pins this module for as long as a process holds a
  * /dev/infiniband/uverbsN file open (the driver has no
  * disassociate_ucontext), so rmmod fails with EBUSY until the last user
@@ -34,6 +38,8 @@
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
+#include <rdma/ib_pma.h>
+#include <rdma/ib_sa.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/iter.h>
@@ -64,6 +70,36 @@
 #define HICAIN_MAX_INLINE	256
 
 /*
+ * The counters of the port's PMA (hicain_process_mad), and the two
+ * attributes that show them with baselines of their own.
+ */
+enum hicain_pma_ctr {
+	/* The CounterSelect bits of PortCountersExtended, in order. */
+	HICAIN_PMA_XMIT_DATA,
+	HICAIN_PMA_RCV_DATA,
+	HICAIN_PMA_XMIT_PKTS,
+	HICAIN_PMA_RCV_PKTS,
+	HICAIN_PMA_UCAST_XMIT_PKTS,
+	HICAIN_PMA_UCAST_RCV_PKTS,
+	HICAIN_PMA_MCAST_XMIT_PKTS,
+	HICAIN_PMA_MCAST_RCV_PKTS,
+	/* PortCounters only. */
+	HICAIN_PMA_RCV_ERRORS,
+	HICAIN_PMA_XMIT_DISCARDS,
+	HICAIN_PMA_RCV_CONSTRAINT_ERRORS,
+	HICAIN_PMA_LINK_DOWNED,
+	HICAIN_PMA_VL15_DROPPED,
+	HICAIN_PMA_QP1_DROPPED,
+	HICAIN_PMA_NR
+};
+
+enum hicain_pma_view {
+	HICAIN_PMA_VIEW_COUNTERS,	/* PortCounters */
+	HICAIN_PMA_VIEW_EXT,		/* PortCountersExtended */
+	HICAIN_PMA_VIEWS
+};
+
+/*
  * struct hicain_ibdev - the ib_device of one HiNIC function. epoch counts
  * device resets: an object made in an earlier epoch no longer exists in
  * the device, so destroying it sends no admin command.
@@ -79,6 +115,9 @@ struct hicain_ibdev {
 	struct list_head cqs;
 	struct mutex addr_lock;		/* addrs */
 	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
+	struct mutex pma_lock;		/* pma_base, pma_epoch */
+	u64 pma_base[HICAIN_PMA_VIEWS][HICAIN_PMA_NR];	/* what a PMA Set cleared to */
+	int pma_epoch;			/* the epoch of pma_base */
 };
 
 struct hicain_ucontext {
@@ -131,6 +170,11 @@ struct hicain_ah {
 	struct ib_ah ibah;		/* first: INIT_RDMA_OBJ_SIZE */
 	u32 handle;
 	int epoch;
+	/* For query_ah: the address vector as the device got it, and
+	 * ib_core's index of its SGID.
+	 */
+	struct hicain_ah_attr attr;
+	u8 sgid_index;
 };
 
 /*
@@ -1459,6 +1503,30 @@ static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	if (ret)
 		return ret;
 	ah->handle = le32_to_cpu(cqe.handle);
+	ah->attr = cmd.create_ah.attr;
+	ah->sgid_index = rdma_ah_read_grh(init->ah_attr)->sgid_index;
+	return 0;
+}
+
+/*
+ * hicain_query_ah - the AH's address vector. ib_mad needs it to match a
+ * response with its request (rcv_has_same_gid in mad.c: rdma_query_ah
+ * must succeed and name the SGID the request left from).
+ */
+static int hicain_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
+{
+	struct hicain_ah *ah = to_hah(ibah);
+	union ib_gid dgid;
+
+	memcpy(dgid.raw, ah->attr.dgid, sizeof(dgid.raw));
+	memset(attr, 0, sizeof(*attr));
+	attr->type = ibah->type;
+	rdma_ah_set_sl(attr, ah->attr.sl);
+	rdma_ah_set_port_num(attr, ah->attr.port_num);
+	rdma_ah_set_static_rate(attr, ah->attr.static_rate);
+	rdma_ah_set_grh(attr, &dgid, le32_to_cpu(ah->attr.flow_label), ah->sgid_index,
+			ah->attr.hop_limit, ah->attr.traffic_class);
+	memcpy(attr->roce.dmac, ah->attr.dmac, ETH_ALEN);
 	return 0;
 }
 
@@ -1649,6 +1717,269 @@ static int hicain_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	return hicain_destroy_status(hicain_mcast(ibqp, HICAIN_CMD_DETACH_MCAST, gid, lid));
 }
 
+/* ---- performance management agent ---- */
+
+/*
+ * The port's PMA (IBA 16.1): ib_mad hands every MAD that arrives on QP1
+ * to process_mad before its agents. PerfMgt Gets and Sets are answered
+ * here from the device's counters (QUERY_COUNTERS); responses, other
+ * classes and methods that no PMA answers go on to ib_mad's agents
+ * (umad, CM) as before.
+ *
+ * The device's counters only grow. A Set of PortCounters or
+ * PortCountersExtended clears counters by moving this driver's baseline
+ * of that attribute to their current value (the attributes clear
+ * independently, IBA 16.1.3.5 and 16.1.4.11). A device reset restarts
+ * the device's counters and drops the baselines.
+ */
+/* PMA ClassPortInfo RespTimeValue: 4.096 us << 18, about 1 s (IBA 13.4.6.2). */
+#define HICAIN_PMA_RESP_TIME	18
+/* PortCounters CounterSelect bit 8, PortRcvConstraintErrors (IBA table 247). */
+#define HICAIN_PMA_SEL_RCV_CONSTRAINT_ERRORS	cpu_to_be16(0x0100)
+
+/*
+ * hicain_pma_counters - the port's counters as view v shows them, after
+ * clearing the counters in clear (a mask of BIT(enum hicain_pma_ctr)).
+ * Sleeps (admin command).
+ */
+static int hicain_pma_counters(struct hicain_ibdev *hidev, u32 port, enum hicain_pma_view v,
+			       u32 clear, u64 *val)
+{
+	struct hicain_port_counters pc;
+	u64 cur[HICAIN_PMA_NR], *base;
+	int epoch, i, ret;
+
+	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_COUNTERS, port, &pc, sizeof(pc));
+	if (ret)
+		return ret;
+	cur[HICAIN_PMA_XMIT_DATA] = le64_to_cpu(pc.xmit_data);
+	cur[HICAIN_PMA_RCV_DATA] = le64_to_cpu(pc.rcv_data);
+	cur[HICAIN_PMA_XMIT_PKTS] = le64_to_cpu(pc.xmit_pkts);
+	cur[HICAIN_PMA_RCV_PKTS] = le64_to_cpu(pc.rcv_pkts);
+	cur[HICAIN_PMA_UCAST_XMIT_PKTS] = le64_to_cpu(pc.unicast_xmit_pkts);
+	cur[HICAIN_PMA_UCAST_RCV_PKTS] = le64_to_cpu(pc.unicast_rcv_pkts);
+	cur[HICAIN_PMA_MCAST_XMIT_PKTS] = le64_to_cpu(pc.multicast_xmit_pkts);
+	cur[HICAIN_PMA_MCAST_RCV_PKTS] = le64_to_cpu(pc.multicast_rcv_pkts);
+	cur[HICAIN_PMA_RCV_ERRORS] = le64_to_cpu(pc.rcv_errors);
+	cur[HICAIN_PMA_XMIT_DISCARDS] = le64_to_cpu(pc.xmit_discards);
+	cur[HICAIN_PMA_RCV_CONSTRAINT_ERRORS] = le64_to_cpu(pc.rcv_constraint_errors);
+	cur[HICAIN_PMA_LINK_DOWNED] = le64_to_cpu(pc.link_downed);
+	cur[HICAIN_PMA_VL15_DROPPED] = le64_to_cpu(pc.vl15_dropped);
+	cur[HICAIN_PMA_QP1_DROPPED] = le64_to_cpu(pc.qp1_dropped);
+
+	mutex_lock(&hidev->pma_lock);
+	epoch = atomic_read(&hidev->epoch);
+	if (hidev->pma_epoch != epoch) {
+		memset(hidev->pma_base, 0, sizeof(hidev->pma_base));
+		hidev->pma_epoch = epoch;
+	}
+	base = hidev->pma_base[v];
+	for (i = 0; i < HICAIN_PMA_NR; i++) {
+		if (clear & BIT(i))
+			base[i] = cur[i];
+		else if (cur[i] < base[i])
+			base[i] = 0;	/* the device's counters restarted */
+		val[i] = cur[i] - base[i];
+	}
+	mutex_unlock(&hidev->pma_lock);
+	return 0;
+}
+
+/* PMA counters stop at their maximum instead of wrapping (IBA 16.1.3.5). */
+static u8 hicain_pma_sat8(u64 v)
+{
+	return min_t(u64, v, U8_MAX);
+}
+
+static __be16 hicain_pma_sat16(u64 v)
+{
+	return cpu_to_be16(min_t(u64, v, U16_MAX));
+}
+
+static __be32 hicain_pma_sat32(u64 v)
+{
+	return cpu_to_be32(min_t(u64, v, U32_MAX));
+}
+
+static int hicain_pma_class_port_info(struct ib_pma_mad *pmp)
+{
+	struct ib_class_port_info *cpi = (struct ib_class_port_info *)pmp->data;
+
+	if (pmp->mad_hdr.method != IB_MGMT_METHOD_GET)
+		return IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
+	memset(pmp->data, 0, sizeof(pmp->data));
+	cpi->base_version = IB_MGMT_BASE_VERSION;
+	cpi->class_version = 1;
+	/* PortCountersExtended with every counter, unicast and multicast
+	 * included; one port, no PortXmitWait.
+	 */
+	cpi->capability_mask = IB_PMA_CLASS_CAP_EXT_WIDTH;
+	ib_set_cpi_resp_time(cpi, HICAIN_PMA_RESP_TIME);
+	return IB_MGMT_MAD_STATUS_SUCCESS;
+}
+
+/* The CounterSelect bits of PortCounters a Set clears with, as counters. */
+static u32 hicain_pma_clear_mask(__be16 sel)
+{
+	static const struct {
+		__be16 sel;
+		enum hicain_pma_ctr ctr;
+	} map[] = {
+		{ IB_PMA_SEL_LINK_DOWNED, HICAIN_PMA_LINK_DOWNED },
+		{ IB_PMA_SEL_PORT_RCV_ERRORS, HICAIN_PMA_RCV_ERRORS },
+		{ IB_PMA_SEL_PORT_XMIT_DISCARDS, HICAIN_PMA_XMIT_DISCARDS },
+		{ HICAIN_PMA_SEL_RCV_CONSTRAINT_ERRORS, HICAIN_PMA_RCV_CONSTRAINT_ERRORS },
+		{ IB_PMA_SEL_PORT_VL15_DROPPED, HICAIN_PMA_VL15_DROPPED },
+		{ IB_PMA_SEL_PORT_XMIT_DATA, HICAIN_PMA_XMIT_DATA },
+		{ IB_PMA_SEL_PORT_RCV_DATA, HICAIN_PMA_RCV_DATA },
+		{ IB_PMA_SEL_PORT_XMIT_PACKETS, HICAIN_PMA_XMIT_PKTS },
+		{ IB_PMA_SEL_PORT_RCV_PACKETS, HICAIN_PMA_RCV_PKTS },
+	};
+	u32 mask = 0;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(map); i++)
+		if (sel & map[i].sel)
+			mask |= BIT(map[i].ctr);
+	return mask;
+}
+
+/*
+ * hicain_pma_port_counters - PortCounters (IBA 16.1.3.5). Data counts
+ * 4-octet words; the counters the port has no source for (symbol and
+ * link integrity errors, relay errors, PortXmitWait) stay 0. Returns a
+ * MAD status or a negative errno.
+ */
+static int hicain_pma_port_counters(struct hicain_ibdev *hidev, u32 port, struct ib_pma_mad *pmp)
+{
+	struct ib_pma_portcounters *p = (struct ib_pma_portcounters *)pmp->data;
+	u8 port_select = p->port_select;
+	__be16 sel = p->counter_select;
+	u64 val[HICAIN_PMA_NR];
+	u32 clear = 0;
+	int ret;
+
+	if (port_select != port)
+		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	if (pmp->mad_hdr.method == IB_MGMT_METHOD_SET)
+		clear = hicain_pma_clear_mask(sel);
+	ret = hicain_pma_counters(hidev, port, HICAIN_PMA_VIEW_COUNTERS, clear, val);
+	if (ret)
+		return ret;
+	memset(pmp->data, 0, sizeof(pmp->data));
+	p->port_select = port_select;
+	p->counter_select = sel;
+	p->link_downed_counter = hicain_pma_sat8(val[HICAIN_PMA_LINK_DOWNED]);
+	p->port_rcv_errors = hicain_pma_sat16(val[HICAIN_PMA_RCV_ERRORS]);
+	p->port_xmit_discards = hicain_pma_sat16(val[HICAIN_PMA_XMIT_DISCARDS]);
+	p->port_rcv_constraint_errors = hicain_pma_sat8(val[HICAIN_PMA_RCV_CONSTRAINT_ERRORS]);
+	/* QP1Dropped (IBA 1.3; reserved in ib_pma.h's layout). No
+	 * CounterSelect bit clears it.
+	 */
+	p->reserved2 = hicain_pma_sat16(val[HICAIN_PMA_QP1_DROPPED]);
+	p->vl15_dropped = hicain_pma_sat16(val[HICAIN_PMA_VL15_DROPPED]);
+	p->port_xmit_data = hicain_pma_sat32(val[HICAIN_PMA_XMIT_DATA] / 4);
+	p->port_rcv_data = hicain_pma_sat32(val[HICAIN_PMA_RCV_DATA] / 4);
+	p->port_xmit_packets = hicain_pma_sat32(val[HICAIN_PMA_XMIT_PKTS]);
+	p->port_rcv_packets = hicain_pma_sat32(val[HICAIN_PMA_RCV_PKTS]);
+	return IB_MGMT_MAD_STATUS_SUCCESS;
+}
+
+/* hicain_pma_port_counters_ext - PortCountersExtended (IBA 16.1.4.11). */
+static int hicain_pma_port_counters_ext(struct hicain_ibdev *hidev, u32 port,
+					struct ib_pma_mad *pmp)
+{
+	struct ib_pma_portcounters_ext *p = (struct ib_pma_portcounters_ext *)pmp->data;
+	u8 port_select = p->port_select;
+	__be16 sel = p->counter_select;
+	u64 val[HICAIN_PMA_NR];
+	u32 clear = 0;
+	int ret;
+
+	if (port_select != port)
+		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	/* Bits 0..7 select the counters of the same enum positions. */
+	if (pmp->mad_hdr.method == IB_MGMT_METHOD_SET)
+		clear = be16_to_cpu(sel) & 0xff;
+	ret = hicain_pma_counters(hidev, port, HICAIN_PMA_VIEW_EXT, clear, val);
+	if (ret)
+		return ret;
+	memset(pmp->data, 0, sizeof(pmp->data));
+	p->port_select = port_select;
+	p->counter_select = sel;
+	p->port_xmit_data = cpu_to_be64(val[HICAIN_PMA_XMIT_DATA] / 4);
+	p->port_rcv_data = cpu_to_be64(val[HICAIN_PMA_RCV_DATA] / 4);
+	p->port_xmit_packets = cpu_to_be64(val[HICAIN_PMA_XMIT_PKTS]);
+	p->port_rcv_packets = cpu_to_be64(val[HICAIN_PMA_RCV_PKTS]);
+	p->port_unicast_xmit_packets = cpu_to_be64(val[HICAIN_PMA_UCAST_XMIT_PKTS]);
+	p->port_unicast_rcv_packets = cpu_to_be64(val[HICAIN_PMA_UCAST_RCV_PKTS]);
+	p->port_multicast_xmit_packets = cpu_to_be64(val[HICAIN_PMA_MCAST_XMIT_PKTS]);
+	p->port_multicast_rcv_packets = cpu_to_be64(val[HICAIN_PMA_MCAST_RCV_PKTS]);
+	return IB_MGMT_MAD_STATUS_SUCCESS;
+}
+
+/*
+ * hicain_pma_method_has_resp - request methods a class answers with
+ * method | R (IBA 13.4.5; ib_sa.h names the common methods 0x12 to
+ * 0x15 after the SA): the PMA supports Get and Set only and
+ * answers the others of these with "method not supported". Send, Trap,
+ * Report and vendor methods go on to ib_mad's agents.
+ */
+static bool hicain_pma_method_has_resp(u8 method)
+{
+	switch (method) {
+	case IB_MGMT_METHOD_GET:
+	case IB_MGMT_METHOD_SET:
+	case IB_SA_METHOD_GET_TABLE:
+	case IB_SA_METHOD_GET_TRACE_TBL:
+	case IB_SA_METHOD_GET_MULTI:
+	case IB_SA_METHOD_DELETE:
+		return true;
+	}
+	return false;
+}
+
+static int hicain_process_mad(struct ib_device *ibdev, int flags, u32 port,
+			      const struct ib_wc *in_wc, const struct ib_grh *in_grh,
+			      const struct ib_mad *in, struct ib_mad *out,
+			      size_t *out_mad_size, u16 *out_mad_pkey_index)
+{
+	const struct ib_mad_hdr *hdr = &in->mad_hdr;
+	struct ib_pma_mad *pmp = (struct ib_pma_mad *)out;
+	int status;
+
+	if (hdr->mgmt_class != IB_MGMT_CLASS_PERF_MGMT ||
+	    hdr->base_version != IB_MGMT_BASE_VERSION ||
+	    !hicain_pma_method_has_resp(hdr->method))
+		return IB_MAD_RESULT_SUCCESS;
+
+	memcpy(out, in, sizeof(*out));
+	if (hdr->class_version != 1)
+		status = IB_MGMT_MAD_STATUS_BAD_VERSION;
+	else if (hdr->method != IB_MGMT_METHOD_GET && hdr->method != IB_MGMT_METHOD_SET)
+		status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD;
+	else if (hdr->attr_id == IB_PMA_CLASS_PORT_INFO)
+		status = hicain_pma_class_port_info(pmp);
+	else if (hdr->attr_id == IB_PMA_PORT_COUNTERS)
+		status = hicain_pma_port_counters(to_hidev(ibdev), port, pmp);
+	else if (hdr->attr_id == IB_PMA_PORT_COUNTERS_EXT)
+		status = hicain_pma_port_counters_ext(to_hidev(ibdev), port, pmp);
+	else
+		status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
+	if (status < 0) {
+		/* No counters (the device is resetting): no answer; the
+		 * requester times out and retries.
+		 */
+		ibdev_dbg(ibdev, "PMA: QUERY_COUNTERS failed: %d\n", status);
+		return IB_MAD_RESULT_FAILURE;
+	}
+	/* Get and Set are both answered with GetResp (IBA 13.4.5). */
+	pmp->mad_hdr.method = hdr->method == IB_MGMT_METHOD_SET ? IB_MGMT_METHOD_GET_RESP :
+			      hdr->method | IB_MGMT_METHOD_RESP;
+	pmp->mad_hdr.status = cpu_to_be16(status);
+	return IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY;
+}
+
 static const struct ib_device_ops hicain_ib_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,	/* libibverbs matches by name */
@@ -1681,6 +2012,8 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.post_recv = hicain_post_recv,
 	.post_send = hicain_post_send,
 	.post_srq_recv = hicain_post_srq_recv,
+	.process_mad = hicain_process_mad,
+	.query_ah = hicain_query_ah,
 	.query_device = hicain_query_device,
 	.query_pkey = hicain_query_pkey,
 	.query_port = hicain_query_port,
@@ -1717,6 +2050,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	spin_lock_init(&hidev->cq_lock);
 	INIT_LIST_HEAD(&hidev->cqs);
 	mutex_init(&hidev->addr_lock);
+	mutex_init(&hidev->pma_lock);
 	ibdev = &hidev->ibdev;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 1
+	ABIMinor       = 2
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -106,6 +106,7 @@ const (
 	CmdAttachMcast
 	CmdDetachMcast
 	CmdSetAddr
+	CmdQueryCounters
 	CmdMax
 )
 
@@ -419,6 +420,26 @@ type PortAttr struct {
 	ActiveSpeed   uint8  `c:"active_speed"`
 	PhysState     uint8  `c:"phys_state"`
 	LinkLayer     uint8  `c:"link_layer"`
+}
+
+// PortCounters is struct hicain_port_counters, the result of
+// QUERY_COUNTERS (ABI 1.2).
+type PortCounters struct {
+	XmitData            uint64    `c:"xmit_data"`
+	RcvData             uint64    `c:"rcv_data"`
+	XmitPkts            uint64    `c:"xmit_pkts"`
+	RcvPkts             uint64    `c:"rcv_pkts"`
+	UnicastXmitPkts     uint64    `c:"unicast_xmit_pkts"`
+	UnicastRcvPkts      uint64    `c:"unicast_rcv_pkts"`
+	MulticastXmitPkts   uint64    `c:"multicast_xmit_pkts"`
+	MulticastRcvPkts    uint64    `c:"multicast_rcv_pkts"`
+	RcvErrors           uint64    `c:"rcv_errors"`
+	XmitDiscards        uint64    `c:"xmit_discards"`
+	RcvConstraintErrors uint64    `c:"rcv_constraint_errors"`
+	LinkDowned          uint64    `c:"link_downed"`
+	VL15Dropped         uint64    `c:"vl15_dropped"`
+	QP1Dropped          uint64    `c:"qp1_dropped"`
+	_                   [2]uint64 `c:"rsvd"`
 }
 
 // EQE is struct hicain_eqe.

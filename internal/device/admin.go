@@ -282,9 +282,38 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return status(q.qp.DetachMcast(a.GID, a.LID))
 	case CmdResizeCQ:
 		return s.resizeCQ(c.Handle, PayloadOf[CmdCreateCQArgs](c))
+	case CmdQueryCounters:
+		if c.Handle != 1 {
+			return StEINVAL
+		}
+		r := s.portCounters()
+		return s.respond(c, AsBytes(&r))
 	default:
 		return StEINVAL
 	}
+}
+
+// portCounters gathers QUERY_COUNTERS: the engine's frame counters, the
+// multicast frames the port saw, the link's state. The multicast counts
+// are read first, since the engine counts a frame after the port took
+// it. The port counts a received multicast frame before the engine
+// validates it, and one the engine rejects is in no total: hence the
+// clamp of the unicast counts.
+func (s *session) portCounters() PortCounters {
+	pc := s.portCtr.Load()
+	mtx, mrx := pc.mcastTx.Load(), pc.mcastRx.Load()
+	c := s.dev.Counters()
+	r := PortCounters{
+		XmitData: c.TxBytes, RcvData: c.RxBytes, XmitPkts: c.TxPackets, RcvPkts: c.RxPackets,
+		UnicastXmitPkts: c.TxPackets - min(mtx, c.TxPackets), UnicastRcvPkts: c.RxPackets - min(mrx, c.RxPackets),
+		MulticastXmitPkts: mtx, MulticastRcvPkts: mrx,
+		RcvErrors: c.RxICRCErrors + c.RxMalformed, XmitDiscards: c.TxErrors, RcvConstraintErrors: c.RxPKeyErrors,
+		VL15Dropped: c.VL15Dropped, QP1Dropped: c.QP1Dropped,
+	}
+	if s.v.linkLost.Load() {
+		r.LinkDowned = 1 // the backend does not redial: the link goes down once
+	}
+	return r
 }
 
 // respond writes a query result to the command's response buffer.

@@ -5,11 +5,13 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,8 @@ import (
 // device and the loaded modules; guest 2 sends guest 1 a MAD through
 // umad (umad_ping). Guest 1 lists its device
 // with the stock rdma-core tools through the hicain provider and serves
-// ibv_rc_pingpong; guest 2 is its client. Then the verbs suite runs
+// ibv_rc_pingpong; guest 2 is its client and then queries guest 1's
+// PMA (umad_ping pma). Then the verbs suite runs
 // (ibVerbsSuite). Guest 1 then checks that the
 // driver cannot be unloaded under an open user context and can be
 // unloaded, reloaded and unloaded again once it is closed.
@@ -133,6 +136,11 @@ if [ $n = 2 ]; then
 	}
 	client
 	echo HICAIN-PP-CLIENT rc=$rc
+	# Guest 1's performance management agent after that traffic:
+	# PerfMgt MADs to its QP1, which hicain_ib's process_mad answers,
+	# between the link-local GIDs (umad_ping.c says why).
+	/umad_ping pma $(sed -n 's/.*hicain.peer6=\([0-9a-f:]*\).*/\1/p' /proc/cmdline)
+	echo HICAIN-PMA rc=$?
 	client -e
 	echo HICAIN-PPE-CLIENT rc=$rc
 	suite
@@ -424,7 +432,9 @@ func TestIBBuild(t *testing.T) {
 // must pass RC traffic between the guests through the drivers, the
 // backend and the switch; unloading must be refused while a process
 // holds a user context and work once it closed. ibv_rc_pingpong runs
-// twice: polling, then sleeping on completion events. Guest 2's device
+// twice: polling, then sleeping on completion events. In between, guest
+// 2 queries guest 1's PMA (hicain_ib's process_mad) through umad and
+// the counters must hold the first run's traffic (checkPMA). Guest 2's device
 // is then reset under an open context with a PD, which must close
 // cleanly, and the device must serve a new context and one more
 // ibv_rc_pingpong afterwards. Before the reset the verbs suite runs
@@ -505,7 +515,8 @@ func TestQEMUIB(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1")
-	g2 := startGuest(t, ctx, "guest 2", qemu, kernel, initrd, cfgs[1], "hicain.n=2")
+	g2 := startGuest(t, ctx, "guest 2", qemu, kernel, initrd, cfgs[1],
+		"hicain.n=2 hicain.peer6="+linkLocalGID(cfgs[0].MAC).String())
 	g1.wait(ctx, t, "HICAIN-UP")
 	g2.wait(ctx, t, "HICAIN-UP")
 	t.Logf("both guests up after %v", time.Since(start).Round(time.Second))
@@ -563,13 +574,14 @@ func TestQEMUIB(t *testing.T) {
 	}
 	for _, want := range []string{"HICAIN-UP 10.42.0.2 carrier=1", "HICAIN-UMAD hicain_0 port=1",
 		"HICAIN-MOD ib_cm", "HICAIN-MOD rdma_cm", "HICAIN-MAD-SENT", "HICAIN-MAD-SEND rc=0",
-		"HICAIN-PP-CLIENT rc=0", "HICAIN-PPE-CLIENT rc=0",
+		"HICAIN-PP-CLIENT rc=0", "HICAIN-PMA rc=0", "HICAIN-PPE-CLIENT rc=0",
 		"device fatal, code 2; resetting", "device reset done", "HICAIN-HOLD-DONE", "HICAIN-HOLD-EXIT rc=0",
 		"HICAIN-ACTIVE-AFTER-RESET", "HICAIN-HOLD2-EXIT rc=0", "HICAIN-PP2-CLIENT rc=0", "HICAIN-RMMOD-OK"} {
 		if !strings.Contains(c2, want) {
 			t.Errorf("guest 2 console lacks %q", want)
 		}
 	}
+	checkPMA(t, c2)
 	if !regexp.MustCompile(`(?m)^\s+hicain_0\s+[0-9a-f]{16}\s*$`).MatchString(section(c1, "HICAIN-UP", "HICAIN-DEVICES")) {
 		t.Errorf("ibv_devices does not list hicain_0 with its node GUID")
 	}
@@ -617,6 +629,91 @@ func TestQEMUIB(t *testing.T) {
 		if c.RoCERx < 2*1000*4 || c.AdminErrors != 0 || c.WQEErrors != 0 || c.CQOverflows != 0 || c.Fatal != uint64(i) {
 			t.Errorf("vNIC %d: RoCE rx %d, admin errors %d, WQE errors %d, CQ overflows %d, fatal %d", i+1,
 				c.RoCERx, c.AdminErrors, c.WQEErrors, c.CQOverflows, c.Fatal)
+		}
+	}
+}
+
+// linkLocalGID is the default GID ib_core gives a RoCE port whose netdev
+// has MAC m: fe80::/64 with the modified EUI-64 of the MAC (RFC 4291
+// appendix A).
+func linkLocalGID(m [6]byte) netip.Addr {
+	return netip.AddrFrom16([16]byte{0: 0xfe, 1: 0x80, 8: m[0] ^ 2, 9: m[1], 10: m[2], 11: 0xff, 12: 0xfe,
+		13: m[3], 14: m[4], 15: m[5]})
+}
+
+// pmaLine returns the key=value fields of umad_ping's HICAIN-PMA-name
+// line on con: status and select in hex, the counters in decimal.
+func pmaLine(t *testing.T, con, name string) map[string]uint64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^HICAIN-PMA-` + name + ` (.*)$`).FindStringSubmatch(con)
+	if m == nil {
+		t.Errorf("guest 2 console lacks HICAIN-PMA-%s", name)
+		return nil
+	}
+	f := map[string]uint64{}
+	for _, kv := range strings.Fields(m[1]) {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.ParseUint(v, 0, 64)
+		if err != nil {
+			t.Errorf("HICAIN-PMA-%s: %s: %v", name, kv, err)
+		}
+		f[k] = n
+	}
+	return f
+}
+
+// checkPMA checks guest 1's PMA as guest 2 saw it through umad after one
+// ibv_rc_pingpong run (1000 x 4096 bytes each way, in 1024-byte
+// packets): ClassPortInfo with PortCountersExtended, PortCounters that
+// hold the traffic in 4-octet words, a Set that clears the data and
+// packet counters of PortCounters but not of PortCountersExtended, and
+// "unsupported attribute" for PortSamplesControl.
+func checkPMA(t *testing.T, con string) {
+	t.Helper()
+	const words, pkts = 1000 * 4096 / 4, 1000 * 4
+	cpi, pc, pcx := pmaLine(t, con, "CPI"), pmaLine(t, con, "PC"), pmaLine(t, con, "PCX")
+	set, pc2, pcx2 := pmaLine(t, con, "SET"), pmaLine(t, con, "PC2"), pmaLine(t, con, "PCX2")
+	bad := pmaLine(t, con, "UNSUPPORTED")
+	if t.Failed() {
+		return
+	}
+	t.Logf("guest 1's PMA: PortCounters %v; PortCountersExtended %v; after the Set %v", pc, pcx, pc2)
+	for _, c := range []struct {
+		what      string
+		ok        bool
+		got, want any
+	}{
+		{"ClassPortInfo status", cpi["status"] == 0, cpi["status"], 0},
+		{"ClassPortInfo CapabilityMask", cpi["cap"] == 0x200, cpi["cap"], "0x200 (extended width)"},
+		{"ClassPortInfo RespTimeValue", cpi["resp_time"] == 18, cpi["resp_time"], 18},
+		{"PortCounters status", pc["status"] == 0, pc["status"], 0},
+		{"PortCounters PortSelect", pc["port"] == 1, pc["port"], 1},
+		{"PortXmitData", pc["xmit_data"] >= words, pc["xmit_data"], fmt.Sprintf(">= %d words", words)},
+		{"PortRcvData", pc["rcv_data"] >= words, pc["rcv_data"], fmt.Sprintf(">= %d words", words)},
+		{"PortXmitPkts", pc["xmit_pkts"] >= pkts, pc["xmit_pkts"], fmt.Sprintf(">= %d", pkts)},
+		{"PortRcvPkts", pc["rcv_pkts"] >= pkts, pc["rcv_pkts"], fmt.Sprintf(">= %d", pkts)},
+		{"PortRcvErrors", pc["rcv_errors"] == 0, pc["rcv_errors"], 0},
+		{"PortXmitDiscards", pc["xmit_discards"] == 0, pc["xmit_discards"], 0},
+		{"PortCountersExtended status", pcx["status"] == 0, pcx["status"], 0},
+		{"extended PortXmitData", pcx["xmit_data"] >= pc["xmit_data"], pcx["xmit_data"], ">= PortCounters'"},
+		{"extended PortRcvPkts", pcx["rcv_pkts"] >= pc["rcv_pkts"], pcx["rcv_pkts"], ">= PortCounters'"},
+		{"PortUnicastXmitPkts", pcx["ucast_xmit"] == pcx["xmit_pkts"], pcx["ucast_xmit"], pcx["xmit_pkts"]},
+		{"PortUnicastRcvPkts", pcx["ucast_rcv"] == pcx["rcv_pkts"], pcx["ucast_rcv"], pcx["rcv_pkts"]},
+		{"PortMulticastXmitPkts", pcx["mcast_xmit"] == 0, pcx["mcast_xmit"], 0},
+		{"PortMulticastRcvPkts", pcx["mcast_rcv"] == 0, pcx["mcast_rcv"], 0},
+		{"Set status", set["status"] == 0, set["status"], 0},
+		{"Set CounterSelect", set["select"] == 0xf000, set["select"], "0xf000"},
+		{"cleared data and packets", set["xmit_data"]+set["rcv_data"]+set["xmit_pkts"]+set["rcv_pkts"] == 0,
+			set, "0 each"},
+		// Since the Set: its answer and the next request.
+		{"PortXmitPkts after the Set", pc2["xmit_pkts"] >= 1 && pc2["xmit_pkts"] < 20, pc2["xmit_pkts"], "1 to 19"},
+		{"PortRcvPkts after the Set", pc2["rcv_pkts"] >= 1 && pc2["rcv_pkts"] < 20, pc2["rcv_pkts"], "1 to 19"},
+		{"extended PortXmitData after the Set", pcx2["xmit_data"] > pcx["xmit_data"], pcx2["xmit_data"],
+			fmt.Sprintf("> %d (not cleared)", pcx["xmit_data"])},
+		{"PortSamplesControl status", bad["status"] == 0xc, bad["status"], "0x000c (unsupported attribute)"},
+	} {
+		if !c.ok {
+			t.Errorf("guest 1's PMA: %s: %v, want %v", c.what, c.got, c.want)
 		}
 	}
 }

@@ -38,8 +38,10 @@ type session struct {
 	epfd   int
 	dev    *rdma.Device                // worker-owned
 	rxDev  atomic.Pointer[rdma.Device] // what the fabric rx goroutine delivers to
-	mac    atomic.Uint64               // the engine's MAC, for RoCE steering
-	ch     *rdma.CompChannel
+	// portCtr are the port counters of rxDev (QUERY_COUNTERS).
+	portCtr atomic.Pointer[portCounters]
+	mac     atomic.Uint64 // the engine's MAC, for RoCE steering
+	ch      *rdma.CompChannel
 
 	pending atomic.Uint32 // doorbell vectors rung, bit per vector
 	kick    chan struct{}
@@ -186,13 +188,15 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 		dc = rdma.DeviceConfig{Name: "hicain0", LinkLayer: rdma.LinkLayerInfiniBand, NodeGUID: cfg.NodeGUID,
 			PortGUID: cfg.PortGUID, Description: cfg.Name, MTU: mtu, Memory: s.v.ram}
 	}
-	dev, err := rdma.NewDevice(dc, fabricPort{s.v.fabric})
+	pc := new(portCounters)
+	dev, err := rdma.NewDevice(dc, fabricPort{c: s.v.fabric, ctr: pc, ib: cfg.ib()})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
 	s.mac.Store(macKey(mac))
 	old := s.dev
 	s.dev = dev
+	s.portCtr.Store(pc)
 	s.rxDev.Store(dev)
 	s.ch = dev.NewCompChannel()
 	if old != nil {

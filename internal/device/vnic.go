@@ -391,6 +391,7 @@ func (v *VNIC) receive() {
 				s.rxDev.Load().Deliver(frame)
 			} else if isRoCEv2(frame) && s.forEngine(frame) {
 				v.stats.roceRx.Add(1)
+				s.portCtr.Load().mcastRx.Add(groupFrame(frame))
 				s.rxDev.Load().Deliver(frame)
 			} else {
 				s.l2Receive(frame)
@@ -502,12 +503,37 @@ func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 }
 
 // fabricPort is the engine's Port: one frame per SEQPACKET message.
-type fabricPort struct{ c *net.UnixConn }
+type fabricPort struct {
+	c   *net.UnixConn
+	ctr *portCounters
+	ib  bool // IB packets: no MAC to tell multicast by
+}
 
 func (p fabricPort) Send(frame []byte) error {
 	if p.c == nil {
 		return errors.New("device: link down")
 	}
 	_, err := p.c.Write(frame)
+	if err == nil && !p.ib {
+		p.ctr.mcastTx.Add(groupFrame(frame))
+	}
 	return err
+}
+
+// portCounters are what the port sees of the engine's frames beyond the
+// engine's own counters (QUERY_COUNTERS): RoCE frames to a group MAC,
+// sent (the engine's goroutine) and received (the fabric rx goroutine);
+// an InfiniBand port counts none. One per engine device, so they restart
+// with the engine's counters. Safe for concurrent use.
+type portCounters struct {
+	mcastTx, mcastRx atomic.Uint64
+}
+
+// groupFrame is 1 for a frame to an Ethernet group address (the I/G bit
+// of the destination MAC, IEEE 802 clause 8.2), else 0.
+func groupFrame(frame []byte) uint64 {
+	if len(frame) >= 6 && frame[0]&1 != 0 {
+		return 1
+	}
+	return 0
 }

@@ -85,6 +85,13 @@ func (g *Guest) QueryPort(ctx context.Context) (device.PortAttr, error) {
 	return a, err
 }
 
+// QueryCounters returns port 1's counters (QUERY_COUNTERS).
+func (g *Guest) QueryCounters(ctx context.Context) (device.PortCounters, error) {
+	var c device.PortCounters
+	err := g.query(ctx, device.CmdQueryCounters, 1, device.AsBytes(&c))
+	return c, err
+}
+
 // QueryQP returns a QP's attributes.
 func (g *Guest) QueryQP(ctx context.Context, qpn uint32) (device.QPAttr, error) {
 	var a device.QPAttr
