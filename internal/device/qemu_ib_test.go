@@ -116,6 +116,7 @@ suite() {
 	$run read_bw ib_read_bw -d hicain_0 -x 1 -n 100 -p 18517
 	$run atomic_bw ib_atomic_bw -d hicain_0 -x 1 -n 100 -p 18518
 	$run send_lat ib_send_lat -d hicain_0 -x 1 -n 100 -p 18519
+	$run send_lat2 ib_send_lat -d hicain_0 -x 1 -n 100 -p 18520
 	echo HICAIN-SUITE-DONE
 }
 if [ $n = 2 ]; then
