@@ -25,8 +25,9 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	2	/* 1.1: SRQ, UD, multicast, device_attr tail;
-				 * 1.2: QUERY_COUNTERS */
+#define HICAIN_ABI_MINOR	3	/* 1.1: SRQ, UD, multicast, device_attr tail;
+				 * 1.2: QUERY_COUNTERS;
+				 * 1.3: address vectors in UD send WQEs */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -542,6 +543,15 @@ struct hicain_sge {
 #define HICAIN_SEND_SIGNALED	0x2
 #define HICAIN_SEND_SOLICITED	0x4
 #define HICAIN_SEND_INLINE	0x8	/* inline_len bytes follow the header */
+/*
+ * ABI 1.3, a bit no IBV_SEND_* flag uses: the WQE of a UD, GSI or SMI QP
+ * carries its address vector, a struct hicain_wqe_av right after the
+ * 64-byte header, and the SGEs or the inline data follow the AV; the
+ * ah field is ignored. The driver needs no CREATE_AH (an admin command,
+ * which sleeps) to send a datagram: it is what an AH made in atomic
+ * context uses. The QP's send stride must hold header, AV and data.
+ */
+#define HICAIN_SEND_AV		0x8000
 
 struct hicain_send_wqe {
 	__le64 wr_id;
@@ -554,12 +564,21 @@ struct hicain_send_wqe {
 	__le32 inline_len;
 	__le64 compare_add;
 	__le64 swap;
-	__le32 ah;			/* UD: CREATE_AH handle, the QP's PD */
+	__le32 ah;			/* UD: CREATE_AH handle, the QP's PD
+					 * (ignored with HICAIN_SEND_AV) */
 	__le32 remote_qpn;		/* UD (ignored for a multicast AH) */
 	__le32 remote_qkey;		/* UD: bit 31 set = the QP's Q_Key */
 	__le32 rsvd;
 	/* struct hicain_sge sge[num_sge] or inline data */
 };					/* 64 bytes */
+
+/* The address vector of a HICAIN_SEND_AV WQE, checked as CREATE_AH checks
+ * it, with the QP's PD.
+ */
+struct hicain_wqe_av {
+	struct hicain_ah_attr attr;
+	__le32 rsvd[2];
+};					/* 48 bytes */
 
 struct hicain_recv_wqe {
 	__le64 wr_id;

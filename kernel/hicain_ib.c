@@ -113,8 +113,20 @@ struct hicain_ibdev {
 	struct xarray srqs;		/* srqn -> hicain_srq, IRQ-safe lock */
 	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
 	struct list_head cqs;
-	struct mutex addr_lock;		/* addrs */
+	struct mutex addr_lock;		/* addrs, refreshing gids */
 	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
+	/*
+	 * The device's own GID table as QUERY_GID last read it, after each
+	 * SET_ADDR: an AH created in atomic context translates its SGID
+	 * here, without an admin command.
+	 */
+	spinlock_t gid_lock;
+	u8 gids[HICAIN_GID_TBL_LEN][16];
+	int n_gids;
+	/* Device AHs destroyed in atomic context, for ah_free_work. */
+	spinlock_t ah_free_lock;
+	struct list_head ah_free;
+	struct work_struct ah_free_work;
 	struct mutex pma_lock;		/* pma_base, pma_epoch */
 	u64 pma_base[HICAIN_PMA_VIEWS][HICAIN_PMA_NR];	/* what a PMA Set cleared to */
 	int pma_epoch;			/* the epoch of pma_base */
@@ -165,13 +177,31 @@ struct hicain_wq {
 	spinlock_t lock;
 };
 
-/* An address handle of the device (CREATE_AH), for UD sends. */
-struct hicain_ah {
-	struct ib_ah ibah;		/* first: INIT_RDMA_OBJ_SIZE */
+/*
+ * A device AH that destroy_ah had to leave to a work item (it was called
+ * in atomic context and DESTROY_AH sleeps). Allocated with the AH, so
+ * that the deferred destroy needs no allocation and cannot fail.
+ */
+struct hicain_ah_release {
+	struct list_head list;		/* hicain_ibdev.ah_free */
 	u32 handle;
 	int epoch;
-	/* For query_ah: the address vector as the device got it, and
-	 * ib_core's index of its SGID.
+};
+
+/*
+ * An address handle for UD sends: a device object (CREATE_AH, whose
+ * handle goes into each WQE), or, when ib_core asks for one in atomic
+ * context where admin commands cannot run, a software AH: no device
+ * object, its address vector goes into each WQE (HICAIN_SEND_AV).
+ */
+struct hicain_ah {
+	struct ib_ah ibah;		/* first: INIT_RDMA_OBJ_SIZE */
+	bool sw;			/* software AH: no handle, no release */
+	u32 handle;
+	int epoch;
+	struct hicain_ah_release *release;
+	/* The address vector as the device gets it (and query_ah returns
+	 * it), and ib_core's index of its SGID.
 	 */
 	struct hicain_ah_attr attr;
 	u8 sgid_index;
@@ -201,6 +231,7 @@ struct hicain_qp {
 	dma_addr_t dbrecs_dma;
 	struct ib_qp_cap cap;
 	enum ib_sig_type sq_sig_type;
+	u32 av_room;			/* UD, GSI: WQE bytes kept for an AV */
 };
 
 struct hicain_mr {
@@ -433,10 +464,39 @@ static int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *
 /* ---- GID table ---- */
 
 /*
+ * hicain_refresh_gids - read the device's GID table (QUERY_PORT for its
+ * length, then QUERY_GID of each entry) into the cache that AHs made in
+ * atomic context use. Called with addr_lock held.
+ */
+static void hicain_refresh_gids(struct hicain_ibdev *hidev)
+{
+	u8 gids[HICAIN_GID_TBL_LEN][16];
+	struct hicain_port_attr pa;
+	struct hicain_admin_cqe cqe;
+	unsigned long flags;
+	u32 len = 0;
+	int n;
+
+	lockdep_assert_held(&hidev->addr_lock);
+	if (!hicain_admin_query(hidev, HICAIN_CMD_QUERY_PORT, 1, &pa, sizeof(pa)))
+		len = min_t(u32, le32_to_cpu(pa.gid_tbl_len), HICAIN_GID_TBL_LEN);
+	for (n = 0; n < len; n++) {
+		if (hicain_admin_handle(hidev, HICAIN_CMD_QUERY_GID, n, &cqe))
+			break;
+		memcpy(gids[n], cqe.out, sizeof(gids[n]));
+	}
+	spin_lock_irqsave(&hidev->gid_lock, flags);
+	memcpy(hidev->gids, gids, n * sizeof(gids[0]));
+	hidev->n_gids = n;
+	spin_unlock_irqrestore(&hidev->gid_lock, flags);
+}
+
+/*
  * hicain_sync_addrs - give the device the netdev's MAC and IPv4
  * addresses (at most four), from which it builds its own GID table. The
- * device refuses (EBUSY) once PDs or CQs exist; the table then stays as
- * it was and a QP whose SGID is missing there fails in modify_qp.
+ * device changes the table in place while objects exist (ABI 1.3; an
+ * older device refuses with EBUSY once PDs or CQs exist, and a QP whose
+ * SGID is missing then fails in modify_qp). The GID cache follows.
  */
 static void hicain_sync_addrs(struct hicain_ibdev *hidev)
 {
@@ -467,12 +527,12 @@ static void hicain_sync_addrs(struct hicain_ibdev *hidev)
 		goto out;
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_SET_ADDR);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
-	if (ret) {
+	if (ret)
 		ibdev_warn(&hidev->ibdev, "SET_ADDR: %d; QPs on new addresses will not connect\n",
 			   ret);
-		goto out;
-	}
-	hidev->addrs = *a;
+	else
+		hidev->addrs = *a;
+	hicain_refresh_gids(hidev);
 out:
 	mutex_unlock(&hidev->addr_lock);
 }
@@ -949,12 +1009,23 @@ static u32 hicain_max_inline(struct hicain_ibdev *hidev)
 	return min_t(u32, le32_to_cpu(READ_ONCE(hidev->hdev->hdr->max_inline)), HICAIN_MAX_INLINE);
 }
 
+/* hicain_wqe_av_ok - the device takes address vectors in WQEs (ABI 1.3). */
+static bool hicain_wqe_av_ok(struct hicain_ibdev *hidev)
+{
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+
+	return le16_to_cpu(READ_ONCE(h->abi_major)) == HICAIN_ABI_MAJOR &&
+	       le16_to_cpu(READ_ONCE(h->abi_minor)) >= 3;
+}
+
 /*
  * hicain_qp_size - the rings of a QP from the requested capabilities,
  * within the device limits of the header. A send WQE holds the SGEs or
- * the inline data after its header; the QP reports as inline capacity
- * all the room its stride leaves, which is at least what it asked for.
- * A QP on an SRQ has no receive ring.
+ * the inline data after its header, and on a UD or GSI QP after the
+ * room for an address vector (a software AH's, HICAIN_SEND_AV); the QP
+ * reports as inline capacity all the room its stride leaves after that,
+ * which is at least what it asked for. A QP on an SRQ has no receive
+ * ring.
  */
 static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *init,
 			  struct hicain_qp *qp)
@@ -971,12 +1042,15 @@ static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *in
 		return -EINVAL;
 	if (!init->srq && (cap->max_recv_wr > max_wr || cap->max_recv_sge > max_sge))
 		return -EINVAL;
+	qp->av_room = 0;
+	if ((init->qp_type == IB_QPT_UD || init->qp_type == IB_QPT_GSI) && hicain_wqe_av_ok(hidev))
+		qp->av_room = sizeof(struct hicain_wqe_av);
 	qp->cap.max_send_wr = roundup_pow_of_two(max(cap->max_send_wr, 1U));
 	qp->cap.max_send_sge = max(cap->max_send_sge, 1U);
 	body = max_t(u32, qp->cap.max_send_sge * sizeof(struct hicain_sge), cap->max_inline_data);
-	qp->sq.stride = ALIGN(sizeof(struct hicain_send_wqe) + body, 64);
-	qp->cap.max_inline_data = min_t(u32, qp->sq.stride - sizeof(struct hicain_send_wqe),
-					max_inline);
+	qp->sq.stride = ALIGN(sizeof(struct hicain_send_wqe) + qp->av_room + body, 64);
+	qp->cap.max_inline_data = min_t(u32, qp->sq.stride - sizeof(struct hicain_send_wqe) -
+					qp->av_room, max_inline);
 	if (init->srq) {
 		qp->cap.max_recv_wr = 0;
 		qp->cap.max_recv_sge = 0;
@@ -1093,30 +1167,49 @@ static int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	return 0;
 }
 
-/*
- * hicain_dev_gid_index - the index of gid in the device's own GID table
- * (QUERY_GID), which need not be ib_core's index of the same GID.
- */
-static int hicain_dev_gid_index(struct hicain_ibdev *hidev, const union ib_gid *gid)
+/* hicain_cached_gid_index - gid's index in the GID cache, or -1. */
+static int hicain_cached_gid_index(struct hicain_ibdev *hidev, const union ib_gid *gid)
 {
-	struct hicain_admin_cqe cqe;
-	int i, ret;
+	unsigned long flags;
+	int i, idx = -1;
 
-	for (i = 0; i < HICAIN_GID_TBL_LEN; i++) {
-		ret = hicain_admin_handle(hidev, HICAIN_CMD_QUERY_GID, i, &cqe);
-		if (ret == -EINVAL)
+	spin_lock_irqsave(&hidev->gid_lock, flags);
+	for (i = 0; i < hidev->n_gids; i++) {
+		if (!memcmp(hidev->gids[i], gid->raw, sizeof(gid->raw))) {
+			idx = i;
 			break;
-		if (ret)
-			return ret;
-		if (!memcmp(cqe.out, gid->raw, sizeof(gid->raw)))
-			return i;
+		}
 	}
-	ibdev_dbg(&hidev->ibdev, "GID %pI6 is not in the device's table\n", gid->raw);
-	return -EINVAL;
+	spin_unlock_irqrestore(&hidev->gid_lock, flags);
+	return idx;
+}
+
+/*
+ * hicain_dev_gid_index - the index of gid in the device's own GID table,
+ * which need not be ib_core's index of the same GID. The cache answers;
+ * a caller that may sleep rereads the table (QUERY_GID) when it does
+ * not have the GID, in case the device's table moved on.
+ */
+static int hicain_dev_gid_index(struct hicain_ibdev *hidev, const union ib_gid *gid,
+				bool sleepable)
+{
+	int idx = hicain_cached_gid_index(hidev, gid);
+
+	if (idx < 0 && sleepable) {
+		mutex_lock(&hidev->addr_lock);
+		hicain_refresh_gids(hidev);
+		mutex_unlock(&hidev->addr_lock);
+		idx = hicain_cached_gid_index(hidev, gid);
+	}
+	if (idx < 0) {
+		ibdev_dbg(&hidev->ibdev, "GID %pI6 is not in the device's table\n", gid->raw);
+		return -EINVAL;
+	}
+	return idx;
 }
 
 static int hicain_ah_to_dev(struct hicain_ibdev *hidev, const struct rdma_ah_attr *ah,
-			    struct hicain_ah_attr *out)
+			    struct hicain_ah_attr *out, bool sleepable)
 {
 	const struct ib_global_route *grh = rdma_ah_read_grh(ah);
 	int idx;
@@ -1126,7 +1219,7 @@ static int hicain_ah_to_dev(struct hicain_ibdev *hidev, const struct rdma_ah_att
 	 */
 	if (!(rdma_ah_get_ah_flags(ah) & IB_AH_GRH) || !grh->sgid_attr)
 		return -EINVAL;
-	idx = hicain_dev_gid_index(hidev, &grh->sgid_attr->gid);
+	idx = hicain_dev_gid_index(hidev, &grh->sgid_attr->gid, sleepable);
 	if (idx < 0)
 		return idx;
 	memcpy(out->dgid, grh->dgid.raw, sizeof(out->dgid));
@@ -1154,7 +1247,7 @@ static int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mas
 
 	if (mask & ~HICAIN_QP_ATTR_MASK)
 		return -EOPNOTSUPP;
-	if ((mask & IB_QP_AV) && (ret = hicain_ah_to_dev(hidev, &attr->ah_attr, &a->ah_attr)))
+	if ((mask & IB_QP_AV) && (ret = hicain_ah_to_dev(hidev, &attr->ah_attr, &a->ah_attr, true)))
 		return ret;
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_MODIFY_QP);
 	m->qpn = cpu_to_le32(qp->qpn);
@@ -1321,6 +1414,9 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 			     struct hicain_send_wqe *wqe, const u8 *inl, u32 inl_len)
 {
 	bool inline_data = wr->send_flags & IB_SEND_INLINE;
+	u16 flags = wr->send_flags;
+	void *data = wqe + 1;	/* the SGEs or the inline data */
+	struct hicain_ah *ah;
 
 	if (!inline_data && (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge))
 		return -EINVAL;
@@ -1361,20 +1457,33 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 			return -EINVAL;
 		if (!ud_wr(wr)->ah)
 			return -EINVAL;
-		wqe->ah = cpu_to_le32(to_hah(ud_wr(wr)->ah)->handle);
+		ah = to_hah(ud_wr(wr)->ah);
+		if (ah->sw) {
+			/* No device object: the AV goes with the request. */
+			struct hicain_wqe_av *av = data;
+
+			if (!qp->av_room)
+				return -EINVAL;
+			av->attr = ah->attr;
+			memset(av->rsvd, 0, sizeof(av->rsvd));
+			flags |= HICAIN_SEND_AV;
+			data = av + 1;
+		} else {
+			wqe->ah = cpu_to_le32(ah->handle);
+		}
 		wqe->remote_qpn = cpu_to_le32(ud_wr(wr)->remote_qpn);
 		wqe->remote_qkey = cpu_to_le32(ud_wr(wr)->remote_qkey);
 	}
 	/* IB_WR_* and IB_SEND_* have the device's (IBV_*) numbering. */
 	wqe->wr_id = cpu_to_le64(wr->wr_id);
 	wqe->opcode = wr->opcode;
-	wqe->send_flags = cpu_to_le16(wr->send_flags);
+	wqe->send_flags = cpu_to_le16(flags);
 	if (inline_data) {
 		wqe->inline_len = cpu_to_le32(inl_len);
-		memcpy(wqe + 1, inl, inl_len);
+		memcpy(data, inl, inl_len);
 	} else {
 		wqe->num_sge = wr->num_sge;
-		hicain_write_sges((struct hicain_sge *)(wqe + 1), wr->sg_list, wr->num_sge);
+		hicain_write_sges(data, wr->sg_list, wr->num_sge);
 	}
 	return 0;
 }
@@ -1477,10 +1586,14 @@ static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 /* ---- address handles ---- */
 
 /*
- * hicain_create_ah - CREATE_AH with the address vector ib_core resolved
- * (SGID attribute, and for RoCE the DMAC: ib_resolve_eth_dmac for user
- * AHs). Admin commands sleep: an AH requested from atomic context
- * (without RDMA_CREATE_AH_SLEEPABLE) cannot be made.
+ * hicain_create_ah - an AH for the address vector ib_core resolved (SGID
+ * attribute, and for RoCE the DMAC: ib_resolve_eth_dmac for user AHs).
+ * A caller that may sleep gets a device AH (CREATE_AH). ib_cm creates
+ * the AHs of its MADs under a spinlock (without
+ * RDMA_CREATE_AH_SLEEPABLE), where no admin command can run: those are
+ * software AHs, whose address vector each UD WQE carries (ABI 1.3), as
+ * NICs that keep the AV in the WQE do. A device AH comes with the
+ * release record a destroy in atomic context needs.
  */
 static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 			    struct ib_udata *udata)
@@ -1491,20 +1604,32 @@ static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	struct hicain_admin_cqe cqe;
 	int ret;
 
-	if (!(init->flags & RDMA_CREATE_AH_SLEEPABLE))
-		return -EAGAIN;
-	ret = hicain_ah_to_dev(hidev, init->ah_attr, &cmd.create_ah.attr);
+	ah->sgid_index = rdma_ah_read_grh(init->ah_attr)->sgid_index;
+	ah->epoch = atomic_read(&hidev->epoch);
+	if (!(init->flags & RDMA_CREATE_AH_SLEEPABLE)) {
+		if (!hicain_wqe_av_ok(hidev))
+			return -EAGAIN;
+		ret = hicain_ah_to_dev(hidev, init->ah_attr, &ah->attr, false);
+		if (ret)
+			return ret;
+		ah->sw = true;
+		return 0;
+	}
+	ret = hicain_ah_to_dev(hidev, init->ah_attr, &cmd.create_ah.attr, true);
 	if (ret)
 		return ret;
-	ah->epoch = atomic_read(&hidev->epoch);
+	ah->release = kzalloc(sizeof(*ah->release), GFP_KERNEL);
+	if (!ah->release)
+		return -ENOMEM;
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_AH);
 	cmd.create_ah.pd = cpu_to_le32(to_hpd(ibah->pd)->pdn);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
+	if (ret) {
+		kfree(ah->release);
 		return ret;
+	}
 	ah->handle = le32_to_cpu(cqe.handle);
 	ah->attr = cmd.create_ah.attr;
-	ah->sgid_index = rdma_ah_read_grh(init->ah_attr)->sgid_index;
 	return 0;
 }
 
@@ -1530,18 +1655,64 @@ static int hicain_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
 	return 0;
 }
 
+/*
+ * hicain_ah_free_work - send the DESTROY_AH commands that destroy_ah
+ * could not send in atomic context. An AH of an earlier epoch went with
+ * the device reset.
+ */
+static void hicain_ah_free_work(struct work_struct *work)
+{
+	struct hicain_ibdev *hidev = container_of(work, struct hicain_ibdev, ah_free_work);
+	struct hicain_ah_release *rel, *next;
+	LIST_HEAD(list);
+	int ret;
+
+	spin_lock_irq(&hidev->ah_free_lock);
+	list_splice_init(&hidev->ah_free, &list);
+	spin_unlock_irq(&hidev->ah_free_lock);
+	list_for_each_entry_safe(rel, next, &list, list) {
+		if (rel->epoch == atomic_read(&hidev->epoch)) {
+			ret = hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH, rel->handle, NULL);
+			ret = hicain_destroy_status(ret);
+			if (ret)
+				ibdev_warn(&hidev->ibdev, "DESTROY_AH %u: %d\n", rel->handle, ret);
+		}
+		kfree(rel);
+	}
+}
+
+/*
+ * hicain_destroy_ah - a software AH has nothing in the device. A device
+ * AH destroyed in atomic context (ib_cm frees its MADs' AHs so) cannot
+ * wait for DESTROY_AH: its release record goes to a work item, which
+ * hicain_ib_remove flushes before the device goes. destroy_ah must not
+ * fail, and ib_core frees the AH when it returns.
+ */
 static int hicain_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibah->device);
 	struct hicain_ah *ah = to_hah(ibah);
+	struct hicain_ah_release *rel = ah->release;
+	unsigned long irqflags;
 
-	if (ah->epoch != atomic_read(&hidev->epoch))
+	if (ah->sw)
 		return 0;
-	/* As create: the command sleeps. */
-	if (!(flags & RDMA_DESTROY_AH_SLEEPABLE))
-		return -EAGAIN;
-	return hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH,
-							 ah->handle, NULL));
+	if (ah->epoch != atomic_read(&hidev->epoch)) {
+		kfree(rel);
+		return 0;
+	}
+	if (flags & RDMA_DESTROY_AH_SLEEPABLE) {
+		kfree(rel);
+		return hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH,
+								 ah->handle, NULL));
+	}
+	rel->handle = ah->handle;
+	rel->epoch = ah->epoch;
+	spin_lock_irqsave(&hidev->ah_free_lock, irqflags);
+	list_add_tail(&rel->list, &hidev->ah_free);
+	spin_unlock_irqrestore(&hidev->ah_free_lock, irqflags);
+	schedule_work(&hidev->ah_free_work);
+	return 0;
 }
 
 /* ---- shared receive queues ---- */
@@ -2050,6 +2221,10 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	spin_lock_init(&hidev->cq_lock);
 	INIT_LIST_HEAD(&hidev->cqs);
 	mutex_init(&hidev->addr_lock);
+	spin_lock_init(&hidev->gid_lock);
+	spin_lock_init(&hidev->ah_free_lock);
+	INIT_LIST_HEAD(&hidev->ah_free);
+	INIT_WORK(&hidev->ah_free_work, hicain_ah_free_work);
 	mutex_init(&hidev->pma_lock);
 	ibdev = &hidev->ibdev;
 
@@ -2099,6 +2274,10 @@ static void hicain_ib_remove(struct hicain_dev *hdev)
 		return;
 	/* Before the netdev goes: the port holds a reference to it. */
 	ib_unregister_device(&hidev->ibdev);
+	/* The DESTROY_AH commands of AHs destroyed in atomic context,
+	 * while the device still takes commands.
+	 */
+	flush_work(&hidev->ah_free_work);
 	xa_destroy(&hidev->qps);
 	xa_destroy(&hidev->srqs);
 	ib_dealloc_device(&hidev->ibdev);

@@ -28,6 +28,7 @@ PACKAGES=(
 	libibverbs-dev      # hinic pkg build: libhicain is built against libibverbs (and depends on its version)
 	ibverbs-utils       # the QEMU verbs test: ibv_devices, ibv_devinfo, ibv_*_pingpong in the guests
 	perftest            # the QEMU verbs test: ib_send_bw, ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat in the guests
+	rdmacm-utils        # the QEMU verbs test: rping, ucmatose, udaddy (librdmacm over ib_cm/rdma_cm) in the guests
 )
 
 # kernel_headers prints the headers package of every kernel in /boot: the

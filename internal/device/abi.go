@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 2
+	ABIMinor       = 3
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -70,6 +70,10 @@ const (
 	CQArmSolicited = 2
 
 	SendInline = 0x8
+	// SendAV (ABI 1.3): a WQEAV follows the send WQE header of a UD,
+	// GSI or SMI QP, then the SGEs or inline data; the ah field is
+	// ignored.
+	SendAV = 0x8000
 
 	// MODIFY_SRQ attr_mask bits (enum ib_srq_attr_mask).
 	SRQMaxWR = 0x1
@@ -496,6 +500,12 @@ type SendWQE struct {
 	RemoteQPN  uint32 `c:"remote_qpn"`
 	RemoteQKey uint32 `c:"remote_qkey"`
 	_          uint32 `c:"rsvd"`
+}
+
+// WQEAV is struct hicain_wqe_av: the address vector of a SendAV WQE.
+type WQEAV struct {
+	Attr AHAttr    `c:"attr"`
+	_    [2]uint32 `c:"rsvd"`
 }
 
 // RecvWQE is struct hicain_recv_wqe; SGEs follow it.

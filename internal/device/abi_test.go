@@ -41,6 +41,7 @@ var abiStructs = []struct {
 	{"hicain_cq_dbrec", CQDBRec{}},
 	{"hicain_sge", SGE{}},
 	{"hicain_send_wqe", SendWQE{}},
+	{"hicain_wqe_av", WQEAV{}},
 	{"hicain_recv_wqe", RecvWQE{}},
 	{"hicain_cqe", CQE{}},
 }
@@ -77,6 +78,7 @@ var abiConsts = map[string]int64{
 	"HICAIN_QP_FATAL_WQE": QPFatalWQE, "HICAIN_QP_FATAL_RING": QPFatalRing,
 	"HICAIN_QP_FATAL_TRANSPORT": QPFatalTransport, "HICAIN_CQ_ERR_OVERRUN": CQErrOverrun,
 	"HICAIN_CQ_ARM_NEXT": CQArmNext, "HICAIN_CQ_ARM_SOLICITED": CQArmSolicited, "HICAIN_SEND_INLINE": SendInline,
+	"HICAIN_SEND_AV": SendAV,
 }
 
 // goLayout lists "struct.field offset size" for every field of the Go

@@ -16,6 +16,7 @@ const (
 	sgeSize      = uint64(unsafe.Sizeof(SGE{}))
 	sendHdrSize  = uint64(unsafe.Sizeof(SendWQE{}))
 	recvHdrSize  = uint64(unsafe.Sizeof(RecvWQE{}))
+	wqeAVSize    = uint64(unsafe.Sizeof(WQEAV{}))
 	maxPageList  = 1 << 20 // pages in one MR registration (4 GiB of 4 KiB pages)
 )
 
@@ -640,10 +641,12 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 	return StOK
 }
 
+// setAddr gives the engine the guest's MAC, path MTU limit and IPv4
+// addresses. A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
+// place, while PDs, QPs and AHs exist (the host added or removed an
+// address); another MAC or MTU needs a new engine, which only a device
+// without objects gets (EBUSY otherwise).
 func (s *session) setAddr(a *CmdSetAddrArgs) uint16 {
-	if len(s.pds)+len(s.cqs) > 0 {
-		return StEBUSY // the engine fixes its GID table at creation
-	}
 	if a.NIPv4 > 4 {
 		return StEINVAL
 	}
@@ -661,6 +664,12 @@ func (s *session) setAddr(a *CmdSetAddrArgs) uint16 {
 	mac := a.MAC
 	if mac == ([6]byte{}) {
 		mac = s.v.cfg.MAC
+	}
+	if mac == s.devMAC && mtu == s.devMTU && !s.v.cfg.ib() {
+		return status(s.dev.SetIPv4(ips))
+	}
+	if len(s.pds)+len(s.cqs) > 0 {
+		return StEBUSY // a new MAC or MTU: the engine's paths were built with the old ones
 	}
 	if err := s.newDevice(mac, ips, mtu); err != nil {
 		return status(err)

@@ -321,17 +321,30 @@ func TestSetAddr(t *testing.T) {
 	if _, err := g.AllocPD(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// With a PD: the same MAC and MTU change the IPv4 GIDs in place
+	// (TestSetAddrLive has the traffic), another MTU needs a new engine.
+	*device.PayloadOf[device.CmdSetAddrArgs](&cmd) = device.CmdSetAddrArgs{MTU: 2048, NIPv4: 1,
+		IPv4: [4][4]byte{{192, 168, 7, 10}}}
+	if _, err := g.Admin(ctx, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	if gid, err := g.QueryGID(ctx, 1); err != nil || gid[15] != 10 {
+		t.Fatalf("GID 1 %x, %v after SET_ADDR with a PD", gid, err)
+	}
+	*device.PayloadOf[device.CmdSetAddrArgs](&cmd) = device.CmdSetAddrArgs{MTU: 4096}
 	_, err = g.Admin(ctx, &cmd)
 	wantStatus(t, err, device.StEBUSY)
 	*device.PayloadOf[device.CmdSetAddrArgs](&cmd) = device.CmdSetAddrArgs{NIPv4: 5}
 	_, err = g.Admin(ctx, &cmd)
-	wantStatus(t, err, device.StEBUSY) // busy is checked first
-	// After a reset the guest may set addresses again.
+	wantStatus(t, err, device.StEINVAL)
+	// After a reset the guest may change the MTU again.
 	if err := g.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = g.Admin(ctx, &cmd)
-	wantStatus(t, err, device.StEINVAL)
+	*device.PayloadOf[device.CmdSetAddrArgs](&cmd) = device.CmdSetAddrArgs{MTU: 4096}
+	if _, err := g.Admin(ctx, &cmd); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestRandomGarbage feeds admin commands with random opcodes and
@@ -365,7 +378,7 @@ func TestRandomGarbage(t *testing.T) {
 		case device.CmdRegMR:
 			device.PayloadOf[device.CmdRegMRArgs](&cmd).NPages &= 1023
 		case device.CmdSetAddr:
-			continue // would replace the engine under the QPs of a
+			continue // would change the GIDs the QPs of a were connected with
 		}
 		if _, err := g.Admin(ctx, &cmd); err != nil {
 			var se *guestsim.StatusError

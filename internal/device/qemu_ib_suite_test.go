@@ -14,6 +14,10 @@ import (
 // that the verbs suite of TestQEMUIB runs between the guests.
 var perftests = []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat"}
 
+// cmTools are the librdmacm examples (Debian's rdmacm-utils) that the
+// verbs suite runs last: connections made through rdma_cm and ib_cm.
+var cmTools = []string{"rping", "ucmatose", "udaddy"}
+
 // suiteRun is one framed tool run of a guest console: the text between
 // "HICAIN-BEGIN name" and "HICAIN-END name rc=N".
 type suiteRun struct {
@@ -216,4 +220,23 @@ func checkVerbsSuite(t *testing.T, c1, c2 string) {
 			t.Error("no side of either ib_send_lat run measured a latency")
 		}
 	})
+	// librdmacm: the connection manager's MADs on QP1 through address
+	// handles made in atomic context, then RC (rping, ucmatose) or UD
+	// (udaddy) traffic. Each must exit 0 on both guests.
+	t.Run("rping", func(t *testing.T) {
+		get(t, 0, "rping")
+		out := get(t, 1, "rping")
+		if n := len(regexp.MustCompile(`(?m)^ping data: `).FindAllString(out, -1)); n != 10 {
+			t.Errorf("rping client printed %d \"ping data:\" lines, want 10:\n%s", n, out)
+		}
+	})
+	for _, name := range []string{"ucmatose", "udaddy"} {
+		t.Run(name, func(t *testing.T) {
+			for g := range 2 {
+				if out := get(t, g, name); !regexp.MustCompile(`(?m)^return status 0\s*$`).MatchString(out) {
+					t.Errorf("guest %d: %s did not print \"return status 0\":\n%s", g+1, name, out)
+				}
+			}
+		})
+	}
 }

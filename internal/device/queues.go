@@ -49,6 +49,7 @@ func (s *session) serviceSQ(q *gqp) {
 	}
 	var sges [32]rdma.SGE
 	var raw [32 * 16]byte
+	var avBuf WQEAV
 	q.sqBlocked = false
 	for q.sqCons != prod {
 		at := q.sq + uint64(q.sqCons&(q.sqDepth-1))*uint64(q.sqStride)
@@ -57,41 +58,62 @@ func (s *session) serviceSQ(q *gqp) {
 			s.qpFatal(q, QPFatalRing)
 			return
 		}
-		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode), SendFlags: rdma.SendFlags(w.SendFlags),
-			ImmData: w.ImmData, RemoteAddr: w.RemoteAddr, RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
-		if q.typ == rdma.QPTypeUD || q.typ == rdma.QPTypeGSI || q.typ == rdma.QPTypeSMI {
-			// A datagram is a SEND through an AH of the QP's PD;
-			// anything else completes with LOC_QP_OP_ERR, as rxe
+		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
+			SendFlags: rdma.SendFlags(w.SendFlags &^ SendAV), ImmData: w.ImmData, RemoteAddr: w.RemoteAddr,
+			RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
+		data := at + sendHdrSize // the SGEs or the inline data
+		room := uint64(q.sqStride) - sendHdrSize
+		var av *WQEAV // the address vector of a SendAV WQE
+		if w.SendFlags&SendAV != 0 {
+			if !q.datagram() {
+				// Connected QPs have their address vector in the QP.
+				s.badSend(q, &w)
+				continue
+			}
+			// A send stride is at least 128 bytes (a multiple of 64
+			// with room for one SGE), so the AV fits; the data after it
+			// is checked against what is left.
+			av = &avBuf
+			if err := ram.ReadAt(AsBytes(av), data); err != nil {
+				s.qpFatal(q, QPFatalRing)
+				return
+			}
+			data, room = data+wqeAVSize, room-wqeAVSize
+		}
+		if q.datagram() {
+			// A datagram is a SEND through an address vector of the
+			// QP's PD: an AH handle, or (SendAV) the vector in the WQE.
+			// Anything else completes with LOC_QP_OP_ERR, as rxe
 			// answers a WQE without a usable address vector or with an
 			// opcode UD does not have.
 			a, ok := s.ahs[w.AH]
-			if !ok || a.pd != q.pd || (wr.Opcode != rdma.WRSend && wr.Opcode != rdma.WRSendWithImm) {
-				s.v.stats.wqeErrors.Add(1)
-				s.errorCQE(q.scq, rdma.WC{WRID: w.WRID, Status: rdma.WCLocQPOpErr, Opcode: wcOpcodeOf(wr.Opcode),
-					QPNum: q.qp.QPN()})
-				q.sqCons++
+			if (av == nil && (!ok || a.pd != q.pd)) || (wr.Opcode != rdma.WRSend && wr.Opcode != rdma.WRSendWithImm) {
+				s.badSend(q, &w)
 				continue
 			}
-			wr.AH, wr.RemoteQPN, wr.RemoteQKey = a.ah, w.RemoteQPN, w.RemoteQKey
+			if av == nil {
+				wr.AH = a.ah
+			}
+			wr.RemoteQPN, wr.RemoteQKey = w.RemoteQPN, w.RemoteQKey
 		}
 		if wr.SendFlags&rdma.SendInline != 0 {
-			// Inline data sits in the WQE after the header; the engine
-			// copies it from guest memory now.
-			if w.InlineLen > q.maxInline {
+			// Inline data sits in the WQE after the header (and the
+			// AV); the engine copies it from guest memory now.
+			if w.InlineLen > q.maxInline || uint64(w.InlineLen) > room {
 				s.qpFatal(q, QPFatalWQE)
 				return
 			}
 			if w.InlineLen > 0 {
-				sges[0] = rdma.SGE{Addr: at + sendHdrSize, Length: w.InlineLen}
+				sges[0] = rdma.SGE{Addr: data, Length: w.InlineLen}
 				wr.SGList = sges[:1]
 			}
 		} else {
 			n := uint32(w.NumSGE)
-			if n > q.maxSendSGE || n > uint32(len(sges)) {
+			if n > q.maxSendSGE || n > uint32(len(sges)) || uint64(n)*sgeSize > room {
 				s.qpFatal(q, QPFatalWQE)
 				return
 			}
-			if err := ram.ReadAt(raw[:n*16], at+sendHdrSize); err != nil {
+			if err := ram.ReadAt(raw[:n*16], data); err != nil {
 				s.qpFatal(q, QPFatalRing)
 				return
 			}
@@ -101,7 +123,26 @@ func (s *session) serviceSQ(q *gqp) {
 			}
 			wr.SGList = sges[:n]
 		}
-		if err := q.qp.PostSend([]rdma.SendWR{wr}); errors.Is(err, rdma.ErrNoResources) {
+		var avAH *rdma.AH
+		if av != nil {
+			// An AH for this request only, checked as CREATE_AH checks
+			// one (an invalid vector is a bad AH handle).
+			if avAH, err = s.dev.CreateAH(s.pds[q.pd], ahFromABI(&av.Attr)); err != nil {
+				s.badSend(q, &w)
+				continue
+			}
+			wr.AH = avAH
+		}
+		err := q.qp.PostSend([]rdma.SendWR{wr})
+		if avAH != nil {
+			// The posted request keeps the AH's frame template: the
+			// engine's WQE points at the AH, and destroying an AH only
+			// marks it and drops its PD reference (the QP holds the PD
+			// too). A request left in the ring gets a new AH when it is
+			// retried.
+			avAH.Destroy()
+		}
+		if errors.Is(err, rdma.ErrNoResources) {
 			// More WRs outstanding than the QP holds: leave the WQE in
 			// the ring and retry when completions free room.
 			q.sqBlocked = true
@@ -119,6 +160,21 @@ func (s *session) serviceSQ(q *gqp) {
 		q.sqCons++
 	}
 	ram.Store32(q.sqDB+4, q.sqCons)
+}
+
+// datagram reports whether q sends datagrams: UD, GSI (QP1) or SMI (QP0).
+func (q *gqp) datagram() bool {
+	return q.typ == rdma.QPTypeUD || q.typ == rdma.QPTypeGSI || q.typ == rdma.QPTypeSMI
+}
+
+// badSend completes a send WQE the device cannot execute (no usable
+// address vector, an opcode the QP does not have) with LOC_QP_OP_ERR and
+// moves past it; the QP carries on.
+func (s *session) badSend(q *gqp, w *SendWQE) {
+	s.v.stats.wqeErrors.Add(1)
+	s.errorCQE(q.scq, rdma.WC{WRID: w.WRID, Status: rdma.WCLocQPOpErr, Opcode: wcOpcodeOf(rdma.WROpcode(w.Opcode)),
+		QPNum: q.qp.QPN()})
+	q.sqCons++
 }
 
 func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {

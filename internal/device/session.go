@@ -68,6 +68,8 @@ type session struct {
 	srqs      map[uint32]*gsrq
 	nextCQ    uint32
 	nextAH    uint32
+	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
+	devMTU    int
 }
 
 // gcq is a guest CQ: an engine CQ whose completions the worker copies to
@@ -194,6 +196,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	s.mac.Store(macKey(mac))
+	s.devMAC, s.devMTU = mac, mtu
 	old := s.dev
 	s.dev = dev
 	s.portCtr.Store(pc)

@@ -277,6 +277,9 @@ type QPConfig struct {
 	// SMI asks for QP0 (IB_QPT_SMI, type 0 on the wire; Type is ignored).
 	SMI bool
 	SRQ *SRQ // receive WQEs from this SRQ: the QP has no RQ ring
+	// AV makes room in each send WQE for an address vector (ABI 1.3,
+	// PostSendAV) before the SGEs or inline data.
+	AV bool
 }
 
 // QP is a guest RC or UD QP with its rings in guest memory. Owned by one
@@ -312,7 +315,11 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 	if c.MaxInline == 0 {
 		c.MaxInline = 64
 	}
-	sqStride := (64 + max(16*c.MaxSGE, c.MaxInline) + 63) &^ 63
+	avRoom := uint32(0)
+	if c.AV {
+		avRoom = uint32(unsafe.Sizeof(device.WQEAV{}))
+	}
+	sqStride := (64 + avRoom + max(16*c.MaxSGE, c.MaxInline) + 63) &^ 63
 	rqStride := 16 + 16*c.MaxSGE
 	q := &QP{g: g, sqDepth: c.SQDepth, rqDepth: c.RQDepth, sqStride: sqStride, rqStride: rqStride}
 	var err error
@@ -376,6 +383,33 @@ func (q *QP) PostSend(w device.SendWQE, sges []device.SGE, inline []byte) {
 		w.NumSGE = uint8(len(sges))
 		for i := range sges {
 			ram.WriteAt(device.AsBytes(&sges[i]), at+64+uint64(i)*16)
+		}
+	}
+	ram.WriteAt(device.AsBytes(&w), at)
+	q.sqProd++
+	ram.Store32(q.sqDB, q.sqProd) // release
+	q.g.Ring(device.DBQP)
+}
+
+// PostSendAV writes a send WQE that carries its address vector (ABI
+// 1.3, device.SendAV): the AV after the header, then the SGEs or the
+// inline data. w.AH is not used by the device. The QP needs room for it
+// (QPConfig.AV) unless a test wants a WQE that does not fit.
+func (q *QP) PostSendAV(w device.SendWQE, av device.AHAttr, sges []device.SGE, inline []byte) {
+	ram := q.g.ram
+	at := q.sq + uint64(q.sqProd&(q.sqDepth-1))*uint64(q.sqStride)
+	wav := device.WQEAV{Attr: av}
+	n := uint64(unsafe.Sizeof(wav))
+	ram.WriteAt(device.AsBytes(&wav), at+64)
+	w.SendFlags |= device.SendAV
+	if inline != nil {
+		w.SendFlags |= device.SendInline
+		w.InlineLen = uint32(len(inline))
+		ram.WriteAt(inline, at+64+n)
+	} else {
+		w.NumSGE = uint8(len(sges))
+		for i := range sges {
+			ram.WriteAt(device.AsBytes(&sges[i]), at+64+n+uint64(i)*16)
 		}
 	}
 	ram.WriteAt(device.AsBytes(&w), at)
