@@ -92,14 +92,6 @@ func Build(ctx context.Context, spec Spec, o BuildOptions) (*Result, error) {
 		return nil, err
 	}
 	include := append([]string{spec.Kernel}, spec.Packages...)
-	for _, d := range spec.Debs {
-		_, path, _ := strings.Cut(d, ":")
-		abs, err := filepath.Abs(path)
-		if err != nil {
-			return nil, err
-		}
-		include = append(include, abs)
-	}
 	args := []string{
 		"--mode=root", "--variant=minbase", "--components=main",
 		"--include=" + strings.Join(include, ","),
@@ -107,9 +99,23 @@ func Build(ctx context.Context, spec Spec, o BuildOptions) (*Result, error) {
 		"--dpkgopt=path-exclude=/usr/share/man/*",
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--dpkgopt=path-include=/usr/share/locale/locale.alias",
-		"--customize-hook=sh " + hook + " \"$1\" " + keyFile,
-		spec.Suite, rootfs,
 	}
+	// Local .deb files are copied into the root file system and
+	// installed there by apt, which resolves their dependencies from the
+	// mirrors. (Given to --include, apt would unpack them from a
+	// temporary directory of the host that dpkg, chrooted in root mode,
+	// cannot see.)
+	if len(spec.Debs) > 0 {
+		hooks, err := debHooks(spec.Debs)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, hooks...)
+	}
+	args = append(args,
+		"--customize-hook=sh "+hook+" \"$1\" "+keyFile,
+		spec.Suite, rootfs,
+	)
 	args = append(args, spec.Mirrors...)
 	step := func(name string, fn func() error) error {
 		t := time.Now()
@@ -299,6 +305,36 @@ func duBytes(dir string) (int64, error) {
 		return nil
 	})
 	return n, err
+}
+
+// debDir is where the .deb files of a spec wait in the root file system
+// while apt installs them.
+const debDir = "/var/cache/hinic-debs"
+
+// debHooks returns mmdebstrap customize hooks that install the .deb files
+// of debs ("sha256:path" entries): copy them in, apt-get install them,
+// remove the copies.
+func debHooks(debs []string) ([]string, error) {
+	var abs, inside []string
+	for _, d := range debs {
+		_, path, _ := strings.Cut(d, ":")
+		a, err := filepath.Abs(path)
+		if err != nil {
+			return nil, err
+		}
+		if strings.ContainsAny(a, " \t\n'\"\\") {
+			return nil, fmt.Errorf("image: --deb %s: the path must not contain blanks, quotes or backslashes (mmdebstrap's copy-in splits on blanks)", a)
+		}
+		abs = append(abs, a)
+		inside = append(inside, debDir+"/"+filepath.Base(a))
+	}
+	return []string{
+		`--customize-hook=mkdir -p "$1` + debDir + `"`,
+		"--customize-hook=copy-in " + strings.Join(abs, " ") + " " + debDir,
+		`--customize-hook=chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ` +
+			strings.Join(inside, " "),
+		`--customize-hook=rm -rf "$1` + debDir + `"`,
+	}, nil
 }
 
 // customizeScript runs on the host as mmdebstrap's customize hook with the

@@ -30,14 +30,14 @@ import (
 
 // recipeVersion changes whenever the way an image is made changes, so that
 // cached images built by an older recipe are rebuilt.
-const recipeVersion = "1"
+const recipeVersion = "2"
 
 // BasePackages are installed in every image besides the kernel.
 var BasePackages = []string{
 	"systemd-sysv", "udev", "kmod", "openssh-server", "openssh-client",
 	"iproute2", "iputils-ping", "procps",
 	"rdma-core", "ibverbs-utils", "ibverbs-providers", "perftest",
-	"infiniband-diags", "opensm", "python3-pyverbs",
+	"infiniband-diags", "opensm", "python3-pyverbs", "rdmacm-utils",
 }
 
 // Artifact file names inside an image directory.

@@ -106,3 +106,24 @@ func TestManifestVerify(t *testing.T) {
 		t.Error("changed content passed the sha256 check")
 	}
 }
+
+func TestDebHooks(t *testing.T) {
+	hooks, err := debHooks([]string{"aa:/tmp/d/hicain-modules-6.1.0-57-amd64_1.0-1_amd64.deb", "bb:rel/libhicain_1.0-1_amd64.deb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	want := []string{
+		`--customize-hook=mkdir -p "$1/var/cache/hinic-debs"`,
+		"--customize-hook=copy-in /tmp/d/hicain-modules-6.1.0-57-amd64_1.0-1_amd64.deb " + wd + "/rel/libhicain_1.0-1_amd64.deb /var/cache/hinic-debs",
+		`--customize-hook=chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ` +
+			"/var/cache/hinic-debs/hicain-modules-6.1.0-57-amd64_1.0-1_amd64.deb /var/cache/hinic-debs/libhicain_1.0-1_amd64.deb",
+		`--customize-hook=rm -rf "$1/var/cache/hinic-debs"`,
+	}
+	if strings.Join(hooks, "\n") != strings.Join(want, "\n") {
+		t.Errorf("hooks:\n%s\nwant:\n%s", strings.Join(hooks, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := debHooks([]string{"aa:/tmp/my debs/x.deb"}); err == nil {
+		t.Error("a path with a blank was accepted")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,6 +40,9 @@ type SSHOptions struct {
 	Save string
 	// IntegrityBytes is how much the data-integrity case writes and reads.
 	IntegrityBytes int
+	// CMIters is the number of pings of rping and of messages of
+	// ucmatose and udaddy, the RDMA CM cases.
+	CMIters int
 	// BasePort is the first TCP port of the tools' out-of-band exchange;
 	// each case uses its own so a lingering server cannot confuse the next.
 	BasePort int
@@ -46,7 +51,7 @@ type SSHOptions struct {
 // DefaultSSHOptions are TCG-sized.
 func DefaultSSHOptions() SSHOptions {
 	return SSHOptions{PingPongIters: 500, BWIters: 500, BWSize: 65536, LatIters: 500, IntegrityBytes: 8 << 20,
-		Timeout: 180 * time.Second, BasePort: 18515}
+		CMIters: 100, Timeout: 180 * time.Second, BasePort: 18515}
 }
 
 // sshGate holds what the cases share.
@@ -61,11 +66,13 @@ type sshGate struct {
 	port             int
 }
 
-// SSHCases returns the 15 cases of the gate between server and client:
+// SSHCases returns the 19 cases of the gate between server and client:
 // ibv_devices, ibv_devinfo, the rc/ud/srq pingpongs, the eight perftest
-// bandwidth and latency tests, UD multicast and a data-integrity check.
-// The GID indexes are chosen by the ibv_devinfo case; the server side of
-// each tool starts first.
+// bandwidth and latency tests, UD multicast and a data-integrity check,
+// then the RDMA CM cases: rping, ucmatose, udaddy and ib_send_bw -R, which
+// find each other by IP address through librdmacm (CM MADs on QP1) instead
+// of a TCP exchange. The GID indexes are chosen by the ibv_devinfo case;
+// the server side of each tool starts first.
 func SSHCases(server, client Host, o SSHOptions) []Case {
 	g := &sshGate{srv: server, cli: client, o: o, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1, port: o.BasePort}
 	if g.o.Timeout == 0 {
@@ -76,6 +83,9 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 	}
 	if g.o.IntegrityBytes == 0 {
 		g.o.IntegrityBytes = DefaultSSHOptions().IntegrityBytes
+	}
+	if o.CMIters == 0 {
+		o.CMIters = DefaultSSHOptions().CMIters
 	}
 	pp := fmt.Sprint(o.PingPongIters)
 	bw := fmt.Sprintf("-n %d -s %d", o.BWIters, o.BWSize)
@@ -97,6 +107,10 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "ib_atomic_lat", Run: g.perf("ib_atomic_lat", lat, true)},
 		{Name: "ud_multicast", Run: g.multicast(fmt.Sprintf("-n %d -s 1024", o.BWIters))},
 		{Name: "data_integrity", Run: g.integrity(g.o.IntegrityBytes)},
+		{Name: "rping", Run: g.rping(o.CMIters)},
+		{Name: "ucmatose", Run: g.cmatose("ucmatose", o.CMIters)},
+		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
+		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
 	}
 }
 
@@ -175,11 +189,46 @@ func (g *sshGate) gids(ctx context.Context) (int, int, error) {
 // then runs the client command on cli, and returns both outputs. Each
 // command runs under the guest's `timeout`, so nothing outlives the case.
 func (g *sshGate) pair(ctx context.Context, name, srvCmd, cliCmd string) (string, string, error) {
+	return g.pairOn(ctx, name, srvCmd, cliCmd, tcpListening)
+}
+
+// listening reports whether the server side of a tool listens on port,
+// from the output of its check command.
+type listening struct {
+	cmd    func(port int) string // run on the server
+	listen func(out string, port int) bool
+	// fixed is the port of a tool that cannot be given one (udaddy
+	// listens on 7174); 0 gives each run a port of its own.
+	fixed int
+}
+
+// tcpListening: the tools that exchange QP numbers over TCP (iproute2's
+// ss).
+var tcpListening = listening{cmd: func(port int) string { return fmt.Sprintf("ss -Hltn 'sport = :%d'", port) }, listen: func(out string, port int) bool {
+	return strings.Contains(out, fmt.Sprint(port))
+}}
+
+// cmListening: the tools that connect with librdmacm listen on an RDMA CM
+// ID, not a socket; iproute2's rdma tool lists it in state LISTEN with its
+// address and port.
+var cmListening = listening{cmd: func(int) string { return "rdma res show cm_id" }, listen: func(out string, port int) bool {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "LISTEN") && strings.Contains(l+" ", fmt.Sprintf(":%d ", port)) {
+			return true
+		}
+	}
+	return false
+}}
+
+func (g *sshGate) pairOn(ctx context.Context, name, srvCmd, cliCmd string, ready listening) (string, string, error) {
 	g.port++
 	port := g.port
 	secs := int(g.o.Timeout.Seconds())
+	if ready.fixed != 0 {
+		port = ready.fixed
+	}
 	wrap := func(cmd string) string {
-		if strings.Contains(cmd, "{port}") {
+		if strings.Contains(cmd, "{port}") || ready.fixed != 0 {
 			return fmt.Sprintf("timeout -s KILL %d %s", secs, strings.ReplaceAll(cmd, "{port}", fmt.Sprint(port)))
 		}
 		return fmt.Sprintf("timeout -s KILL %d %s -p %d", secs, cmd, port)
@@ -195,11 +244,11 @@ func (g *sshGate) pair(ctx context.Context, name, srvCmd, cliCmd string) (string
 		out, err := g.srv.Run(ctx, wrap(srvCmd))
 		srvDone <- result{out, err}
 	}()
-	// Wait for the server's out-of-band listener (ss from iproute2).
+	// Wait for the server's listener.
 	listening := false
 	for i := 0; i < 100 && !listening; i++ {
-		out, _ := g.srv.Run(ctx, fmt.Sprintf("ss -Hltn 'sport = :%d'", port))
-		if strings.Contains(out, fmt.Sprint(port)) {
+		out, _ := g.srv.Run(ctx, ready.cmd(port))
+		if ready.listen(out, port) {
 			listening = true
 			break
 		}
@@ -284,44 +333,58 @@ func (g *sshGate) perf(tool, args string, lat bool) func(context.Context) (Outco
 			}
 			return cliOut, nil
 		}
-		cliOut, err := run()
+		var l Lat
+		var b BW
+		note, err := rerunOnCalibration(run, func(out string) (err error) {
+			if lat {
+				l, err = ParseLat(out)
+			} else {
+				b, err = ParseBW(out)
+			}
+			return err
+		})
 		if err != nil {
 			return Outcome{}, err
 		}
 		if lat {
-			// The client's figures are the case's. When perftest could
-			// not calibrate its cycle counter (a noisy virtual CPU), the
-			// exchange itself worked but its times are infinite: run the
-			// pair again, at most twice more, and say so.
-			l, err := ParseLat(cliOut)
-			reruns := 0
-			for errors.Is(err, ErrClockCalibration) && reruns < 2 {
-				reruns++
-				if cliOut, err = run(); err != nil {
-					return Outcome{}, err
-				}
-				l, err = ParseLat(cliOut)
-			}
-			if err != nil {
-				return Outcome{}, err
-			}
-			detail := fmt.Sprintf("%d B x %d: typical %.2f, avg %.2f, 99%% %.2f µs", l.Bytes, l.Iters, l.Typical, l.Avg, l.P99)
-			if reruns > 0 {
-				detail += fmt.Sprintf(" (run %d: perftest's clock calibration failed before)", reruns+1)
-			}
-			return Outcome{Figure: l.Typical, Unit: "µs", Detail: detail}, nil
-		}
-		b, err := ParseBW(cliOut)
-		if err != nil {
-			return Outcome{}, err
+			return Outcome{Figure: l.Typical, Unit: "µs", Detail: fmt.Sprintf("%d B x %d: typical %.2f, avg %.2f, 99%% %.2f µs%s",
+				l.Bytes, l.Iters, l.Typical, l.Avg, l.P99, note)}, nil
 		}
 		if strings.HasPrefix(tool, "ib_atomic") {
 			return Outcome{Figure: b.MsgRateMpps * 1e6, Unit: "ops/s",
-				Detail: fmt.Sprintf("%d B x %d: %.3f MiB/s", b.Bytes, b.Iters, b.AverageMiBs)}, nil
+				Detail: fmt.Sprintf("%d B x %d: %.3f MiB/s%s", b.Bytes, b.Iters, b.AverageMiBs, note)}, nil
 		}
 		return Outcome{Figure: b.AverageMiBs, Unit: "MiB/s",
-			Detail: fmt.Sprintf("%d B x %d: peak %.2f MiB/s", b.Bytes, b.Iters, b.PeakMiBs)}, nil
+			Detail: fmt.Sprintf("%d B x %d: peak %.2f MiB/s%s", b.Bytes, b.Iters, b.PeakMiBs, note)}, nil
 	}
+}
+
+// rerunOnCalibration runs a perftest pair (run returns the output whose
+// figures count) and parses it. When perftest could not calibrate its
+// cycle counter (a noisy virtual CPU: ErrClockCalibration), the exchange
+// itself worked but its figures are void: the pair runs again, at most
+// twice more. The note says so when a rerun gave the figures.
+func rerunOnCalibration(run func() (string, error), parse func(out string) error) (note string, err error) {
+	out, err := run()
+	if err != nil {
+		return "", err
+	}
+	err = parse(out)
+	reruns := 0
+	for errors.Is(err, ErrClockCalibration) && reruns < 2 {
+		reruns++
+		if out, err = run(); err != nil {
+			return "", err
+		}
+		err = parse(out)
+	}
+	if err != nil {
+		return "", err
+	}
+	if reruns > 0 {
+		return fmt.Sprintf(" (run %d: perftest's clock calibration failed before)", reruns+1), nil
+	}
+	return "", nil
 }
 
 // multicast is ib_send_bw over UD with -g: the client sends to a
@@ -369,19 +432,29 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 			srvCmd = fmt.Sprintf("sh -c '%s & J=$!; until ip -6 maddr show | grep -q %s; do sleep 0.2; done; %s -p {port}; rc=$?; kill $J; exit $rc'",
 				strings.ReplaceAll(join, "'", `'\''`), mgidIPv6, srvCmd)
 		}
-		srvOut, cliOut, err := g.pair(ctx, "ud_multicast", srvCmd,
-			fmt.Sprintf("ib_send_bw -F -c UD -g -M %s -d %s -x %d %s %s", mgid, g.cli.Device(), gc, args, g.srv.DataIP()))
-		if err != nil {
-			return Outcome{}, unsupportedIf(err, srvOut+cliOut)
-		}
-		// The server's row counts what reached the group member.
-		b, err := ParseBW(srvOut)
-		if err != nil {
-			if b, err = ParseBW(cliOut); err != nil {
-				return Outcome{}, err
+		// The server's row counts what reached the group member; the
+		// client's stands in when the server printed none.
+		var srvOut, cliOut string
+		run := func() (string, error) {
+			var err error
+			srvOut, cliOut, err = g.pair(ctx, "ud_multicast", srvCmd,
+				fmt.Sprintf("ib_send_bw -F -c UD -g -M %s -d %s -x %d %s %s", mgid, g.cli.Device(), gc, args, g.srv.DataIP()))
+			if err != nil {
+				return "", unsupportedIf(err, srvOut+cliOut)
 			}
+			return srvOut, nil
 		}
-		detail := fmt.Sprintf("UD multicast %d B x %d to %s", b.Bytes, b.Iters, mgidIPv6)
+		var b BW
+		note, err := rerunOnCalibration(run, func(string) (err error) {
+			if b, err = ParseBW(srvOut); err != nil {
+				b, err = ParseBW(cliOut)
+			}
+			return err
+		})
+		if err != nil {
+			return Outcome{}, err
+		}
+		detail := fmt.Sprintf("UD multicast %d B x %d to %s%s", b.Bytes, b.Iters, mgidIPv6, note)
 		if g.srv.NIC() == "rxe" {
 			detail += " (receiver joined the IPv6 group for rxe 6.1)"
 		}
@@ -423,6 +496,116 @@ func (g *sshGate) integrity(size int) func(context.Context) (Outcome, error) {
 		}
 		return Outcome{Figure: float64(size) / (1 << 20), Unit: "MiB checked",
 			Detail: "random bytes RDMA WRITE to the server and READ back, sha256 equal on both sides (pyverbs); " + lastLine(cliOut)}, nil
+	}
+}
+
+// timed wraps a tool run so that the guest measures it: the command is
+// followed by a HINIC-ELAPSED-NS line, and the tool's exit status is
+// kept. cmd must not contain single quotes.
+func timed(cmd string) string {
+	return fmt.Sprintf("sh -c 's=$(date +%%s%%N); %s; rc=$?; echo HINIC-ELAPSED-NS $(($(date +%%s%%N) - s)); exit $rc'", cmd)
+}
+
+var elapsedNS = regexp.MustCompile(`HINIC-ELAPSED-NS (\d+)`)
+
+// elapsed returns the seconds a timed run took.
+func elapsed(out string) (float64, error) {
+	m := elapsedNS.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no elapsed time in the output")
+	}
+	ns, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || ns <= 0 {
+		return 0, fmt.Errorf("elapsed time %q", m[1])
+	}
+	return float64(ns) / 1e9, nil
+}
+
+// rping: librdmacm's RDMA ping, client and server each connecting through
+// the RDMA CM, n pings of RDMA READ and WRITE with the data validated on
+// both sides (-V); the client prints each ping it verified.
+func (g *sshGate) rping(n int) func(context.Context) (Outcome, error) {
+	return func(ctx context.Context) (Outcome, error) {
+		srvOut, cliOut, err := g.pairOn(ctx, "rping",
+			timed(fmt.Sprintf("rping -s -a %s -p {port} -C %d -V", g.srv.DataIP(), n)),
+			timed(fmt.Sprintf("rping -c -a %s -p {port} -C %d -V -v", g.srv.DataIP(), n)), cmListening)
+		if err != nil {
+			return Outcome{}, unsupportedIf(err, srvOut+cliOut)
+		}
+		if got := strings.Count(cliOut, "ping data: "); got != n {
+			return Outcome{}, fmt.Errorf("the client verified %d pings, want %d: %s", got, n, lastLine(cliOut))
+		}
+		secs, err := elapsed(cliOut)
+		if err != nil {
+			return Outcome{}, err
+		}
+		return Outcome{Figure: float64(n) / secs, Unit: "pings/s",
+			Detail: fmt.Sprintf("%d pings validated in %.2f s, connection set-up and teardown included", n, secs)}, nil
+	}
+}
+
+// cmatose runs ucmatose (RC, connected through the RDMA CM) or udaddy
+// (UD, its QP number and Q_Key resolved by SIDR): one connection, n
+// messages each way; both sides must end with "return status 0".
+func (g *sshGate) cmatose(tool string, n int) func(context.Context) (Outcome, error) {
+	return func(ctx context.Context) (Outcome, error) {
+		// ucmatose takes a port (-p); udaddy always uses 7174 (its -p
+		// is the port space).
+		port, ready := "-p {port} ", cmListening
+		if tool == "udaddy" {
+			port, ready.fixed = "", udaddyPort
+		}
+		srvOut, cliOut, err := g.pairOn(ctx, tool,
+			timed(fmt.Sprintf("%s -b %s %s-c 1 -C %d", tool, g.srv.DataIP(), port, n)),
+			timed(fmt.Sprintf("%s -s %s -b %s %s-c 1 -C %d", tool, g.srv.DataIP(), g.cli.DataIP(), port, n)),
+			ready)
+		if err != nil {
+			return Outcome{}, unsupportedIf(err, srvOut+cliOut)
+		}
+		for side, out := range map[string]string{"server": srvOut, "client": cliOut} {
+			if !strings.Contains(out, "return status 0") {
+				return Outcome{}, fmt.Errorf("%s: no \"return status 0\": %s", side, lastLine(out))
+			}
+		}
+		secs, err := elapsed(cliOut)
+		if err != nil {
+			return Outcome{}, err
+		}
+		kind := "RC"
+		if tool == "udaddy" {
+			kind = "UD, SIDR"
+		}
+		return Outcome{Figure: secs, Unit: "s",
+			Detail: fmt.Sprintf("%s: 1 connection, %d messages each way, address and route resolved by librdmacm", kind, n)}, nil
+	}
+}
+
+// udaddyPort is the RDMA CM port udaddy (rdma-core 44) always uses.
+const udaddyPort = 7174
+
+// perfCM is a perftest bandwidth test connected through the RDMA CM (-R)
+// instead of its TCP exchange.
+func (g *sshGate) perfCM(tool, args string) func(context.Context) (Outcome, error) {
+	return func(ctx context.Context) (Outcome, error) {
+		run := func() (string, error) {
+			srvOut, cliOut, err := g.pairOn(ctx, tool+"_rdma_cm",
+				fmt.Sprintf("%s -F -R -d %s %s", tool, g.srv.Device(), args),
+				fmt.Sprintf("%s -F -R -d %s %s %s", tool, g.cli.Device(), args, g.srv.DataIP()), cmListening)
+			if err != nil {
+				return cliOut, unsupportedIf(err, srvOut+cliOut)
+			}
+			return cliOut, nil
+		}
+		var b BW
+		note, err := rerunOnCalibration(run, func(out string) (err error) {
+			b, err = ParseBW(out)
+			return err
+		})
+		if err != nil {
+			return Outcome{}, err
+		}
+		return Outcome{Figure: b.AverageMiBs, Unit: "MiB/s",
+			Detail: fmt.Sprintf("%d B x %d over rdma_cm: peak %.2f MiB/s%s", b.Bytes, b.Iters, b.PeakMiBs, note)}, nil
 	}
 }
 

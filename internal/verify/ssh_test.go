@@ -82,3 +82,35 @@ func TestSSHLatencyRerunsAfterClockCalibration(t *testing.T) {
 		})
 	}
 }
+
+func TestListeningChecks(t *testing.T) {
+	// iproute2 6.1's `rdma res show cm_id` (rdma/res-cmid.c): one line
+	// per CM ID.
+	cm := "link rxe0/1 cm-idn 3 state LISTEN ps TCP pid 611 comm rping src-addr 10.42.0.1:18530 dst-addr 0.0.0.0:0\n" +
+		"link rxe0/1 cm-idn 4 state CONNECT ps TCP pid 612 comm rping src-addr 10.42.0.1:18531 dst-addr 10.42.0.2:40000\n"
+	if !cmListening.listen(cm, 18530) {
+		t.Error("LISTEN on 18530 not seen")
+	}
+	for _, port := range []int{18531, 1853, 8530} {
+		if cmListening.listen(cm, port) {
+			t.Errorf("port %d seen as listening", port)
+		}
+	}
+	if !tcpListening.listen("LISTEN 0 1 0.0.0.0:18515 0.0.0.0:*", 18515) || tcpListening.listen("", 18515) {
+		t.Error("tcp check")
+	}
+}
+
+func TestTimed(t *testing.T) {
+	cmd := timed("rping -c -a 10.0.0.1 -p {port}")
+	if !strings.HasPrefix(cmd, "sh -c '") || !strings.Contains(cmd, "rping -c -a 10.0.0.1 -p {port}; rc=$?") ||
+		!strings.Contains(cmd, "$(date +%s%N)") {
+		t.Errorf("timed: %s", cmd)
+	}
+	if s, err := elapsed("ping data: x\nHINIC-ELAPSED-NS 2500000000\n"); err != nil || s != 2.5 {
+		t.Errorf("elapsed %v %v", s, err)
+	}
+	if _, err := elapsed("no time"); err == nil {
+		t.Error("no error without a time")
+	}
+}

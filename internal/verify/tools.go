@@ -18,12 +18,12 @@ import (
 // ErrNoResult is returned when a tool's output holds no result line.
 var ErrNoResult = errors.New("verify: no result in the tool's output")
 
-// ErrClockCalibration is returned by ParseLat when perftest measured the
-// exchange but could not calibrate its cycle counter against the clock
-// (it prints "Correlation coefficient r^2: ... < 0.9" and infinite
-// figures). Noisy virtual CPUs, TCG guests above all, cause it now and
+// ErrClockCalibration is returned by ParseLat and ParseBW when perftest
+// ran the exchange but could not calibrate its cycle counter against the
+// clock (it prints "Correlation coefficient r^2: ... < 0.9", then
+// infinite latencies or zero bandwidth). Noisy virtual CPUs, TCG guests above all, cause it now and
 // then; a rerun is the remedy.
-var ErrClockCalibration = errors.New("verify: perftest could not calibrate its cycle counter (r^2 < 0.9); the latency figures are infinite")
+var ErrClockCalibration = errors.New("verify: perftest could not calibrate its cycle counter (r^2 < 0.9); its figures are void")
 
 // PingPong is the summary of an ibv_{rc,uc,ud,srq}_pingpong run.
 type PingPong struct {
@@ -127,9 +127,15 @@ func ParseBW(out string) (BW, error) {
 	if len(v) < 5 {
 		return BW{}, fmt.Errorf("verify: bandwidth row has %d fields, want 5", len(v))
 	}
-	for _, f := range v[2:5] {
-		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return BW{}, fmt.Errorf("verify: bandwidth row has non-finite figures: %s", strings.Join(rows[len(rows)-1], " "))
+	// The average is the figure; a UD receiver's peak may read 0.
+	for i, f := range v[2:5] {
+		if math.IsInf(f, 0) || math.IsNaN(f) || (i == 1 && f <= 0) {
+			// perftest derives bandwidth from its cycle counter: with
+			// the calibration failed it prints zeros (or inf).
+			if strings.Contains(out, "Correlation coefficient r^2") {
+				return BW{}, ErrClockCalibration
+			}
+			return BW{}, fmt.Errorf("verify: bandwidth row without a bandwidth: %s", strings.Join(rows[len(rows)-1], " "))
 		}
 	}
 	return BW{Bytes: int64(v[0]), Iters: int64(v[1]), PeakMiBs: v[2], AverageMiBs: v[3], MsgRateMpps: v[4]}, nil

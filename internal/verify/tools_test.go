@@ -247,3 +247,19 @@ func TestParseLatClockCalibration(t *testing.T) {
 		t.Fatalf("infinite row without the warning: err %v", err)
 	}
 }
+
+func TestParseBWClockCalibration(t *testing.T) {
+	// ib_send_bw -R between rxe guests under TCG: the calibration failed
+	// and every figure reads 0.00.
+	b, err := os.ReadFile("testdata/rxe/ib_send_bw_rdma_cm.calibration.client.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseBW(string(b)); !errors.Is(err, ErrClockCalibration) {
+		t.Fatalf("err %v, want ErrClockCalibration", err)
+	}
+	noWarn := strings.Replace(string(b), "Correlation coefficient r^2: 0.876388 < 0.9\n", "", 1)
+	if _, err := ParseBW(noWarn); err == nil || errors.Is(err, ErrClockCalibration) {
+		t.Fatalf("zero bandwidth without the warning: err %v", err)
+	}
+}

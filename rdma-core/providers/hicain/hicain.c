@@ -6,13 +6,18 @@
  * the device's work and completion queues are rings the kernel driver
  * owns, so posting and polling are uverbs write() commands too, and the
  * provider adds only the driver's private udata (hicain_uverbs_abi.h)
- * to the core commands. libibverbs loads it for ib_devices named hicain_*
- * (the kernel driver has no driver_id of its own: RDMA_DRIVER_UNKNOWN).
+ * to the core commands. libibverbs loads it for the ib_devices of the
+ * hicain_net PCI driver (the kernel driver has no driver_id of its own:
+ * RDMA_DRIVER_UNKNOWN), whatever their name: the kernel names them
+ * hicain_N, and distributions rename RDMA devices after their slot
+ * (Debian's rdma-core udev rule: rocep0s4).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rdma/ib_user_ioctl_verbs.h>
 
@@ -397,11 +402,36 @@ static const struct verbs_match_ent hicain_match_table[] = {
 	{},
 };
 
+/*
+ * hicain_match_device - ours when the kernel name matched the table, or
+ * when the PCI function under the ib_device is bound to hicain_net: a
+ * renamed device keeps its driver.
+ */
+static bool hicain_match_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	char path[PATH_MAX], target[PATH_MAX];
+	const char *base;
+	ssize_t n;
+
+	if (sysfs_dev->match)
+		return true;
+	if (snprintf(path, sizeof(path), "%s/device/driver", sysfs_dev->ibdev_path) >= (int)sizeof(path))
+		return false;
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return false;
+	target[n] = '\0';
+	base = strrchr(target, '/');
+	base = base ? base + 1 : target;
+	return strcmp(base, "hicain_net") == 0;
+}
+
 static const struct verbs_device_ops hicain_dev_ops = {
 	.name = "hicain",
 	.match_min_abi_version = HICAIN_UVERBS_ABI_VERSION,
 	.match_max_abi_version = HICAIN_UVERBS_ABI_VERSION,
 	.match_table = hicain_match_table,
+	.match_device = hicain_match_device,
 	.alloc_device = hicain_alloc_device,
 	.uninit_device = hicain_uninit_device,
 	.alloc_context = hicain_alloc_context,

@@ -48,8 +48,8 @@ linux-image-6.1.0-N-amd64, resolved once from the host's apt lists (the
 same suites), or given with --kernel; it is recorded in the manifest.
 
 The image holds openssh-server, iproute2, rdma-core, ibverbs-utils,
-ibverbs-providers, perftest, infiniband-diags, opensm, python3-pyverbs, and
-the .deb files given with --deb. SSH host keys are generated at first boot;
+ibverbs-providers, perftest, infiniband-diags, opensm, python3-pyverbs,
+rdmacm-utils, and the .deb files given with --deb. SSH host keys are generated at first boot;
 no password is set. The root's authorized key is passed at boot as the
 systemd credential ssh.authorized_keys.root (hinic deploy does this), or
 baked in with --authorized-key.

@@ -76,8 +76,10 @@ first is the server): ibv_devices, ibv_devinfo (port ACTIVE, the RoCEv2
 GID of the data IP, which the other cases then use), ibv_rc_pingpong,
 ibv_ud_pingpong, ibv_srq_pingpong, ib_send_bw, ib_write_bw, ib_read_bw,
 ib_atomic_bw, ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat, UD
-multicast (ib_send_bw -c UD -g) and data integrity (ibv_rc_pingpong --chk
-with 64 KiB messages). Unless given, iterations are sized for TCG guests
+multicast (ib_send_bw -c UD -g), data integrity (random bytes written and
+read back, sha256 compared), and four cases that connect through the RDMA
+CM (librdmacm, CM MADs on QP1) by IP address: rping, ucmatose, udaddy and
+ib_send_bw -R. Unless given, iterations are sized for TCG guests
 (pingpong 500, bandwidth 500, latency 500). When the rack was deployed with
 --pcap, a last case checks every RoCEv2 frame of the fabric's captures with
 hinic proto decode --check-icrc. --save keeps the raw tool outputs.
