@@ -18,7 +18,8 @@ type Comparison struct {
 	BaseResult Result  `json:"base_result"`
 	New        float64 `json:"new"`
 	NewResult  Result  `json:"new_result"`
-	// Ratio is New/Base when both runs passed with a figure, else 0.
+	// Ratio is New/Base when both runs passed with a performance figure
+	// (Measured), else 0.
 	Ratio float64 `json:"ratio"`
 	// LowerIsBetter is true for latencies (µs, µs/iter).
 	LowerIsBetter bool `json:"lower_is_better"`
@@ -31,6 +32,13 @@ type Comparison struct {
 // LowerIsBetter reports whether a smaller figure in unit is better.
 func LowerIsBetter(unit string) bool {
 	return unit == "µs" || unit == "µs/iter" || unit == "ms" || unit == "s"
+}
+
+// Measured reports whether figures in unit measure performance (a rate or
+// a time), so that two runs' figures have a meaningful ratio; counts of
+// what a case checked ("MiB checked", "captures", "devices") do not.
+func Measured(unit string) bool {
+	return LowerIsBetter(unit) || strings.HasSuffix(unit, "/s")
 }
 
 // Compare lines up the cases of base and cand by name, in base's order
@@ -57,7 +65,7 @@ func Compare(base, cand *Report) []Comparison {
 			}
 		}
 		c.LowerIsBetter = LowerIsBetter(c.Unit)
-		if hasB && hasN && b.Result == Pass && n.Result == Pass && b.Unit != "" && b.Unit == n.Unit &&
+		if hasB && hasN && b.Result == Pass && n.Result == Pass && Measured(b.Unit) && b.Unit == n.Unit &&
 			b.Figure > 0 && n.Figure > 0 {
 			c.Ratio = n.Figure / b.Figure
 			c.Gain = c.Ratio

@@ -13,6 +13,7 @@ func TestCompare(t *testing.T) {
 		{Case: "ib_send_lat", Result: Pass, Figure: 730, Unit: "µs"},
 		{Case: "ud_multicast", Result: Unsupported},
 		{Case: "ib_read_bw", Result: Fail},
+		{Case: "integrity", Result: Pass, Figure: 8, Unit: "MiB checked"},
 	}}
 	cand := &Report{Cases: []CaseResult{
 		{Case: "ib_send_lat", Result: Pass, Figure: 73, Unit: "µs"},
@@ -21,9 +22,10 @@ func TestCompare(t *testing.T) {
 		{Case: "ud_multicast", Result: Pass, Figure: 100, Unit: "deliveries/s"},
 		{Case: "ib_read_bw", Result: Pass, Figure: 40, Unit: "MiB/s"},
 		{Case: "checksums", Result: Pass},
+		{Case: "integrity", Result: Pass, Figure: 8, Unit: "MiB checked"},
 	}}
 	got := Compare(base, cand)
-	if len(got) != 6 {
+	if len(got) != 7 {
 		t.Fatalf("%d rows: %+v", len(got), got)
 	}
 	want := []struct {
@@ -31,7 +33,7 @@ func TestCompare(t *testing.T) {
 		ratio float64
 		gain  float64
 	}{{"ibv_devices", 0, 0}, {"ib_send_bw", 10, 10}, {"ib_send_lat", 0.1, 10}, {"ud_multicast", 0, 0},
-		{"ib_read_bw", 0, 0}, {"checksums", 0, 0}}
+		{"ib_read_bw", 0, 0}, {"integrity", 0, 0}, {"checksums", 0, 0}}
 	for i, w := range want {
 		c := got[i]
 		if c.Case != w.name || math.Abs(c.Ratio-w.ratio) > 1e-9 || math.Abs(c.Gain-w.gain) > 1e-9 {
@@ -41,8 +43,8 @@ func TestCompare(t *testing.T) {
 	if !got[2].LowerIsBetter || got[1].LowerIsBetter {
 		t.Errorf("lower-is-better: %+v %+v", got[1], got[2])
 	}
-	if got[5].BaseResult != "" || got[5].NewResult != Pass {
-		t.Errorf("candidate-only case: %+v", got[5])
+	if got[6].BaseResult != "" || got[6].NewResult != Pass {
+		t.Errorf("candidate-only case: %+v", got[6])
 	}
 }
 

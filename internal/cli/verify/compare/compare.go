@@ -32,7 +32,8 @@ A report is what hinic verify e2e writes with --json FILE, or its -o json
 output. make e2e compares the Soft-RoCE rack (BASE) with the HiNIC rack
 (NEW) this way.
 
-Cases that did not pass in both runs, or have no figure, show no ratio.`
+Cases that did not pass in both runs, or whose figure is not a rate or a
+time (a count of what was checked, such as "MiB checked"), show no ratio.`
 
 // NewCmdCompare returns the `verify compare` command; runF replaces the
 // work in tests.
