@@ -3,7 +3,8 @@
 #   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic
 #                       tests and the fault-injection suite at 100,000 operations
 #   make demo           the embedded rack (HiSwitch + three RDMA engines) through the e2e gate
-#   make e2e            QEMU guests (TCG): image, Soft-RoCE rack on HiSwitch, SSH gate, down
+#   make e2e            QEMU guests (TCG): Soft-RoCE rack and HiNIC rack (our .debs in the image) on
+#                       HiSwitch, the SSH gate on each, the packages' life cycle, both side by side
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
@@ -110,7 +111,10 @@ clean:
 
 # The QEMU end-to-end run (docs/deploy.md): guest image (cached in
 # .cache/images while its spec is unchanged), a two-guest Soft-RoCE rack on
-# HiSwitch, the SSH gate with the fabric capture's ICRCs checked, rack down.
-# Needs root and the tools `hinic doctor` lists; runs under TCG.
+# HiSwitch, the SSH gate with the fabric capture's ICRCs checked, rack down;
+# then HiNIC's packages, an image with them, a two-guest HiNIC rack, the
+# same gate, the packages removed and installed again in a guest, rack
+# down; then both gates side by side (hinic verify compare). Needs root and
+# the tools `hinic doctor` lists; runs under TCG.
 e2e: build
 	HINIC=./$(BIN) ./scripts/e2e.sh

@@ -1,29 +1,50 @@
 #!/usr/bin/env bash
-# make e2e: guest image -> two-guest Soft-RoCE rack on HiSwitch -> SSH gate
-# (with the fabric capture's ICRCs checked) -> rack down. Prints the time
-# of each stage. Needs root (mmdebstrap root mode) and the host tools of
-# `hinic doctor`; KVM is not needed (TCG).
+# make e2e: the VM gate on both NICs, side by side.
 #
-#   HINIC       the hinic binary (default bin/hinic)
-#   E2E_IMAGE   image directory, reused when its spec is unchanged
-#               (default .cache/images/hinic-guest; keep .cache/ between CI runs)
-#   E2E_DIR     outputs: gate.txt, gate.json, gate.xml, raw tool outputs,
-#               status, timings (default .cache/e2e)
-#   E2E_RACK    rack spec (default testdata/racks/two-rxe.yaml)
+#   1. the guest image (Debian 12, Soft-RoCE tools), cached;
+#   2. a two-guest Soft-RoCE rack on HiSwitch -> SSH gate -> rack down;
+#   3. HiNIC's packages for the image's kernel (hinic pkg build), and the
+#      HiNIC image: the same spec plus those packages (hinic image build
+#      --deb), cached while the packages' bytes are unchanged;
+#   4. a two-guest HiNIC rack (hinic device serve + HiSwitch) -> the same
+#      SSH gate -> the packages' life cycle in a guest (dpkg -r, -P, -i,
+#      modprobe, ibv_devices) -> rack down;
+#   5. both gates' figures in one table with the HiNIC/Soft-RoCE ratio of
+#      every case (hinic verify compare).
+# Prints the time of each stage. Needs root (mmdebstrap root mode) and the
+# host tools of `hinic doctor`; KVM is not needed (TCG).
+#
+#   HINIC        the hinic binary (default bin/hinic)
+#   E2E_IMAGE    the Soft-RoCE image directory, reused when its spec is
+#                unchanged (default .cache/images/hinic-guest; keep .cache/
+#                between CI runs)
+#   E2E_HIMAGE   the HiNIC image directory (default .cache/images/hinic-hicain)
+#   E2E_DIR      outputs (default .cache/e2e): rxe/ and hicain/ (gate.txt,
+#                gate.json, gate.xml, raw tool outputs, status), debs/,
+#                pkg-cycle.txt, compare.txt, compare.json, timings.txt
+#   E2E_RACK     Soft-RoCE rack spec (default testdata/racks/two-rxe.yaml)
+#   E2E_HRACK    HiNIC rack spec (default testdata/racks/two-hicain.yaml)
+#   E2E_ONLY     rxe or hicain: run one rack only (no comparison)
 set -euo pipefail
 
 HINIC=${HINIC:-bin/hinic}
 IMAGE=${E2E_IMAGE:-.cache/images/hinic-guest}
+HIMAGE=${E2E_HIMAGE:-.cache/images/hinic-hicain}
 OUT=${E2E_DIR:-.cache/e2e}
 SPEC=${E2E_RACK:-testdata/racks/two-rxe.yaml}
-RUN_DIR=${E2E_RUN_DIR:-/tmp/hinic-rack-e2e}
+HSPEC=${E2E_HRACK:-testdata/racks/two-hicain.yaml}
+ONLY=${E2E_ONLY:-}
+case $ONLY in "" | rxe | hicain) ;; *) echo "e2e: E2E_ONLY is rxe or hicain, not $ONLY" >&2; exit 2 ;; esac
 
 rm -rf "$OUT" && mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 now() { date +%s.%N; }
 declare -a times
-stage() { times+=("$(awk -v a="$(now)" -v b="$2" -v n="$1" 'BEGIN { printf "%-8s %7.1f s", n, a - b }')"); }
+stage() { times+=("$(awk -v a="$(now)" -v b="$2" -v n="$1" 'BEGIN { printf "%-16s %7.1f s", n, a - b }')"); }
 
+RUN_DIR=
 down() {
+	[[ -n $RUN_DIR ]] || return 0
 	"$HINIC" deploy down --run-dir "$RUN_DIR" || true
 	# Nothing of the rack may be left running.
 	if [[ -f $RUN_DIR/state.json ]] && "$HINIC" deploy status --run-dir "$RUN_DIR" -o json 2>/dev/null |
@@ -31,6 +52,41 @@ down() {
 		echo "e2e: a guest is still running after deploy down" >&2
 		exit 1
 	fi
+	RUN_DIR=
+}
+trap down EXIT
+
+failed=0
+# rack NAME SPEC IMAGE: deploy, status, gate, leaving the rack up; the
+# gate's failure is recorded, not fatal, so that down and the comparison
+# still run.
+rack() {
+	local name=$1 spec=$2 image=$3 t rc
+	RUN_DIR=/tmp/hinic-rack-e2e-$name
+	rm -rf "$RUN_DIR"
+	mkdir -p "$OUT/$name"
+	t=$(now)
+	"$HINIC" deploy rack "$spec" --run-dir "$RUN_DIR" --image "$image" --pcap -o json > "$OUT/$name/deploy.json"
+	stage "$name deploy" "$t"
+	"$HINIC" deploy status --run-dir "$RUN_DIR" | tee "$OUT/$name/status.txt"
+	t=$(now)
+	set +e
+	"$HINIC" verify e2e --rack "$RUN_DIR" --save "$OUT/$name/raw" --junit "$OUT/$name/gate.xml" \
+		--json "$OUT/$name/gate.json" | tee "$OUT/$name/gate.txt"
+	rc=${PIPESTATUS[0]}
+	set -e
+	stage "$name gate" "$t"
+	if ((rc != 0)); then
+		echo "e2e: the $name gate failed (exit $rc)" >&2
+		failed=1
+	fi
+}
+
+rack_down() {
+	local t
+	t=$(now)
+	down
+	stage "$1 down" "$t"
 }
 
 "$HINIC" doctor
@@ -38,25 +94,53 @@ down() {
 t=$(now)
 "$HINIC" image build --dir "$IMAGE" -o json > "$OUT/manifest.json"
 stage image "$t"
+KVER=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel_release"])' < "$OUT/manifest.json")
+KPKG=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel_package"])' < "$OUT/manifest.json")
+echo "e2e: guest kernel $KVER ($KPKG)"
 
-rm -rf "$RUN_DIR"
-trap down EXIT
-t=$(now)
-"$HINIC" deploy rack "$SPEC" --run-dir "$RUN_DIR" --image "$IMAGE" --pcap -o json > "$OUT/deploy.json"
-stage deploy "$t"
-"$HINIC" deploy status --run-dir "$RUN_DIR" | tee "$OUT/status.txt"
+if [[ $ONLY != hicain ]]; then
+	rack rxe "$SPEC" "$IMAGE"
+	rack_down rxe
+fi
 
-t=$(now)
-set +e
-"$HINIC" verify e2e --rack "$RUN_DIR" --save "$OUT/raw" --junit "$OUT/gate.xml" | tee "$OUT/gate.txt"
-rc=${PIPESTATUS[0]}
-set -e
-stage gate "$t"
+if [[ $ONLY != rxe ]]; then
+	t=$(now)
+	"$HINIC" pkg build --fix --kernel "$KVER" --only hicain-modules,libhicain --out "$OUT/debs" | tee "$OUT/debs.txt"
+	debs=("$OUT"/debs/hicain-modules-"$KVER"_*.deb "$OUT"/debs/libhicain_*.deb)
+	for d in "${debs[@]}"; do
+		[[ -f $d ]] || { echo "e2e: hinic pkg build made no $d" >&2; exit 1; }
+	done
+	stage packages "$t"
 
-t=$(now)
+	t=$(now)
+	"$HINIC" image build --dir "$HIMAGE" --kernel "$KPKG" --deb "${debs[0]}" --deb "${debs[1]}" -o json > "$OUT/hicain-manifest.json"
+	stage "hicain image" "$t"
+
+	rack hicain "$HSPEC" "$HIMAGE"
+	t=$(now)
+	set +e
+	"$HINIC" deploy exec --run-dir "$RUN_DIR" vm-b --upload "${debs[0]}:/root/hicain-modules.deb" \
+		--upload "${debs[1]}:/root/libhicain.deb" -- "mkdir -p /root/hicain-debs && mv /root/hicain-modules.deb /root/libhicain.deb /root/hicain-debs/ && KVER=$KVER DEBS=/root/hicain-debs sh -s" \
+		< scripts/guest-pkg-cycle.sh 2>&1 | tee "$OUT/pkg-cycle.txt"
+	rc=${PIPESTATUS[0]}
+	set -e
+	stage "pkg cycle" "$t"
+	if ((rc != 0)); then
+		echo "e2e: the packages' life cycle in vm-b failed (exit $rc)" >&2
+		failed=1
+	fi
+	rack_down hicain
+fi
+
+if [[ -z $ONLY ]]; then
+	echo
+	echo "Soft-RoCE (rdma_rxe) and HiNIC (hicain), the same stock tools in the same TCG guests:"
+	"$HINIC" verify compare "$OUT/rxe/gate.json" "$OUT/hicain/gate.json" --base-name Soft-RoCE --new-name HiNIC |
+		tee "$OUT/compare.txt"
+	"$HINIC" verify compare "$OUT/rxe/gate.json" "$OUT/hicain/gate.json" --base-name Soft-RoCE --new-name HiNIC \
+		-o json > "$OUT/compare.json" 2>/dev/null
+fi
+
 trap - EXIT
-down
-stage down "$t"
-
 printf '%s\n' "${times[@]}" | tee "$OUT/timings.txt"
-exit "$rc"
+exit "$failed"

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/image"
 )
@@ -39,12 +40,17 @@ type State struct {
 	Rack      Rack         `json:"rack"`
 	Started   time.Time    `json:"started"`
 	FabricPID int          `json:"fabric_pid"`
+	DevicePID int          `json:"device_pid,omitempty"` // hinic device serve, with hicain guests
 	Guests    []GuestState `json:"guests"`
 	Timings   []StepTiming `json:"timings"`
 	Down      bool         `json:"down"`
 
 	mu   sync.Mutex // guards the fields above while guests boot in parallel
 	path string
+	// deviceFresh is set when this Up started the device backend: a
+	// hicain guest's QEMU still running from before is attached to
+	// nothing and boots again.
+	deviceFresh bool
 }
 
 // GuestState is a guest of a deployed rack.
@@ -122,15 +128,16 @@ type Progress func(format string, a ...any)
 
 // UpOptions are the inputs of Up besides the rack.
 type UpOptions struct {
-	// Hinic is the hinic binary that runs `fabric serve` (default: this
-	// executable).
+	// Hinic is the hinic binary that runs `fabric serve` and `device
+	// serve` (default: this executable).
 	Hinic    string
 	Progress Progress
 }
 
-// Up deploys the rack: fabric, guests, SSH, data NICs. It is idempotent: a
-// process of the rack that is still running is kept, a guest already set up
-// is only checked. On error what was started keeps running; Down stops it.
+// Up deploys the rack: fabric, device backend (for hicain guests), guests,
+// SSH, data NICs. It is idempotent: a process of the rack that is still
+// running is kept, a guest already set up is only checked. On error what
+// was started keeps running; Down stops it.
 func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	if err := r.Defaults(); err != nil {
 		return nil, err
@@ -138,11 +145,6 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	p := o.Progress
 	if p == nil {
 		p = func(string, ...any) {}
-	}
-	for _, g := range r.Guests {
-		if g.NIC == NICHicain {
-			return nil, fmt.Errorf("deploy: guest %s: nic kind hicain needs the HiNIC device backend and guest drivers, which this version cannot deploy yet; use nic: rxe", g.Name)
-		}
 	}
 	if missing := image.MissingTools("qemu-system-x86_64", "qemu-img"); len(missing) > 0 {
 		return nil, image.ErrMissingTools(missing)
@@ -152,6 +154,9 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		return nil, err
 	}
 	r.RunDir = runDir
+	if err := checkPaths(r); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -179,6 +184,26 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 
 	if err := timed("fabric", func() error { return startFabric(ctx, st, o.Hinic, p) }); err != nil {
 		return st, err
+	}
+	// The backend attaches to the fabric's ports and must listen before
+	// QEMU starts: QEMU reads the ivshmem setup at start-up.
+	if len(r.hicainGuests()) > 0 {
+		err := timed("device", func() (err error) {
+			st.deviceFresh, err = startDevice(ctx, st, o.Hinic, p)
+			return err
+		})
+		if serr := st.save(); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return st, err
+		}
+	} else if alive(st.DevicePID, deviceCmd) {
+		// The rack no longer has hicain guests.
+		if err := stop(st.DevicePID, deviceCmd, "device", p); err != nil {
+			return st, err
+		}
+		st.DevicePID = 0
 	}
 	if err := st.save(); err != nil {
 		return st, err
@@ -282,8 +307,9 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 	return nil
 }
 
-// FabricConfig is the `hinic fabric serve --config` file of the rack: each
-// guest's port is a qemu-stream port.
+// FabricConfig is the `hinic fabric serve --config` file of the rack: the
+// port of an rxe guest is a qemu-stream port (QEMU's -netdev stream), the
+// port of a hicain guest a seqpacket port (the device backend's).
 func FabricConfig(r *Rack) []byte {
 	type port struct {
 		Num  int    `yaml:"num"`
@@ -311,9 +337,14 @@ func FabricConfig(r *Rack) []byte {
 	for _, s := range r.Switches {
 		x := sw{Name: s.Name, Ports: s.Ports}
 		for _, g := range r.Guests {
-			if g.Switch == s.Name {
-				x.Port = append(x.Port, port{Num: g.Port, Kind: "qemu-stream"})
+			if g.Switch != s.Name {
+				continue
 			}
+			kind := fabric.KindQEMUStream
+			if g.NIC == NICHicain {
+				kind = fabric.KindSeqpacket
+			}
+			x.Port = append(x.Port, port{Num: g.Port, Kind: kind})
 		}
 		c.Switches = append(c.Switches, x)
 	}
@@ -329,7 +360,10 @@ func PortSocket(r *Rack, sw string, port int) string {
 	return filepath.Join(r.RunDir, DirFabric, fmt.Sprintf("%s-port%d.sock", sw, port))
 }
 
-// QEMUArgs is the QEMU command line of guest g.
+// QEMUArgs is the QEMU command line of guest g: the management NIC on
+// user networking first, then the data NIC: a virtio-net NIC on the
+// fabric for rxe, the HiNIC ivshmem function (RAM in a shared file) for
+// hicain.
 func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey string) []string {
 	n := 0
 	for i := range r.Guests {
@@ -337,7 +371,15 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 			n = i + 1
 		}
 	}
-	return []string{
+	data := []string{
+		"-machine", string(QEMUMachine),
+		"-netdev", "stream,id=data,server=off,addr.type=unix,addr.path=" + PortSocket(r, g.Switch, g.Port),
+		"-device", "virtio-net-pci,netdev=data,mac=" + g.MAC,
+	}
+	if g.NIC == NICHicain {
+		data = hicainQEMUArgs(r, g)
+	}
+	args := []string{
 		"-name", g.Name, "-accel", strings.Split(accel, ":")[0],
 		"-m", strconv.Itoa(g.Memory), "-smp", strconv.Itoa(g.CPUs),
 		"-kernel", filepath.Join(imageDir, image.FileKernel),
@@ -346,13 +388,14 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 		"-drive", "file=" + filepath.Join(dir, "disk.qcow2") + ",if=virtio,format=qcow2",
 		"-netdev", fmt.Sprintf("user,id=mgmt,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
 		"-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,mac=52:54:00:12:00:%02x", n),
-		"-netdev", "stream,id=data,server=off,addr.type=unix,addr.path=" + PortSocket(r, g.Switch, g.Port),
-		"-device", "virtio-net-pci,netdev=data,mac=" + g.MAC,
-		"-smbios", "type=11,value=io.systemd.credential:ssh.authorized_keys.root=" + strings.ReplaceAll(pubkey, ",", ",,"),
-		"-display", "none", "-serial", "file:" + filepath.Join(dir, "console.log"),
+	}
+	args = append(args, data...)
+	return append(args,
+		"-smbios", "type=11,value=io.systemd.credential:ssh.authorized_keys.root="+strings.ReplaceAll(pubkey, ",", ",,"),
+		"-display", "none", "-serial", "file:"+filepath.Join(dir, "console.log"),
 		"-monitor", "none", "-no-reboot",
 		"-pidfile", filepath.Join(dir, "qemu.pid"),
-	}
+	)
 }
 
 func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel string, signer ssh.Signer, pub string, p Progress) error {
@@ -370,6 +413,13 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel stri
 	}
 	t0 := time.Now()
 	running := alive(gs.PID, "qemu")
+	if running && g.NIC == NICHicain && st.deviceFresh {
+		p("%s: booting again: the device backend was restarted", g.Name)
+		if err := stop(gs.PID, "qemu", g.Name, p); err != nil {
+			return err
+		}
+		running = false
+	}
 	if running {
 		p("%s: already running (pid %d)", g.Name, gs.PID)
 	} else {
@@ -450,30 +500,21 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 		}
 		p("%s: installed %d package(s)", g.Name, len(remote))
 	}
-	// The data NIC is found by its MAC, whatever udev named it.
-	out, err := c.Run(ctx, fmt.Sprintf(`for d in /sys/class/net/*; do [ "$(cat $d/address)" = %q ] && basename $d; done; true`, g.MAC))
-	if err != nil {
-		return err
-	}
-	nic := strings.TrimSpace(out)
-	if nic == "" || strings.Contains(nic, "\n") {
-		return fmt.Errorf("no single netdev with MAC %s in the guest (got %q)", g.MAC, nic)
-	}
-	gs.DataNIC = nic
-	script := fmt.Sprintf("set -e; ip link set dev %[1]s up", nic)
-	if r.MTU > 0 {
-		script += fmt.Sprintf("; ip link set dev %s mtu %d", nic, r.MTU)
-	}
-	script += fmt.Sprintf("; ip addr replace %s/%d dev %s", g.IP, r.PrefixLen(), nic)
 	switch g.NIC {
-	case NICRxe:
-		gs.RDMADev = "rxe0"
-		script += fmt.Sprintf("; modprobe rdma_rxe; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev %s", nic)
+	case NICHicain:
+		nic, dev, err := setupHicain(ctx, c, r, g)
+		gs.DataNIC, gs.RDMADev = nic, dev
+		if err != nil {
+			return err
+		}
+	default:
+		if err := setupRxe(ctx, c, r, g, gs); err != nil {
+			return err
+		}
 	}
-	if out, err := c.Run(ctx, script); err != nil {
-		return fmt.Errorf("data NIC: %w\n%s", err, out)
-	}
-	// Wait for the RDMA port to become ACTIVE (rxe follows the netdev).
+	nic := gs.DataNIC
+	// Wait for the RDMA port to become ACTIVE (rxe follows the netdev;
+	// hicain the device's link, which the switch port gives).
 	for i := 0; ; i++ {
 		out, err := c.Run(ctx, "cat /sys/class/infiniband/"+gs.RDMADev+"/ports/1/state")
 		if err == nil && strings.Contains(out, "ACTIVE") {
@@ -490,9 +531,34 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 	// reported, not fatal.
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	out, _ = c.Run(wctx, "systemctl is-system-running --wait")
+	out, _ := c.Run(wctx, "systemctl is-system-running --wait")
 	if st := strings.TrimSpace(out); st != "running" {
 		p("%s: systemd reports %q (systemctl --failed lists the units)", g.Name, st)
+	}
+	return nil
+}
+
+// setupRxe brings up the virtio data NIC, found by its MAC whatever udev
+// named it, and adds Soft-RoCE on it.
+func setupRxe(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState) error {
+	out, err := c.Run(ctx, fmt.Sprintf(`for d in /sys/class/net/*; do [ "$(cat $d/address)" = %q ] && basename $d; done; true`, g.MAC))
+	if err != nil {
+		return err
+	}
+	nic := strings.TrimSpace(out)
+	if nic == "" || strings.Contains(nic, "\n") {
+		return fmt.Errorf("no single netdev with MAC %s in the guest (got %q)", g.MAC, nic)
+	}
+	gs.DataNIC = nic
+	gs.RDMADev = "rxe0"
+	script := fmt.Sprintf("set -e; ip link set dev %[1]s up", nic)
+	if r.MTU > 0 {
+		script += fmt.Sprintf("; ip link set dev %s mtu %d", nic, r.MTU)
+	}
+	script += fmt.Sprintf("; ip addr replace %s/%d dev %s", g.IP, r.PrefixLen(), nic)
+	script += fmt.Sprintf("; modprobe rdma_rxe; rdma link show rxe0/1 >/dev/null 2>&1 || rdma link add rxe0 type rxe netdev %s", nic)
+	if out, err := c.Run(ctx, script); err != nil {
+		return fmt.Errorf("data NIC: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -521,7 +587,9 @@ func alive(pid int, want string) bool {
 }
 
 // Down stops every process of the rack in runDir: guests first (SIGTERM,
-// then SIGKILL after 10 s), then the fabric. It reports what it stopped.
+// then SIGKILL after 10 s), then the device backend, then the fabric, and
+// removes the RAM files of the hicain guests once nothing maps them. It
+// reports what it stopped.
 func Down(runDir string, p Progress) error {
 	if p == nil {
 		p = func(string, ...any) {}
@@ -544,8 +612,27 @@ func Down(runDir string, p Progress) error {
 			errs = append(errs, err)
 		}
 	}
+	if st.DevicePID == 0 {
+		if b, err := os.ReadFile(filepath.Join(runDir, FileDevicePID)); err == nil {
+			st.DevicePID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	if st.DevicePID != 0 || len(st.Rack.hicainGuests()) > 0 {
+		if err := stop(st.DevicePID, deviceCmd, "device", p); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := stop(st.FabricPID, fabricCmd, "fabric", p); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		// Guest RAM is worth nothing once QEMU and the backend are gone,
+		// and the file is as large as the RAM the guest touched.
+		for _, g := range st.Rack.hicainGuests() {
+			if err := os.Remove(GuestRAM(&st.Rack, g)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	st.Down = true
 	if err := st.save(); err != nil {
@@ -597,16 +684,21 @@ type GuestStatus struct {
 
 // RackStatus is what `hinic deploy status` shows.
 type RackStatus struct {
-	Name     string         `json:"name"`
-	RunDir   string         `json:"run_dir"`
-	Down     bool           `json:"down"`
-	Fabric   string         `json:"fabric"` // running or stopped
-	Guests   []GuestStatus  `json:"guests"`
-	Switches *fabric.Status `json:"switches,omitempty"`
+	Name   string `json:"name"`
+	RunDir string `json:"run_dir"`
+	Down   bool   `json:"down"`
+	Fabric string `json:"fabric"` // running or stopped
+	// Device is the device backend's state (running or stopped) in a
+	// rack with hicain guests, else empty; VNICs is its status.
+	Device   string              `json:"device,omitempty"`
+	VNICs    []device.VNICStatus `json:"vnics,omitempty"`
+	Guests   []GuestStatus       `json:"guests"`
+	Switches *fabric.Status      `json:"switches,omitempty"`
 }
 
 // Status looks at each process of the rack, asks each running guest for
-// its RDMA port state over SSH, and queries the fabric.
+// its RDMA port state over SSH, and queries the fabric and the device
+// backend.
 func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	st, err := ReadState(runDir)
 	if err != nil {
@@ -618,6 +710,17 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		rs.Switches, _ = fabric.QueryStatus(qctx, filepath.Join(st.Rack.RunDir, DirFabric))
 		cancel()
+	}
+	if len(st.Rack.hicainGuests()) > 0 {
+		rs.Device = "stopped"
+		if alive(st.DevicePID, deviceCmd) {
+			rs.Device = "running"
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if ds, err := device.QueryStatus(qctx, DeviceControl(&st.Rack)); err == nil {
+				rs.VNICs = ds.VNICs
+			}
+			cancel()
+		}
 	}
 	rs.Guests = make([]GuestStatus, len(st.Guests))
 	var wg sync.WaitGroup

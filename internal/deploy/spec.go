@@ -1,14 +1,17 @@
 // Package deploy runs QEMU racks: it reads rack specs (YAML), starts the
-// HiSwitch fabric as a child process (`hinic fabric serve`), starts one QEMU
+// HiSwitch fabric as a child process (`hinic fabric serve`) and, for guests
+// with a HiNIC, one device backend (`hinic device serve`), starts one QEMU
 // guest per spec entry (TCG unless KVM works) with its data NIC on a fabric
-// qemu-stream port and its management SSH forwarded to loopback, reaches the
-// guests over SSH (golang.org/x/crypto/ssh, host keys pinned on first
-// contact, files pushed with go-scp), brings up their RDMA NICs, and keeps
-// the rack's state in a run directory so that `status` and `down` find it
-// from another process.
+// port (rxe: a virtio-net NIC on a qemu-stream port; hicain: the
+// ivshmem-doorbell function the backend serves, the backend on a seqpacket
+// port) and its management SSH forwarded to loopback, reaches the guests
+// over SSH (golang.org/x/crypto/ssh, host keys pinned on first contact,
+// files pushed with go-scp), brings up their RDMA NICs, and keeps the rack's
+// state in a run directory so that `status` and `down` find it from
+// another process.
 //
-// deploy imports fabric (to query a running fabric) and image (manifests);
-// it must not import verify or the CLI.
+// deploy imports fabric and device (to query a running fabric and backend)
+// and image (manifests); it must not import verify or the CLI.
 package deploy
 
 import (
@@ -26,7 +29,7 @@ import (
 // NIC kinds of a guest.
 const (
 	NICRxe    = "rxe"    // Linux Soft-RoCE over a virtio-net NIC
-	NICHicain = "hicain" // the HiNIC device (needs hinic device serve)
+	NICHicain = "hicain" // the HiNIC device: hinic device serve, hicain_net/hicain_ib, libhicain
 )
 
 // Rack is a rack spec. Zero values take the defaults of Defaults.
@@ -135,6 +138,9 @@ func (r *Rack) Defaults() error {
 	if r.Accel == "" {
 		r.Accel = "auto"
 	}
+	if r.MTU < 0 {
+		return fmt.Errorf("deploy: mtu %d: want 0 (the netdev's default) or a positive MTU", r.MTU)
+	}
 	if r.BootTimeout.Duration == 0 {
 		r.BootTimeout.Duration = 300 * time.Second
 	}
@@ -179,6 +185,10 @@ func (r *Rack) Defaults() error {
 		}
 		if g.NIC != NICRxe && g.NIC != NICHicain {
 			return fmt.Errorf("deploy: guest %s: nic %q: valid kinds are rxe, hicain", g.Name, g.NIC)
+		}
+		if g.NIC == NICHicain && r.MTU != 0 && (r.MTU < hicainMinMTU || r.MTU > hicainMaxMTU) {
+			return fmt.Errorf("deploy: guest %s: mtu %d: a hicain NIC takes %d to %d bytes (0 keeps 1500)",
+				g.Name, r.MTU, hicainMinMTU, hicainMaxMTU)
 		}
 		if g.IP == "" {
 			a := prefix.Addr().As4()

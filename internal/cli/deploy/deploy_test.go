@@ -9,6 +9,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
 	"github.com/PacketFive/hinic/internal/cli/deploy/status"
 	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/device"
 )
 
 func TestRackArgs(t *testing.T) {
@@ -51,6 +52,29 @@ func TestFrontView(t *testing.T) {
 	}})
 	out := b.String()
 	for _, want := range []string{"rack rxe", "1OU fabric stopped", "2OU * vm-a", "2OU ! vm-b", "power shelf"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("front view lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "device backend") {
+		t.Errorf("front view of an rxe rack shows a device backend:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if len([]rune(l)) != len([]rune(lines[0])) {
+			t.Errorf("ragged line %q", l)
+		}
+	}
+}
+
+func TestFrontViewHicain(t *testing.T) {
+	var b bytes.Buffer
+	status.FrontView(&b, &deploy.RackStatus{Name: "hicain", Fabric: "running", Device: "running",
+		VNICs: make([]device.VNICStatus, 2), Guests: []deploy.GuestStatus{
+			{Name: "vm-a", State: "running", DataIP: "10.43.0.1", RDMADev: "hicain_0", PortState: "ACTIVE", SSH: "127.0.0.1:2232"},
+		}})
+	out := b.String()
+	for _, want := range []string{"rack hicain", "device backend running, 2 vNIC(s)", "hicain_0 ACTIVE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("front view lacks %q:\n%s", want, out)
 		}

@@ -22,10 +22,12 @@ func NewCmdDown(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
 		Use:   "down",
-		Short: "Stop every guest and the fabric of a deployed rack",
+		Short: "Stop every guest, the device backend and the fabric of a deployed rack",
 		Long: `Stop every process a deploy started: each guest's QEMU (SIGTERM, then
-SIGKILL after 10 s) and the fabric. The run directory (logs, overlays,
-captures, state) is kept; a later deploy rack reuses the overlays.`,
+SIGKILL after 10 s), the device backend of hicain guests, and the fabric.
+The hicain guests' RAM files (GUEST/ram) are removed; the rest of the run
+directory (logs, overlays, captures, state) is kept, and a later deploy
+rack reuses the overlays.`,
 		Example: "  hinic deploy down\n  hinic deploy down --rack lab1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -26,22 +26,30 @@ type Options struct {
 	Hinic  string
 }
 
-const long = `Deploy a QEMU rack from a rack spec (YAML; see docs/deploy.md and
-testdata/racks/two-rxe.yaml). Without SPEC, the canonical two-VM rack:
-vm-a and vm-b on switch sw0, Soft-RoCE (rxe) NICs, data network
-10.42.0.0/24, SSH on 127.0.0.1:2222 and 2223.
+const long = `Deploy a QEMU rack from a rack spec (YAML; see docs/deploy.md,
+testdata/racks/two-rxe.yaml and two-hicain.yaml). Without SPEC, the
+canonical two-VM rack: vm-a and vm-b on switch sw0, Soft-RoCE (rxe) NICs,
+data network 10.42.0.0/24, SSH on 127.0.0.1:2222 and 2223.
 
-It starts the HiSwitch fabric (hinic fabric serve) with one qemu-stream
-port per guest, then the guests (TCG unless /dev/kvm works) booted from the
-image directly (-kernel/-initrd) on a copy-on-write overlay, waits for SSH
-(host keys pinned on first contact, the key passed as a systemd
-credential), copies files and packages, and brings up the data NIC (rxe:
-rdma link add rxe0 type rxe netdev NIC) with its static address.
+It starts the HiSwitch fabric (hinic fabric serve) with one port per
+guest: a qemu-stream port for an rxe guest, a seqpacket port for a hicain
+guest. With hicain guests it then starts one HiNIC device backend (hinic
+device serve, one vNIC per hicain guest on its switch port). Then the
+guests (TCG unless /dev/kvm works) booted from the image directly
+(-kernel/-initrd) on a copy-on-write overlay: an rxe guest's data NIC is a
+virtio-net NIC, a hicain guest's the ivshmem-doorbell function of its vNIC
+with its RAM in GUEST/ram. It waits for SSH (host keys pinned on first
+contact, the key passed as a systemd credential), copies files and
+installs packages, and brings up the data NIC with its static address:
+rxe: rdma link add rxe0 type rxe netdev NIC; hicain: modprobe hicain_net,
+the address on its netdev, then modprobe hicain_ib (the image, or the
+guest's debs, must hold the hicain-modules and libhicain packages of
+hinic pkg build).
 
 Every step is idempotent: running it again keeps what runs and redoes the
-rest. The state, logs (fabric.log, GUEST/console.log, GUEST/qemu.log), the
-SSH key and known_hosts live in the run directory. Stop everything with
-hinic deploy down.`
+rest. The state, logs (fabric.log, device.log, GUEST/console.log,
+GUEST/qemu.log), the SSH key and known_hosts live in the run directory.
+Stop everything with hinic deploy down.`
 
 // NewCmdRack returns the `deploy rack` command; runF replaces the run in tests.
 func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
@@ -52,6 +60,7 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Long:  long,
 		Example: `  hinic deploy rack
   hinic deploy rack testdata/racks/two-rxe.yaml --pcap
+  hinic deploy rack testdata/racks/two-hicain.yaml --image .cache/images/hinic-hicain
   hinic deploy status && hinic verify e2e --rack rack0 && hinic deploy down`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,7 +79,7 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.StringVar(&opts.RunDir, "run-dir", "", "run directory (default /tmp/hinic-rack-NAME)")
 	fl.StringVar(&opts.Image, "image", "", "image directory for guests that name none (default .cache/images/hinic-guest)")
 	fl.BoolVar(&opts.Pcap, "pcap", false, "capture every fabric port to RUN-DIR/pcap")
-	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the fabric (default: this one)")
+	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the fabric and the device backend (default: this one)")
 	_ = fl.MarkHidden("hinic")
 	return cmd
 }

@@ -30,9 +30,11 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 		Short: "Show a deployed rack: guests, RDMA ports, switch ports, front view",
 		Long: `Show a deployed rack: each guest (running, stopped, crashed or
 unreachable; SSH address, data IP, RDMA device and its port state, asked
-over SSH) and each switch port (state and counters, from the fabric's
-control socket), after a drawing of the rack's front view. A crashed guest
-is shown as such; the others keep running. -o json prints the whole status.`,
+over SSH), each HiNIC vNIC of a rack with hicain guests (state, link and
+counters, from the device backend's control socket) and each switch port
+(state and counters, from the fabric's control socket), after a drawing of
+the rack's front view. A crashed guest is shown as such; the others keep
+running. -o json prints the whole status.`,
 		Example: "  hinic deploy status\n  hinic deploy status -o json | jq '.guests[].port_state'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -76,6 +78,28 @@ func run(opts *Options) error {
 	}
 	if err := w.Close(); err != nil {
 		return err
+	}
+	if rs.Device != "" {
+		fmt.Fprintln(opts.IO.Out)
+		if len(rs.VNICs) == 0 {
+			fmt.Fprintf(opts.IO.Out, "device backend: %s\n", rs.Device)
+		} else {
+			w := printer.Records("VNIC", "STATE", "LINK", "MAC", "QPS", "DOORBELLS", "L2 TX", "L2 RX", "ROCE RX", "FATAL")
+			for _, v := range rs.VNICs {
+				link := "down"
+				if v.LinkUp {
+					link = "up"
+				}
+				c := v.Counters
+				if err := w.Write(v, v.Name, v.State, link, v.MAC, fmt.Sprint(len(v.QPs)), fmt.Sprint(c.Doorbells),
+					fmt.Sprint(c.L2Tx), fmt.Sprint(c.L2Rx), fmt.Sprint(c.RoCERx), fmt.Sprint(c.Fatal)); err != nil {
+					return err
+				}
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+		}
 	}
 	if rs.Switches != nil {
 		fmt.Fprintln(opts.IO.Out)
@@ -129,6 +153,9 @@ func FrontView(w io.Writer, rs *deploy.RackStatus) {
 		line(" 1OU fabric " + rs.Fabric)
 	}
 	line(" 1OU mgmt   (this host: hinic, SSH fwd)")
+	if rs.Device != "" {
+		line(fmt.Sprintf("     device backend %s, %d vNIC(s)", rs.Device, len(rs.VNICs)))
+	}
 	fmt.Fprintln(w, sep)
 	for _, g := range rs.Guests {
 		led := "o"
