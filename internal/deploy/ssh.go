@@ -163,32 +163,18 @@ func (e *RunError) Error() string {
 // error combined. A non-zero exit is a *RunError; the context ending kills
 // the remote command (SIGKILL, then the session is closed).
 func (c *Client) Run(ctx context.Context, cmd string) (string, error) {
-	s, err := c.c.NewSession()
-	if err != nil {
-		return "", err
-	}
-	defer s.Close()
 	// One buffer behind a lock: two io.Copy calls into a bare
 	// bytes.Buffer use its ReadFrom concurrently, and the stderr copy,
 	// returning at EOF, truncates what stdout wrote meanwhile.
 	out := &lockedBuffer{}
-	s.Stdout = out
-	s.Stderr = out
-	done := make(chan error, 1)
-	go func() { done <- s.Run(cmd) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = s.Signal(ssh.SIGKILL)
-		s.Close()
-		<-done
-		return out.String(), ctx.Err()
+	status, err := c.Exec(ctx, cmd, nil, out, out)
+	if err != nil {
+		return out.String(), err
 	}
-	var ee *ssh.ExitError
-	if errors.As(err, &ee) {
-		return out.String(), &RunError{Cmd: cmd, Status: ee.ExitStatus(), Stderr: lastLines(out.String(), 5)}
+	if status != 0 {
+		return out.String(), &RunError{Cmd: cmd, Status: status, Stderr: lastLines(out.String(), 5)}
 	}
-	return out.String(), err
+	return out.String(), nil
 }
 
 // Upload copies a local file to the guest with scp.
