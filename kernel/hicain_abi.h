@@ -25,9 +25,10 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	3	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	4	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
-				 * 1.3: address vectors in UD send WQEs */
+				 * 1.3: address vectors in UD send WQEs;
+				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -173,6 +174,7 @@ enum hicain_admin_op {
 	HICAIN_CMD_DETACH_MCAST,	/* hicain_cmd_mcast */
 	HICAIN_CMD_SET_ADDR,		/* MAC, MTU, IP addresses (GIDs) */
 	HICAIN_CMD_QUERY_COUNTERS,	/* handle = port -> resp_gpa <- hicain_port_counters */
+	HICAIN_CMD_MAD_IFC,		/* hicain_cmd_mad_ifc -> resp_gpa <- answer MAD */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -334,6 +336,27 @@ struct hicain_cmd_mcast {
 	__u8 gid[16];			/* ff00::/8 or ::ffff:224.0.0.0/4 */
 };
 
+/*
+ * MAD_IFC (ABI 1.4): the port's subnet management agent answers an SMP
+ * (classes 0x01 and 0x81) that the driver hands it directly, as if it had
+ * arrived on QP0 from the port itself: a directed-route SMP with HopCount
+ * 0, which never reaches the wire (IBA 14.2.2.2), or a LID-routed one.
+ * in_gpa holds the HICAIN_MAD_SIZE-byte MAD; resp_len must be at least
+ * HICAIN_MAD_SIZE. When out[0] of the completion has HICAIN_MAD_IFC_REPLY,
+ * the answer is at resp_gpa; without it the MAD was not the SMA's
+ * (a response, another class) and nothing was written. Status EINVAL:
+ * handle (the port) is not 1, resp_len is short, or a directed route
+ * does not end at this port; EOPNOTSUPP on an Ethernet port, which has
+ * no SMA; EFAULT: a buffer outside guest RAM.
+ */
+#define HICAIN_MAD_SIZE		256
+#define HICAIN_MAD_IFC_REPLY	0x1	/* hicain_admin_cqe.out[0] */
+
+struct hicain_cmd_mad_ifc {
+	__le64 in_gpa;			/* HICAIN_MAD_SIZE bytes */
+	__le64 rsvd;
+};
+
 struct hicain_cmd_set_addr {
 	__u8 mac[6];
 	__le16 mtu;			/* bytes */
@@ -359,6 +382,7 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_create_srq create_srq;
 		struct hicain_cmd_modify_srq modify_srq;
 		struct hicain_cmd_mcast mcast;
+		struct hicain_cmd_mad_ifc mad_ifc;
 		__u8 raw[224];
 	};
 };					/* 256 bytes */
@@ -476,6 +500,8 @@ enum hicain_event_type {
 	HICAIN_EV_DEVICE_FATAL,
 	HICAIN_EV_QP_LAST_WQE,		/* handle = qpn: an SRQ QP left for ERR */
 	HICAIN_EV_SRQ_ERR,		/* handle = srqn, data = reason */
+	HICAIN_EV_LID_CHANGE,		/* ABI 1.4, InfiniBand: an SM changed
+					 * the port's LID (handle = port) */
 };
 
 /* hicain_eqe.data of HICAIN_EV_QP_FATAL and HICAIN_EV_SRQ_ERR */

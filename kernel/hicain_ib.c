@@ -4,11 +4,17 @@
  *
  * A client of hicain_net (hicain_net.h): for every bound HiNIC function
  * it registers an ib_device "hicain_%d" whose verbs are admin commands of
- * the device (hicain_abi.h, docs/device-abi.md). The port is RoCE v2 on
- * the function's netdev: ib_core builds the GID table from the netdev's
- * addresses (ib_device_set_netdev), so the driver has no query_gid; its
- * add_gid/del_gid hooks hand the IPv4 addresses to the device, whose
- * transport keeps a GID table of its own (SET_ADDR).
+ * the device (hicain_abi.h, docs/device-abi.md). A RoCE port is RoCE v2
+ * on the function's netdev: ib_core builds the GID table from the
+ * netdev's addresses (ib_device_set_netdev), and the add_gid/del_gid
+ * hooks hand the IPv4 addresses to the device, whose transport keeps a
+ * GID table of its own (SET_ADDR). An InfiniBand port (the device
+ * header's link layer) has no netdev: its LID, state and GID (subnet
+ * prefix + port GUID) come from the device, whose SMA a subnet manager
+ * configures; query_gid and query_pkey read the device's tables, and
+ * the port's events (PORT_ACTIVE, PORT_ERR, LID_CHANGE) make ib_core
+ * reread them. ib_mad opens QP0 there, so an SM such as OpenSM runs
+ * on umad/issm.
  *
  * The work and completion queues live in guest memory that this driver
  * allocates (coherent DMA); post_send, post_recv, poll_cq and
@@ -18,7 +24,9 @@
  *
  * The port's performance management agent is process_mad: it answers
  * the PerfMgt MADs that reach QP1 from the device's counters
- * (QUERY_COUNTERS); ib_mad routes every other MAD to its agents.
+ * (QUERY_COUNTERS). On an InfiniBand port process_mad also hands the
+ * SMPs addressed to the port itself (MAD_IFC) to the device's SMA.
+ * ib_mad routes every other MAD to its agents.
  *
  * Unloading: uverbs pins this module for as long as a process holds a
  * /dev/infiniband/uverbsN file open (the driver has no
@@ -107,13 +115,17 @@ enum hicain_pma_view {
 struct hicain_ibdev {
 	struct ib_device ibdev;		/* first: ib_alloc_device */
 	struct hicain_dev *hdev;
-	struct net_device *netdev;
+	struct net_device *netdev;	/* RoCE only; NULL on InfiniBand */
+	bool ib;			/* InfiniBand link layer */
+	u32 ib_gid_tbl_len;		/* InfiniBand: the device's tables */
+	u32 ib_pkey_tbl_len;
+	u32 cap_set;			/* modify_port's capability bits (IsSM) */
 	atomic_t epoch;
 	struct xarray qps;		/* qpn -> hicain_qp, IRQ-safe lock */
 	struct xarray srqs;		/* srqn -> hicain_srq, IRQ-safe lock */
 	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
 	struct list_head cqs;
-	struct mutex addr_lock;		/* addrs, refreshing gids */
+	struct mutex addr_lock;		/* addrs, refreshing gids, cap_set */
 	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
 	/*
 	 * The device's own GID table as QUERY_GID last read it, after each
@@ -382,6 +394,23 @@ static int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *p
 	return 0;
 }
 
+/* The port attributes both link layers take from the device as they are. */
+static void hicain_port_attr_common(const struct hicain_port_attr *a, struct ib_port_attr *props)
+{
+	props->port_cap_flags = le32_to_cpu(a->port_cap_flags);
+	props->max_msg_sz = le32_to_cpu(a->max_msg_sz);
+	props->bad_pkey_cntr = le32_to_cpu(a->bad_pkey_cntr);
+	props->qkey_viol_cntr = le32_to_cpu(a->qkey_viol_cntr);
+	props->lid = le16_to_cpu(a->lid);
+	props->sm_lid = le16_to_cpu(a->sm_lid);
+	props->lmc = a->lmc;
+	props->max_vl_num = a->max_vl_num;
+	props->sm_sl = a->sm_sl;
+	props->subnet_timeout = a->subnet_timeout;
+	props->active_width = a->active_width;
+	props->active_speed = a->active_speed;
+}
+
 static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
@@ -399,6 +428,14 @@ static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_a
 	props->phys_state = a.phys_state;
 	props->max_mtu = le32_to_cpu(a.max_mtu);
 	props->active_mtu = le32_to_cpu(a.active_mtu);
+	if (hidev->ib) {
+		hicain_port_attr_common(&a, props);
+		props->phys_mtu = ib_mtu_enum_to_int(props->max_mtu);
+		props->gid_tbl_len = hidev->ib_gid_tbl_len;
+		props->pkey_tbl_len = hidev->ib_pkey_tbl_len;
+		props->port_cap_flags |= READ_ONCE(hidev->cap_set);
+		return 0;
+	}
 	/* RoCE frames must fit the netdev's MTU too (RoCE v2 headers,
 	 * iboe_get_mtu).
 	 */
@@ -409,19 +446,8 @@ static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_a
 	/* ib_core owns the RoCE GID table: its length, not the device's. */
 	props->gid_tbl_len = HICAIN_GID_TBL_LEN;
 	props->ip_gids = true;
-	props->port_cap_flags = le32_to_cpu(a.port_cap_flags);
-	props->max_msg_sz = le32_to_cpu(a.max_msg_sz);
-	props->bad_pkey_cntr = le32_to_cpu(a.bad_pkey_cntr);
-	props->qkey_viol_cntr = le32_to_cpu(a.qkey_viol_cntr);
 	props->pkey_tbl_len = HICAIN_PKEY_TBL_LEN;
-	props->lid = le16_to_cpu(a.lid);
-	props->sm_lid = le16_to_cpu(a.sm_lid);
-	props->lmc = a.lmc;
-	props->max_vl_num = a.max_vl_num;
-	props->sm_sl = a.sm_sl;
-	props->subnet_timeout = a.subnet_timeout;
-	props->active_width = a.active_width;
-	props->active_speed = a.active_speed;
+	hicain_port_attr_common(&a, props);
 
 	/* A RoCE port carries traffic only while its netdev does. */
 	if (!netif_running(ndev) || !netif_carrier_ok(ndev)) {
@@ -434,9 +460,18 @@ static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_a
 static int hicain_get_port_immutable(struct ib_device *ibdev, u32 port,
 				     struct ib_port_immutable *immutable)
 {
-	immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
-	immutable->gid_tbl_len = HICAIN_GID_TBL_LEN;
-	immutable->pkey_tbl_len = HICAIN_PKEY_TBL_LEN;
+	struct hicain_ibdev *hidev = to_hidev(ibdev);
+
+	if (hidev->ib) {
+		/* SMI (QP0), GSI, CM, SA: the full IB management set. */
+		immutable->core_cap_flags = RDMA_CORE_PORT_IBA_IB;
+		immutable->gid_tbl_len = hidev->ib_gid_tbl_len;
+		immutable->pkey_tbl_len = hidev->ib_pkey_tbl_len;
+	} else {
+		immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+		immutable->gid_tbl_len = HICAIN_GID_TBL_LEN;
+		immutable->pkey_tbl_len = HICAIN_PKEY_TBL_LEN;
+	}
 	/* The core caps include IB_MAD: verify_immutable wants the size. */
 	immutable->max_mad_size = IB_MGMT_MAD_SIZE;
 	return 0;
@@ -444,20 +479,62 @@ static int hicain_get_port_immutable(struct ib_device *ibdev, u32 port,
 
 static enum rdma_link_layer hicain_get_link_layer(struct ib_device *ibdev, u32 port)
 {
-	return IB_LINK_LAYER_ETHERNET;
+	return to_hidev(ibdev)->ib ? IB_LINK_LAYER_INFINIBAND : IB_LINK_LAYER_ETHERNET;
 }
 
 static int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
 {
+	struct hicain_ibdev *hidev = to_hidev(ibdev);
 	struct hicain_admin_cqe cqe;
 	int ret;
 
-	if (index >= HICAIN_PKEY_TBL_LEN)
+	if (index >= (hidev->ib ? hidev->ib_pkey_tbl_len : HICAIN_PKEY_TBL_LEN))
 		return -EINVAL;
-	ret = hicain_admin_handle(to_hidev(ibdev), HICAIN_CMD_QUERY_PKEY, index, &cqe);
+	ret = hicain_admin_handle(hidev, HICAIN_CMD_QUERY_PKEY, index, &cqe);
 	if (ret)
 		return ret;
 	*pkey = cqe.out[0] | cqe.out[1] << 8;
+	return 0;
+}
+
+/*
+ * hicain_query_gid - an InfiniBand port's GID from the device's table
+ * (the subnet prefix and the port GUID). InfiniBand devices only
+ * (hicain_ib_port_ops): ib_core builds a RoCE port's GIDs itself.
+ */
+static int hicain_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gid)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibdev);
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	if (index < 0 || index >= hidev->ib_gid_tbl_len)
+		return -EINVAL;
+	ret = hicain_admin_handle(hidev, HICAIN_CMD_QUERY_GID, index, &cqe);
+	if (ret)
+		return ret;
+	memcpy(gid->raw, cqe.out, sizeof(gid->raw));
+	return 0;
+}
+
+/*
+ * hicain_modify_port - the capability bits of an InfiniBand port that
+ * its users claim: IsSM while a subnet manager holds issm (ib_umad; it
+ * cannot open issm without this op), IsCM. They are the host's, reported
+ * by query_port on top of the device's. InfiniBand devices only
+ * (hicain_ib_port_ops): a RoCE port keeps ib_core's own handling.
+ */
+static int hicain_modify_port(struct ib_device *ibdev, u32 port, int mask,
+			      struct ib_port_modify *props)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibdev);
+
+	if (mask & ~IB_PORT_RESET_QKEY_CNTR)
+		return -EOPNOTSUPP;
+	mutex_lock(&hidev->addr_lock);
+	WRITE_ONCE(hidev->cap_set, (hidev->cap_set | props->set_port_cap_mask) &
+		   ~props->clr_port_cap_mask);
+	mutex_unlock(&hidev->addr_lock);
 	return 0;
 }
 
@@ -1043,7 +1120,8 @@ static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *in
 	if (!init->srq && (cap->max_recv_wr > max_wr || cap->max_recv_sge > max_sge))
 		return -EINVAL;
 	qp->av_room = 0;
-	if ((init->qp_type == IB_QPT_UD || init->qp_type == IB_QPT_GSI) && hicain_wqe_av_ok(hidev))
+	if ((init->qp_type == IB_QPT_UD || init->qp_type == IB_QPT_GSI ||
+	     init->qp_type == IB_QPT_SMI) && hicain_wqe_av_ok(hidev))
 		qp->av_room = sizeof(struct hicain_wqe_av);
 	qp->cap.max_send_wr = roundup_pow_of_two(max(cap->max_send_wr, 1U));
 	qp->cap.max_send_sge = max(cap->max_send_sge, 1U);
@@ -1085,6 +1163,13 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		break;
 	case IB_QPT_GSI:
 		if (udata)
+			return -EOPNOTSUPP;
+		break;
+	case IB_QPT_SMI:
+		/* QP0 of an InfiniBand port, for ib_mad (the device gives
+		 * it handle 0 and the SMP answers its SMA does not keep).
+		 */
+		if (udata || !hidev->ib)
 			return -EOPNOTSUPP;
 		break;
 	default:
@@ -1208,11 +1293,42 @@ static int hicain_dev_gid_index(struct hicain_ibdev *hidev, const union ib_gid *
 	return idx;
 }
 
+/*
+ * hicain_ib_ah_to_dev - an InfiniBand address vector: a DLID, and a GRH
+ * only for global routes; ib_core's GID indices are the device's, whose
+ * table query_gid reads.
+ */
+static int hicain_ib_ah_to_dev(const struct rdma_ah_attr *ah, struct hicain_ah_attr *out)
+{
+	const struct ib_global_route *grh = rdma_ah_read_grh(ah);
+
+	if (ah->type != RDMA_AH_ATTR_TYPE_IB)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->dlid = cpu_to_le16(rdma_ah_get_dlid(ah));
+	out->src_path_bits = rdma_ah_get_path_bits(ah);
+	out->sl = rdma_ah_get_sl(ah);
+	out->port_num = rdma_ah_get_port_num(ah);
+	out->static_rate = rdma_ah_get_static_rate(ah);
+	if (rdma_ah_get_ah_flags(ah) & IB_AH_GRH) {
+		memcpy(out->dgid, grh->dgid.raw, sizeof(out->dgid));
+		out->flow_label = cpu_to_le32(grh->flow_label);
+		out->sgid_index = grh->sgid_index;
+		out->hop_limit = grh->hop_limit;
+		out->traffic_class = grh->traffic_class;
+		out->is_global = 1;
+	}
+	return 0;
+}
+
 static int hicain_ah_to_dev(struct hicain_ibdev *hidev, const struct rdma_ah_attr *ah,
 			    struct hicain_ah_attr *out, bool sleepable)
 {
 	const struct ib_global_route *grh = rdma_ah_read_grh(ah);
 	int idx;
+
+	if (hidev->ib)
+		return hicain_ib_ah_to_dev(ah, out);
 
 	/* RoCE: every address vector has a GRH, whose SGID ib_core
 	 * resolved (rdma_fill_sgid_attr) as it resolved the DMAC.
@@ -1280,6 +1396,20 @@ static void hicain_ah_from_dev(struct hicain_ibdev *hidev, const struct hicain_a
 	union ib_gid gid;
 	u8 sgid_index = 0;
 
+	if (hidev->ib) {
+		ah->type = RDMA_AH_ATTR_TYPE_IB;
+		rdma_ah_set_dlid(ah, le16_to_cpu(a->dlid));
+		rdma_ah_set_path_bits(ah, a->src_path_bits);
+		rdma_ah_set_sl(ah, a->sl);
+		rdma_ah_set_port_num(ah, a->port_num);
+		rdma_ah_set_static_rate(ah, a->static_rate);
+		if (a->is_global) {
+			memcpy(gid.raw, a->dgid, sizeof(gid.raw));
+			rdma_ah_set_grh(ah, &gid, le32_to_cpu(a->flow_label), a->sgid_index,
+					a->hop_limit, a->traffic_class);
+		}
+		return;
+	}
 	if (!hicain_admin_handle(hidev, HICAIN_CMD_QUERY_GID, a->sgid_index, &cqe)) {
 		memcpy(gid.raw, cqe.out, sizeof(gid.raw));
 		sgid = rdma_find_gid(&hidev->ibdev, &gid, IB_GID_TYPE_ROCE_UDP_ENCAP, NULL);
@@ -1401,8 +1531,9 @@ static int hicain_gather_inline(struct hicain_qp *qp, const struct ib_send_wr *w
 
 static bool hicain_qp_is_ud(struct hicain_qp *qp)
 {
-	/* QP1 sends UD work requests, with an AH in each. */
-	return qp->ibqp.qp_type == IB_QPT_UD || qp->ibqp.qp_type == IB_QPT_GSI;
+	/* QP0 and QP1 send UD work requests, with an AH in each. */
+	return qp->ibqp.qp_type == IB_QPT_UD || qp->ibqp.qp_type == IB_QPT_GSI ||
+	       qp->ibqp.qp_type == IB_QPT_SMI;
 }
 
 /*
@@ -1649,6 +1780,14 @@ static int hicain_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
 	rdma_ah_set_sl(attr, ah->attr.sl);
 	rdma_ah_set_port_num(attr, ah->attr.port_num);
 	rdma_ah_set_static_rate(attr, ah->attr.static_rate);
+	if (attr->type == RDMA_AH_ATTR_TYPE_IB) {
+		rdma_ah_set_dlid(attr, le16_to_cpu(ah->attr.dlid));
+		rdma_ah_set_path_bits(attr, ah->attr.src_path_bits);
+		if (ah->attr.is_global)
+			rdma_ah_set_grh(attr, &dgid, le32_to_cpu(ah->attr.flow_label),
+					ah->sgid_index, ah->attr.hop_limit, ah->attr.traffic_class);
+		return 0;
+	}
 	rdma_ah_set_grh(attr, &dgid, le32_to_cpu(ah->attr.flow_label), ah->sgid_index,
 			ah->attr.hop_limit, ah->attr.traffic_class);
 	memcpy(attr->roce.dmac, ah->attr.dmac, ETH_ALEN);
@@ -2110,6 +2249,55 @@ static bool hicain_pma_method_has_resp(u8 method)
 	return false;
 }
 
+/* ---- subnet management agent (InfiniBand) ---- */
+
+/*
+ * hicain_process_smp - an SMP for the port's SMA, which lives in the
+ * device. ib_mad hands process_mad the directed-route SMPs with HopCount
+ * 0 that a subnet manager on this port sends (smi_check_local_smp: they
+ * never reach the wire, IBA 14.2.2.2), and it passes every SMP that
+ * arrives on QP0; the device answers requests from the wire itself, so
+ * those are answers for the SM and go on to ib_mad's agents, as do
+ * methods other than Get and Set (Trap, TrapRepress). Get and Set go to
+ * the device (MAD_IFC); its Sets change the port as an SM's Sets over
+ * the wire do, and the port's events follow on the event queue.
+ */
+static int hicain_process_smp(struct hicain_ibdev *hidev, const struct ib_mad *in,
+			      struct ib_mad *out)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	bool reply;
+	dma_addr_t dma;
+	u8 *buf;
+	int ret;
+
+	BUILD_BUG_ON(sizeof(*in) != HICAIN_MAD_SIZE);
+	if (in->mad_hdr.method != IB_MGMT_METHOD_GET && in->mad_hdr.method != IB_MGMT_METHOD_SET)
+		return IB_MAD_RESULT_SUCCESS;
+	buf = dma_alloc_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, &dma, GFP_KERNEL);
+	if (!buf)
+		return IB_MAD_RESULT_FAILURE;
+	memcpy(buf, in, HICAIN_MAD_SIZE);
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_MAD_IFC);
+	cmd.handle = cpu_to_le32(1);
+	cmd.resp_gpa = cpu_to_le64(dma + HICAIN_MAD_SIZE);
+	cmd.resp_len = cpu_to_le32(HICAIN_MAD_SIZE);
+	cmd.mad_ifc.in_gpa = cpu_to_le64(dma);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	reply = !ret && (cqe.out[0] & HICAIN_MAD_IFC_REPLY);
+	if (reply)
+		memcpy(out, buf + HICAIN_MAD_SIZE, HICAIN_MAD_SIZE);
+	dma_free_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, buf, dma);
+	if (ret) {
+		/* No answer: the SM's request times out (and is retried). */
+		ibdev_dbg(&hidev->ibdev, "SMA: MAD_IFC failed: %d\n", ret);
+		return IB_MAD_RESULT_FAILURE;
+	}
+	return reply ? IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY : IB_MAD_RESULT_SUCCESS;
+}
+
 static int hicain_process_mad(struct ib_device *ibdev, int flags, u32 port,
 			      const struct ib_wc *in_wc, const struct ib_grh *in_grh,
 			      const struct ib_mad *in, struct ib_mad *out,
@@ -2118,6 +2306,11 @@ static int hicain_process_mad(struct ib_device *ibdev, int flags, u32 port,
 	const struct ib_mad_hdr *hdr = &in->mad_hdr;
 	struct ib_pma_mad *pmp = (struct ib_pma_mad *)out;
 	int status;
+
+	if (to_hidev(ibdev)->ib && hdr->base_version == IB_MGMT_BASE_VERSION &&
+	    (hdr->mgmt_class == IB_MGMT_CLASS_SUBN_LID_ROUTED ||
+	     hdr->mgmt_class == IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE))
+		return hicain_process_smp(to_hidev(ibdev), in, out);
 
 	if (hdr->mgmt_class != IB_MGMT_CLASS_PERF_MGMT ||
 	    hdr->base_version != IB_MGMT_BASE_VERSION ||
@@ -2201,7 +2394,39 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, hicain_ucontext, ibuc),
 };
 
+/*
+ * The ops of an InfiniBand port on top of hicain_ib_dev_ops: its GIDs
+ * come from the device and its capability bits from its users. A RoCE
+ * device goes without them, as ib_core expects (device-facts 3.10).
+ */
+static const struct ib_device_ops hicain_ib_port_ops = {
+	.modify_port = hicain_modify_port,
+	.query_gid = hicain_query_gid,
+};
+
 /* ---- hicain_net client ---- */
+
+/*
+ * hicain_ib_tables - an InfiniBand port's GID and P_Key table sizes, the
+ * device's (QUERY_PORT), fixed for the life of the ib_device.
+ */
+static int hicain_ib_tables(struct hicain_ibdev *hidev)
+{
+	struct hicain_port_attr pa;
+	int ret;
+
+	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_PORT, 1, &pa, sizeof(pa));
+	if (ret)
+		return ret;
+	hidev->ib_gid_tbl_len = le32_to_cpu(pa.gid_tbl_len);
+	hidev->ib_pkey_tbl_len = le32_to_cpu(pa.pkey_tbl_len);
+	if (!hidev->ib_gid_tbl_len || !hidev->ib_pkey_tbl_len || hidev->ib_pkey_tbl_len > U16_MAX) {
+		dev_err(&hidev->hdev->pdev->dev, "InfiniBand port with %u GIDs and %u P_Keys\n",
+			hidev->ib_gid_tbl_len, hidev->ib_pkey_tbl_len);
+		return -EIO;
+	}
+	return 0;
+}
 
 static int hicain_ib_add(struct hicain_dev *hdev)
 {
@@ -2214,7 +2439,9 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	if (!hidev)
 		return -ENOMEM;
 	hidev->hdev = hdev;
-	hidev->netdev = ndev;
+	hidev->ib = hdev->ib_link;
+	if (!hidev->ib)
+		hidev->netdev = ndev;
 	atomic_set(&hidev->epoch, 0);
 	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&hidev->srqs, XA_FLAGS_LOCK_IRQ);
@@ -2233,7 +2460,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	ibdev->num_comp_vectors = max(hdev->num_comp_vectors, 1U);
 	ibdev->dev.parent = &hdev->pdev->dev;
 	ibdev->node_guid = cpu_to_be64(le64_to_cpu(READ_ONCE(hdev->hdr->node_guid)));
-	if (!ibdev->node_guid)
+	if (!ibdev->node_guid && !hidev->ib)
 		addrconf_addr_eui48((u8 *)&ibdev->node_guid, ndev->dev_addr);
 	strscpy(ibdev->node_desc, "HiNIC hicain", sizeof(ibdev->node_desc));
 	/* Post, poll and notify go through write() commands, which ib_core
@@ -2246,19 +2473,29 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV);
 	ib_set_device_ops(ibdev, &hicain_ib_dev_ops);
 
-	ret = ib_device_set_netdev(ibdev, ndev, 1);
-	if (ret)
-		goto err_dealloc;
-	/* Registration opens QP1 (ib_mad takes a PD, a CQ and the DMA MR),
-	 * after which the device refuses SET_ADDR: the addresses the netdev
-	 * already has go first.
-	 */
-	hicain_sync_addrs(hidev);
+	if (hidev->ib) {
+		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
+		ret = hicain_ib_tables(hidev);
+		if (ret)
+			goto err_dealloc;
+	} else {
+		ret = ib_device_set_netdev(ibdev, ndev, 1);
+		if (ret)
+			goto err_dealloc;
+		/* Registration opens QP1 (ib_mad takes a PD, a CQ and the
+		 * DMA MR), after which an older device refuses SET_ADDR: the
+		 * addresses the netdev already has go first.
+		 */
+		hicain_sync_addrs(hidev);
+	}
 	ret = ib_register_device(ibdev, "hicain_%d", &hdev->pdev->dev);
 	if (ret)
 		goto err_dealloc;
 	hdev->client_priv = hidev;
-	dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
+	if (hidev->ib)
+		dev_info(&hdev->pdev->dev, "registered %s, InfiniBand port\n", dev_name(&ibdev->dev));
+	else
+		dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
 	return 0;
 
 err_dealloc:
@@ -2365,6 +2602,9 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 	case HICAIN_EV_PORT_ERR:
 		hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
 		break;
+	case HICAIN_EV_LID_CHANGE:
+		hicain_ib_port_event(hidev, IB_EVENT_LID_CHANGE);
+		break;
 	case HICAIN_EV_QP_FATAL:
 		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_FATAL);
 		break;
@@ -2412,6 +2652,13 @@ static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
 
 	if (done) {
 		/* The device came back with its configured addresses. */
+		if (hidev->ib) {
+			/* The port starts over in Init: an SM configures it
+			 * again, and ib_core rereads it meanwhile.
+			 */
+			hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
+			return;
+		}
 		mutex_lock(&hidev->addr_lock);
 		memset(&hidev->addrs, 0, sizeof(hidev->addrs));
 		mutex_unlock(&hidev->addr_lock);

@@ -1053,6 +1053,7 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	hdev->bar2 = bar2;
 	hdev->bar2_len = len;
 	hdev->hdr = bar2 + HICAIN_HDR_OFF;
+	hdev->ib_link = READ_ONCE(hdev->hdr->link_layer) == HICAIN_LINK_INFINIBAND;
 	INIT_LIST_HEAD(&hdev->list);
 	mutex_init(&hdev->admin_lock);
 	init_waitqueue_head(&hdev->admin_wq);
@@ -1130,15 +1131,25 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		eth_hw_addr_random(ndev);
 	}
 	netif_carrier_off(ndev);
-	ret = register_netdev(ndev);
-	if (ret)
-		goto err_reset;
-	hicain_update_carrier(priv);
+	if (hdev->ib_link) {
+		/* An InfiniBand port carries no Ethernet: the device serves
+		 * no L2 rings (no HICAIN_CAP_L2), so there is no netdev to
+		 * show. IPoIB, if wanted, runs on the ib_device.
+		 */
+		dev_info(&pdev->dev, "HiNIC ABI %u.%u, InfiniBand, %u MSI-X vectors, port state %u\n",
+			 le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
+			 hdev->num_vectors, le32_to_cpu(port.state));
+	} else {
+		ret = register_netdev(ndev);
+		if (ret)
+			goto err_reset;
+		hicain_update_carrier(priv);
 
-	netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
-		    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
-		    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), max_mtu,
-		    netif_carrier_ok(ndev) ? ", link up" : "");
+		netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
+			    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
+			    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), max_mtu,
+			    netif_carrier_ok(ndev) ? ", link up" : "");
+	}
 
 	mutex_lock(&hicain_list_lock);
 	list_add_tail(&hdev->list, &hicain_devices);
@@ -1185,7 +1196,8 @@ static void hicain_remove(struct pci_dev *pdev)
 	list_del(&hdev->list);
 	mutex_unlock(&hicain_list_lock);
 
-	unregister_netdev(ndev);
+	if (!hdev->ib_link)
+		unregister_netdev(ndev);
 	hicain_free_irqs(hdev);
 	cancel_work_sync(&priv->reset_work);
 	/* Back to READY: the device drops every index and buffer of ours

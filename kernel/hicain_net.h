@@ -34,7 +34,13 @@ struct hicain_client;
  */
 struct hicain_dev {
 	struct pci_dev *pdev;
+	/*
+	 * The Ethernet netdev of a RoCE function. An InfiniBand function
+	 * (ib_link) has no Ethernet: its netdev exists (it holds this
+	 * structure) but is never registered, and clients must not use it.
+	 */
 	struct net_device *netdev;
+	bool ib_link;			/* link_layer HICAIN_LINK_INFINIBAND */
 	void __iomem *bar0;		/* ivshmem registers: doorbell */
 	void *bar2;			/* shared memory, mapped write-back */
 	size_t bar2_len;

@@ -29,7 +29,22 @@ PACKAGES=(
 	ibverbs-utils       # the QEMU verbs test: ibv_devices, ibv_devinfo, ibv_*_pingpong in the guests
 	perftest            # the QEMU verbs test: ib_send_bw, ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat in the guests
 	rdmacm-utils        # the QEMU verbs test: rping, ucmatose, udaddy (librdmacm over ib_cm/rdma_cm) in the guests
+	infiniband-diags    # the QEMU OpenSM test: ibstat, ibnetdiscover, smpquery, perfquery in the guests
+	# The QEMU OpenSM test's subnet manager: the libraries of Debian's
+	# opensm package (its binary comes from opensm_extract below).
+	libopensm9
+	libosmcomp5
+	libosmvendor5
+	libwrap0
 )
+
+# OPENSM_ROOT holds Debian's opensm package unpacked; the QEMU OpenSM test
+# (internal/device/qemu_opensm_test.go) copies $OPENSM_ROOT/usr/sbin/opensm
+# into its guests. The package is not installed: its postinst starts the
+# opensm service (invoke-rc.d opensm start, and exits non-zero when that
+# fails), which would run a subnet manager on the host, or fail the
+# installation on a host without InfiniBand ports.
+OPENSM_ROOT=${HINIC_OPENSM_ROOT:-/var/lib/hinic/opensm}
 
 # kernel_headers prints the headers package of every kernel in /boot: the
 # tests build the guest driver (kernel/hicain_net.ko) for the exact kernel
@@ -86,7 +101,31 @@ install_missing() {
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# opensm_extract unpacks the opensm package into OPENSM_ROOT once.
+opensm_extract() {
+	if [[ -x $OPENSM_ROOT/usr/sbin/opensm ]]; then
+		return 0
+	fi
+	echo "deps: unpacking opensm into $OPENSM_ROOT"
+	local sudo=() tmp
+	if ((EUID != 0)); then
+		sudo=(sudo)
+	fi
+	tmp=$(mktemp -d)
+	# apt-get download writes to the current directory, as the caller;
+	# it needs the package lists, which a host that had every package
+	# may not have fetched.
+	if ! (cd "$tmp" && apt-get download -q opensm); then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		(cd "$tmp" && apt-get download -q opensm)
+	fi
+	"${sudo[@]}" mkdir -p "$OPENSM_ROOT"
+	"${sudo[@]}" dpkg-deb -x "$tmp"/opensm_*.deb "$OPENSM_ROOT"
+	rm -rf "$tmp"
+}
+
 install_missing "${PACKAGES[@]}"
+opensm_extract
 # After the image: its /boot/vmlinuz-* names the headers.
 mapfile -t HEADERS < <(kernel_headers)
 install_missing "${HEADERS[@]}"

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 3
+	ABIMinor       = 4
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -79,6 +79,11 @@ const (
 	SRQMaxWR = 0x1
 	SRQLimit = 0x2
 
+	// MADSize is the size of a MAD_IFC MAD; MADIfcReply is the flag in
+	// out[0] of its completion that says an answer was written.
+	MADSize     = 256
+	MADIfcReply = 0x1
+
 	// DeviceAttrV10Size is the size of hicain_device_attr in ABI 1.0,
 	// the least resp_len QUERY_DEVICE accepts.
 	DeviceAttrV10Size = 120
@@ -111,6 +116,7 @@ const (
 	CmdDetachMcast
 	CmdSetAddr
 	CmdQueryCounters
+	CmdMADIfc
 	CmdMax
 )
 
@@ -136,6 +142,7 @@ const (
 	EvDeviceFatal
 	EvQPLastWQE
 	EvSRQErr
+	EvLIDChange
 )
 
 // Event data (hicain_eqe.data): the reasons of EvQPFatal and EvSRQErr,
@@ -332,6 +339,12 @@ type CmdMcastArgs struct {
 	LID uint16   `c:"lid"`
 	_   uint16   `c:"rsvd"`
 	GID [16]byte `c:"gid"`
+}
+
+// CmdMADIfcArgs is struct hicain_cmd_mad_ifc (ABI 1.4).
+type CmdMADIfcArgs struct {
+	InGPA uint64 `c:"in_gpa"`
+	_     uint64 `c:"rsvd"`
 }
 
 // CmdSetAddrArgs is struct hicain_cmd_set_addr.

@@ -30,6 +30,7 @@ var abiStructs = []struct {
 	{"hicain_cmd_modify_srq", CmdModifySRQArgs{}},
 	{"hicain_srq_attr", SRQAttr{}},
 	{"hicain_cmd_mcast", CmdMcastArgs{}},
+	{"hicain_cmd_mad_ifc", CmdMADIfcArgs{}},
 	{"hicain_admin_cmd", AdminCmd{}},
 	{"hicain_admin_cqe", AdminCQE{}},
 	{"hicain_device_attr", DeviceAttr{}},
@@ -78,7 +79,8 @@ var abiConsts = map[string]int64{
 	"HICAIN_QP_FATAL_WQE": QPFatalWQE, "HICAIN_QP_FATAL_RING": QPFatalRing,
 	"HICAIN_QP_FATAL_TRANSPORT": QPFatalTransport, "HICAIN_CQ_ERR_OVERRUN": CQErrOverrun,
 	"HICAIN_CQ_ARM_NEXT": CQArmNext, "HICAIN_CQ_ARM_SOLICITED": CQArmSolicited, "HICAIN_SEND_INLINE": SendInline,
-	"HICAIN_SEND_AV": SendAV,
+	"HICAIN_SEND_AV": SendAV, "HICAIN_CMD_MAD_IFC": CmdMADIfc, "HICAIN_EV_LID_CHANGE": EvLIDChange,
+	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
 }
 
 // goLayout lists "struct.field offset size" for every field of the Go

@@ -289,6 +289,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		r := s.portCounters()
 		return s.respond(c, AsBytes(&r))
+	case CmdMADIfc:
+		return s.madIfc(c, PayloadOf[CmdMADIfcArgs](c), out)
 	default:
 		return StEINVAL
 	}
@@ -315,6 +317,36 @@ func (s *session) portCounters() PortCounters {
 		r.LinkDowned = 1 // the backend does not redial: the link goes down once
 	}
 	return r
+}
+
+// madIfc runs MAD_IFC: the port's SMA answers an SMP the driver hands it
+// (rdma.Device.LocalSMP), for a subnet manager on the port itself.
+func (s *session) madIfc(c *AdminCmd, a *CmdMADIfcArgs, out *AdminCQE) uint16 {
+	if c.Handle != 1 || c.RespLen < MADSize {
+		return StEINVAL
+	}
+	if !s.v.cfg.ib() {
+		return StEOPNOTSUPP
+	}
+	var mad [MADSize]byte
+	if err := s.v.ram.ReadAt(mad[:], a.InGPA); err != nil {
+		return StEFAULT
+	}
+	if !s.ramRange(c.RespGPA, MADSize) {
+		return StEFAULT
+	}
+	resp, err := s.dev.LocalSMP(mad[:])
+	if err != nil {
+		return status(err)
+	}
+	if resp == nil {
+		return StOK
+	}
+	if st := s.respond(c, resp); st != StOK {
+		return st
+	}
+	out.Out[0] = MADIfcReply
+	return StOK
 }
 
 // respond writes a query result to the command's response buffer.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -198,6 +199,21 @@ func TestIBSubnetFromAGuest(t *testing.T) {
 	}
 	if len(sm.Nodes) != 3 || len(sm.Switches()) != 1 {
 		t.Fatalf("the SM found %d nodes", len(sm.Nodes))
+	}
+	// Guest 2's port was configured over the wire: its driver hears of
+	// the new LID and of Active (and not of Active at LIVE, while the
+	// port was still in Init).
+	// The backend posts them from its worker, after the engine raised
+	// them: wait for the last.
+	var evs []uint32
+	for deadline := time.Now().Add(5 * time.Second); !slices.Contains(evs, device.EvPortActive) &&
+		time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, e := range g2.Events() {
+			evs = append(evs, e.Type)
+		}
+	}
+	if !slices.Equal(evs, []uint32{device.EvLIDChange, device.EvPortActive}) {
+		t.Fatalf("guest 2's events %v, want LID_CHANGE, PORT_ACTIVE", evs)
 	}
 	lids := make([]uint16, 2)
 	for i, g := range []*guestsim.Guest{g1, g2} {

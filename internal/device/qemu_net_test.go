@@ -218,8 +218,10 @@ func (g *qemuGuest) wait(ctx context.Context, t *testing.T, marker string) {
 	}
 }
 
+// startGuest boots a guest with cfg's vNIC, kernel command line args
+// and any further QEMU arguments (extra).
 func startGuest(t *testing.T, ctx context.Context, name, qemu, kernel, initrd string, cfg device.VNICConfig,
-	args string) *qemuGuest {
+	args string, extra ...string) *qemuGuest {
 	t.Helper()
 	g := &qemuGuest{name: name, seen: map[string]chan struct{}{}}
 	ramMiB := cfg.RAMSize >> 20
@@ -232,6 +234,7 @@ func startGuest(t *testing.T, ctx context.Context, name, qemu, kernel, initrd st
 		"-kernel", kernel, "-initrd", initrd,
 		"-append", "console=ttyS0 panic=-1 loglevel=4 "+args,
 	)
+	g.cmd.Args = append(g.cmd.Args, extra...)
 	pr, pw := io.Pipe()
 	g.cmd.Stdout, g.cmd.Stderr = pw, pw
 	stdin, err := g.cmd.StdinPipe()
@@ -454,13 +457,26 @@ func breakRxIndex(t *testing.T, pid int, mac [6]byte) {
 // guests a test starts later stop before the backend, the backend before
 // the switch.
 func startTwoVNICs(t *testing.T, prefix string) (*device.Server, []device.VNICConfig, string) {
+	return startVNICPair(t, prefix, false)
+}
+
+// startVNICPair is startTwoVNICs, on native InfiniBand when ib is set:
+// the switch's two ports and the vNICs are link ib (MACs
+// 02:48:4e:00:01:0N, node GUIDs 0x02484efffe0010N0), and the ports wait
+// in Init for a subnet manager.
+func startVNICPair(t *testing.T, prefix string, ib bool) (*device.Server, []device.VNICConfig, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 2})
+	fc := fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 2}
+	if ib {
+		fc.Switches = []fabric.SwitchConfig{{Name: fabric.DefaultSwitchName, Ports: 2,
+			Port: []fabric.PortConfig{{Num: 1, Link: "ib"}, {Num: 2, Link: "ib"}}}}
+	}
+	fab, err := fabric.New(fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +487,7 @@ func startTwoVNICs(t *testing.T, prefix string) (*device.Server, []device.VNICCo
 	sw := fab.Switches()[0]
 	var cfgs []device.VNICConfig
 	for i := 1; i <= 2; i++ {
-		cfgs = append(cfgs, device.VNICConfig{
+		c := device.VNICConfig{
 			Name:       fmt.Sprintf("vm%d/hicain0", i),
 			Socket:     filepath.Join(dir, fmt.Sprintf("ivshmem%d.sock", i)),
 			RAMPath:    filepath.Join(dir, fmt.Sprintf("vm%d.ram", i)),
@@ -480,7 +496,13 @@ func startTwoVNICs(t *testing.T, prefix string) (*device.Server, []device.VNICCo
 			Vectors:    4,
 			FabricPort: sw.SocketPath(i),
 			MAC:        [6]byte{0x02, 0x48, 0x4e, 0, 0, byte(i)},
-		})
+		}
+		if ib {
+			c.MAC[4] = 1
+			c.LinkLayer = "ib"
+			c.NodeGUID = 0x0248_4eff_fe00_1000 | uint64(i)<<4
+		}
+		cfgs = append(cfgs, c)
 	}
 	srv, err := device.Start(context.Background(), device.Config{VNICs: cfgs})
 	if err != nil {

@@ -422,6 +422,22 @@ func (s *session) asyncEvent(ev rdma.AsyncEvent) {
 		if q, ok := s.srqs[ev.SRQ.Handle()]; ok && q.srq == ev.SRQ {
 			s.postEvent(EvSRQLimit, q.srqn, 0)
 		}
+	case rdma.EventPortActive, rdma.EventPortErr, rdma.EventLIDChange:
+		// An InfiniBand port's state and LID follow its subnet manager
+		// (SMA Sets over the wire or through MAD_IFC); the driver
+		// refreshes what ib_core caches. An Ethernet port's events
+		// follow the fabric link (goLive, portDown) instead.
+		if !s.v.cfg.ib() || !s.live() {
+			return
+		}
+		typ := uint32(EvLIDChange)
+		switch ev.Type {
+		case rdma.EventPortActive:
+			typ = EvPortActive
+		case rdma.EventPortErr:
+			typ = EvPortErr
+		}
+		s.postEvent(typ, 1, 0)
 	case rdma.EventQPFatal, rdma.EventQPLastWQEReached:
 		if ev.QP == nil {
 			return
@@ -455,7 +471,10 @@ func (s *session) setStatus(set, clr uint32) uint32 {
 func (s *session) goLive() {
 	s.eqMu.Lock()
 	st := s.setStatus(DevLive, 0)
-	if st&DevLinkUp != 0 {
+	// An InfiniBand port is active once a subnet manager made it so,
+	// which an SM elsewhere on the fabric may have done before the
+	// driver came: PORT_ACTIVE says so then, and not before.
+	if st&DevLinkUp != 0 && (!s.v.cfg.ib() || s.dev.QueryPort().State == rdma.PortActive) {
 		s.postEventLocked(EvPortActive, 1, 0)
 	}
 	s.eqMu.Unlock()

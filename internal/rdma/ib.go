@@ -657,3 +657,57 @@ func (d *Device) pmaNow() pmaBase {
 		vl15Dropped: c.vl15Dropped.Load(), qp1Dropped: c.qp1Dropped.Load(),
 	}
 }
+
+// LocalSMP answers an SMP that the host hands the device directly, the way
+// a driver's process_mad passes an SMP addressed to its own port to the
+// HCA (IBA 14.2.2.2: a directed-route SMP with HopCount 0 never reaches
+// the wire; ib_mad's smi_check_local_smp sends it to process_mad). The
+// port's SMA runs on it as if it had arrived on QP0 from the port itself,
+// on the engine goroutine, so Sets change the port (LID, state, P_Keys)
+// and raise the same events as an SM's Sets over the wire.
+//
+// mad is a 256-byte MAD. The answer is a new 256-byte MAD, or nil when
+// there is none: responses, and classes other than the SMP classes, are
+// not the SMA's. A directed-route SMP must be outbound, with HopCount 0,
+// HopPointer 0 or 1 (the sender's SMI may have stepped it already,
+// C14-9:1) and a permissive DrDLID (C14-9:3); its answer returns with
+// HopPointer 0, as at the end of its way back (C14-13:3). Errors:
+// ErrUnsupported on an Ethernet (RoCE) port, which has no SMA; ErrInvalid
+// for a MAD of the wrong size or a directed-route SMP that does not end
+// here; ErrClosed after Close. Safe for concurrent use.
+func (d *Device) LocalSMP(mad []byte) ([]byte, error) {
+	if !d.ib() {
+		return nil, fmt.Errorf("rdma: local SMP: %w: an Ethernet port has no SMA", ErrUnsupported)
+	}
+	if len(mad) != proto.MADSize {
+		return nil, fmt.Errorf("rdma: local SMP: %d bytes, want %d: %w", len(mad), proto.MADSize, ErrInvalid)
+	}
+	m := proto.MAD(mad)
+	if m.BaseVersion() != proto.MADBaseVersion || m.IsResponse() {
+		return nil, nil
+	}
+	smp := proto.SMP(mad)
+	switch m.MgmtClass() {
+	case proto.MgmtClassSubnLID:
+	case proto.MgmtClassSubnDirectedRoute:
+		if smp.Direction() || smp.HopCount() != 0 || smp.HopPointer() > 1 ||
+			smp.DrDLID() != proto.SMPPermissiveLID {
+			return nil, fmt.Errorf("rdma: local SMP: directed route (hop %d of %d, DrDLID %#x, returning %v) does not end at this port: %w",
+				smp.HopPointer(), smp.HopCount(), smp.DrDLID(), smp.Direction(), ErrInvalid)
+		}
+	default:
+		return nil, nil
+	}
+	resp := make([]byte, proto.MADSize)
+	copy(resp, mad)
+	if err := d.eng.do(func() { d.sma(resp) }); err != nil {
+		return nil, fmt.Errorf("rdma: local SMP: %w", err)
+	}
+	if !proto.MAD(resp).IsResponse() {
+		return nil, nil // a method without a response (Trap, TrapRepress)
+	}
+	if m.MgmtClass() == proto.MgmtClassSubnDirectedRoute {
+		proto.SMP(resp).SetHopPointer(0)
+	}
+	return resp, nil
+}

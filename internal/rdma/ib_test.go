@@ -355,3 +355,142 @@ func TestIBMulticast(t *testing.T) {
 		}
 	}
 }
+
+// TestIBLocalSMP drives the port's SMA through LocalSMP, as a driver's
+// process_mad does for the SMPs of an SM on the port itself: Gets and
+// Sets answered in place, the port configured (LID, Armed, Active) with
+// its events, and the input that is not the SMA's refused or left
+// unanswered.
+func TestIBLocalSMP(t *testing.T) {
+	clk := rdmatest.NewFakeClock()
+	link := rdmatest.NewLink(1, rdmatest.Faults{})
+	n := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0300, 0)
+	smp := func(f proto.SMPFields, data []byte) []byte {
+		m := make([]byte, proto.MADSize)
+		f.BaseVersion, f.ClassVersion, f.TransactionID = proto.MADBaseVersion, proto.SMClassVersion, 0x1234
+		if f.MgmtClass == 0 {
+			f.MgmtClass = proto.MgmtClassSubnDirectedRoute
+		}
+		if f.MgmtClass == proto.MgmtClassSubnDirectedRoute {
+			f.DrSLID, f.DrDLID = proto.SMPPermissiveLID, proto.SMPPermissiveLID
+		}
+		proto.SMP(m).Encode(&f)
+		copy(proto.SMP(m).Data(), data)
+		return m
+	}
+	ask := func(m []byte) proto.SMP {
+		t.Helper()
+		r, err := n.dev.LocalSMP(m)
+		if err != nil || r == nil {
+			t.Fatalf("LocalSMP: %v, answer %v", err, r != nil)
+		}
+		s := proto.SMP(r)
+		if s.Method() != proto.MADMethodGetResp || s.TransactionID() != 0x1234 {
+			t.Fatalf("answer method %#x tid %#x", s.Method(), s.TransactionID())
+		}
+		return s
+	}
+	// The sender's SMI stepped HopPointer to 1 (ib_mad does); the answer
+	// returns with HopPointer 0 and the D bit.
+	r := ask(smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo, HopPointer: 1}, nil))
+	if ni := proto.NodeInfo(r.Data()); ni.NodeGUID() != 0x0248_4eff_fe00_0300 || ni.LocalPortNum() != 1 ||
+		!r.Direction() || r.HopPointer() != 0 || r.Status() != 0 {
+		t.Fatalf("NodeInfo GUID %#x port %d, D %v hp %d status %#x", ni.NodeGUID(), ni.LocalPortNum(),
+			r.Direction(), r.HopPointer(), r.Status())
+	}
+	// OpenSM's Set of its own port: LID 1, SM LID 1; then Armed, Active.
+	pi := proto.PortInfo(ask(smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrPortInfo}, nil)).Data()).Fields()
+	pi.LID, pi.MasterSMLID, pi.PortState = 1, 1, proto.PortStateNoChange
+	set := func(pi proto.PortInfoFields) proto.SMP {
+		t.Helper()
+		b := make([]byte, 64)
+		proto.PortInfo(b).Encode(&pi)
+		return ask(smp(proto.SMPFields{Method: proto.MADMethodSet, AttributeID: proto.SMPAttrPortInfo, HopPointer: 1}, b))
+	}
+	if r := set(pi); r.Status() != 0 || proto.PortInfo(r.Data()).LID() != 1 {
+		t.Fatalf("Set PortInfo LID: status %#x LID %d", r.Status(), proto.PortInfo(r.Data()).LID())
+	}
+	if p := n.dev.QueryPort(); p.LID != 1 || p.SMLID != 1 || p.State != rdma.PortInit {
+		t.Fatalf("port after the LID Set: %+v", p)
+	}
+	pi.PortState = proto.PortStateActive // not from Init
+	if r := set(pi); r.Status() != proto.MADStatusInvalidField {
+		t.Fatalf("Init -> Active: status %#x", r.Status())
+	}
+	for _, s := range []uint8{proto.PortStateArmed, proto.PortStateActive} {
+		pi.PortState = s
+		if r := set(pi); r.Status() != 0 {
+			t.Fatalf("Set PortState %d: status %#x", s, r.Status())
+		}
+	}
+	if p := n.dev.QueryPort(); p.State != rdma.PortActive {
+		t.Fatalf("port state %v, want Active", p.State)
+	}
+	var evs []rdma.AsyncEventType
+	for len(evs) < 2 {
+		select {
+		case ev := <-n.dev.AsyncEvents():
+			evs = append(evs, ev.Type)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events %v, want LID change and port active", evs)
+		}
+	}
+	if evs[0] != rdma.EventLIDChange || evs[1] != rdma.EventPortActive {
+		t.Fatalf("events %v, want LID change, port active", evs)
+	}
+	// A LID-routed SMP to the port is the SMA's too.
+	r = ask(smp(proto.SMPFields{MgmtClass: proto.MgmtClassSubnLID, Method: proto.MADMethodGet,
+		AttributeID: proto.SMPAttrNodeDescription}, nil))
+	if got := string(bytes.TrimRight(r.Data()[:64], "\x00")); got != "ibnode" {
+		t.Fatalf("NodeDescription %q", got)
+	}
+	if r := ask(smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: 0xFF90}, nil)); r.Status() != proto.MADStatusMethodAttrUnsupported {
+		t.Fatalf("unknown attribute: status %#x", r.Status())
+	}
+
+	// Not the SMA's: no answer, no error.
+	resp := smp(proto.SMPFields{Method: proto.MADMethodGetResp, AttributeID: proto.SMPAttrNodeInfo}, nil)
+	perf := smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: 0x12}, nil)
+	perf[1] = proto.MgmtClassPerfMgt
+	badBase := smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo}, nil)
+	badBase[0] = 2
+	for name, m := range map[string][]byte{"response": resp, "PerfMgt": perf, "base version 2": badBase} {
+		if r, err := n.dev.LocalSMP(m); r != nil || err != nil {
+			t.Errorf("%s: answer %v, error %v; want neither", name, r != nil, err)
+		}
+	}
+	// Refused: the wrong size, and directed routes that do not end here.
+	for name, c := range map[string]struct {
+		m   []byte
+		err error
+	}{
+		"short":     {make([]byte, 255), rdma.ErrInvalid},
+		"hop count": {smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo, HopCount: 1}, nil), rdma.ErrInvalid},
+		"hop ptr":   {smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo, HopPointer: 2}, nil), rdma.ErrInvalid},
+		"returning": {smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo, Direction: true}, nil), rdma.ErrInvalid},
+	} {
+		if r, err := n.dev.LocalSMP(c.m); r != nil || !isErr(err, c.err) {
+			t.Errorf("%s: answer %v, error %v; want %v", name, r != nil, err, c.err)
+		}
+	}
+	dr := smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo}, nil)
+	proto.SMP(dr).Encode(&proto.SMPFields{BaseVersion: 1, MgmtClass: proto.MgmtClassSubnDirectedRoute, ClassVersion: 1,
+		Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo, DrSLID: proto.SMPPermissiveLID, DrDLID: 5})
+	if r, err := n.dev.LocalSMP(dr); r != nil || !isErr(err, rdma.ErrInvalid) {
+		t.Errorf("DrDLID 5: answer %v, error %v", r != nil, err)
+	}
+	// An Ethernet port has no SMA.
+	eth, err := rdma.NewDevice(rdma.DeviceConfig{Name: "roce", MAC: [6]byte{0x02, 0, 0, 0, 0, 1}, MTU: 1024, Memory: rdma.NewHostMemory(1 << 16)}, link.B())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eth.Close()
+	if r, err := eth.LocalSMP(resp); r != nil || !isErr(err, rdma.ErrUnsupported) {
+		t.Errorf("RoCE port: answer %v, error %v", r != nil, err)
+	}
+	n.dev.Close()
+	get := smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo}, nil)
+	if r, err := n.dev.LocalSMP(get); r != nil || !isErr(err, rdma.ErrClosed) {
+		t.Errorf("after Close: answer %v, error %v", r != nil, err)
+	}
+}

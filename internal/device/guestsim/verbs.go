@@ -454,3 +454,30 @@ func (q *QP) SQTaken() uint32 {
 	v, _ := q.g.ram.Load32(q.sqDB + 4)
 	return v
 }
+
+// MADIfc hands the port's SMA one 256-byte MAD (MAD_IFC, ABI 1.4) and
+// returns its answer, or nil when the device wrote none.
+func (g *Guest) MADIfc(ctx context.Context, mad []byte) ([]byte, error) {
+	if len(mad) != device.MADSize {
+		return nil, fmt.Errorf("guestsim: MAD_IFC: %d-byte MAD", len(mad))
+	}
+	in, err := g.Alloc(device.MADSize, 64, false)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.Alloc(device.MADSize, 64, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.ram.WriteAt(mad, in); err != nil {
+		return nil, err
+	}
+	cmd := device.AdminCmd{Opcode: device.CmdMADIfc, Handle: 1, RespGPA: out, RespLen: device.MADSize}
+	*device.PayloadOf[device.CmdMADIfcArgs](&cmd) = device.CmdMADIfcArgs{InGPA: in}
+	cqe, err := g.Admin(ctx, &cmd)
+	if err != nil || cqe.Out[0]&device.MADIfcReply == 0 {
+		return nil, err
+	}
+	resp := make([]byte, device.MADSize)
+	return resp, g.ram.ReadAt(resp, out)
+}
