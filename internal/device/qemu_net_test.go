@@ -457,14 +457,15 @@ func breakRxIndex(t *testing.T, pid int, mac [6]byte) {
 // guests a test starts later stop before the backend, the backend before
 // the switch.
 func startTwoVNICs(t *testing.T, prefix string) (*device.Server, []device.VNICConfig, string) {
-	return startVNICPair(t, prefix, false)
+	return startVNICPair(t, prefix, false, 1)
 }
 
 // startVNICPair is startTwoVNICs, on native InfiniBand when ib is set:
-// the switch's two ports and the vNICs are link ib (MACs
-// 02:48:4e:00:01:0N, node GUIDs 0x02484efffe0010N0), and the ports wait
-// in Init for a subnet manager.
-func startVNICPair(t *testing.T, prefix string, ib bool) (*device.Server, []device.VNICConfig, string) {
+// the switch ports and the vNICs are link ib (MACs 02:48:4e:00:01:0N,
+// node GUIDs 0x02484efffe0010N0), and the ports wait in Init for a
+// subnet manager. With two switches, vNIC N is on port 1 of switch hsN
+// (node GUID 0x02484efffe0020N0), and port 2 of each joins the two.
+func startVNICPair(t *testing.T, prefix string, ib bool, switches int) (*device.Server, []device.VNICConfig, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
@@ -472,9 +473,24 @@ func startVNICPair(t *testing.T, prefix string, ib bool) (*device.Server, []devi
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	fc := fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 2}
+	link := ""
 	if ib {
-		fc.Switches = []fabric.SwitchConfig{{Name: fabric.DefaultSwitchName, Ports: 2,
-			Port: []fabric.PortConfig{{Num: 1, Link: "ib"}, {Num: 2, Link: "ib"}}}}
+		link = fabric.LinkIB
+	}
+	switch switches {
+	case 1:
+		if ib {
+			fc.Switches = []fabric.SwitchConfig{{Name: fabric.DefaultSwitchName, Ports: 2,
+				Port: []fabric.PortConfig{{Num: 1, Link: link}, {Num: 2, Link: link}}}}
+		}
+	case 2:
+		for i := 1; i <= 2; i++ {
+			fc.Switches = append(fc.Switches, fabric.SwitchConfig{Name: fmt.Sprintf("hs%d", i), Ports: 2,
+				NodeGUID: switchGUID(i), Port: []fabric.PortConfig{{Num: 1, Link: link}, {Num: 2, Link: link}}})
+		}
+		fc.Links = []fabric.LinkConfig{{A: "hs1:2", B: "hs2:2"}}
+	default:
+		t.Fatalf("startVNICPair: %d switches, want 1 or 2", switches)
 	}
 	fab, err := fabric.New(fc)
 	if err != nil {
@@ -484,9 +500,12 @@ func startVNICPair(t *testing.T, prefix string, ib bool) (*device.Server, []devi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fab.Close() })
-	sw := fab.Switches()[0]
 	var cfgs []device.VNICConfig
 	for i := 1; i <= 2; i++ {
+		port := fab.Switches()[0].SocketPath(i)
+		if switches == 2 {
+			port = fab.Switches()[i-1].SocketPath(1)
+		}
 		c := device.VNICConfig{
 			Name:       fmt.Sprintf("vm%d/hicain0", i),
 			Socket:     filepath.Join(dir, fmt.Sprintf("ivshmem%d.sock", i)),
@@ -494,7 +513,7 @@ func startVNICPair(t *testing.T, prefix string, ib bool) (*device.Server, []devi
 			RAMSize:    256 << 20,
 			Machine:    device.MachineQ35,
 			Vectors:    4,
-			FabricPort: sw.SocketPath(i),
+			FabricPort: port,
 			MAC:        [6]byte{0x02, 0x48, 0x4e, 0, 0, byte(i)},
 		}
 		if ib {
@@ -511,3 +530,6 @@ func startVNICPair(t *testing.T, prefix string, ib bool) (*device.Server, []devi
 	t.Cleanup(func() { srv.Close() })
 	return srv, cfgs, dir
 }
+
+// switchGUID is the node GUID of switch hsN of startVNICPair.
+func switchGUID(n int) uint64 { return 0x0248_4eff_fe00_2000 | uint64(n)<<4 }

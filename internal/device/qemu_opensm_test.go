@@ -3,6 +3,7 @@ package device_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,13 +19,17 @@ import (
 // opensmGuestInit is /init of the guests of TestQEMUOpenSM. Both load
 // ib_core, ib_uverbs, ib_umad, hicain_net and hicain_ib (an InfiniBand
 // vNIC: no Ethernet netdev) and virtio-net, the out-of-band network
-// ibv_*_pingpong exchange their QP numbers and LIDs over (10.43.0.n).
-// Guest 1 runs Debian's opensm; both wait until ibstat shows their port
-// Active, then print ibstat and ibv_devinfo. ibv_rc_pingpong and
-// ibv_ud_pingpong run by LID (no -g), server on guest 1. Guest 1 then
-// looks at the subnet with infiniband-diags: ibnetdiscover, smpquery
-// (its own port by directed route, which never leaves the host, and
-// guest 2's by LID, which the test passes in) and perfquery.
+// ibv_*_pingpong and perftest exchange their QP numbers and LIDs over
+// (10.43.0.n). Guest 1 runs Debian's opensm; both wait until ibstat
+// shows their port Active, then print ibstat and ibv_devinfo.
+// ibv_rc_pingpong runs by LID (no -g), server on guest 1. With
+// hicain.full=1, so do ibv_ud_pingpong and perftest's ib_send_bw,
+// ib_write_bw, ib_read_bw and twice ib_send_lat (no -x), and guest 2
+// then serves ibping. Guest 1 then looks at the subnet with
+// infiniband-diags: ibnetdiscover, smpquery (its own port by directed
+// route, which never leaves the host, and guest 2's by LID, which the
+// test passes in), perfquery and, with hicain.full=1, ibping of guest
+// 2's LID.
 const opensmGuestInit = `#!/bin/sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -33,6 +38,7 @@ mount -t devtmpfs dev /dev
 mkdir -p /tmp /var/log /var/cache/opensm
 export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
 n=$(sed -n 's/.*hicain.n=\([0-9]*\).*/\1/p' /proc/cmdline)
+full=$(sed -n 's/.*hicain.full=\([0-9]*\).*/\1/p' /proc/cmdline)
 for m in $(cat /lib/modules/load-order); do
 	insmod /lib/modules/$m || echo HICAIN-INSMOD-FAIL $m
 done
@@ -81,10 +87,38 @@ connect() {
 	done
 	echo HICAIN-END $name rc=$rc
 }
-run=connect
-[ $n = 1 ] && run=serve
+# servebw NAME CMD...: serve for a perftest bandwidth run. perftest
+# calibrates its cycle counter against the clock when it reports, which
+# fails now and then on a TCG vCPU ("Can't produce a report", exit 1
+# after the transfer): the client then ends without the final exchange,
+# this side fails too, and both run again (the client as connect
+# retries), at most three times.
+servebw() {
+	name=$1; shift
+	echo HICAIN-BEGIN $name
+	a=0
+	while [ $a -lt 3 ]; do
+		timeout 60 "$@" 2>&1 && { rc=0; break; }
+		rc=$? a=$((a + 1))
+	done
+	echo HICAIN-END $name rc=$rc
+}
+run=connect runbw=connect
+[ $n = 1 ] && run=serve runbw=servebw
 $run rc ibv_rc_pingpong -d hicain_0 -n 100 -c -p 18600
-$run ud ibv_ud_pingpong -d hicain_0 -n 100 -s 1024 -p 18601
+if [ "$full" = 1 ]; then
+	$run ud ibv_ud_pingpong -d hicain_0 -n 100 -s 1024 -p 18601
+	# perftest's RC benchmarks, addressed by LID like the pingpongs
+	# (no -x).
+	$runbw send_bw ib_send_bw -d hicain_0 -n 100 -p 18602
+	$runbw write_bw ib_write_bw -d hicain_0 -n 100 -p 18603
+	$runbw read_bw ib_read_bw -d hicain_0 -n 100 -p 18604
+	$run send_lat ib_send_lat -d hicain_0 -n 100 -p 18605
+	$run send_lat2 ib_send_lat -d hicain_0 -n 100 -p 18606
+	# Guest 2 answers guest 1's ibping (vendor-class MADs, QP1 to
+	# QP1) until it powers off.
+	[ $n = 2 ] && ibping -S > /tmp/ibping.out 2>&1 &
+fi
 if [ $n = 1 ]; then
 	read -t 120 peerlid
 	echo HICAIN-BEGIN diags
@@ -97,6 +131,17 @@ if [ $n = 1 ]; then
 	perfquery $peerlid 1 2>&1
 	echo HICAIN-PERFQUERY rc=$?
 	echo HICAIN-END diags
+	# Guest 2's ibping server may not have registered its agent yet:
+	# single pings until one is answered, then the five that count.
+	if [ "$full" = 1 ]; then
+		echo HICAIN-BEGIN ibping
+		i=0
+		until ibping -c 1 -L $peerlid >/dev/null 2>&1; do
+			i=$((i + 1)); [ $i -ge 20 ] && break
+		done
+		ibping -c 5 -L $peerlid 2>&1
+		echo HICAIN-END ibping rc=$?
+	fi
 	i=0
 	until grep -q 'SUBNET UP' /tmp/opensm.log; do
 		i=$((i + 1)); [ $i -ge 60 ] && break
@@ -141,9 +186,27 @@ func isExecutable(p string) bool {
 // device's SMA). Both ports must come up Active with LIDs and guest 1's
 // LID as SM LID, as ibstat and ibv_devinfo (link layer InfiniBand) show;
 // ibv_rc_pingpong and ibv_ud_pingpong must pass between the guests
-// addressed by LID; ibnetdiscover must find the switch and both CAs, and
-// smpquery and perfquery must be answered.
+// addressed by LID, and so must perftest's ib_send_bw, ib_write_bw,
+// ib_read_bw and ib_send_lat (checkPerftestByLID); ibnetdiscover must
+// find the switch and both CAs on their ports, smpquery and perfquery
+// must be answered, and ibping of guest 2's LID must have five replies.
 func TestQEMUOpenSM(t *testing.T) {
+	testQEMUOpenSM(t, "hosm", 1)
+}
+
+// TestQEMUOpenSMTwoSwitches is TestQEMUOpenSM's subnet on two HiSwitches
+// joined by an inter-switch link, one guest on each: OpenSM in guest 1
+// must find and route both switches, ibnetdiscover must show them and
+// the link between them, and ibv_rc_pingpong by LID must cross it. The
+// other traffic (UD, perftest, ibping) is TestQEMUOpenSM's only.
+func TestQEMUOpenSMTwoSwitches(t *testing.T) {
+	testQEMUOpenSM(t, "hosm2", 2)
+}
+
+// testQEMUOpenSM runs TestQEMUOpenSM with the guests on one switch or,
+// with switches 2, each on its own; with one switch the guests run
+// every tool, with two the ones that look at the topology and RC.
+func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
@@ -156,7 +219,7 @@ func TestQEMUOpenSM(t *testing.T) {
 	osm, ok := opensmBinary()
 	testutil.RequireTool(t, "opensm", "scripts/deps.sh unpacks it", ok)
 	tools := []string{osm}
-	for _, b := range []string{"ibstat", "ibnetdiscover", "smpquery", "perfquery"} {
+	for _, b := range []string{"ibstat", "ibnetdiscover", "smpquery", "perfquery", "ibping"} {
 		p, err := exec.LookPath(b)
 		testutil.RequireTool(t, b, "apt-get install infiniband-diags", err == nil)
 		tools = append(tools, p)
@@ -166,11 +229,20 @@ func TestQEMUOpenSM(t *testing.T) {
 		testutil.RequireTool(t, b, "apt-get install ibverbs-utils", err == nil)
 		tools = append(tools, p)
 	}
+	for _, b := range opensmPerftests {
+		p, err := exec.LookPath(b)
+		testutil.RequireTool(t, b, "apt-get install perftest", err == nil)
+		tools = append(tools, p)
+	}
 	netKo := buildModule(t, release)
 	ibKo := filepath.Join(filepath.Dir(netKo), "hicain_ib.ko")
 	so, driver := buildProvider(t)
 
-	_, cfgs, dir := startVNICPair(t, "hosm", true)
+	_, cfgs, dir := startVNICPair(t, prefix, true, switches)
+	full, args := switches == 1, " hicain.full=0"
+	if full {
+		args = " hicain.full=1"
+	}
 
 	w, err := testutil.BusyboxInitramfs(busybox, opensmGuestInit, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
 	if err != nil {
@@ -211,8 +283,8 @@ func TestQEMUOpenSM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Second)
 	defer cancel()
 	start := time.Now()
-	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1", oob(1)...)
-	g2 := startGuest(t, ctx, "guest 2", qemu, kernel, initrd, cfgs[1], "hicain.n=2", oob(2)...)
+	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1"+args, oob(1)...)
+	g2 := startGuest(t, ctx, "guest 2", qemu, kernel, initrd, cfgs[1], "hicain.n=2"+args, oob(2)...)
 	g1.wait(ctx, t, "HICAIN-ACTIVE")
 	g2.wait(ctx, t, "HICAIN-ACTIVE")
 	t.Logf("both ports active after %v", time.Since(start).Round(time.Second))
@@ -254,8 +326,12 @@ func TestQEMUOpenSM(t *testing.T) {
 		devinfo := section(c.con, "HICAIN-IBSTAT-END", "HICAIN-DEVINFO")
 		t.Logf("%s ibstat:\n%s", c.name, ibstat)
 		t.Logf("%s ibv_devinfo:\n%s", c.name, devinfo)
-		for _, want := range []string{"HICAIN-UP ib=hicain_0 link_layer=InfiniBand", "hicain_netdevs=0",
-			"HICAIN-IBSTAT-END rc=0", "HICAIN-DEVINFO rc=0", "HICAIN-END rc rc=0", "HICAIN-END ud rc=0"} {
+		wants := []string{"HICAIN-UP ib=hicain_0 link_layer=InfiniBand", "hicain_netdevs=0",
+			"HICAIN-IBSTAT-END rc=0", "HICAIN-DEVINFO rc=0", "HICAIN-END rc rc=0"}
+		if full {
+			wants = append(wants, "HICAIN-END ud rc=0")
+		}
+		for _, want := range wants {
 			if !strings.Contains(c.con, want) {
 				t.Errorf("%s console lacks %q", c.name, want)
 			}
@@ -280,9 +356,16 @@ func TestQEMUOpenSM(t *testing.T) {
 			!regexp.MustCompile(`remote address: LID 0x[0-9a-f]{4}, QPN 0x[0-9a-f]+, PSN 0x[0-9a-f]+, GID ::`).MatchString(rc) {
 			t.Errorf("%s: ibv_rc_pingpong did not move 100 x 4096 bytes each way by LID", c.name)
 		}
+		if !full {
+			continue
+		}
 		if ud := section(c.con, "HICAIN-BEGIN ud", "HICAIN-END ud"); !regexp.MustCompile(`(?m)^204800 bytes in`).MatchString(ud) {
 			t.Errorf("%s: ibv_ud_pingpong:\n%s", c.name, ud)
 		}
+	}
+	if full {
+		checkPerftestByLID(t, c1, c2, lids)
+		checkIBPing(t, c1, lids[1])
 	}
 	t.Logf("guest 1 OpenSM:\n%s", section(c1, "HICAIN-BEGIN opensm", "HICAIN-END opensm"))
 	diags := section(c1, "HICAIN-BEGIN diags", "HICAIN-END diags")
@@ -293,11 +376,160 @@ func TestQEMUOpenSM(t *testing.T) {
 			t.Errorf("guest 1 console lacks %q", want)
 		}
 	}
-	for _, re := range []string{`(?m)^Switch\s+2 `, `(?m)^Ca\s+1 .*"vm1/hicain0"`, `(?m)^Ca\s+1 .*"vm2/hicain0"`,
+	res := []string{`(?m)^Ca\s+1 .*"vm1/hicain0"`, `(?m)^Ca\s+1 .*"vm2/hicain0"`,
 		fmt.Sprintf(`Guid:\.+0x%016x`, cfgs[0].NodeGUID), fmt.Sprintf(`Guid:\.+0x%016x`, cfgs[1].NodeGUID),
-		`PortXmitData:\.+[1-9]`} {
+		`PortXmitData:\.+[1-9]`}
+	// ibnetdiscover: each switch with two ports, each CA's port 1 on
+	// its switch port (guest N on port N of the one switch, or on port
+	// 1 of switch hsN) and, with two switches, port 2 of each on port 2
+	// of the other.
+	if n := len(regexp.MustCompile(`(?m)^Switch\s`).FindAllString(diags, -1)); n != switches {
+		t.Errorf("ibnetdiscover found %d switches, want %d", n, switches)
+	}
+	for i, c := range cfgs {
+		sw, port := `[0-9a-f]{16}`, i+1
+		if switches == 2 {
+			sw, port = fmt.Sprintf("%016x", switchGUID(i+1)), 1
+			res = append(res, fmt.Sprintf(`(?m)^Switch\s+2 "S-%s"`, sw),
+				fmt.Sprintf(`(?m)^\[2\]\s+"S-%016x"\[2\]`, switchGUID(2-i)))
+		} else {
+			res = append(res, `(?m)^Switch\s+2 "S-`+sw+`"`)
+		}
+		res = append(res, fmt.Sprintf(`(?m)^\[1\]\(%x\)\s+"S-%s"\[%d\]`, c.NodeGUID, sw, port))
+	}
+	for _, re := range res {
 		if !regexp.MustCompile(re).MatchString(diags) {
 			t.Errorf("infiniband-diags output lacks %q", re)
 		}
 	}
+}
+
+// checkIBPing checks guest 1's ibping of guest 2 (peer, its LID in
+// decimal): five pings, five replies from that LID.
+func checkIBPing(t *testing.T, c1, peer string) {
+	t.Run("ibping", func(t *testing.T) {
+		r, ok := suiteRuns(c1)["ibping"]
+		if !ok {
+			t.Fatal("guest 1: no complete ibping run")
+		}
+		t.Logf("guest 1 ibping -c 5 -L %s:\n%s", peer, r.out)
+		pongs := regexp.MustCompile(`(?m)^Pong from .* \(Lid ` + peer + `\): time [0-9.]+ ms$`)
+		if n := len(pongs.FindAllString(r.out, -1)); r.rc != 0 || n != 5 ||
+			!strings.Contains(r.out, "5 packets transmitted, 5 received, 0% packet loss") {
+			t.Errorf("ibping exited %d with %d replies from LID %s, want 5", r.rc, n, peer)
+		}
+	})
+}
+
+// opensmPerftests are the perftest benchmarks TestQEMUOpenSM runs by LID.
+var opensmPerftests = []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"}
+
+// perftestRemoteLID is the line in which perftest shows the peer's QP
+// it connects to, the LID in hex.
+var perftestRemoteLID = regexp.MustCompile(`(?m)^\s*remote address: LID (0x[0-9a-f]+) QPN`)
+
+// calibrationFailed reports whether a perftest run printed that it could
+// not calibrate its cycle counter against the clock, which a TCG vCPU
+// causes now and then: the exchange ran, but its figures are void.
+func calibrationFailed(out string) bool {
+	return strings.Contains(out, "Correlation coefficient r^2")
+}
+
+// checkPerftestByLID checks TestQEMUOpenSM's perftest runs, server on
+// guest 1 and client on guest 2, addressed by LID (lids in decimal):
+// each run exited 0 on both sides, connected to the peer's LID and
+// completed its 100 iterations. A run whose figures perftest could not
+// measure (calibrationFailed) is logged, not failed; but of the three
+// bandwidth runs, and of the two latency runs, one side at least must
+// have measured.
+func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
+	runs := [2]map[string]suiteRun{suiteRuns(c1), suiteRuns(c2)}
+	get := func(t *testing.T, g int, name string) string {
+		t.Helper()
+		r, ok := runs[g][name]
+		if !ok {
+			t.Fatalf("guest %d: no complete %s run", g+1, name)
+		}
+		if r.rc != 0 {
+			t.Errorf("guest %d: %s exited %d:\n%s", g+1, name, r.rc, r.out)
+		}
+		// The peer's LID, not a GID: perftest reads the link layer
+		// and addresses an InfiniBand port by LID, with no GRH.
+		if !regexp.MustCompile(`(?m)^\s*Link type\s*: IB\s*$`).MatchString(r.out) || strings.Contains(r.out, "GID:") {
+			t.Errorf("guest %d: %s did not run over the InfiniBand link layer without a GID:\n%s", g+1, name, r.out)
+		}
+		m := perftestRemoteLID.FindAllStringSubmatch(r.out, -1)
+		peer := lids[1-g]
+		if len(m) == 0 {
+			t.Errorf("guest %d: %s printed no remote address:\n%s", g+1, name, r.out)
+		} else if v, err := strconv.ParseUint(m[len(m)-1][1], 0, 16); err != nil || strconv.FormatUint(v, 10) != peer {
+			t.Errorf("guest %d: %s connected to LID %s, want guest %d's, %s", g+1, name, m[len(m)-1][1], 2-g, peer)
+		}
+		return r.out
+	}
+	t.Run("perftest_bw", func(t *testing.T) {
+		measured := 0
+		for _, name := range []string{"send_bw", "write_bw", "read_bw"} {
+			get(t, 0, name)
+			client := get(t, 1, name)
+			// The client reports the figures. A retried run holds
+			// every attempt: the last row is the run that exited.
+			rows := perftestBW.FindAllStringSubmatch(client, -1)
+			if rows == nil {
+				t.Errorf("ib_%s client printed no result line:\n%s", name, client)
+				continue
+			}
+			m := rows[len(rows)-1]
+			if m[2] != "100" {
+				t.Errorf("ib_%s ran %s iterations, want 100", name, m[2])
+			}
+			if avg, err := strconv.ParseFloat(m[4], 64); err != nil || avg <= 0 || math.IsInf(avg, 0) {
+				if !calibrationFailed(client) {
+					t.Errorf("ib_%s average bandwidth %s MB/s:\n%s", name, m[4], client)
+				} else {
+					t.Logf("ib_%s: %s iterations, perftest's clock calibration failed (no figures)", name, m[2])
+				}
+				continue
+			}
+			measured++
+			t.Logf("ib_%s client:\n%s", name, client)
+			t.Logf("ib_%s by LID: %s bytes x %s: BW peak %s MB/s, average %s MB/s, %s Mpps", name, m[1], m[2],
+				m[3], m[4], m[5])
+		}
+		if measured == 0 {
+			t.Error("no ib_*_bw run measured a bandwidth")
+		}
+	})
+	t.Run("ib_send_lat", func(t *testing.T) {
+		// Two runs: both sides of each report, either may have
+		// failed its calibration (infinite figures).
+		measured := 0
+		for _, name := range []string{"send_lat", "send_lat2"} {
+			for g := range 2 {
+				out := get(t, g, name)
+				m := perftestLat.FindStringSubmatch(out)
+				if m == nil {
+					calib := regexp.MustCompile(`(?m)^\s*2\s+100\s+inf\s`)
+					if !calibrationFailed(out) || !calib.MatchString(out) {
+						t.Errorf("guest %d: %s printed no result line:\n%s", g+1, name, out)
+					} else {
+						t.Logf("guest %d: %s: 100 iterations, perftest's clock calibration failed (no figures)", g+1, name)
+					}
+					continue
+				}
+				if m[2] != "100" {
+					t.Errorf("guest %d: %s ran %s iterations, want 100", g+1, name, m[2])
+				}
+				if avg, _ := strconv.ParseFloat(m[6], 64); avg <= 0 {
+					t.Errorf("guest %d: %s average latency %s usec", g+1, name, m[6])
+				}
+				measured++
+				t.Logf("guest %d: %s by LID: %s bytes x %s: t_min %s, t_typical %s, t_avg %s, 99%% %s usec", g+1,
+					name, m[1], m[2], m[3], m[5], m[6], m[8])
+			}
+		}
+		if measured == 0 {
+			t.Error("no side of either ib_send_lat run measured a latency")
+		}
+	})
 }
