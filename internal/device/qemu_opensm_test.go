@@ -500,36 +500,5 @@ func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
 			t.Error("no ib_*_bw run measured a bandwidth")
 		}
 	})
-	t.Run("ib_send_lat", func(t *testing.T) {
-		// Two runs: both sides of each report, either may have
-		// failed its calibration (infinite figures).
-		measured := 0
-		for _, name := range []string{"send_lat", "send_lat2"} {
-			for g := range 2 {
-				out := get(t, g, name)
-				m := perftestLat.FindStringSubmatch(out)
-				if m == nil {
-					calib := regexp.MustCompile(`(?m)^\s*2\s+100\s+inf\s`)
-					if !calibrationFailed(out) || !calib.MatchString(out) {
-						t.Errorf("guest %d: %s printed no result line:\n%s", g+1, name, out)
-					} else {
-						t.Logf("guest %d: %s: 100 iterations, perftest's clock calibration failed (no figures)", g+1, name)
-					}
-					continue
-				}
-				if m[2] != "100" {
-					t.Errorf("guest %d: %s ran %s iterations, want 100", g+1, name, m[2])
-				}
-				if avg, _ := strconv.ParseFloat(m[6], 64); avg <= 0 {
-					t.Errorf("guest %d: %s average latency %s usec", g+1, name, m[6])
-				}
-				measured++
-				t.Logf("guest %d: %s by LID: %s bytes x %s: t_min %s, t_typical %s, t_avg %s, 99%% %s usec", g+1,
-					name, m[1], m[2], m[3], m[5], m[6], m[8])
-			}
-		}
-		if measured == 0 {
-			t.Error("no side of either ib_send_lat run measured a latency")
-		}
-	})
+	t.Run("ib_send_lat", func(t *testing.T) { checkSendLat(t, get, " by LID") })
 }
