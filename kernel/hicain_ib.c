@@ -340,6 +340,18 @@ static int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handl
 	return hicain_admin_exec(hidev->hdev, &cmd, cqe);
 }
 
+/*
+ * hicain_destroy_handle - destroy object handle on the device with
+ * opcode, unless it was made before the device's last reset (epoch), which
+ * took it already. A device that is gone (-EIO) freed it too.
+ */
+static int hicain_destroy_handle(struct hicain_ibdev *hidev, int epoch, u16 opcode, u32 handle)
+{
+	if (epoch != atomic_read(&hidev->epoch))
+		return 0;
+	return hicain_destroy_status(hicain_admin_handle(hidev, opcode, handle, NULL));
+}
+
 /* ---- device and port ---- */
 
 static int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
@@ -685,12 +697,8 @@ static int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct hicain_pd *pd = to_hpd(ibpd);
-	int ret;
 
-	if (pd->epoch != atomic_read(&hidev->epoch))
-		return 0;
-	ret = hicain_admin_handle(hidev, HICAIN_CMD_DEALLOC_PD, pd->pdn, NULL);
-	return hicain_destroy_status(ret);
+	return hicain_destroy_handle(hidev, pd->epoch, HICAIN_CMD_DEALLOC_PD, pd->pdn);
 }
 
 /* ---- memory regions ---- */
@@ -863,11 +871,9 @@ static int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibmr->device);
 	struct hicain_mr *mr = to_hmr(ibmr);
-	int ret = 0;
+	int ret;
 
-	if (mr->epoch == atomic_read(&hidev->epoch))
-		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DEREG_MR,
-								ibmr->lkey, NULL));
+	ret = hicain_destroy_handle(hidev, mr->epoch, HICAIN_CMD_DEREG_MR, ibmr->lkey);
 	if (ret)
 		return ret;
 	/* The device no longer touches the pages. */
@@ -942,11 +948,9 @@ static int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
 	unsigned long flags;
-	int ret = 0;
+	int ret;
 
-	if (cq->epoch == atomic_read(&hidev->epoch))
-		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ,
-								cq->cqn, NULL));
+	ret = hicain_destroy_handle(hidev, cq->epoch, HICAIN_CMD_DESTROY_CQ, cq->cqn);
 	if (ret)
 		return ret;
 	/* After this no interrupt looks at the CQ. */
@@ -1239,11 +1243,9 @@ static int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
-	int ret = 0;
+	int ret;
 
-	if (qp->epoch == atomic_read(&hidev->epoch))
-		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP,
-								qp->qpn, NULL));
+	ret = hicain_destroy_handle(hidev, qp->epoch, HICAIN_CMD_DESTROY_QP, qp->qpn);
 	if (ret)
 		return ret;
 	/* The event interrupt looks QPs up under the xarray lock. */
@@ -1810,12 +1812,9 @@ static void hicain_ah_free_work(struct work_struct *work)
 	list_splice_init(&hidev->ah_free, &list);
 	spin_unlock_irq(&hidev->ah_free_lock);
 	list_for_each_entry_safe(rel, next, &list, list) {
-		if (rel->epoch == atomic_read(&hidev->epoch)) {
-			ret = hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH, rel->handle, NULL);
-			ret = hicain_destroy_status(ret);
-			if (ret)
-				ibdev_warn(&hidev->ibdev, "DESTROY_AH %u: %d\n", rel->handle, ret);
-		}
+		ret = hicain_destroy_handle(hidev, rel->epoch, HICAIN_CMD_DESTROY_AH, rel->handle);
+		if (ret)
+			ibdev_warn(&hidev->ibdev, "DESTROY_AH %u: %d\n", rel->handle, ret);
 		kfree(rel);
 	}
 }
@@ -1976,11 +1975,9 @@ static int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
 	struct hicain_srq *srq = to_hsrq(ibsrq);
-	int ret = 0;
+	int ret;
 
-	if (srq->epoch == atomic_read(&hidev->epoch))
-		ret = hicain_destroy_status(hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ,
-								srq->srqn, NULL));
+	ret = hicain_destroy_handle(hidev, srq->epoch, HICAIN_CMD_DESTROY_SRQ, srq->srqn);
 	if (ret)
 		return ret;
 	/* The event interrupt looks SRQs up under the xarray lock. */
