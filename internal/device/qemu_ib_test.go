@@ -33,6 +33,46 @@ import (
 // (ibVerbsSuite). Guest 1 then checks that the
 // driver cannot be unloaded under an open user context and can be
 // unloaded, reloaded and unloaded again once it is closed.
+// guestRunFuncs are the shell functions the guest scripts run their
+// tools with, framed for the test (HICAIN-BEGIN/END with the exit
+// status); tmo bounds each run in seconds and peer is the other guest.
+const guestRunFuncs = `# serve NAME CMD...: one server run, framed for the test.
+serve() {
+	name=$1; shift
+	echo HICAIN-BEGIN $name
+	timeout $tmo "$@" 2>&1
+	echo HICAIN-END $name rc=$?
+}
+# servebw NAME CMD...: serve for a perftest bandwidth run. perftest
+# calibrates its cycle counter against the clock when it reports, which
+# fails now and then on a TCG vCPU ("Can't produce a report", exit 1
+# after the transfer): the client then ends without the final exchange,
+# this side fails too, and both run again (the client as connect
+# retries), at most three times.
+servebw() {
+	name=$1; shift
+	echo HICAIN-BEGIN $name
+	a=0
+	while [ $a -lt 3 ]; do
+		timeout $tmo "$@" 2>&1 && { rc=0; break; }
+		rc=$? a=$((a + 1))
+	done
+	echo HICAIN-END $name rc=$rc
+}
+# connect NAME CMD...: the client of a serve run on the peer, which may
+# not listen yet: the client then fails to connect and tries again.
+connect() {
+	name=$1; shift
+	echo HICAIN-BEGIN $name
+	rc=1 i=0
+	while [ $i -lt 30 ]; do
+		timeout $tmo "$@" $peer 2>&1 && { rc=0; break; }
+		i=$((i + 1)); sleep 1
+	done
+	echo HICAIN-END $name rc=$rc
+}
+`
+
 const ibGuestInit = `#!/bin/sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -85,42 +125,8 @@ done
 # times.
 pingpong="ibv_rc_pingpong -d hicain_0 -g 1 -n 1000 -c"
 peer=10.42.0.$((3 - n))
-# serve NAME CMD...: one server run, framed for the test.
-serve() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	timeout 60 "$@" 2>&1
-	echo HICAIN-END $name rc=$?
-}
-# servebw NAME CMD...: serve for a perftest bandwidth run. perftest
-# calibrates its cycle counter against the clock when it reports, which
-# fails now and then on a TCG vCPU ("Can't produce a report", exit 1
-# after the transfer): the client then ends without the final exchange,
-# this side fails too, and both run again (the client as connect
-# retries), at most three times.
-servebw() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	a=0
-	while [ $a -lt 3 ]; do
-		timeout 60 "$@" 2>&1 && { rc=0; break; }
-		rc=$? a=$((a + 1))
-	done
-	echo HICAIN-END $name rc=$rc
-}
-# connect NAME CMD...: the client of a serve run on the peer, which may
-# not listen yet: the client then fails to connect and tries again.
-connect() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	rc=1 i=0
-	while [ $i -lt 30 ]; do
-		timeout 60 "$@" $peer 2>&1 && { rc=0; break; }
-		i=$((i + 1)); sleep 1
-	done
-	echo HICAIN-END $name rc=$rc
-}
-# retry NAME CMD...: as connect, for a client whose command names the
+tmo=60
+` + guestRunFuncs + `# retry NAME CMD...: as connect, for a client whose command names the
 # server itself.
 retry() {
 	name=$1; shift

@@ -71,39 +71,8 @@ ibv_devinfo -d hicain_0
 echo HICAIN-DEVINFO rc=$?
 echo HICAIN-LID $(cat $port/lid)
 peer=10.43.0.1
-serve() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	timeout 90 "$@" 2>&1
-	echo HICAIN-END $name rc=$?
-}
-connect() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	rc=1 i=0
-	while [ $i -lt 30 ]; do
-		timeout 90 "$@" $peer 2>&1 && { rc=0; break; }
-		i=$((i + 1)); sleep 1
-	done
-	echo HICAIN-END $name rc=$rc
-}
-# servebw NAME CMD...: serve for a perftest bandwidth run. perftest
-# calibrates its cycle counter against the clock when it reports, which
-# fails now and then on a TCG vCPU ("Can't produce a report", exit 1
-# after the transfer): the client then ends without the final exchange,
-# this side fails too, and both run again (the client as connect
-# retries), at most three times.
-servebw() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	a=0
-	while [ $a -lt 3 ]; do
-		timeout 60 "$@" 2>&1 && { rc=0; break; }
-		rc=$? a=$((a + 1))
-	done
-	echo HICAIN-END $name rc=$rc
-}
-run=connect runbw=connect
+tmo=90
+` + guestRunFuncs + `run=connect runbw=connect
 [ $n = 1 ] && run=serve runbw=servebw
 $run rc ibv_rc_pingpong -d hicain_0 -n 100 -c -p 18600
 if [ "$full" = 1 ]; then
