@@ -611,7 +611,7 @@ func TestQEMUIB(t *testing.T) {
 	g2.wait(ctx, t, "HICAIN-SUITE-DONE")
 	t.Logf("verbs suite done after %v", time.Since(start).Round(time.Second))
 	g2.wait(ctx, t, "HICAIN-BREAK-ME")
-	breakRxIndex(t, g2.cmd.Process.Pid, cfgs[1].MAC)
+	breakRxIndex(t, srv, 1, g2.cmd.Process.Pid, cfgs[1].MAC)
 	fmt.Fprintln(g2.stdin, "go")
 	g2.wait(ctx, t, "HICAIN-RESET-SEEN")
 	t.Logf("guest 2's device reset after %v", time.Since(start).Round(time.Second))
