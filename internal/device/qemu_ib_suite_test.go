@@ -103,19 +103,7 @@ func checkVerbsSuite(t *testing.T, c1, c2 string) {
 		t.Logf("verbs suite outputs in %s", d)
 	}
 
-	// get returns guest g's (0 or 1) run of name, which must have
-	// exited 0.
-	get := func(t *testing.T, g int, name string) string {
-		t.Helper()
-		r, ok := runs[g][name]
-		if !ok {
-			t.Fatalf("guest %d: no complete %s run", g+1, name)
-		}
-		if r.rc != 0 {
-			t.Errorf("guest %d: %s exited %d:\n%s", g+1, name, r.rc, r.out)
-		}
-		return r.out
-	}
+	get := runGetter(runs)
 	peerGID := [2]string{"::ffff:10.42.0.2", "::ffff:10.42.0.1"}
 	// pingpong checks an ibv_*_pingpong run on both guests: the peer's
 	// GID once per QP, and the traffic both sides count.
@@ -183,9 +171,30 @@ func checkVerbsSuite(t *testing.T, c1, c2 string) {
 		})
 	}
 	t.Run("ib_send_lat", func(t *testing.T) { checkSendLat(t, get, "") })
-	// librdmacm: the connection manager's MADs on QP1 through address
-	// handles made in atomic context, then RC (rping, ucmatose) or UD
-	// (udaddy) traffic. Each must exit 0 on both guests.
+	checkCMRuns(t, get)
+}
+
+// runGetter returns a function that gives guest g's (0 or 1) run of
+// name from runs, which must have exited 0.
+func runGetter(runs [2]map[string]suiteRun) func(t *testing.T, g int, name string) string {
+	return func(t *testing.T, g int, name string) string {
+		t.Helper()
+		r, ok := runs[g][name]
+		if !ok {
+			t.Fatalf("guest %d: no complete %s run", g+1, name)
+		}
+		if r.rc != 0 {
+			t.Errorf("guest %d: %s exited %d:\n%s", g+1, name, r.rc, r.out)
+		}
+		return r.out
+	}
+}
+
+// checkCMRuns checks the librdmacm runs of a guest suite, server on
+// guest 1: the connection manager's MADs on QP1 through address handles
+// made in atomic context, then RC (rping, 10 validated pings; ucmatose)
+// or UD (udaddy) traffic. Each must exit 0 on both guests.
+func checkCMRuns(t *testing.T, get func(t *testing.T, g int, name string) string) {
 	t.Run("rping", func(t *testing.T) {
 		get(t, 0, "rping")
 		out := get(t, 1, "rping")

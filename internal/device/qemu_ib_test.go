@@ -59,17 +59,22 @@ servebw() {
 	done
 	echo HICAIN-END $name rc=$rc
 }
-# connect NAME CMD...: the client of a serve run on the peer, which may
+# retry NAME CMD...: the client of a serve run on the peer, which may
 # not listen yet: the client then fails to connect and tries again.
-connect() {
+retry() {
 	name=$1; shift
 	echo HICAIN-BEGIN $name
 	rc=1 i=0
 	while [ $i -lt 30 ]; do
-		timeout $tmo "$@" $peer 2>&1 && { rc=0; break; }
+		timeout $tmo "$@" 2>&1 && { rc=0; break; }
 		i=$((i + 1)); sleep 1
 	done
 	echo HICAIN-END $name rc=$rc
+}
+# connect NAME CMD...: retry, the peer's address after the command.
+connect() {
+	name=$1; shift
+	retry $name "$@" $peer
 }
 `
 
@@ -126,19 +131,7 @@ done
 pingpong="ibv_rc_pingpong -d hicain_0 -g 1 -n 1000 -c"
 peer=10.42.0.$((3 - n))
 tmo=60
-` + guestRunFuncs + `# retry NAME CMD...: as connect, for a client whose command names the
-# server itself.
-retry() {
-	name=$1; shift
-	echo HICAIN-BEGIN $name
-	rc=1 i=0
-	while [ $i -lt 30 ]; do
-		timeout 60 "$@" 2>&1 && { rc=0; break; }
-		i=$((i + 1)); sleep 1
-	done
-	echo HICAIN-END $name rc=$rc
-}
-# The verbs suite, each tool once with its server on one guest and its
+` + guestRunFuncs + `# The verbs suite, each tool once with its server on one guest and its
 # client on the other: RC both ways, RC with 64-byte messages (within
 # the QP's max_inline_data, so ibv_rc_pingpong sends them inline and -c
 # checks what arrived), UD with address handles, RC QPs on an SRQ, and
@@ -574,18 +567,7 @@ func TestQEMUIB(t *testing.T) {
 	for _, lib := range libs {
 		r.addFile(t, lib, lib, 0o755)
 	}
-	// glibc opens libgcc_s with dlopen to unwind a thread that calls
-	// pthread_exit (rping's threads do), so ldd does not list it;
-	// without it the process aborts.
-	for _, lib := range libs {
-		if filepath.Base(lib) != "libc.so.6" {
-			continue
-		}
-		gcc := filepath.Join(filepath.Dir(lib), "libgcc_s.so.1")
-		_, err := os.Stat(gcc)
-		testutil.RequireTool(t, gcc, "apt-get install libgcc-s1", err == nil)
-		r.addFile(t, gcc, gcc, 0o755)
-	}
+	addLibgcc(t, r, libs)
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, w.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -836,4 +818,20 @@ func section(con, from, to string) string {
 		rest = rest[:j]
 	}
 	return rest
+}
+
+// addLibgcc adds libgcc_s next to the libc among libs: glibc opens it
+// with dlopen to unwind a thread that calls pthread_exit (rping's
+// threads do), so ldd does not list it; without it the process aborts.
+func addLibgcc(t *testing.T, r *initramfs, libs []string) {
+	t.Helper()
+	for _, lib := range libs {
+		if filepath.Base(lib) != "libc.so.6" {
+			continue
+		}
+		gcc := filepath.Join(filepath.Dir(lib), "libgcc_s.so.1")
+		_, err := os.Stat(gcc)
+		testutil.RequireTool(t, gcc, "apt-get install libgcc-s1", err == nil)
+		r.addFile(t, gcc, gcc, 0o755)
+	}
 }

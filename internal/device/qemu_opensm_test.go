@@ -48,7 +48,7 @@ ip link set lo up
 ip link set eth0 up && ip addr add 10.43.0.$n/24 dev eth0
 port=/sys/class/infiniband/hicain_0/ports/1
 echo HICAIN-UP ib=$(ls /sys/class/infiniband | tr '\n' ' ') link_layer=$(cat $port/link_layer) \
-	state="$(cat $port/state)" hicain_netdevs=$(ls -d /sys/bus/pci/drivers/hicain_net/*/net 2>/dev/null | wc -l) \
+	state="$(cat $port/state)" hicain_netdevs=$(cat /sys/bus/pci/drivers/hicain_net/*/net/*/type 2>/dev/null | grep -cx 1) \
 	dev=$(ls /dev/infiniband | tr '\n' ' ')
 if [ $n = 1 ]; then
 	# The first sweep finds the port in Init; the SM gives LIDs and
@@ -84,6 +84,30 @@ if [ "$full" = 1 ]; then
 	$runbw read_bw ib_read_bw -d hicain_0 -n 100 -p 18604
 	$run send_lat ib_send_lat -d hicain_0 -n 100 -p 18605
 	$run send_lat2 ib_send_lat -d hicain_0 -n 100 -p 18606
+	# IPoIB: ib_ipoib's ib0 joins the broadcast group through the SA
+	# (OpenSM's default partition has it), which gives it the MLID the
+	# SM programmed in the switches' multicast tables; ARP goes there.
+	ip link set ib0 up && ip addr add 10.44.0.$n/24 dev ib0
+	echo HICAIN-BEGIN ipoib
+	i=0
+	until ping -c 1 -W 2 10.44.0.$((3 - n)) >/dev/null 2>&1; do
+		i=$((i + 1)); [ $i -ge 30 ] && break
+	done
+	ping -c 5 -W 5 10.44.0.$((3 - n)) 2>&1
+	echo HICAIN-END ipoib rc=$?
+	# librdmacm on InfiniBand: addresses resolved over IPoIB (ARP on
+	# ib0), paths by SA PathRecord queries, connections by CM MADs on
+	# QP1. rping (RC, 10 validated pings), ucmatose (RC), udaddy (UD
+	# through SIDR), server on guest 1.
+	if [ $n = 1 ]; then
+		serve rping rping -s -a 10.44.0.1 -C 10 -V -p 18610
+		serve ucmatose ucmatose -b 10.44.0.1 -c 1 -C 10 -p 18611
+		serve udaddy udaddy -b 10.44.0.1 -c 1 -C 10
+	else
+		retry rping rping -c -a 10.44.0.1 -C 10 -V -v -p 18610
+		retry ucmatose ucmatose -s 10.44.0.1 -b 10.44.0.2 -c 1 -C 10 -p 18611
+		retry udaddy udaddy -s 10.44.0.1 -b 10.44.0.2 -c 1 -C 10
+	fi
 	# Guest 2 answers guest 1's ibping (vendor-class MADs, QP1 to
 	# QP1) until it powers off.
 	[ $n = 2 ] && ibping -S > /tmp/ibping.out 2>&1 &
@@ -193,6 +217,11 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 		testutil.RequireTool(t, b, "apt-get install infiniband-diags", err == nil)
 		tools = append(tools, p)
 	}
+	for _, b := range cmTools {
+		p, err := exec.LookPath(b)
+		testutil.RequireTool(t, b, "apt-get install rdmacm-utils", err == nil)
+		tools = append(tools, p)
+	}
 	for _, b := range []string{"ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong"} {
 		p, err := exec.LookPath(b)
 		testutil.RequireTool(t, b, "apt-get install ibverbs-utils", err == nil)
@@ -220,7 +249,7 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	r := &initramfs{w: w, dirs: map[string]bool{"dev": true, "bin": true, "proc": true, "sys": true,
 		"usr": true, "usr/bin": true, "usr/sbin": true, "sbin": true}}
 	var order []string
-	for _, m := range guestModules(t, release, "ib_core", "ib_uverbs", "ib_umad", "virtio_pci", "virtio_net") {
+	for _, m := range guestModules(t, release, "ib_core", "ib_uverbs", "ib_umad", "ib_ipoib", "rdma_ucm", "virtio_pci", "virtio_net") {
 		name := moduleName(m) + ".ko"
 		r.add(t, "/lib/modules/"+name, 0o644, readModule(t, filepath.Join("/lib/modules", release, m)))
 		order = append(order, name)
@@ -234,9 +263,11 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	}
 	r.addFile(t, "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so", so, 0o755)
 	r.addFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
-	for _, lib := range sharedLibs(t, append([]string{so}, tools...)...) {
+	libs := sharedLibs(t, append([]string{so}, tools...)...)
+	for _, lib := range libs {
 		r.addFile(t, lib, lib, 0o755)
 	}
+	addLibgcc(t, r, libs)
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, w.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -335,6 +366,7 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	if full {
 		checkPerftestByLID(t, c1, c2, lids)
 		checkIBPing(t, c1, lids[1])
+		checkIPoIB(t, c1, c2)
 	}
 	t.Logf("guest 1 OpenSM:\n%s", section(c1, "HICAIN-BEGIN opensm", "HICAIN-END opensm"))
 	diags := section(c1, "HICAIN-BEGIN diags", "HICAIN-END diags")
@@ -413,28 +445,23 @@ func calibrationFailed(out string) bool {
 // have measured.
 func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
 	runs := [2]map[string]suiteRun{suiteRuns(c1), suiteRuns(c2)}
+	getRun := runGetter(runs)
 	get := func(t *testing.T, g int, name string) string {
 		t.Helper()
-		r, ok := runs[g][name]
-		if !ok {
-			t.Fatalf("guest %d: no complete %s run", g+1, name)
-		}
-		if r.rc != 0 {
-			t.Errorf("guest %d: %s exited %d:\n%s", g+1, name, r.rc, r.out)
-		}
+		out := getRun(t, g, name)
 		// The peer's LID, not a GID: perftest reads the link layer
 		// and addresses an InfiniBand port by LID, with no GRH.
-		if !regexp.MustCompile(`(?m)^\s*Link type\s*: IB\s*$`).MatchString(r.out) || strings.Contains(r.out, "GID:") {
-			t.Errorf("guest %d: %s did not run over the InfiniBand link layer without a GID:\n%s", g+1, name, r.out)
+		if !regexp.MustCompile(`(?m)^\s*Link type\s*: IB\s*$`).MatchString(out) || strings.Contains(out, "GID:") {
+			t.Errorf("guest %d: %s did not run over the InfiniBand link layer without a GID:\n%s", g+1, name, out)
 		}
-		m := perftestRemoteLID.FindAllStringSubmatch(r.out, -1)
+		m := perftestRemoteLID.FindAllStringSubmatch(out, -1)
 		peer := lids[1-g]
 		if len(m) == 0 {
-			t.Errorf("guest %d: %s printed no remote address:\n%s", g+1, name, r.out)
+			t.Errorf("guest %d: %s printed no remote address:\n%s", g+1, name, out)
 		} else if v, err := strconv.ParseUint(m[len(m)-1][1], 0, 16); err != nil || strconv.FormatUint(v, 10) != peer {
 			t.Errorf("guest %d: %s connected to LID %s, want guest %d's, %s", g+1, name, m[len(m)-1][1], 2-g, peer)
 		}
-		return r.out
+		return out
 	}
 	t.Run("perftest_bw", func(t *testing.T) {
 		measured := 0
@@ -470,4 +497,21 @@ func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
 		}
 	})
 	t.Run("ib_send_lat", func(t *testing.T) { checkSendLat(t, get, " by LID") })
+}
+
+// checkIPoIB checks the guests' IPoIB and RDMA CM runs: ib0 (ib_ipoib on
+// the InfiniBand vNIC, in the SA's broadcast group) carries five pings
+// each way, and librdmacm's tools connect over it, server on guest 1.
+func checkIPoIB(t *testing.T, c1, c2 string) {
+	get := runGetter([2]map[string]suiteRun{suiteRuns(c1), suiteRuns(c2)})
+	t.Run("ipoib", func(t *testing.T) {
+		for g := range 2 {
+			out := get(t, g, "ipoib")
+			t.Logf("guest %d ping over IPoIB:\n%s", g+1, out)
+			if !strings.Contains(out, "5 packets transmitted, 5 packets received") {
+				t.Errorf("guest %d: not every ping over IPoIB was answered", g+1)
+			}
+		}
+	})
+	checkCMRuns(t, get)
 }

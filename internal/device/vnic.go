@@ -34,7 +34,11 @@ const (
 	DefaultShmSize = BAR2Min
 	DefaultVectors = 8
 	DefaultMTU     = 1024
-	maxFrame       = L2MaxFrame // HiSwitch default port MaxFrame
+	// DefaultIBMTU is the MTU of an InfiniBand vNIC: no netdev bounds
+	// it, and OpenSM's default IPoIB broadcast group (MTU 2048) admits
+	// only ports that can carry its MTU.
+	DefaultIBMTU = 4096
+	maxFrame     = L2MaxFrame // HiSwitch default port MaxFrame
 )
 
 // VNICConfig describes one emulated NIC.
@@ -90,6 +94,9 @@ func (c *VNICConfig) resolve() error {
 	}
 	if c.MTU == 0 {
 		c.MTU = DefaultMTU
+		if c.LinkLayer == "ib" {
+			c.MTU = DefaultIBMTU
+		}
 	}
 	if c.MAC == ([6]byte{}) {
 		return errors.New("MAC is required")

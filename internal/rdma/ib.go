@@ -89,7 +89,7 @@ func (d *Device) initIB() error {
 		PortPhysicalState:    proto.PortPhysStateLinkUp,
 		LinkDownDefaultState: proto.PortPhysStatePolling,
 		NeighborMTU:          uint8(d.activeMTU),
-		MTUCap:               proto.IBMTU4096,
+		MTUCap:               uint8(d.activeMTU), // the configured MTU: the SM sets no NeighborMTU above it
 		VLCap:                proto.VLCapVL0To7,
 		OperationalVLs:       proto.VLCapVL0,
 		HOQLife:              0x1F,
