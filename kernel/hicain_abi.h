@@ -25,10 +25,11 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	4	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	5	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
-				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand) */
+				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
+				 * 1.5: SM_CHANGE, CLIENT_REREGISTER */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -502,6 +503,10 @@ enum hicain_event_type {
 	HICAIN_EV_SRQ_ERR,		/* handle = srqn, data = reason */
 	HICAIN_EV_LID_CHANGE,		/* ABI 1.4, InfiniBand: an SM changed
 					 * the port's LID (handle = port) */
+	HICAIN_EV_SM_CHANGE,		/* ABI 1.5, InfiniBand: another master
+					 * SM LID (handle = port) */
+	HICAIN_EV_CLIENT_REREGISTER,	/* ABI 1.5, InfiniBand: the SM set
+					 * ClientReregister (handle = port) */
 };
 
 /* hicain_eqe.data of HICAIN_EV_QP_FATAL and HICAIN_EV_SRQ_ERR */

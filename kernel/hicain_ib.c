@@ -2602,6 +2602,12 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 	case HICAIN_EV_LID_CHANGE:
 		hicain_ib_port_event(hidev, IB_EVENT_LID_CHANGE);
 		break;
+	case HICAIN_EV_SM_CHANGE:
+		hicain_ib_port_event(hidev, IB_EVENT_SM_CHANGE);
+		break;
+	case HICAIN_EV_CLIENT_REREGISTER:
+		hicain_ib_port_event(hidev, IB_EVENT_CLIENT_REREGISTER);
+		break;
 	case HICAIN_EV_QP_FATAL:
 		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_FATAL);
 		break;

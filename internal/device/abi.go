@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 4
+	ABIMinor       = 5
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -143,6 +143,8 @@ const (
 	EvQPLastWQE
 	EvSRQErr
 	EvLIDChange
+	EvSMChange
+	EvClientReregister
 )
 
 // Event data (hicain_eqe.data): the reasons of EvQPFatal and EvSRQErr,

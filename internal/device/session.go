@@ -422,7 +422,7 @@ func (s *session) asyncEvent(ev rdma.AsyncEvent) {
 		if q, ok := s.srqs[ev.SRQ.Handle()]; ok && q.srq == ev.SRQ {
 			s.postEvent(EvSRQLimit, q.srqn, 0)
 		}
-	case rdma.EventPortActive, rdma.EventPortErr, rdma.EventLIDChange:
+	case rdma.EventPortActive, rdma.EventPortErr, rdma.EventLIDChange, rdma.EventSMChange, rdma.EventClientReregister:
 		// An InfiniBand port's state and LID follow its subnet manager
 		// (SMA Sets over the wire or through MAD_IFC); the driver
 		// refreshes what ib_core caches. An Ethernet port's events
@@ -436,6 +436,10 @@ func (s *session) asyncEvent(ev rdma.AsyncEvent) {
 			typ = EvPortActive
 		case rdma.EventPortErr:
 			typ = EvPortErr
+		case rdma.EventSMChange:
+			typ = EvSMChange
+		case rdma.EventClientReregister:
+			typ = EvClientReregister
 		}
 		s.postEvent(typ, 1, 0)
 	case rdma.EventQPFatal, rdma.EventQPLastWQEReached:

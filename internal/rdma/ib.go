@@ -30,8 +30,20 @@ const (
 		proto.PortCapIsClientReregistrationSupported | proto.PortCapIsExtendedSpeedsSupported
 )
 
-// EventLIDChange is IBV_EVENT_LID_CHANGE: the SM gave the port a new LID.
-const EventLIDChange AsyncEventType = 11
+// Port events of an InfiniBand port (ibv_event_type values).
+const (
+	// EventLIDChange is IBV_EVENT_LID_CHANGE: the SM gave the port a
+	// new LID.
+	EventLIDChange AsyncEventType = 11
+	// EventSMChange is IBV_EVENT_SM_CHANGE: another SM (a new master
+	// SM LID) now manages the port.
+	EventSMChange AsyncEventType = 13
+	// EventClientReregister is IBV_EVENT_CLIENT_REREGISTER: the SM set
+	// PortInfo.ClientReregister, asking the port's SA clients to
+	// register again (multicast joins, event subscriptions), as a new
+	// master does after its first sweep.
+	EventClientReregister AsyncEventType = 17
+)
 
 // ibPort is the IB state of port 1: PortInfo and the P_Key table. Only
 // the engine goroutine changes it (SMA Sets), under mu; other goroutines
@@ -533,7 +545,9 @@ func (d *Device) sma(m []byte) {
 
 // setPortInfo applies a PortInfo Set with the IBA state rules (Armed only
 // from Init, Active only from Armed, Down retrains to Init) and raises
-// LID_CHANGE and PORT_ACTIVE events.
+// LID_CHANGE, SM_CHANGE (a master SM LID other than the one the port
+// had), PORT_ACTIVE, and CLIENT_REREGISTER when the Set has the
+// ClientReregister bit (the capability mask says the port honours it).
 func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 	p := &d.port1
 	p.mu.Lock()
@@ -558,7 +572,7 @@ func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 		p.mu.Unlock()
 		return proto.MADStatusInvalidField
 	}
-	oldLID := p.pi.LID
+	oldLID, oldSM := p.pi.LID, p.pi.MasterSMLID
 	p.pi.MKey = f.MKey
 	p.pi.GIDPrefix = f.GIDPrefix
 	p.pi.LID = f.LID
@@ -580,11 +594,17 @@ func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 	if oldLID != f.LID {
 		d.raise(AsyncEvent{Type: EventLIDChange, Port: 1})
 	}
+	if oldSM != 0 && oldSM != f.MasterSMLID {
+		d.raise(AsyncEvent{Type: EventSMChange, Port: 1})
+	}
 	switch f.PortState {
 	case proto.PortStateDown:
 		d.setPortState(proto.PortStateInit)
 	case proto.PortStateArmed, proto.PortStateActive:
 		d.setPortState(f.PortState)
+	}
+	if f.ClientReregister {
+		d.raise(AsyncEvent{Type: EventClientReregister, Port: 1})
 	}
 	return proto.MADStatusOK
 }

@@ -263,6 +263,30 @@ func TestIBSMAAndPMA(t *testing.T) {
 	if evs[0] != rdma.EventLIDChange || evs[1] != rdma.EventPortActive {
 		t.Fatalf("events %v, want LID_CHANGE, PORT_ACTIVE", evs)
 	}
+	// A new master (SM LID 7) that asks the port's clients to register
+	// again: SM_CHANGE, then CLIENT_REREGISTER; the response's
+	// ClientReregister bit reads 0.
+	pi.MasterSMLID, pi.ClientReregister = 7, true
+	proto.PortInfo(set).Encode(&pi)
+	if r = dr(proto.MADMethodSet, []byte{1}, proto.SMPAttrPortInfo, set); r.Status() != 0 {
+		t.Fatalf("Set SM LID 7: status %#x", r.Status())
+	}
+	if got := proto.PortInfo(r.Data()).Fields(); got.ClientReregister || got.MasterSMLID != 7 {
+		t.Fatalf("response: ClientReregister %v, MasterSMLID %d", got.ClientReregister, got.MasterSMLID)
+	}
+	evs = evs[:0]
+	for len(evs) < 2 {
+		select {
+		case ev := <-ca.dev.AsyncEvents():
+			evs = append(evs, ev.Type)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events %v", evs)
+		}
+	}
+	if evs[0] != rdma.EventSMChange || evs[1] != rdma.EventClientReregister {
+		t.Fatalf("events %v, want SM_CHANGE, CLIENT_REREGISTER", evs)
+	}
+	pi.ClientReregister = false
 
 	// The PMA on QP1 of LID 5 answers PortCounters.
 	qp1 := smQP(t, sm, rdma.QPTypeGSI)
