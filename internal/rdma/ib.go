@@ -344,6 +344,12 @@ func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
 			d.ctr.vl15Dropped.Add(1)
 			return
 		}
+		if e.forSM(smp) {
+			// As it arrived: the host's SMI steps the route (ib_mad's
+			// smi_handle_dr_smp_recv).
+			e.toSpecialQP(0, pkt, smp)
+			return
+		}
 		smp.ReturnPath()[hc] = 1
 		smp.SetHopPointer(hc + 1)
 		resp := make([]byte, proto.MADSize)
@@ -359,7 +365,7 @@ func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
 		d.ctr.vl15Dropped.Add(1)
 		return
 	}
-	if smp.IsResponse() {
+	if smp.IsResponse() || e.forSM(smp) {
 		e.toSpecialQP(0, pkt, smp)
 		return
 	}
@@ -367,6 +373,15 @@ func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
 	copy(resp, smp)
 	d.sma(resp)
 	e.sendMAD(0, lrh.SLID(), 0, 0, 0, resp)
+}
+
+// forSM reports whether an SMP request that reached this port is the
+// subnet manager's to answer rather than the SMA's: SMInfo (IBA 14.4.1;
+// sminfo, and SMs polling each other) goes to QP0's consumer when there
+// is one. Behind QP0 in a guest is ib_mad, which hands it to the SM's
+// agent, or answers "unsupported attribute" itself when no SM runs.
+func (e *engine) forSM(smp proto.SMP) bool {
+	return smp.AttributeID() == proto.SMPAttrSMInfo && e.qps[0] != nil
 }
 
 // rxGMP handles a QP1 packet: PerfMgt requests go to the PMA; everything
@@ -687,8 +702,8 @@ func (d *Device) pmaNow() pmaBase {
 // and raise the same events as an SM's Sets over the wire.
 //
 // mad is a 256-byte MAD. The answer is a new 256-byte MAD, or nil when
-// there is none: responses, and classes other than the SMP classes, are
-// not the SMA's. A directed-route SMP must be outbound, with HopCount 0,
+// there is none: responses, classes other than the SMP classes, and
+// SMInfo (the subnet manager's attribute) are not the SMA's. A directed-route SMP must be outbound, with HopCount 0,
 // HopPointer 0 or 1 (the sender's SMI may have stepped it already,
 // C14-9:1) and a permissive DrDLID (C14-9:3); its answer returns with
 // HopPointer 0, as at the end of its way back (C14-13:3). Errors:
@@ -707,6 +722,11 @@ func (d *Device) LocalSMP(mad []byte) ([]byte, error) {
 		return nil, nil
 	}
 	smp := proto.SMP(mad)
+	if smp.AttributeID() == proto.SMPAttrSMInfo {
+		// The SM's (forSM): ib_mad passes a received SMInfo request to
+		// process_mad first; declining leaves it to the SM's agent.
+		return nil, nil
+	}
 	switch m.MgmtClass() {
 	case proto.MgmtClassSubnLID:
 	case proto.MgmtClassSubnDirectedRoute:

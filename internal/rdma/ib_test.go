@@ -478,7 +478,12 @@ func TestIBLocalSMP(t *testing.T) {
 	perf[1] = proto.MgmtClassPerfMgt
 	badBase := smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrNodeInfo}, nil)
 	badBase[0] = 2
-	for name, m := range map[string][]byte{"response": resp, "PerfMgt": perf, "base version 2": badBase} {
+	// SMInfo is the SM's, by LID or by any directed route.
+	smInfo := smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrSMInfo}, nil)
+	smInfoDR := smp(proto.SMPFields{MgmtClass: proto.MgmtClassSubnDirectedRoute, Method: proto.MADMethodGet,
+		AttributeID: proto.SMPAttrSMInfo, HopCount: 2, HopPointer: 2}, nil)
+	for name, m := range map[string][]byte{"response": resp, "PerfMgt": perf, "base version 2": badBase,
+		"SMInfo": smInfo, "SMInfo by directed route": smInfoDR} {
 		if r, err := n.dev.LocalSMP(m); r != nil || err != nil {
 			t.Errorf("%s: answer %v, error %v; want neither", name, r != nil, err)
 		}
