@@ -9,8 +9,13 @@
 #   4. a two-guest HiNIC rack (hinic device serve + HiSwitch) -> the same
 #      SSH gate -> the packages' life cycle in a guest (dpkg -r, -P, -i,
 #      modprobe, ibv_devices) -> rack down;
-#   5. both gates' figures in one table with the HiNIC/Soft-RoCE ratio of
-#      every case (hinic verify compare).
+#   5. a two-guest native InfiniBand rack (HiNIC vNICs with link ib on
+#      two HiSwitches joined by a cable, OpenSM in vm-a, IPoIB) -> the SSH
+#      gate's InfiniBand variant (LID addressing, the infiniband-diags
+#      cases, RDMA CM over IPoIB) -> rack down;
+#   6. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
+#      ratio of every case, and HiNIC's RoCEv2 and InfiniBand figures in
+#      another (hinic verify compare).
 # Prints the time of each stage. Needs root (mmdebstrap root mode) and the
 # host tools of `hinic doctor`; KVM is not needed (TCG).
 #
@@ -19,12 +24,14 @@
 #                unchanged (default .cache/images/hinic-guest; keep .cache/
 #                between CI runs)
 #   E2E_HIMAGE   the HiNIC image directory (default .cache/images/hinic-hicain)
-#   E2E_DIR      outputs (default .cache/e2e): rxe/ and hicain/ (gate.txt,
-#                gate.json, gate.xml, raw tool outputs, status), debs/,
-#                pkg-cycle.txt, compare.txt, compare.json, timings.txt
+#   E2E_DIR      outputs (default .cache/e2e): rxe/, hicain/ and ib/
+#                (gate.txt, gate.json, gate.xml, raw tool outputs, status),
+#                debs/, pkg-cycle.txt, compare.txt, compare.json,
+#                compare-ib.txt, compare-ib.json, timings.txt
 #   E2E_RACK     Soft-RoCE rack spec (default testdata/racks/two-rxe.yaml)
 #   E2E_HRACK    HiNIC rack spec (default testdata/racks/two-hicain.yaml)
-#   E2E_ONLY     rxe or hicain: run one rack only (no comparison)
+#   E2E_IRACK    InfiniBand rack spec (default testdata/racks/two-ib.yaml)
+#   E2E_ONLY     rxe, hicain or ib: run one rack only (no comparison)
 set -euo pipefail
 
 HINIC=${HINIC:-bin/hinic}
@@ -33,8 +40,9 @@ HIMAGE=${E2E_HIMAGE:-.cache/images/hinic-hicain}
 OUT=${E2E_DIR:-.cache/e2e}
 SPEC=${E2E_RACK:-testdata/racks/two-rxe.yaml}
 HSPEC=${E2E_HRACK:-testdata/racks/two-hicain.yaml}
+ISPEC=${E2E_IRACK:-testdata/racks/two-ib.yaml}
 ONLY=${E2E_ONLY:-}
-case $ONLY in "" | rxe | hicain) ;; *) echo "e2e: E2E_ONLY is rxe or hicain, not $ONLY" >&2; exit 2 ;; esac
+case $ONLY in "" | rxe | hicain | ib) ;; *) echo "e2e: E2E_ONLY is rxe, hicain or ib, not $ONLY" >&2; exit 2 ;; esac
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -98,7 +106,7 @@ KVER=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel_release"]
 KPKG=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["kernel_package"])' < "$OUT/manifest.json")
 echo "e2e: guest kernel $KVER ($KPKG)"
 
-if [[ $ONLY != hicain ]]; then
+if [[ -z $ONLY || $ONLY == rxe ]]; then
 	rack rxe "$SPEC" "$IMAGE"
 	rack_down rxe
 fi
@@ -116,6 +124,9 @@ if [[ $ONLY != rxe ]]; then
 	"$HINIC" image build --dir "$HIMAGE" --kernel "$KPKG" --deb "${debs[0]}" --deb "${debs[1]}" -o json > "$OUT/hicain-manifest.json"
 	stage "hicain image" "$t"
 
+fi
+
+if [[ -z $ONLY || $ONLY == hicain ]]; then
 	rack hicain "$HSPEC" "$HIMAGE"
 	t=$(now)
 	set +e
@@ -132,6 +143,11 @@ if [[ $ONLY != rxe ]]; then
 	rack_down hicain
 fi
 
+if [[ -z $ONLY || $ONLY == ib ]]; then
+	rack ib "$ISPEC" "$HIMAGE"
+	rack_down ib
+fi
+
 if [[ -z $ONLY ]]; then
 	echo
 	echo "Soft-RoCE (rdma_rxe) and HiNIC (hicain), the same stock tools in the same TCG guests:"
@@ -139,6 +155,12 @@ if [[ -z $ONLY ]]; then
 		tee "$OUT/compare.txt"
 	"$HINIC" verify compare "$OUT/rxe/gate.json" "$OUT/hicain/gate.json" --base-name Soft-RoCE --new-name HiNIC \
 		-o json > "$OUT/compare.json" 2>/dev/null
+	echo
+	echo "HiNIC on RoCEv2 (one switch) and on native InfiniBand (two switches, OpenSM), the same tools:"
+	"$HINIC" verify compare "$OUT/hicain/gate.json" "$OUT/ib/gate.json" --base-name RoCEv2 --new-name InfiniBand |
+		tee "$OUT/compare-ib.txt"
+	"$HINIC" verify compare "$OUT/hicain/gate.json" "$OUT/ib/gate.json" --base-name RoCEv2 --new-name InfiniBand \
+		-o json > "$OUT/compare-ib.json" 2>/dev/null
 fi
 
 trap - EXIT

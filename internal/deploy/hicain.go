@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -81,6 +82,17 @@ func DeviceMTU(r *Rack) int {
 	return m
 }
 
+// guestMTU is the path MTU limit of guest g's vNIC: DeviceMTU, or for
+// an InfiniBand vNIC, which no netdev bounds, 4096 unless the rack sets
+// an mtu (OpenSM's default IPoIB broadcast group, MTU 2048, admits only
+// ports that can carry it).
+func guestMTU(r *Rack, g Guest) int {
+	if g.Link == LinkIB && r.MTU == 0 {
+		return hicainMaxMTU
+	}
+	return DeviceMTU(r)
+}
+
 // DeviceArgs is the `hinic device serve` command line (after the binary)
 // of the rack: one --vnic per hicain guest, on the guest's fabric port.
 func DeviceArgs(r *Rack) []string {
@@ -95,9 +107,9 @@ func DeviceArgs(r *Rack) []string {
 			"port=" + PortSocket(r, g.Switch, g.Port),
 			"mac=" + g.MAC,
 			"ip=" + g.IP,
-			"link=eth",
+			"link=" + cmp.Or(g.Link, LinkEth),
 			fmt.Sprintf("vectors=%d", hicainVectors),
-			fmt.Sprintf("mtu=%d", DeviceMTU(r)),
+			fmt.Sprintf("mtu=%d", guestMTU(r, g)),
 		}, ","))
 	}
 	return args
@@ -207,7 +219,11 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 			return true, fmt.Errorf("the device backend did not open its control socket in 15 s (see %s)", logPath)
 		}
 	}
-	p("device: serving %d vNIC(s), MTU %d (pid %d, log %s)", len(r.hicainGuests()), DeviceMTU(r), st.DevicePID, logPath)
+	var mtus []string
+	for _, g := range r.hicainGuests() {
+		mtus = append(mtus, fmt.Sprintf("%s %s MTU %d", g.Name, g.Link, guestMTU(r, g)))
+	}
+	p("device: serving %d vNIC(s): %s (pid %d, log %s)", len(mtus), strings.Join(mtus, ", "), st.DevicePID, logPath)
 	return true, nil
 }
 
@@ -320,4 +336,132 @@ func HicainScript(r *Rack, g Guest, nic string) string {
 	fmt.Fprintf(&b, "ip link set dev %s up\n", nic)
 	fmt.Fprintf(&b, "modprobe %s\n", hicainIB)
 	return b.String()
+}
+
+// IPoIB is the kernel module that gives an InfiniBand port its IP
+// netdev; ARPHRDInfiniBand is that netdev's type in sysfs.
+const (
+	ipoibModule      = "ib_ipoib"
+	arphrdInfiniBand = "32"
+	// ibActiveTimeout bounds the wait for the subnet manager to bring
+	// a port up: its first sweep under TCG takes seconds, and the guest
+	// that runs it may still be booting.
+	ibActiveTimeout = 180 * time.Second
+)
+
+// setupHicainIB brings up a hicain guest whose vNIC is InfiniBand:
+// hicain_net (no Ethernet netdev for such a function), hicain_ib, ib_umad
+// (umad0 and issm0 for OpenSM and infiniband-diags), ib_ipoib and
+// rdma_ucm; starts OpenSM on its port when the rack chose this guest, and
+// makes sure no other guest runs one; waits until the subnet manager has
+// made the port ACTIVE, then gives the IPoIB netdev the guest's IP. It
+// returns the IPoIB netdev and the RDMA device.
+func setupHicainIB(ctx context.Context, c *Client, r *Rack, g Guest, p Progress) (nic, dev string, err error) {
+	if out, err := c.Run(ctx, "modprobe "+hicainDriver+" || { echo \"(guest kernel $(uname -r))\"; exit 1; }"); err != nil {
+		return "", "", fmt.Errorf("modprobe %s failed: %s\n%s", hicainDriver, strings.TrimSpace(out), missingHicain)
+	}
+	if _, err := c.Run(ctx, "test -e /etc/libibverbs.d/hicain.driver"); err != nil {
+		return "", "", fmt.Errorf("the libibverbs provider libhicain is not installed (no /etc/libibverbs.d/hicain.driver)\n%s",
+			missingHicain)
+	}
+	if out, err := c.Run(ctx, "modprobe -a "+hicainIB+" ib_umad "+ipoibModule+" rdma_ucm"); err != nil {
+		return "", "", fmt.Errorf("modprobe %s ib_umad %s rdma_ucm: %w: %s", hicainIB, ipoibModule, err, strings.TrimSpace(out))
+	}
+	out, err := c.Run(ctx, "udevadm settle -t 10 >/dev/null 2>&1; ls /sys/bus/pci/drivers/"+hicainDriver+"/*/infiniband/")
+	devs := strings.Fields(out)
+	if err != nil || len(devs) != 1 {
+		return "", "", fmt.Errorf("want one RDMA device of %s in the guest, found %q (is the ivshmem device there? lspci -nn | grep 1af4:1110)",
+			hicainDriver, strings.TrimSpace(out))
+	}
+	dev = devs[0]
+	port := "/sys/class/infiniband/" + dev + "/ports/1"
+	if out, err := c.Run(ctx, "cat "+port+"/link_layer"); err != nil || strings.TrimSpace(out) != "InfiniBand" {
+		return "", dev, fmt.Errorf("%s: link layer %q, want InfiniBand (the device backend serves the vNIC with link=%s)",
+			dev, strings.TrimSpace(out), g.Link)
+	}
+	if err := ensureOpenSM(ctx, c, r, g, dev, p); err != nil {
+		return "", dev, err
+	}
+	var last string
+	for start := time.Now(); ; {
+		out, err := c.Run(ctx, "cat "+port+"/state "+port+"/lid "+port+"/sm_lid")
+		if err == nil && strings.Contains(out, "ACTIVE") {
+			f := strings.Fields(out)
+			p("%s: %s port 1 ACTIVE, LID %s, SM LID %s", g.Name, dev, f[len(f)-2], f[len(f)-1])
+			break
+		}
+		last = strings.Join(strings.Fields(out), " ")
+		if time.Since(start) > ibActiveTimeout {
+			return "", dev, fmt.Errorf("%s port 1 is not ACTIVE after %v (%s): no subnet manager configured it; %s",
+				dev, ibActiveTimeout, last, smHint(r))
+		}
+		select {
+		case <-ctx.Done():
+			return "", dev, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	// The IPoIB netdev of the device, whatever udev named it (ib0,
+	// ibp0s4).
+	out, err = c.Run(ctx, `dev=$(readlink -f /sys/class/infiniband/`+dev+`/device); for d in /sys/class/net/*; do
+	[ "$(cat $d/type)" = `+arphrdInfiniBand+` ] && [ "$(readlink -f $d/device)" = "$dev" ] && basename $d; done; true`)
+	nics := strings.Fields(out)
+	if err != nil || len(nics) != 1 {
+		return "", dev, fmt.Errorf("want one IPoIB netdev of %s, found %q (%s loaded?)", dev, strings.TrimSpace(out), ipoibModule)
+	}
+	nic = nics[0]
+	script := fmt.Sprintf("set -e\nip addr replace %s/%d dev %s\nip link set dev %s up\n", g.IP, r.PrefixLen(), nic, nic)
+	if out, err := c.Run(ctx, script); err != nil {
+		return nic, dev, fmt.Errorf("IPoIB: %w\n%s", err, lastLines(out, 10))
+	}
+	// The carrier comes once ib_ipoib has joined the partition's
+	// broadcast group through the SA.
+	for i := 0; ; i++ {
+		out, err := c.Run(ctx, "cat /sys/class/net/"+nic+"/carrier")
+		if err == nil && strings.TrimSpace(out) == "1" {
+			return nic, dev, nil
+		}
+		if i == 60 {
+			return nic, dev, fmt.Errorf("IPoIB %s has no carrier after 60 s: it did not join the broadcast group (the SA of the subnet manager answers the join; %s)",
+				nic, smHint(r))
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// smHint says where the rack's subnet manager runs, for errors.
+func smHint(r *Rack) string {
+	if r.OpenSM == OpenSMNone {
+		return "the rack starts none (opensm: none): is one running on the subnet?"
+	}
+	return fmt.Sprintf("OpenSM runs in guest %s (journalctl -u 'opensm@*' and /var/log/opensm.*.log there)", r.OpenSM)
+}
+
+// ensureOpenSM runs Debian's OpenSM service on the port of dev when the
+// rack chose guest g for it, and stops it otherwise: an image with the
+// opensm package starts one on every InfiniBand port at boot (PORTS=ALL
+// in /etc/default/opensm), and a rack wants one master it knows.
+func ensureOpenSM(ctx context.Context, c *Client, r *Rack, g Guest, dev string, p Progress) error {
+	if r.OpenSM != g.Name {
+		_, err := c.Run(ctx, `if [ -e /etc/default/opensm ]; then sed -i 's/^PORTS=.*/PORTS=NONE/' /etc/default/opensm; fi
+systemctl stop opensm.service 'opensm@*.service' 2>/dev/null; true`)
+		return err
+	}
+	out, err := c.Run(ctx, fmt.Sprintf(`set -e
+test -x /usr/sbin/opensm || { echo "no /usr/sbin/opensm: the image lacks Debian's opensm package"; exit 1; }
+guid=$(cat /sys/class/infiniband/%[1]s/ports/1/gids/0 | awk -F: '{printf "0x%%s%%s%%s%%s", $5, $6, $7, $8}')
+sed -i "s/^PORTS=.*/PORTS=$guid/" /etc/default/opensm
+systemctl reset-failed 'opensm@*.service' 2>/dev/null || true
+systemctl restart opensm.service
+systemctl start opensm@$guid.service
+sleep 1
+systemctl is-active opensm@$guid.service
+echo $guid`, dev))
+	if err != nil {
+		return fmt.Errorf("starting OpenSM: %w\n%s", err, lastLines(out, 10))
+	}
+	f := strings.Fields(out)
+	p("%s: OpenSM runs on port GUID %s (opensm@%s.service, log /var/log/opensm.%s.log)", g.Name, f[len(f)-1],
+		f[len(f)-1], f[len(f)-1])
+	return nil
 }

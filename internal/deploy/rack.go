@@ -62,6 +62,7 @@ type GuestState struct {
 	DataNIC string  `json:"data_nic"` // the guest's netdev name, e.g. ens4
 	RDMADev string  `json:"rdma_dev"` // e.g. rxe0
 	NIC     string  `json:"nic"`
+	Link    string  `json:"link"` // eth (RoCEv2) or ib (native InfiniBand; DataNIC is IPoIB)
 	Dir     string  `json:"dir"`
 	BootSec float64 `json:"boot_to_ssh_s"`
 	Ready   bool    `json:"ready"`
@@ -229,7 +230,7 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		g := r.Guests[i]
 		gs := &st.Guests[i]
 		*gs = GuestState{Name: g.Name, PID: prev[g.Name].PID, BootSec: prev[g.Name].BootSec, SSHAddr: fmt.Sprintf("127.0.0.1:%d", g.SSHPort),
-			DataIP: g.IP, NIC: g.NIC, Dir: filepath.Join(runDir, g.Name)}
+			DataIP: g.IP, NIC: g.NIC, Link: g.Link, Dir: filepath.Join(runDir, g.Name)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -313,7 +314,8 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 func FabricConfig(r *Rack) []byte {
 	type port struct {
 		Num  int    `yaml:"num"`
-		Kind string `yaml:"kind"`
+		Kind string `yaml:"kind,omitempty"`
+		Link string `yaml:"link,omitempty"`
 	}
 	type sw struct {
 		Name  string `yaml:"name"`
@@ -344,7 +346,23 @@ func FabricConfig(r *Rack) []byte {
 			if g.NIC == NICHicain {
 				kind = fabric.KindSeqpacket
 			}
-			x.Port = append(x.Port, port{Num: g.Port, Kind: kind})
+			pc := port{Num: g.Port, Kind: kind}
+			if g.Link == LinkIB {
+				pc.Link = fabric.LinkIB
+			}
+			x.Port = append(x.Port, pc)
+		}
+		// The inter-switch links of an InfiniBand switch are
+		// InfiniBand links.
+		if r.SwitchLink(s.Name) == LinkIB {
+			for _, l := range r.Links {
+				for _, end := range []string{l.A, l.B} {
+					sw, num, _ := strings.Cut(end, ":")
+					if n, err := strconv.Atoi(num); err == nil && sw == s.Name {
+						x.Port = append(x.Port, port{Num: n, Link: fabric.LinkIB})
+					}
+				}
+			}
 		}
 		c.Switches = append(c.Switches, x)
 	}
@@ -502,7 +520,11 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 	}
 	switch g.NIC {
 	case NICHicain:
-		nic, dev, err := setupHicain(ctx, c, r, g)
+		setup := func() (string, string, error) { return setupHicain(ctx, c, r, g) }
+		if g.Link == LinkIB {
+			setup = func() (string, string, error) { return setupHicainIB(ctx, c, r, g, p) }
+		}
+		nic, dev, err := setup()
 		gs.DataNIC, gs.RDMADev = nic, dev
 		if err != nil {
 			return err
@@ -525,7 +547,11 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 		}
 		time.Sleep(time.Second)
 	}
-	p("%s: %s on %s (%s) is ACTIVE, data IP %s/%d", g.Name, gs.RDMADev, nic, g.MAC, g.IP, r.PrefixLen())
+	if g.Link == LinkIB {
+		p("%s: %s is ACTIVE, data IP %s/%d on IPoIB %s", g.Name, gs.RDMADev, g.IP, r.PrefixLen(), nic)
+	} else {
+		p("%s: %s on %s (%s) is ACTIVE, data IP %s/%d", g.Name, gs.RDMADev, nic, g.MAC, g.IP, r.PrefixLen())
+	}
 	// Let the boot finish before anyone measures: under TCG, units still
 	// starting after sshd skew the first figures. Bounded; "degraded" is
 	// reported, not fatal.
@@ -678,7 +704,9 @@ type GuestStatus struct {
 	DataIP    string `json:"data_ip"`
 	NIC       string `json:"nic"`
 	RDMADev   string `json:"rdma_dev"`
+	Link      string `json:"link"` // eth or ib
 	PortState string `json:"port_state"`
+	LID       string `json:"lid,omitempty"` // an InfiniBand port's LID, e.g. 0x3`
 	Error     string `json:"error,omitempty"`
 }
 
@@ -727,7 +755,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	for i := range st.Guests {
 		g := &st.Guests[i]
 		gs := &rs.Guests[i]
-		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, State: "stopped"}
+		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, Link: g.Link, State: "stopped"}
 		if !alive(g.PID, "qemu") {
 			if !st.Down {
 				gs.State = "crashed"
@@ -750,12 +778,18 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 			defer c.Close()
 			gs.State = "running"
 			if g.RDMADev != "" {
-				out, err := c.Run(cctx, "cat /sys/class/infiniband/"+g.RDMADev+"/ports/1/state")
+				port := "/sys/class/infiniband/" + g.RDMADev + "/ports/1/"
+				out, err := c.Run(cctx, "cat "+port+"state")
 				if err != nil {
 					gs.PortState = "absent"
 				} else {
 					f := strings.Fields(out)
 					gs.PortState = f[len(f)-1]
+				}
+				if g.Link == LinkIB {
+					if out, err := c.Run(cctx, "cat "+port+"lid"); err == nil {
+						gs.LID = strings.TrimSpace(out)
+					}
 				}
 			}
 		}()

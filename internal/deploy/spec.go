@@ -32,6 +32,16 @@ const (
 	NICHicain = "hicain" // the HiNIC device: hinic device serve, hicain_net/hicain_ib, libhicain
 )
 
+// Link layers of a guest's NIC.
+const (
+	LinkEth = "eth" // Ethernet: RoCEv2
+	LinkIB  = "ib"  // native InfiniBand (hicain only): LIDs from a subnet manager, IPoIB for the data IP
+)
+
+// OpenSMNone, as a rack's opensm, starts no subnet manager: one runs
+// elsewhere on the subnet.
+const OpenSMNone = "none"
+
 // Rack is a rack spec. Zero values take the defaults of Defaults.
 type Rack struct {
 	Name        string   `yaml:"name" json:"name"`
@@ -46,6 +56,9 @@ type Rack struct {
 	Switches    []Switch `yaml:"switches" json:"switches"`
 	Guests      []Guest  `yaml:"guests" json:"guests"`
 	Links       []Link   `yaml:"links" json:"links"`
+	// OpenSM is the guest that runs the subnet manager of a rack with
+	// InfiniBand guests (default: the first of them), or "none".
+	OpenSM string `yaml:"opensm" json:"opensm,omitempty"`
 }
 
 // Switch is one HiSwitch of the rack.
@@ -56,11 +69,14 @@ type Switch struct {
 
 // Guest is one QEMU VM.
 type Guest struct {
-	Name    string `yaml:"name" json:"name"`
-	Memory  int    `yaml:"memory" json:"memory_mib"`
-	CPUs    int    `yaml:"cpus" json:"cpus"`
-	Image   string `yaml:"image" json:"image"`
-	NIC     string `yaml:"nic" json:"nic"`
+	Name   string `yaml:"name" json:"name"`
+	Memory int    `yaml:"memory" json:"memory_mib"`
+	CPUs   int    `yaml:"cpus" json:"cpus"`
+	Image  string `yaml:"image" json:"image"`
+	NIC    string `yaml:"nic" json:"nic"`
+	// Link is the link layer of the NIC: eth (RoCEv2) or ib (native
+	// InfiniBand, hicain only; IP is then the IPoIB address).
+	Link    string `yaml:"link" json:"link"`
 	IP      string `yaml:"ip" json:"ip"`
 	MAC     string `yaml:"mac" json:"mac"`
 	Switch  string `yaml:"switch" json:"switch"`
@@ -186,6 +202,17 @@ func (r *Rack) Defaults() error {
 		if g.NIC != NICRxe && g.NIC != NICHicain {
 			return fmt.Errorf("deploy: guest %s: nic %q: valid kinds are rxe, hicain", g.Name, g.NIC)
 		}
+		switch g.Link {
+		case "", LinkEth, "ethernet":
+			g.Link = LinkEth
+		case LinkIB, "infiniband":
+			g.Link = LinkIB
+		default:
+			return fmt.Errorf("deploy: guest %s: link %q: valid link layers are eth, ib", g.Name, g.Link)
+		}
+		if g.Link == LinkIB && g.NIC != NICHicain {
+			return fmt.Errorf("deploy: guest %s: link ib needs nic hicain (Soft-RoCE is RoCEv2 only)", g.Name)
+		}
 		if g.NIC == NICHicain && r.MTU != 0 && (r.MTU < hicainMinMTU || r.MTU > hicainMaxMTU) {
 			return fmt.Errorf("deploy: guest %s: mtu %d: a hicain NIC takes %d to %d bytes (0 keeps 1500)",
 				g.Name, r.MTU, hicainMinMTU, hicainMaxMTU)
@@ -220,7 +247,96 @@ func (r *Rack) Defaults() error {
 			g.SSHPort = r.SSHPortBase + i
 		}
 	}
+	return r.ibDefaults()
+}
+
+// ibDefaults checks the InfiniBand guests: a switch carries one link
+// layer (its guests' and its inter-switch links'), and the subnet
+// manager runs in one of them unless the rack says none.
+func (r *Rack) ibDefaults() error {
+	link := map[string]string{}
+	for _, g := range r.Guests {
+		if l, ok := link[g.Switch]; ok && l != g.Link {
+			return fmt.Errorf("deploy: switch %s has guests of link layers %s and %s; give each link layer its own switches",
+				g.Switch, l, g.Link)
+		}
+		link[g.Switch] = g.Link
+	}
+	for _, l := range r.Links {
+		a, b := r.linkSwitch(l.A), r.linkSwitch(l.B)
+		if la, lb := link[a], link[b]; la != "" && lb != "" && la != lb {
+			return fmt.Errorf("deploy: link %s-%s joins an %s switch to an %s switch", l.A, l.B, la, lb)
+		}
+	}
+	ib := r.ibGuests()
+	switch {
+	case len(ib) == 0 && r.OpenSM != "" && r.OpenSM != OpenSMNone:
+		return fmt.Errorf("deploy: opensm %q: the rack has no link ib guest", r.OpenSM)
+	case len(ib) == 0, r.OpenSM == OpenSMNone:
+	case r.OpenSM == "":
+		r.OpenSM = ib[0].Name
+	default:
+		for _, g := range ib {
+			if g.Name == r.OpenSM {
+				return nil
+			}
+		}
+		return fmt.Errorf("deploy: opensm %q: not a link ib guest of the rack", r.OpenSM)
+	}
 	return nil
+}
+
+// ibGuests returns the guests whose NIC is InfiniBand.
+func (r *Rack) ibGuests() []Guest {
+	var gs []Guest
+	for _, g := range r.Guests {
+		if g.Link == LinkIB {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// SwitchLink is the link layer of switch sw: that of its guests, or of
+// the guests of the switches its inter-switch links reach; eth when none
+// has guests.
+func (r *Rack) SwitchLink(sw string) string {
+	seen := map[string]bool{}
+	var walk func(string) string
+	walk = func(s string) string {
+		if seen[s] {
+			return ""
+		}
+		seen[s] = true
+		for _, g := range r.Guests {
+			if g.Switch == s {
+				return g.Link
+			}
+		}
+		for _, l := range r.Links {
+			a, b := r.linkSwitch(l.A), r.linkSwitch(l.B)
+			if a == s {
+				if x := walk(b); x != "" {
+					return x
+				}
+			} else if b == s {
+				if x := walk(a); x != "" {
+					return x
+				}
+			}
+		}
+		return ""
+	}
+	if l := walk(sw); l != "" {
+		return l
+	}
+	return LinkEth
+}
+
+// linkSwitch is the switch of a link end "sw0:10".
+func (r *Rack) linkSwitch(end string) string {
+	sw, _, _ := strings.Cut(end, ":")
+	return sw
 }
 
 func (r *Rack) switchByName(name string) *Switch {

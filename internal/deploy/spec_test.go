@@ -98,3 +98,86 @@ func TestFabricConfig(t *testing.T) {
 		t.Errorf("PortSocket = %s", got)
 	}
 }
+
+// TestIBRackSpec reads the InfiniBand example: link ib guests on two
+// switches, OpenSM in vm-a, and checks what the fabric and the device
+// backend are given: InfiniBand ports (the cable's ends too), link=ib
+// vNICs with the 4096-byte MTU.
+func TestIBRackSpec(t *testing.T) {
+	r, err := ReadRack("../../testdata/racks/two-ib.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.RunDir = "/tmp/x"
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if r.OpenSM != "vm-a" || r.Guests[0].Link != LinkIB || r.Guests[1].Link != LinkIB || r.SwitchLink("sw1") != LinkIB {
+		t.Fatalf("got %+v", r)
+	}
+	var doc struct {
+		Fabric struct {
+			Switches []struct {
+				Name string `yaml:"name"`
+				Port []struct {
+					Num  int    `yaml:"num"`
+					Kind string `yaml:"kind"`
+					Link string `yaml:"link"`
+				} `yaml:"port"`
+			} `yaml:"switches"`
+			Links []struct{ A, B string } `yaml:"links"`
+		} `yaml:"fabric"`
+	}
+	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, sw := range doc.Fabric.Switches {
+		got := map[int]string{}
+		for _, p := range sw.Port {
+			got[p.Num] = p.Kind + "/" + p.Link
+		}
+		if got[1] != "seqpacket/ib" || got[10] != "/ib" || len(got) != 2 {
+			t.Errorf("switch %s ports %v, want 1 seqpacket/ib and the cable's 10 ib", sw.Name, got)
+		}
+	}
+	if len(doc.Fabric.Links) != 1 || doc.Fabric.Links[0].A != "sw0:10" {
+		t.Errorf("links %+v", doc.Fabric.Links)
+	}
+	args := strings.Join(DeviceArgs(r), " ")
+	for _, want := range []string{"name=vm-a/hicain0", "link=ib", "mtu=4096", "mac=52:54:00:44:00:02"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("device serve args lack %q: %s", want, args)
+		}
+	}
+}
+
+func TestIBRackErrors(t *testing.T) {
+	ib := func(name, sw string) Guest { return Guest{Name: name, NIC: NICHicain, Link: LinkIB, Switch: sw} }
+	two := []Switch{{Name: "sw0"}, {Name: "sw1"}}
+	for name, tc := range map[string]struct {
+		r    Rack
+		want string
+	}{
+		"ib on rxe":     {Rack{Guests: []Guest{{Name: "a", Link: LinkIB}}}, "needs nic hicain"},
+		"bad link":      {Rack{Guests: []Guest{{Name: "a", NIC: NICHicain, Link: "fc"}}}, "valid link layers"},
+		"mixed switch":  {Rack{Guests: []Guest{ib("a", ""), {Name: "b", NIC: NICHicain}}}, "link layers ib and eth"},
+		"opensm no ib":  {Rack{OpenSM: "a", Guests: []Guest{{Name: "a"}}}, "no link ib guest"},
+		"opensm not ib": {Rack{OpenSM: "c", Guests: []Guest{ib("a", ""), ib("b", "")}}, "not a link ib guest"},
+		"eth-ib cable": {Rack{Switches: two, Links: []Link{{A: "sw0:10", B: "sw1:10"}},
+			Guests: []Guest{ib("a", "sw0"), {Name: "b", NIC: NICHicain, Switch: "sw1"}}}, "joins an ib switch to an eth switch"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := tc.r.Defaults(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+	r := Rack{OpenSM: OpenSMNone, Guests: []Guest{ib("a", ""), ib("b", "")}}
+	if err := r.Defaults(); err != nil || r.OpenSM != OpenSMNone {
+		t.Errorf("opensm none: %v, %q", err, r.OpenSM)
+	}
+	r = Rack{Guests: []Guest{{Name: "a", NIC: NICHicain, Link: LinkEth}, ib("b", "sw1")}, Switches: two}
+	if err := r.Defaults(); err != nil || r.OpenSM != "b" || r.SwitchLink("sw0") != LinkEth {
+		t.Errorf("default opensm: %v, %q", err, r.OpenSM)
+	}
+}

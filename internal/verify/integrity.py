@@ -6,6 +6,8 @@
 # what landed, the client that of what it read back. Exit 0 and one line
 # "integrity ok BYTES" on success.
 #
+# GIDX is the RoCEv2 GID index, or -1 on InfiniBand (the peer by LID).
+#
 #   server: python3 integrity.py DEV GIDX PORT SIZE
 #   client: python3 integrity.py DEV GIDX PORT SIZE SERVER_IP
 import hashlib
@@ -38,9 +40,11 @@ def main():
     cq = CQ(ctx, 256)
     cap = QPCap(max_send_wr=64, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
-    gid = ctx.query_gid(1, gidx)
+    # A GID index of -1: an InfiniBand port, the peer addressed by LID.
+    gid = ctx.query_gid(1, gidx) if gidx >= 0 else None
     psn = int.from_bytes(os.urandom(3), "big")
-    mine = {"qpn": qp.qp_num, "psn": psn, "gid": str(gid), "rkey": mr.rkey, "addr": mr.buf}
+    mine = {"qpn": qp.qp_num, "psn": psn, "gid": str(gid), "lid": ctx.query_port(1).lid,
+            "rkey": mr.rkey, "addr": mr.buf}
 
     if server_ip is None:
         ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -67,9 +71,12 @@ def main():
     attr.timeout = 14
     attr.retry_cnt = 7
     attr.rnr_retry = 7
-    gr = GlobalRoute(dgid=GID(peer["gid"]), sgid_index=gidx)
-    gr.hop_limit = 64
-    attr.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+    if gidx >= 0:
+        gr = GlobalRoute(dgid=GID(peer["gid"]), sgid_index=gidx)
+        gr.hop_limit = 64
+        attr.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+    else:
+        attr.ah_attr = AHAttr(dlid=peer["lid"], port_num=1)
     qp.to_rts(attr)  # RESET -> INIT -> RTR -> RTS
     f.write("ready\n")
     f.flush()

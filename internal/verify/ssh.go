@@ -21,6 +21,9 @@ type Host interface {
 	DataIP() string
 	Device() string // e.g. rxe0
 	NIC() string    // the NIC kind: rxe, hicain
+	// Link is the link layer of the NIC: "eth" (RoCEv2) or "ib" (native
+	// InfiniBand: peers addressed by LID, DataIP on IPoIB).
+	Link() string
 	// Run runs cmd in a shell and returns its output (stdout and stderr).
 	// A non-zero exit is an error; the output is returned with it.
 	Run(ctx context.Context, cmd string) (string, error)
@@ -64,6 +67,12 @@ type sshGate struct {
 	// both sides' GIDs of one IP version, and its MGID is IPv6.
 	gid6Srv, gid6Cli int
 	port             int
+	// ib is set when both hosts' ports are InfiniBand: the tools address
+	// the peer by LID (no -g or -x), and the diag cases run.
+	ib bool
+	// The InfiniBand ports as ibstat shows them, once the ibstat case
+	// (or a case that needs them) has run.
+	ibSrv, ibCli *IBPort
 }
 
 // SSHCases returns the 19 cases of the gate between server and client:
@@ -72,9 +81,13 @@ type sshGate struct {
 // then the RDMA CM cases: rping, ucmatose, udaddy and ib_send_bw -R, which
 // find each other by IP address through librdmacm (CM MADs on QP1) instead
 // of a TCP exchange. The GID indexes are chosen by the ibv_devinfo case;
-// the server side of each tool starts first.
+// the server side of each tool starts first. Between two InfiniBand
+// hosts the tools address each other by LID, their out-of-band TCP and
+// the RDMA CM run over IPoIB, and the management cases of ibCases follow
+// ibv_devinfo.
 func SSHCases(server, client Host, o SSHOptions) []Case {
-	g := &sshGate{srv: server, cli: client, o: o, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1, port: o.BasePort}
+	g := &sshGate{srv: server, cli: client, o: o, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1, port: o.BasePort,
+		ib: server.Link() == LinkIB && client.Link() == LinkIB}
 	if g.o.Timeout == 0 {
 		g.o.Timeout = DefaultSSHOptions().Timeout
 	}
@@ -91,9 +104,14 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 	bw := fmt.Sprintf("-n %d -s %d", o.BWIters, o.BWSize)
 	lat := fmt.Sprintf("-n %d", o.LatIters)
 	atomicBW := fmt.Sprintf("-n %d", o.BWIters)
-	return []Case{
+	var ib []Case
+	if g.ib {
+		ib = g.ibCases(o)
+	}
+	return append(append([]Case{
 		{Name: "ibv_devices", Run: g.devices},
 		{Name: "ibv_devinfo", Run: g.devinfo},
+	}, ib...), []Case{
 		{Name: "ibv_rc_pingpong", Run: g.pingpong("ibv_rc_pingpong", "-n "+pp)},
 		{Name: "ibv_ud_pingpong", Run: g.pingpong("ibv_ud_pingpong", "-s 1024 -n "+pp)},
 		{Name: "ibv_srq_pingpong", Run: g.pingpong("ibv_srq_pingpong", "-n "+pp)},
@@ -111,7 +129,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "ucmatose", Run: g.cmatose("ucmatose", o.CMIters)},
 		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
 		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
-	}
+	}...)
 }
 
 func (g *sshGate) save(name, side, out string) {
@@ -159,6 +177,14 @@ func (g *sshGate) devinfo(ctx context.Context) (Outcome, error) {
 		if p.State != "PORT_ACTIVE" {
 			return Outcome{}, fmt.Errorf("%s: port %d is %s, want PORT_ACTIVE", h.Name(), p.Num, p.State)
 		}
+		if g.ib {
+			if p.Link != "InfiniBand" || p.LID == 0 || p.SMLID == 0 {
+				return Outcome{}, fmt.Errorf("%s: port %d: link layer %s, LID %d, SM LID %d: want InfiniBand with LIDs from a subnet manager",
+					h.Name(), p.Num, p.Link, p.LID, p.SMLID)
+			}
+			details = append(details, fmt.Sprintf("%s: %s port %d ACTIVE InfiniBand, LID %d, SM LID %d", h.Name(), h.Device(), p.Num, p.LID, p.SMLID))
+			continue
+		}
 		gid, err := RoCEv2GID(p.GIDs, h.DataIP())
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%s: %w", h.Name(), err)
@@ -177,6 +203,9 @@ func (g *sshGate) devinfo(ctx context.Context) (Outcome, error) {
 // gids returns the GID indexes chosen by devinfo, or finds them now if
 // that case did not run (or failed).
 func (g *sshGate) gids(ctx context.Context) (int, int, error) {
+	if g.ib {
+		return -1, -1, nil
+	}
 	if g.gidSrv < 0 || g.gidCli < 0 {
 		if _, err := g.devinfo(ctx); err != nil {
 			return -1, -1, fmt.Errorf("choosing the RoCEv2 GID: %w", err)
@@ -291,6 +320,15 @@ func (g *sshGate) pairOn(ctx context.Context, name, srvCmd, cliCmd string, ready
 	return r.out, cliOut, nil
 }
 
+// gidFlag is a tool's GID index option, or nothing for -1 (InfiniBand:
+// the tools then address the peer by LID).
+func gidFlag(flag string, idx int) string {
+	if idx < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %s %d", flag, idx)
+}
+
 func lastLine(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(l[len(l)-1])
@@ -303,8 +341,8 @@ func (g *sshGate) pingpong(tool, args string) func(context.Context) (Outcome, er
 			return Outcome{}, err
 		}
 		srvOut, cliOut, err := g.pair(ctx, tool,
-			fmt.Sprintf("%s -d %s -g %d %s", tool, g.srv.Device(), gs, args),
-			fmt.Sprintf("%s -d %s -g %d %s %s", tool, g.cli.Device(), gc, args, g.srv.DataIP()))
+			fmt.Sprintf("%s -d %s%s %s", tool, g.srv.Device(), gidFlag("-g", gs), args),
+			fmt.Sprintf("%s -d %s%s %s %s", tool, g.cli.Device(), gidFlag("-g", gc), args, g.srv.DataIP()))
 		if err != nil {
 			return Outcome{}, unsupportedIf(err, srvOut+cliOut)
 		}
@@ -326,8 +364,8 @@ func (g *sshGate) perf(tool, args string, lat bool) func(context.Context) (Outco
 		// run returns the client's output, whose figures are the case's.
 		run := func() (string, error) {
 			srvOut, cliOut, err := g.pair(ctx, tool,
-				fmt.Sprintf("%s -F -d %s -x %d %s", tool, g.srv.Device(), gs, args),
-				fmt.Sprintf("%s -F -d %s -x %d %s %s", tool, g.cli.Device(), gc, args, g.srv.DataIP()))
+				fmt.Sprintf("%s -F -d %s%s %s", tool, g.srv.Device(), gidFlag("-x", gs), args),
+				fmt.Sprintf("%s -F -d %s%s %s %s", tool, g.cli.Device(), gidFlag("-x", gc), args, g.srv.DataIP()))
 			if err != nil {
 				return cliOut, unsupportedIf(err, srvOut+cliOut)
 			}
@@ -420,10 +458,10 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 			return Outcome{}, err
 		}
 		gs, gc := g.gid6Srv, g.gid6Cli
-		if gs < 0 || gc < 0 {
+		if !g.ib && (gs < 0 || gc < 0) {
 			return Outcome{}, fmt.Errorf("no RoCEv2 link-local (fe80::) GID on both sides for the IPv6 multicast group")
 		}
-		srvCmd := fmt.Sprintf("ib_send_bw -F -c UD -g -M %s -d %s -x %d %s", mgid, g.srv.Device(), gs, args)
+		srvCmd := fmt.Sprintf("ib_send_bw -F -c UD -g -M %s -d %s%s %s", mgid, g.srv.Device(), gidFlag("-x", gs), args)
 		if g.srv.NIC() == "rxe" {
 			join := fmt.Sprintf(joinGroup, g.srv.DataIP(), mgidIPv6, int(g.o.Timeout.Seconds()))
 			// Start perftest only once the group is joined: under load
@@ -438,7 +476,7 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 		run := func() (string, error) {
 			var err error
 			srvOut, cliOut, err = g.pair(ctx, "ud_multicast", srvCmd,
-				fmt.Sprintf("ib_send_bw -F -c UD -g -M %s -d %s -x %d %s %s", mgid, g.cli.Device(), gc, args, g.srv.DataIP()))
+				fmt.Sprintf("ib_send_bw -F -c UD -g -M %s -d %s%s %s %s", mgid, g.cli.Device(), gidFlag("-x", gc), args, g.srv.DataIP()))
 			if err != nil {
 				return "", unsupportedIf(err, srvOut+cliOut)
 			}
@@ -455,6 +493,9 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 			return Outcome{}, err
 		}
 		detail := fmt.Sprintf("UD multicast %d B x %d to %s%s", b.Bytes, b.Iters, mgidIPv6, note)
+		if g.ib {
+			detail += " (joined through the SA)"
+		}
 		if g.srv.NIC() == "rxe" {
 			detail += " (receiver joined the IPv6 group for rxe 6.1)"
 		}

@@ -21,6 +21,7 @@ func (h *scriptHost) Name() string   { return h.name }
 func (h *scriptHost) DataIP() string { return "10.42.0.1" }
 func (h *scriptHost) Device() string { return "hicain_0" }
 func (h *scriptHost) NIC() string    { return "hicain" }
+func (h *scriptHost) Link() string   { return LinkEth }
 
 func (h *scriptHost) Run(_ context.Context, cmd string) (string, error) {
 	h.mu.Lock()

@@ -187,6 +187,8 @@ type DevPort struct {
 	Num   int
 	State string // PORT_ACTIVE, PORT_DOWN, ...
 	Link  string // Ethernet, InfiniBand
+	LID   int    // an InfiniBand port's LID, 0 until a subnet manager gives one
+	SMLID int    // the LID of the port's subnet manager
 	GIDs  []GID
 }
 
@@ -201,6 +203,7 @@ var (
 	diPort  = regexp.MustCompile(`^\s*port:\s*(\d+)`)
 	diState = regexp.MustCompile(`^\s*state:\s*(\S+)`)
 	diLink  = regexp.MustCompile(`^\s*link_layer:\s*(\S+)`)
+	diLID   = regexp.MustCompile(`^\s*(port_lid|sm_lid):\s*(\d+)`)
 	diGID   = regexp.MustCompile(`GID\[\s*(\d+)\]:\s*([0-9a-fA-F:.]+)(?:,\s*(RoCE v\d))?`)
 )
 
@@ -221,6 +224,13 @@ func ParseDevinfo(out string) []DevPort {
 			p.State = m[1]
 		} else if m := diLink.FindStringSubmatch(l); m != nil {
 			p.Link = m[1]
+		} else if m := diLID.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[2])
+			if m[1] == "port_lid" {
+				p.LID = n
+			} else {
+				p.SMLID = n
+			}
 		} else if m := diGID.FindStringSubmatch(l); m != nil {
 			i, _ := strconv.Atoi(m[1])
 			p.GIDs = append(p.GIDs, GID{Index: i, GID: m[2], Type: m[3]})

@@ -72,7 +72,7 @@ func run(opts *Options) error {
 	FrontView(opts.IO.ErrOut, rs)
 	w := printer.Records("GUEST", "STATE", "PID", "SSH", "DATA IP", "NIC", "RDMA", "PORT", "ERROR")
 	for _, g := range rs.Guests {
-		if err := w.Write(g, g.Name, g.State, fmt.Sprint(g.PID), g.SSH, g.DataIP, g.NIC, g.RDMADev, g.PortState, g.Error); err != nil {
+		if err := w.Write(g, g.Name, g.State, fmt.Sprint(g.PID), g.SSH, g.DataIP, nicLabel(g), g.RDMADev, portLabel(g), g.Error); err != nil {
 			return err
 		}
 	}
@@ -165,11 +165,28 @@ func FrontView(w io.Writer, rs *deploy.RackStatus) {
 		case "crashed", "unreachable":
 			led = "!"
 		}
-		line(fmt.Sprintf(" 2OU %s %-8s %-10s %s %s", led, g.Name, g.State, g.RDMADev, g.PortState))
+		line(fmt.Sprintf(" 2OU %s %-8s %-10s %s %s", led, g.Name, g.State, g.RDMADev, portLabel(g)))
 		line(fmt.Sprintf("         %s  ssh %s", g.DataIP, g.SSH))
 	}
 	fmt.Fprintln(w, sep)
 	line(" cable management")
 	line(" power shelf")
 	fmt.Fprintln(w, sep)
+}
+
+// nicLabel is a guest's NIC kind, with "/ib" for a native InfiniBand one.
+func nicLabel(g deploy.GuestStatus) string {
+	if g.Link == deploy.LinkIB {
+		return g.NIC + "/ib"
+	}
+	return g.NIC
+}
+
+// portLabel is a guest's RDMA port state, with the LID of an InfiniBand
+// port.
+func portLabel(g deploy.GuestStatus) string {
+	if g.LID != "" {
+		return g.PortState + " LID " + g.LID
+	}
+	return g.PortState
 }

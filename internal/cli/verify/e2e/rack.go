@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ func (h *host) Name() string   { return h.g.Name }
 func (h *host) DataIP() string { return h.g.DataIP }
 func (h *host) Device() string { return h.g.RDMADev }
 func (h *host) NIC() string    { return h.g.NIC }
+func (h *host) Link() string   { return cmp.Or(h.g.Link, deploy.LinkEth) }
 func (h *host) Run(ctx context.Context, cmd string) (string, error) {
 	return h.c.Run(ctx, cmd)
 }
