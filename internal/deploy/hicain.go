@@ -42,13 +42,7 @@ const deviceCmd = "\x00device\x00serve\x00"
 
 // hicainGuests returns the guests of the rack with a HiNIC vNIC.
 func (r *Rack) hicainGuests() []Guest {
-	var gs []Guest
-	for _, g := range r.Guests {
-		if g.NIC == NICHicain {
-			gs = append(gs, g)
-		}
-	}
-	return gs
+	return r.guestsWhere(func(g Guest) bool { return g.NIC == NICHicain })
 }
 
 // GuestDir is the directory of guest name in the run directory.

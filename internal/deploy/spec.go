@@ -288,9 +288,14 @@ func (r *Rack) ibDefaults() error {
 
 // ibGuests returns the guests whose NIC is InfiniBand.
 func (r *Rack) ibGuests() []Guest {
+	return r.guestsWhere(func(g Guest) bool { return g.Link == LinkIB })
+}
+
+// guestsWhere returns the guests for which keep is true, in spec order.
+func (r *Rack) guestsWhere(keep func(Guest) bool) []Guest {
 	var gs []Guest
 	for _, g := range r.Guests {
-		if g.Link == LinkIB {
+		if keep(g) {
 			gs = append(gs, g)
 		}
 	}

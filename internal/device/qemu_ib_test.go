@@ -76,6 +76,22 @@ connect() {
 	name=$1; shift
 	retry $name "$@" $peer
 }
+# cmtools SRV CLI UDSRV UDCLI PORT: librdmacm through rdma_ucm, rdma_cm
+# and ib_cm, server on guest 1 (n=1): rping (RC, 10 validated pings) and
+# ucmatose (RC, 10 messages) between SRV and CLI on PORT and PORT+1,
+# udaddy (UD through SIDR, 10 messages) between UDSRV and UDCLI (its -p
+# is the port space: it listens on its default port).
+cmtools() {
+	if [ $n = 1 ]; then
+		serve rping rping -s -a $1 -C 10 -V -p $5
+		serve ucmatose ucmatose -b $1 -c 1 -C 10 -p $(($5 + 1))
+		serve udaddy udaddy -b $3 -c 1 -C 10
+	else
+		retry rping rping -c -a $1 -C 10 -V -v -p $5
+		retry ucmatose ucmatose -s $1 -b $2 -c 1 -C 10 -p $(($5 + 1))
+		retry udaddy udaddy -s $3 -b $4 -c 1 -C 10
+	fi
+}
 `
 
 const ibGuestInit = `#!/bin/sh
@@ -156,20 +172,9 @@ suite() {
 	$runbw atomic_bw ib_atomic_bw -d hicain_0 -x 1 -n 100 -p 18518
 	$run send_lat ib_send_lat -d hicain_0 -x 1 -n 100 -p 18519
 	$run send_lat2 ib_send_lat -d hicain_0 -x 1 -n 100 -p 18520
-	# librdmacm through rdma_ucm, rdma_cm and ib_cm: connections set up
-	# with CM MADs on QP1, server on guest 1. rping (RC, 10 validated
-	# pings), ucmatose (RC, 10 messages), udaddy (UD through SIDR, 10
-	# messages, between the addresses added after hicain_ib loaded; its
-	# -p is the port space, it listens on its default port).
-	if [ $n = 1 ]; then
-		serve rping rping -s -a 10.42.0.1 -C 10 -V -p 18530
-		serve ucmatose ucmatose -b 10.42.0.1 -c 1 -C 10 -p 18531
-		serve udaddy udaddy -b 10.42.1.1 -c 1 -C 10
-	else
-		retry rping rping -c -a 10.42.0.1 -C 10 -V -v -p 18530
-		retry ucmatose ucmatose -s 10.42.0.1 -b 10.42.0.2 -c 1 -C 10 -p 18531
-		retry udaddy udaddy -s 10.42.1.1 -b 10.42.1.2 -c 1 -C 10
-	fi
+	# librdmacm: connections set up with CM MADs on QP1; udaddy between
+	# the addresses added after hicain_ib loaded.
+	cmtools 10.42.0.1 10.42.0.2 10.42.1.1 10.42.1.2 18530
 	echo HICAIN-SUITE-DONE
 }
 if [ $n = 2 ]; then

@@ -97,17 +97,8 @@ if [ "$full" = 1 ]; then
 	echo HICAIN-END ipoib rc=$?
 	# librdmacm on InfiniBand: addresses resolved over IPoIB (ARP on
 	# ib0), paths by SA PathRecord queries, connections by CM MADs on
-	# QP1. rping (RC, 10 validated pings), ucmatose (RC), udaddy (UD
-	# through SIDR), server on guest 1.
-	if [ $n = 1 ]; then
-		serve rping rping -s -a 10.44.0.1 -C 10 -V -p 18610
-		serve ucmatose ucmatose -b 10.44.0.1 -c 1 -C 10 -p 18611
-		serve udaddy udaddy -b 10.44.0.1 -c 1 -C 10
-	else
-		retry rping rping -c -a 10.44.0.1 -C 10 -V -v -p 18610
-		retry ucmatose ucmatose -s 10.44.0.1 -b 10.44.0.2 -c 1 -C 10 -p 18611
-		retry udaddy udaddy -s 10.44.0.1 -b 10.44.0.2 -c 1 -C 10
-	fi
+	# QP1.
+	cmtools 10.44.0.1 10.44.0.2 10.44.0.1 10.44.0.2 18610
 	# Guest 2 answers guest 1's ibping (vendor-class MADs, QP1 to
 	# QP1) until it powers off.
 	[ $n = 2 ] && ibping -S > /tmp/ibping.out 2>&1 &

@@ -251,15 +251,7 @@ func TestIBSMAAndPMA(t *testing.T) {
 	if p := ca.dev.QueryPort(); p.State != rdma.PortActive || p.LID != 5 || p.SMLID != 1 {
 		t.Fatalf("configured port %+v", p)
 	}
-	var evs []rdma.AsyncEventType
-	for len(evs) < 2 {
-		select {
-		case ev := <-ca.dev.AsyncEvents():
-			evs = append(evs, ev.Type)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("events %v", evs)
-		}
-	}
+	evs := nextEvents(t, ca.dev, 2)
 	if evs[0] != rdma.EventLIDChange || evs[1] != rdma.EventPortActive {
 		t.Fatalf("events %v, want LID_CHANGE, PORT_ACTIVE", evs)
 	}
@@ -274,15 +266,7 @@ func TestIBSMAAndPMA(t *testing.T) {
 	if got := proto.PortInfo(r.Data()).Fields(); got.ClientReregister || got.MasterSMLID != 7 {
 		t.Fatalf("response: ClientReregister %v, MasterSMLID %d", got.ClientReregister, got.MasterSMLID)
 	}
-	evs = evs[:0]
-	for len(evs) < 2 {
-		select {
-		case ev := <-ca.dev.AsyncEvents():
-			evs = append(evs, ev.Type)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("events %v", evs)
-		}
-	}
+	evs = nextEvents(t, ca.dev, 2)
 	if evs[0] != rdma.EventSMChange || evs[1] != rdma.EventClientReregister {
 		t.Fatalf("events %v, want SM_CHANGE, CLIENT_REREGISTER", evs)
 	}
@@ -450,15 +434,7 @@ func TestIBLocalSMP(t *testing.T) {
 	if p := n.dev.QueryPort(); p.State != rdma.PortActive {
 		t.Fatalf("port state %v, want Active", p.State)
 	}
-	var evs []rdma.AsyncEventType
-	for len(evs) < 2 {
-		select {
-		case ev := <-n.dev.AsyncEvents():
-			evs = append(evs, ev.Type)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("events %v, want LID change and port active", evs)
-		}
-	}
+	evs := nextEvents(t, n.dev, 2)
 	if evs[0] != rdma.EventLIDChange || evs[1] != rdma.EventPortActive {
 		t.Fatalf("events %v, want LID change, port active", evs)
 	}
@@ -522,4 +498,20 @@ func TestIBLocalSMP(t *testing.T) {
 	if r, err := n.dev.LocalSMP(get); r != nil || !isErr(err, rdma.ErrClosed) {
 		t.Errorf("after Close: answer %v, error %v", r != nil, err)
 	}
+}
+
+// nextEvents returns the types of dev's next n asynchronous events,
+// failing after 5 s without one.
+func nextEvents(t *testing.T, dev *rdma.Device, n int) []rdma.AsyncEventType {
+	t.Helper()
+	var evs []rdma.AsyncEventType
+	for len(evs) < n {
+		select {
+		case ev := <-dev.AsyncEvents():
+			evs = append(evs, ev.Type)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("events %v, want %d", evs, n)
+		}
+	}
+	return evs
 }
