@@ -64,7 +64,8 @@ A --vnic value is a comma-separated list of key=value:
                   until a subnet manager gives it a LID)
   vectors=N       ivshmem vectors, same as QEMU's vectors= (default 8, at least 3)
   shm-size=SIZE   BAR2 size, a power of two of at least 1M (default 1M)
-  mtu=N           path MTU limit in bytes: 256..4096 (default 1024)
+  mtu=N           path MTU limit in bytes: 256..4096 (default 1024; 4096 with
+                  link=ib, which PortInfo MTUCap then advertises)
   name=NAME       display name (default the socket path)
 
 The BAR2 layout and the protocol are in docs/device-abi.md; kernel/hicain_abi.h
