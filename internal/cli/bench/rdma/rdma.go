@@ -149,7 +149,7 @@ func run(opts *Options) error {
 	}
 	raw := rep.Raw
 	if err := w.Write(raw, "raw ceiling", strconv.Itoa(raw.FrameSize), strconv.Itoa(raw.Frames), dash(raw.MiBps, 1),
-		dash(raw.Gbps, 2), "1.00", "-", "-", "-"); err != nil {
+		dash(raw.Gbps, 2), "1.00", "-", "-", "-", "-"); err != nil {
 		return err
 	}
 	return w.Close()

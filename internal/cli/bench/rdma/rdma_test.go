@@ -47,6 +47,25 @@ func TestBenchRDMAJSON(t *testing.T) {
 	}
 }
 
+// TestBenchRDMATable: the table has a row per result and the raw
+// ceiling's, every one with all the columns.
+func TestBenchRDMATable(t *testing.T) {
+	ios, _, out, errOut := cmdutil.Test()
+	code := cli.Run(context.Background(), []string{"bench", "rdma", "--sizes", "4096", "--mib", "4",
+		"--lat-sizes", "2", "--lat-iters", "50"}, ios)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "TEST") || !strings.HasPrefix(lines[len(lines)-1], "raw ceiling") {
+		t.Fatalf("table:\n%s", out)
+	}
+	want := len(strings.Fields(lines[0])) + 1 // "raw ceiling" is two words
+	if got := len(strings.Fields(lines[len(lines)-1])); got != want {
+		t.Errorf("raw ceiling row has %d fields, want %d:\n%s", got, want, out)
+	}
+}
+
 func TestBenchRDMAUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "rdma", "--sizes", "0"},
