@@ -79,7 +79,13 @@ ib_atomic_bw, ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat, UD
 multicast (ib_send_bw -c UD -g), data integrity (random bytes written and
 read back, sha256 compared), and four cases that connect through the RDMA
 CM (librdmacm, CM MADs on QP1) by IP address: rping, ucmatose, udaddy and
-ib_send_bw -R. Unless given, iterations are sized for TCG guests
+ib_send_bw -R. Between two native InfiniBand guests (link: ib in the rack
+spec) the tools address each other by LID, the out-of-band exchange and
+the RDMA CM run over IPoIB, UD multicast joins its group through the SA,
+and seven cases look at the subnet with infiniband-diags and iputils:
+ibstat, sminfo, ibnetdiscover, smpquery, perfquery (counters before and
+after traffic), ibping and a ping over IPoIB. Unless given, iterations are
+sized for TCG guests
 (pingpong 500, bandwidth 500, latency 500). When the rack was deployed with
 --pcap, a last case checks every RoCEv2 frame of the fabric's captures with
 hinic proto decode --check-icrc. --save keeps the raw tool outputs.
