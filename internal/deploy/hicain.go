@@ -376,16 +376,25 @@ func setupHicainIB(ctx context.Context, c *Client, r *Rack, g Guest, p Progress)
 	if err := ensureOpenSM(ctx, c, r, g, dev, p); err != nil {
 		return "", dev, err
 	}
+	// The guest that runs OpenSM waits until it is the master its own
+	// port names: an SM that the image started at boot elsewhere may have
+	// configured the subnet first, and ours takes over once deploy has
+	// stopped that one.
+	sm := r.OpenSM == g.Name
 	var last string
 	for start := time.Now(); ; {
 		out, err := c.Run(ctx, "cat "+port+"/state "+port+"/lid "+port+"/sm_lid")
-		if err == nil && strings.Contains(out, "ACTIVE") {
-			f := strings.Fields(out)
+		f := strings.Fields(out)
+		if err == nil && strings.Contains(out, "ACTIVE") && len(f) >= 2 && (!sm || f[len(f)-2] == f[len(f)-1]) {
 			p("%s: %s port 1 ACTIVE, LID %s, SM LID %s", g.Name, dev, f[len(f)-2], f[len(f)-1])
 			break
 		}
 		last = strings.Join(strings.Fields(out), " ")
 		if time.Since(start) > ibActiveTimeout {
+			if sm {
+				return "", dev, fmt.Errorf("%s port 1 is not ACTIVE with this guest's OpenSM as its SM after %v (state, LID, SM LID: %s); %s",
+					dev, ibActiveTimeout, last, smHint(r))
+			}
 			return "", dev, fmt.Errorf("%s port 1 is not ACTIVE after %v (%s): no subnet manager configured it; %s",
 				dev, ibActiveTimeout, last, smHint(r))
 		}

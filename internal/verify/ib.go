@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -100,8 +101,28 @@ func (g *sshGate) ibPorts(ctx context.Context) (*IBPort, *IBPort, error) {
 }
 
 // ibstat checks both ports: Active, LinkUp, InfiniBand, a LID each, and
-// the same SM LID.
+// the same SM LID. A port may still name an SM that handed over (a new
+// master sets every port's SM LID in its next sweep, OpenSM's every
+// 10 s): different SM LIDs are read again for up to 30 s.
 func (g *sshGate) ibstat(ctx context.Context) (Outcome, error) {
+	var o Outcome
+	var err error
+	for start := time.Now(); ; {
+		o, err = g.ibstatOnce(ctx)
+		if !errors.Is(err, errSMLIDs) || time.Since(start) > 30*time.Second {
+			return o, err
+		}
+		select {
+		case <-ctx.Done():
+			return o, err
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+var errSMLIDs = errors.New("the ports name different SMs")
+
+func (g *sshGate) ibstatOnce(ctx context.Context) (Outcome, error) {
 	var ports [2]*IBPort
 	var details []string
 	for i, h := range []Host{g.srv, g.cli} {
@@ -122,7 +143,7 @@ func (g *sshGate) ibstat(ctx context.Context) (Outcome, error) {
 		details = append(details, fmt.Sprintf("%s: %s Active, LID %d, GUID %s", h.Name(), p.CA, p.LID, p.PortGUID))
 	}
 	if ports[0].SMLID != ports[1].SMLID {
-		return Outcome{}, fmt.Errorf("the ports name different SMs: LID %d and %d", ports[0].SMLID, ports[1].SMLID)
+		return Outcome{}, fmt.Errorf("%w: LID %d and %d", errSMLIDs, ports[0].SMLID, ports[1].SMLID)
 	}
 	if ports[0].LID == ports[1].LID {
 		return Outcome{}, fmt.Errorf("both ports have LID %d", ports[0].LID)

@@ -1,9 +1,13 @@
 package verify
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 )
 
@@ -109,5 +113,81 @@ func TestParseDevinfoIB(t *testing.T) {
 `)
 	if len(ports) != 1 || ports[0].State != "PORT_ACTIVE" || ports[0].Link != "InfiniBand" || ports[0].LID != 3 || ports[0].SMLID != 1 {
 		t.Errorf("got %+v", ports)
+	}
+}
+
+// ibHost is an InfiniBand Host whose commands answer from the outputs
+// in testdata/ib (vm-b's port, LID 3, SM LID 1) and record what ran.
+type ibHost struct {
+	name   string
+	mu     sync.Mutex
+	cmds   []string
+	ibstat []string // successive outputs of ibstat
+}
+
+func (h *ibHost) Name() string   { return h.name }
+func (h *ibHost) DataIP() string { return "10.44.0.1" }
+func (h *ibHost) Device() string { return "ibp0s4" }
+func (h *ibHost) NIC() string    { return "hicain" }
+func (h *ibHost) Link() string   { return LinkIB }
+
+func (h *ibHost) Run(_ context.Context, cmd string) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmds = append(h.cmds, cmd)
+	switch {
+	case strings.HasPrefix(cmd, "ibstat"):
+		out := h.ibstat[0]
+		if len(h.ibstat) > 1 {
+			h.ibstat = h.ibstat[1:]
+		}
+		return out, nil
+	case strings.HasPrefix(cmd, "ss -Hltn"):
+		return cmd, nil
+	case strings.Contains(cmd, "ibv_rc_pingpong") && strings.Contains(cmd, "10.44.0.1"):
+		return "8192000 bytes in 0.93 seconds = 70.46 Mbit/sec\n1000 iters in 0.93 seconds = 930.12 usec/iter\n", nil
+	}
+	return "", nil
+}
+
+// TestSSHGateInfiniBand: between two InfiniBand hosts the gate runs the
+// management cases after ibv_devinfo, the tools get no GID index, and
+// ibstat waits out a port that still names the SM before a handover.
+func TestSSHGateInfiniBand(t *testing.T) {
+	port := func(lid, sm int) string {
+		s := readIB(t, "ibstat.txt")
+		s = strings.Replace(s, "Base lid: 3", fmt.Sprintf("Base lid: %d", lid), 1)
+		return strings.Replace(s, "SM lid: 1", fmt.Sprintf("SM lid: %d", sm), 1)
+	}
+	srv := &ibHost{name: "vm-a", ibstat: []string{port(1, 1)}}
+	cli := &ibHost{name: "vm-b", ibstat: []string{port(3, 4), port(3, 1)}}
+	o := DefaultSSHOptions()
+	cases := SSHCases(srv, cli, o)
+	var names []string
+	for _, c := range cases {
+		names = append(names, c.Name)
+	}
+	want := "ibv_devices ibv_devinfo ibstat sminfo ibnetdiscover smpquery perfquery ibping ipoib_ping ibv_rc_pingpong"
+	if got := strings.Join(names, " "); !strings.HasPrefix(got, want) || len(cases) != 26 {
+		t.Fatalf("%d cases: %s", len(cases), got)
+	}
+	g := &sshGate{srv: srv, cli: cli, o: o, ib: true, port: o.BasePort, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1}
+	out, err := g.ibstat(context.Background())
+	if err != nil || !strings.Contains(out.Detail, "SM LID 1") || len(cli.ibstat) != 1 {
+		t.Fatalf("ibstat: %+v, %v (client reads left %d)", out, err, len(cli.ibstat))
+	}
+	if g.ibSrv.LID != 1 || g.ibCli.LID != 3 || g.ibSrv.NodeGUID != "0x02484efffe001020" {
+		t.Errorf("ports %+v %+v", g.ibSrv, g.ibCli)
+	}
+	pp, err := g.pingpong("ibv_rc_pingpong", "-n 1000")(context.Background())
+	if err != nil || pp.Figure != 930.12 {
+		t.Fatalf("pingpong: %+v, %v", pp, err)
+	}
+	for _, h := range []*ibHost{srv, cli} {
+		for _, c := range h.cmds {
+			if strings.Contains(c, "ibv_rc_pingpong") && strings.Contains(c, " -g ") {
+				t.Errorf("%s ran %q: a GID index on InfiniBand", h.name, c)
+			}
+		}
 	}
 }
