@@ -25,11 +25,12 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	5	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	6	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
-				 * 1.5: SM_CHANGE, CLIENT_REREGISTER */
+				 * 1.5: SM_CHANGE, CLIENT_REREGISTER;
+				 * 1.6: SET_PORT_CAP */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -176,6 +177,7 @@ enum hicain_admin_op {
 	HICAIN_CMD_SET_ADDR,		/* MAC, MTU, IP addresses (GIDs) */
 	HICAIN_CMD_QUERY_COUNTERS,	/* handle = port -> resp_gpa <- hicain_port_counters */
 	HICAIN_CMD_MAD_IFC,		/* hicain_cmd_mad_ifc -> resp_gpa <- answer MAD */
+	HICAIN_CMD_SET_PORT_CAP,	/* ABI 1.6: handle = port, hicain_cmd_port_cap */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -358,6 +360,17 @@ struct hicain_cmd_mad_ifc {
 	__le64 rsvd;
 };
 
+/*
+ * SET_PORT_CAP (1.6, InfiniBand): the capability bits the host's agents
+ * claim now (modify_port's IsSM, ...), the whole set; PortInfo's
+ * CapabilityMask is the device's bits plus these. EINVAL for a bit a
+ * host cannot claim, EOPNOTSUPP on Ethernet.
+ */
+struct hicain_cmd_port_cap {
+	__le32 cap_mask;
+	__le32 rsvd;
+};
+
 struct hicain_cmd_set_addr {
 	__u8 mac[6];
 	__le16 mtu;			/* bytes */
@@ -384,6 +397,7 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_modify_srq modify_srq;
 		struct hicain_cmd_mcast mcast;
 		struct hicain_cmd_mad_ifc mad_ifc;
+		struct hicain_cmd_port_cap port_cap;
 		__u8 raw[224];
 	};
 };					/* 256 bytes */

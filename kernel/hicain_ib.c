@@ -529,11 +529,44 @@ static int hicain_query_gid(struct ib_device *ibdev, u32 port, int index, union 
 	return 0;
 }
 
+/* hicain_abi_minor_at_least - the device speaks ABI 1.minor or later. */
+static bool hicain_abi_minor_at_least(struct hicain_ibdev *hidev, u16 minor)
+{
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+
+	return le16_to_cpu(READ_ONCE(h->abi_major)) == HICAIN_ABI_MAJOR &&
+	       le16_to_cpu(READ_ONCE(h->abi_minor)) >= minor;
+}
+
+/* The capability bits a host may claim in the device's PortInfo (1.6). */
+#define HICAIN_HOST_PORT_CAPS	(IB_PORT_SM | IB_PORT_SM_DISABLED | \
+				 IB_PORT_DEVICE_MGMT_SUP | IB_PORT_VENDOR_CLASS_SUP)
+
+/*
+ * hicain_push_port_caps - show the host's capability bits in the device's
+ * PortInfo (SET_PORT_CAP, ABI 1.6; an older device keeps them host-side
+ * only), so that an SM elsewhere sees IsSM on this port and polls its
+ * SMInfo. Called with addr_lock held.
+ */
+static int hicain_push_port_caps(struct hicain_ibdev *hidev, u32 caps)
+{
+	struct hicain_admin_cmd cmd = {};
+
+	lockdep_assert_held(&hidev->addr_lock);
+	if (!hidev->ib || !hicain_abi_minor_at_least(hidev, 6))
+		return 0;
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_SET_PORT_CAP);
+	cmd.handle = cpu_to_le32(1);
+	cmd.port_cap.cap_mask = cpu_to_le32(caps & HICAIN_HOST_PORT_CAPS);
+	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
+}
+
 /*
  * hicain_modify_port - the capability bits of an InfiniBand port that
  * its users claim: IsSM while a subnet manager holds issm (ib_umad; it
  * cannot open issm without this op), IsCM. They are the host's, reported
- * by query_port on top of the device's. InfiniBand devices only
+ * by query_port on top of the device's, and those of HICAIN_HOST_PORT_CAPS
+ * go to the device's PortInfo too. InfiniBand devices only
  * (hicain_ib_port_ops): a RoCE port keeps ib_core's own handling.
  */
 static int hicain_modify_port(struct ib_device *ibdev, u32 port, int mask,
@@ -541,13 +574,19 @@ static int hicain_modify_port(struct ib_device *ibdev, u32 port, int mask,
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 
+	int ret = 0;
+	u32 caps;
+
 	if (mask & ~IB_PORT_RESET_QKEY_CNTR)
 		return -EOPNOTSUPP;
 	mutex_lock(&hidev->addr_lock);
-	WRITE_ONCE(hidev->cap_set, (hidev->cap_set | props->set_port_cap_mask) &
-		   ~props->clr_port_cap_mask);
+	caps = (hidev->cap_set | props->set_port_cap_mask) & ~props->clr_port_cap_mask;
+	if (caps != hidev->cap_set)
+		ret = hicain_push_port_caps(hidev, caps);
+	if (!ret)
+		WRITE_ONCE(hidev->cap_set, caps);
 	mutex_unlock(&hidev->addr_lock);
-	return 0;
+	return ret;
 }
 
 /* ---- GID table ---- */
@@ -1093,10 +1132,7 @@ static u32 hicain_max_inline(struct hicain_ibdev *hidev)
 /* hicain_wqe_av_ok - the device takes address vectors in WQEs (ABI 1.3). */
 static bool hicain_wqe_av_ok(struct hicain_ibdev *hidev)
 {
-	struct hicain_dev_hdr *h = hidev->hdev->hdr;
-
-	return le16_to_cpu(READ_ONCE(h->abi_major)) == HICAIN_ABI_MAJOR &&
-	       le16_to_cpu(READ_ONCE(h->abi_minor)) >= 3;
+	return hicain_abi_minor_at_least(hidev, 3);
 }
 
 /*
@@ -2657,8 +2693,13 @@ static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
 		/* The device came back with its configured addresses. */
 		if (hidev->ib) {
 			/* The port starts over in Init: an SM configures it
-			 * again, and ib_core rereads it meanwhile.
+			 * again, and ib_core rereads it meanwhile. The
+			 * device forgot the host's capability bits.
 			 */
+			mutex_lock(&hidev->addr_lock);
+			if (hidev->cap_set)
+				hicain_push_port_caps(hidev, hidev->cap_set);
+			mutex_unlock(&hidev->addr_lock);
 			hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
 			return;
 		}

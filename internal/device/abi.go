@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 5
+	ABIMinor       = 6
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -117,6 +117,7 @@ const (
 	CmdSetAddr
 	CmdQueryCounters
 	CmdMADIfc
+	CmdSetPortCap
 	CmdMax
 )
 
@@ -341,6 +342,12 @@ type CmdMcastArgs struct {
 	LID uint16   `c:"lid"`
 	_   uint16   `c:"rsvd"`
 	GID [16]byte `c:"gid"`
+}
+
+// CmdPortCapArgs is struct hicain_cmd_port_cap (ABI 1.6).
+type CmdPortCapArgs struct {
+	CapMask uint32 `c:"cap_mask"`
+	_       uint32 `c:"rsvd"`
 }
 
 // CmdMADIfcArgs is struct hicain_cmd_mad_ifc (ABI 1.4).

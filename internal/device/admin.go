@@ -291,6 +291,11 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return s.respond(c, AsBytes(&r))
 	case CmdMADIfc:
 		return s.madIfc(c, PayloadOf[CmdMADIfcArgs](c), out)
+	case CmdSetPortCap:
+		if c.Handle != 1 {
+			return StEINVAL
+		}
+		return status(s.dev.SetHostCapabilities(PayloadOf[CmdPortCapArgs](c).CapMask))
 	default:
 		return StEINVAL
 	}

@@ -145,3 +145,54 @@ func TestMADIfcRoCE(t *testing.T) {
 		t.Fatalf("answer %v, %v; want EOPNOTSUPP", r != nil, err)
 	}
 }
+
+// TestSetPortCap: SET_PORT_CAP (ABI 1.6) puts the host's IsSM into an
+// InfiniBand vNIC's PortInfo, as an SM elsewhere reads it, and takes it
+// out again; a bit a host cannot claim, another port and a RoCE vNIC are
+// refused.
+func TestSetPortCap(t *testing.T) {
+	tb := newIBTestbed(t, 1)
+	g := tb.guests[0]
+	ctx := testCtx(t)
+	capMask := func() uint32 {
+		t.Helper()
+		r, err := g.MADIfc(ctx, localSMP(proto.MADMethodGet, proto.SMPAttrPortInfo, nil))
+		if err != nil || r == nil {
+			t.Fatalf("PortInfo: answer %v, %v", r != nil, err)
+		}
+		return proto.PortInfo(proto.SMP(r).Data()).Fields().CapabilityMask
+	}
+	setCap := func(g *guestsim.Guest, port, mask uint32) error {
+		cmd := device.AdminCmd{Opcode: device.CmdSetPortCap, Handle: port}
+		*device.PayloadOf[device.CmdPortCapArgs](&cmd) = device.CmdPortCapArgs{CapMask: mask}
+		_, err := g.Admin(ctx, &cmd)
+		return err
+	}
+	base := capMask()
+	if base&proto.PortCapIsSM != 0 {
+		t.Fatalf("IsSM before any claim: %#x", base)
+	}
+	if err := setCap(g, 1, proto.PortCapIsSM); err != nil || capMask() != base|proto.PortCapIsSM {
+		t.Fatalf("IsSM: %v, mask %#x", err, capMask())
+	}
+	if err := setCap(g, 1, 0); err != nil || capMask() != base {
+		t.Fatalf("no IsSM: %v, mask %#x", err, capMask())
+	}
+	var se *guestsim.StatusError
+	for name, c := range map[string]struct {
+		g          *guestsim.Guest
+		port, mask uint32
+		want       uint16
+	}{
+		"IsTrapSupported": {g, 1, proto.PortCapIsTrapSupported, device.StEINVAL},
+		"port 2":          {g, 2, proto.PortCapIsSM, device.StEINVAL},
+		"RoCE":            {newTestbed(t, 1).guests[0], 1, proto.PortCapIsSM, device.StEOPNOTSUPP},
+	} {
+		if err := setCap(c.g, c.port, c.mask); !errors.As(err, &se) || se.Status != c.want {
+			t.Errorf("%s: %v, want status %d", name, err, c.want)
+		}
+	}
+	if capMask() != base {
+		t.Errorf("mask %#x after the refusals, want %#x", capMask(), base)
+	}
+}

@@ -70,6 +70,9 @@ echo HICAIN-IBSTAT-END rc=$?
 ibv_devinfo -d hicain_0
 echo HICAIN-DEVINFO rc=$?
 echo HICAIN-LID $(cat $port/lid)
+# The SM's port, as guest 2 reads it over the wire: IsSM in its
+# capability mask (hicain_ib passes modify_port's bits to the device).
+[ $n = 2 ] && echo HICAIN-SM-CAPMASK $(smpquery portinfo $(($(cat $port/sm_lid))) 1 2>&1 | sed -n 's/^CapMask:\.*//p')
 peer=10.43.0.1
 tmo=90
 ` + guestRunFuncs + `run=connect runbw=connect
@@ -353,6 +356,13 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 		if ud := section(c.con, "HICAIN-BEGIN ud", "HICAIN-END ud"); !regexp.MustCompile(`(?m)^204800 bytes in`).MatchString(ud) {
 			t.Errorf("%s: ibv_ud_pingpong:\n%s", c.name, ud)
 		}
+	}
+	// The master SM's port (guest 1) shows IsSM to guest 2.
+	if m, err := strconv.ParseUint(strings.TrimPrefix(consoleWord(c2, "HICAIN-SM-CAPMASK"), "0x"), 16, 32); err != nil ||
+		m&0x2 == 0 {
+		t.Errorf("guest 2: the SM port's CapMask %q lacks IsSM (0x2)", consoleWord(c2, "HICAIN-SM-CAPMASK"))
+	} else {
+		t.Logf("guest 2: the SM port's CapMask %#x (IsSM)", m)
 	}
 	if full {
 		checkPerftestByLID(t, c1, c2, lids)

@@ -131,6 +131,32 @@ func (d *Device) portInfo() proto.PortInfoFields {
 	return p.pi
 }
 
+// HostCapabilities are the PortInfo CapabilityMask bits that the port's
+// host may claim for the agents it runs (ib_core's modify_port): an SM
+// (IsSM, while OpenSM holds issm0), a disabled SM, DevMgt and vendor
+// class agents.
+const HostCapabilities = proto.PortCapIsSM | proto.PortCapIsSMDisabled |
+	proto.PortCapIsDeviceManagementSupported | proto.PortCapIsVendorClassSupported
+
+// SetHostCapabilities makes PortInfo's CapabilityMask the device's own
+// bits plus mask, what the host's agents claim now (the whole set, not a
+// change): an SM on the subnet then sees IsSM on this port and polls its
+// SMInfo. Bits outside HostCapabilities are ErrInvalid; an Ethernet port
+// has no PortInfo (ErrUnsupported). Safe for concurrent use.
+func (d *Device) SetHostCapabilities(mask uint32) error {
+	if !d.ib() {
+		return fmt.Errorf("rdma: port capabilities: %w: an Ethernet port has no PortInfo", ErrUnsupported)
+	}
+	if extra := mask &^ HostCapabilities; extra != 0 {
+		return fmt.Errorf("rdma: port capabilities %#x: a host may claim only %#x: %w", extra, uint32(HostCapabilities), ErrInvalid)
+	}
+	p := &d.port1
+	p.mu.Lock()
+	p.pi.CapabilityMask = ibCapabilityMask | mask
+	p.mu.Unlock()
+	return nil
+}
+
 // pkeyIndex returns the index of the P_Key table entry pkey matches (same
 // low 15 bits, not both limited), or -1. Engine goroutine only: it is on
 // the receive path, and the engine is the table's only writer.

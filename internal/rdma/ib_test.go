@@ -406,6 +406,22 @@ func TestIBLocalSMP(t *testing.T) {
 		t.Fatalf("NodeInfo GUID %#x port %d, D %v hp %d status %#x", ni.NodeGUID(), ni.LocalPortNum(),
 			r.Direction(), r.HopPointer(), r.Status())
 	}
+	// The host's agents claim IsSM (ib_umad's issm0 open): PortInfo says
+	// so until they give it up; bits a host cannot claim are refused.
+	capMask := func() uint32 {
+		t.Helper()
+		return proto.PortInfo(ask(smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrPortInfo}, nil)).Data()).Fields().CapabilityMask
+	}
+	base := capMask()
+	if err := n.dev.SetHostCapabilities(proto.PortCapIsSM); err != nil || capMask() != base|proto.PortCapIsSM {
+		t.Fatalf("IsSM claimed: %v, mask %#x (was %#x)", err, capMask(), base)
+	}
+	if err := n.dev.SetHostCapabilities(0); err != nil || capMask() != base {
+		t.Fatalf("IsSM given up: %v, mask %#x", err, capMask())
+	}
+	if err := n.dev.SetHostCapabilities(proto.PortCapIsTrapSupported); !isErr(err, rdma.ErrInvalid) || capMask() != base {
+		t.Fatalf("IsTrapSupported claimed: %v, mask %#x", err, capMask())
+	}
 	// OpenSM's Set of its own port: LID 1, SM LID 1; then Armed, Active.
 	pi := proto.PortInfo(ask(smp(proto.SMPFields{Method: proto.MADMethodGet, AttributeID: proto.SMPAttrPortInfo}, nil)).Data()).Fields()
 	pi.LID, pi.MasterSMLID, pi.PortState = 1, 1, proto.PortStateNoChange

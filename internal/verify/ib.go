@@ -250,6 +250,9 @@ func (g *sshGate) ibnetdiscover(ctx context.Context) (Outcome, error) {
 		Detail: fmt.Sprintf("%d switch(es), %d CA(s), %d cable(s)", switches, cas, links/2)}, nil
 }
 
+// portCapIsSM is PortInfo CapabilityMask's IsSM bit.
+const portCapIsSM = 0x2
+
 var dotted = regexp.MustCompile(`(?m)^(\w+):\.+(.*)$`)
 
 // ParseDotted reads the "Name:....value" lines of smpquery and perfquery.
@@ -292,6 +295,14 @@ func (g *sshGate) smpquery(ctx context.Context) (Outcome, error) {
 	if pi["Lid"] != strconv.Itoa(srv.LID) || pi["SMLid"] != strconv.Itoa(srv.SMLID) || pi["LinkState"] != "Active" {
 		return Outcome{}, fmt.Errorf("PortInfo of LID %d: Lid %q, SMLid %q, LinkState %q", srv.LID, pi["Lid"], pi["SMLid"], pi["LinkState"])
 	}
+	// The master SM's own port says IsSM (its host claimed it).
+	caps, err := strconv.ParseUint(strings.TrimPrefix(pi["CapMask"], "0x"), 16, 32)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("PortInfo of LID %d: CapMask %q", srv.LID, pi["CapMask"])
+	}
+	if srv.SMLID == srv.LID && caps&portCapIsSM == 0 {
+		return Outcome{}, fmt.Errorf("PortInfo of LID %d, the master SM's port: CapMask %#x lacks IsSM", srv.LID, caps)
+	}
 	sw, _, err := run("switch_nodeinfo", "-D nodeinfo 0,1")
 	if err != nil {
 		return Outcome{}, err
@@ -305,8 +316,8 @@ func (g *sshGate) smpquery(ctx context.Context) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("smpquery -D nodedesc 0,1: %w: %s", err, lastLine(out))
 	}
 	desc := strings.TrimSpace(out[strings.LastIndex(out, ".")+1:])
-	return Outcome{Detail: fmt.Sprintf("LID %d: CA %s, port Active, MTU %s; first hop: switch %s %q, %s ports",
-		srv.LID, ni["Guid"], pi["NeighborMTU"], sw["Guid"], desc, sw["NumPorts"])}, nil
+	return Outcome{Detail: fmt.Sprintf("LID %d: CA %s, port Active, MTU %s, CapMask %#x; first hop: switch %s %q, %s ports",
+		srv.LID, ni["Guid"], pi["NeighborMTU"], caps, sw["Guid"], desc, sw["NumPorts"])}, nil
 }
 
 // perfquery reads the server port's PortCounters from the client, sends
