@@ -505,28 +505,10 @@ func TestQEMUIB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernel, release := guestKernel(t)
-	busybox := "/bin/busybox"
-	_, err = os.Stat(busybox)
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
-	var tools []string
-	for _, b := range []string{"ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"} {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install ibverbs-utils", err == nil)
-		tools = append(tools, p)
-	}
-	for _, b := range perftests {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install perftest", err == nil)
-		tools = append(tools, p)
-	}
-	for _, b := range cmTools {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install rdmacm-utils", err == nil)
-		tools = append(tools, p)
-	}
+	qemu, kernel, release, busybox := guestBoot(t)
+	tools := lookTools(t, "ibverbs-utils", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
+	tools = append(tools, lookTools(t, "perftest", perftests...)...)
+	tools = append(tools, lookTools(t, "rdmacm-utils", cmTools...)...)
 	netKo := buildModule(t, release)
 	ibKo := filepath.Join(filepath.Dir(netKo), "hicain_ib.ko")
 	so, driver := buildProvider(t)

@@ -23,6 +23,34 @@ import (
 	"github.com/PacketFive/hinic/internal/testutil"
 )
 
+// guestBoot returns what every two-guest QEMU test boots: the QEMU
+// binary, the newest Debian 6.1 kernel in /boot and its release, and the
+// static busybox its initramfs is made of, skipping the test (failing it
+// with HINIC_REQUIRE_TOOLS=1) when one is missing.
+func guestBoot(t *testing.T) (qemu, kernel, release, busybox string) {
+	t.Helper()
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
+	kernel, release = guestKernel(t)
+	busybox = "/bin/busybox"
+	_, err = os.Stat(busybox)
+	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	return qemu, kernel, release, busybox
+}
+
+// lookTools returns the paths of the named programs, which Debian's
+// package pkg installs, skipping the test when one is missing.
+func lookTools(t *testing.T, pkg string, names ...string) []string {
+	t.Helper()
+	var paths []string
+	for _, b := range names {
+		p, err := exec.LookPath(b)
+		testutil.RequireTool(t, b, "apt-get install "+pkg, err == nil)
+		paths = append(paths, p)
+	}
+	return paths
+}
+
 // guestKernel returns the newest Debian 6.1 kernel in /boot and its
 // release (the name of its /lib/modules directory), skipping the test
 // when there is none.
@@ -289,12 +317,7 @@ func TestQEMUNetPing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernel, release := guestKernel(t)
-	busybox := "/bin/busybox"
-	_, err = os.Stat(busybox)
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	qemu, kernel, release, busybox := guestBoot(t)
 	ko := buildModules(t, release, "hicain_net.o")
 
 	// Cleanups run last in, first out: the guests stop before the

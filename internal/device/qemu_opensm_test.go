@@ -197,35 +197,14 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernel, release := guestKernel(t)
-	busybox := "/bin/busybox"
-	_, err = os.Stat(busybox)
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	qemu, kernel, release, busybox := guestBoot(t)
 	osm, ok := opensmBinary()
 	testutil.RequireTool(t, "opensm", "scripts/deps.sh unpacks it", ok)
 	tools := []string{osm}
-	for _, b := range []string{"ibstat", "ibnetdiscover", "smpquery", "perfquery", "ibping"} {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install infiniband-diags", err == nil)
-		tools = append(tools, p)
-	}
-	for _, b := range cmTools {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install rdmacm-utils", err == nil)
-		tools = append(tools, p)
-	}
-	for _, b := range []string{"ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong"} {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install ibverbs-utils", err == nil)
-		tools = append(tools, p)
-	}
-	for _, b := range opensmPerftests {
-		p, err := exec.LookPath(b)
-		testutil.RequireTool(t, b, "apt-get install perftest", err == nil)
-		tools = append(tools, p)
-	}
+	tools = append(tools, lookTools(t, "infiniband-diags", "ibstat", "ibnetdiscover", "smpquery", "perfquery", "ibping")...)
+	tools = append(tools, lookTools(t, "rdmacm-utils", cmTools...)...)
+	tools = append(tools, lookTools(t, "ibverbs-utils", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong")...)
+	tools = append(tools, lookTools(t, "perftest", opensmPerftests...)...)
 	netKo := buildModule(t, release)
 	ibKo := filepath.Join(filepath.Dir(netKo), "hicain_ib.ko")
 	so, driver := buildProvider(t)
