@@ -510,7 +510,6 @@ func TestQEMUIB(t *testing.T) {
 	tools = append(tools, lookTools(t, "perftest", perftests...)...)
 	tools = append(tools, lookTools(t, "rdmacm-utils", cmTools...)...)
 	netKo := buildModule(t, release)
-	ibKo := filepath.Join(filepath.Dir(netKo), "hicain_ib.ko")
 	so, driver := buildProvider(t)
 	hold := filepath.Join(t.TempDir(), "ibv_hold")
 	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Werror", "-o", hold, "testdata/ibv_hold.c",
@@ -527,34 +526,15 @@ func TestQEMUIB(t *testing.T) {
 	// addresses to the device (SET_ADDR).
 	srv, cfgs, dir := startTwoVNICs(t, "hdi")
 
-	w, err := testutil.BusyboxInitramfs(busybox, ibGuestInit, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &initramfs{w: w, dirs: map[string]bool{"dev": true, "bin": true, "proc": true, "sys": true,
-		"usr": true, "usr/bin": true, "usr/sbin": true, "sbin": true}}
-	var order []string
-	for _, m := range guestModules(t, release, "ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm", "rdma_ucm") {
-		name := moduleName(m) + ".ko"
-		r.add(t, "/lib/modules/"+name, 0o644, readModule(t, filepath.Join("/lib/modules", release, m)))
-		order = append(order, name)
-	}
-	r.add(t, "/lib/modules/load-order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
-	r.addFile(t, "/hicain_net.ko", netKo, 0o644)
-	r.addFile(t, "/hicain_ib.ko", ibKo, 0o644)
+	r, order := verbsInitramfs(t, busybox, ibGuestInit, release, netKo, so, driver,
+		"ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm", "rdma_ucm")
 	for _, p := range tools {
 		r.addFile(t, p, p, 0o755)
 	}
 	r.addFile(t, "/ibv_hold", hold, 0o755)
 	r.addFile(t, "/umad_ping", umadPing, 0o755)
-	provider := "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so"
-	r.addFile(t, provider, so, 0o755)
-	r.addFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
-	libs := sharedLibs(t, append([]string{hold, umadPing, so}, tools...)...)
-	for _, lib := range libs {
-		r.addFile(t, lib, lib, 0o755)
-	}
-	addLibgcc(t, r, libs)
+	r.addLibs(t, append([]string{hold, umadPing, so}, tools...)...)
+	w := r.w
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, w.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -821,4 +801,42 @@ func addLibgcc(t *testing.T, r *initramfs, libs []string) {
 		testutil.RequireTool(t, gcc, "apt-get install libgcc-s1", err == nil)
 		r.addFile(t, gcc, gcc, 0o755)
 	}
+}
+
+// verbsInitramfs starts the initramfs of a verbs guest: busybox with init
+// as /init, the Debian modules mods of kernel release with their
+// dependencies (their load order, returned too, in
+// /lib/modules/load-order), /hicain_net.ko at netKo and the
+// /hicain_ib.ko built next to it, and the provider (so, driver file).
+func verbsInitramfs(t *testing.T, busybox, init, release, netKo, so, driver string, mods ...string) (*initramfs, []string) {
+	t.Helper()
+	w, err := testutil.BusyboxInitramfs(busybox, init, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &initramfs{w: w, dirs: map[string]bool{"dev": true, "bin": true, "proc": true, "sys": true,
+		"usr": true, "usr/bin": true, "usr/sbin": true, "sbin": true}}
+	var order []string
+	for _, m := range guestModules(t, release, mods...) {
+		name := moduleName(m) + ".ko"
+		r.add(t, "/lib/modules/"+name, 0o644, readModule(t, filepath.Join("/lib/modules", release, m)))
+		order = append(order, name)
+	}
+	r.add(t, "/lib/modules/load-order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
+	r.addFile(t, "/hicain_net.ko", netKo, 0o644)
+	r.addFile(t, "/hicain_ib.ko", filepath.Join(filepath.Dir(netKo), "hicain_ib.ko"), 0o644)
+	r.addFile(t, "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so", so, 0o755)
+	r.addFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
+	return r, order
+}
+
+// addLibs adds the shared libraries the binaries need, libgcc_s
+// included (addLibgcc).
+func (r *initramfs) addLibs(t *testing.T, bins ...string) {
+	t.Helper()
+	libs := sharedLibs(t, bins...)
+	for _, lib := range libs {
+		r.addFile(t, lib, lib, 0o755)
+	}
+	addLibgcc(t, r, libs)
 }

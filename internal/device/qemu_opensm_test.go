@@ -206,7 +206,6 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	tools = append(tools, lookTools(t, "ibverbs-utils", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong")...)
 	tools = append(tools, lookTools(t, "perftest", opensmPerftests...)...)
 	netKo := buildModule(t, release)
-	ibKo := filepath.Join(filepath.Dir(netKo), "hicain_ib.ko")
 	so, driver := buildProvider(t)
 
 	_, cfgs, dir := startVNICPair(t, prefix, true, switches)
@@ -215,32 +214,14 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 		args = " hicain.full=1"
 	}
 
-	w, err := testutil.BusyboxInitramfs(busybox, opensmGuestInit, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &initramfs{w: w, dirs: map[string]bool{"dev": true, "bin": true, "proc": true, "sys": true,
-		"usr": true, "usr/bin": true, "usr/sbin": true, "sbin": true}}
-	var order []string
-	for _, m := range guestModules(t, release, "ib_core", "ib_uverbs", "ib_umad", "ib_ipoib", "rdma_ucm", "virtio_pci", "virtio_net") {
-		name := moduleName(m) + ".ko"
-		r.add(t, "/lib/modules/"+name, 0o644, readModule(t, filepath.Join("/lib/modules", release, m)))
-		order = append(order, name)
-	}
+	r, _ := verbsInitramfs(t, busybox, opensmGuestInit, release, netKo, so, driver,
+		"ib_core", "ib_uverbs", "ib_umad", "ib_ipoib", "rdma_ucm", "virtio_pci", "virtio_net")
 	r.add(t, "/etc/opensm/opensm.conf", 0o644, []byte("force_log_flush TRUE\n"))
-	r.add(t, "/lib/modules/load-order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
-	r.addFile(t, "/hicain_net.ko", netKo, 0o644)
-	r.addFile(t, "/hicain_ib.ko", ibKo, 0o644)
 	for _, p := range tools {
 		r.addFile(t, "/usr/sbin/"+filepath.Base(p), p, 0o755)
 	}
-	r.addFile(t, "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so", so, 0o755)
-	r.addFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
-	libs := sharedLibs(t, append([]string{so}, tools...)...)
-	for _, lib := range libs {
-		r.addFile(t, lib, lib, 0o755)
-	}
-	addLibgcc(t, r, libs)
+	r.addLibs(t, append([]string{so}, tools...)...)
+	w := r.w
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, w.Bytes(), 0o644); err != nil {
 		t.Fatal(err)

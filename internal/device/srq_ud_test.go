@@ -56,8 +56,15 @@ func newUDEnd(t *testing.T, g *guestsim.Guest, mac [6]byte) *udEnd {
 // newQP creates another UD QP in the end's PD, in RTS, receiving on rcq.
 func (e *udEnd) newQP(t *testing.T, rcq *guestsim.CQ) *guestsim.QP {
 	t.Helper()
+	return e.udQP(t, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: rcq, Type: guestsim.QPTypeUD}, 0x55)
+}
+
+// udQP creates a UD QP of cfg on the end's guest and takes it to RTS
+// (Q_Key udQKey, send PSN sqPSN).
+func (e *udEnd) udQP(t *testing.T, cfg guestsim.QPConfig, sqPSN uint32) *guestsim.QP {
+	t.Helper()
 	ctx := testCtx(t)
-	qp, err := e.g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: rcq, Type: guestsim.QPTypeUD})
+	qp, err := e.g.CreateQP(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +75,7 @@ func (e *udEnd) newQP(t *testing.T, rcq *guestsim.CQ) *guestsim.QP {
 		{device.QPAttr{QPState: uint32(rdma.QPStateInit), PortNum: 1, QKey: udQKey},
 			rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrQKey},
 		{device.QPAttr{QPState: uint32(rdma.QPStateRTR)}, rdma.QPAttrState},
-		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: 0x55}, rdma.QPAttrState | rdma.QPAttrSQPSN},
+		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: sqPSN}, rdma.QPAttrState | rdma.QPAttrSQPSN},
 	} {
 		if err := e.g.ModifyQP(ctx, qp.QPN, uint32(s.mask), s.attr); err != nil {
 			t.Fatalf("modify UD QP %d to %d: %v", qp.QPN, s.attr.QPState, err)

@@ -13,26 +13,7 @@ import (
 // address vector (ABI 1.3), in RTS.
 func (e *udEnd) newUDQPAV(t *testing.T) *guestsim.QP {
 	t.Helper()
-	ctx := testCtx(t)
-	qp, err := e.g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq, Type: guestsim.QPTypeUD,
-		AV: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []struct {
-		attr device.QPAttr
-		mask rdma.QPAttrMask
-	}{
-		{device.QPAttr{QPState: uint32(rdma.QPStateInit), PortNum: 1, QKey: udQKey},
-			rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrQKey},
-		{device.QPAttr{QPState: uint32(rdma.QPStateRTR)}, rdma.QPAttrState},
-		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: 1}, rdma.QPAttrState | rdma.QPAttrSQPSN},
-	} {
-		if err := e.g.ModifyQP(ctx, qp.QPN, uint32(s.mask), s.attr); err != nil {
-			t.Fatalf("modify UD QP %d to %d: %v", qp.QPN, s.attr.QPState, err)
-		}
-	}
-	return qp
+	return e.udQP(t, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq, Type: guestsim.QPTypeUD, AV: true}, 1)
 }
 
 // avTo is the address vector of r's GID 1 (its IPv4 address).
