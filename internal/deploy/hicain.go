@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
@@ -166,52 +163,25 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 			return false, err
 		}
 	}
-	if hinic == "" {
-		var err error
-		if hinic, err = os.Executable(); err != nil {
-			return false, err
-		}
-	}
 	for _, g := range r.hicainGuests() {
 		if err := os.MkdirAll(GuestDir(r, g.Name), 0o755); err != nil {
 			return false, err
 		}
 	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return false, err
-	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "$ hinic %s\n", strings.Join(args, " "))
-	cmd := exec.Command(hinic, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return false, fmt.Errorf("starting the device backend: %w", err)
-	}
-	st.DevicePID = cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	_ = os.WriteFile(filepath.Join(r.RunDir, FileDevicePID), []byte(strconv.Itoa(st.DevicePID)+"\n"), 0o644)
 	// The control socket listens once every vNIC has its RAM file, its
 	// ivshmem socket and its fabric port.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := device.QueryStatus(qctx, DeviceControl(r))
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case err := <-exited:
-			b, _ := os.ReadFile(logPath)
-			return true, fmt.Errorf("the device backend exited: %v: %s (see %s)", err, lastLines(string(b), 3), logPath)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return true, fmt.Errorf("the device backend did not open its control socket in 15 s (see %s)", logPath)
-		}
+	pid, err := spawn(ctx, hinic, daemon{what: "device backend", args: args, logPath: logPath,
+		pidPath: filepath.Join(r.RunDir, FileDevicePID), ready: func() bool {
+			qctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := device.QueryStatus(qctx, DeviceControl(r))
+			return err == nil
+		}})
+	if pid != 0 {
+		st.DevicePID = pid
+	}
+	if err != nil {
+		return pid != 0, err
 	}
 	var mtus []string
 	for _, g := range r.hicainGuests() {
@@ -257,12 +227,8 @@ func deviceReusable(ctx context.Context, pid int, args []string, control string)
 // rdma-core renames RDMA devices after their slot, e.g. rocep0s4;
 // libhicain matches them by their driver).
 func setupHicain(ctx context.Context, c *Client, r *Rack, g Guest) (nic, dev string, err error) {
-	if out, err := c.Run(ctx, "modprobe "+hicainDriver+" || { echo \"(guest kernel $(uname -r))\"; exit 1; }"); err != nil {
-		return "", "", fmt.Errorf("modprobe %s failed: %s\n%s", hicainDriver, strings.TrimSpace(out), missingHicain)
-	}
-	if _, err := c.Run(ctx, "test -e /etc/libibverbs.d/hicain.driver"); err != nil {
-		return "", "", fmt.Errorf("the libibverbs provider libhicain is not installed (no /etc/libibverbs.d/hicain.driver)\n%s",
-			missingHicain)
+	if err := loadHicain(ctx, c); err != nil {
+		return "", "", err
 	}
 	// A netdev registered just now may still be renamed by udev.
 	out, err := c.Run(ctx, `udevadm settle -t 10 >/dev/null 2>&1; for d in /sys/class/net/*; do
@@ -313,6 +279,19 @@ func ipv4GIDTail(ip string) string {
 	return fmt.Sprintf("%02x%02x:%02x%02x", b[0], b[1], b[2], b[3])
 }
 
+// loadHicain loads hicain_net in the guest and checks that libhicain is
+// installed: what both link layers start with.
+func loadHicain(ctx context.Context, c *Client) error {
+	if out, err := c.Run(ctx, "modprobe "+hicainDriver+" || { echo \"(guest kernel $(uname -r))\"; exit 1; }"); err != nil {
+		return fmt.Errorf("modprobe %s failed: %s\n%s", hicainDriver, strings.TrimSpace(out), missingHicain)
+	}
+	if _, err := c.Run(ctx, "test -e /etc/libibverbs.d/hicain.driver"); err != nil {
+		return fmt.Errorf("the libibverbs provider libhicain is not installed (no /etc/libibverbs.d/hicain.driver)\n%s",
+			missingHicain)
+	}
+	return nil
+}
+
 const missingHicain = "The image needs the HiNIC guest modules and provider: build the packages with " +
 	"hinic pkg build --kernel <the image's kernel release>, then the image with " +
 	"hinic image build --deb <hicain-modules-KVER .deb> --deb <libhicain .deb>, " +
@@ -351,12 +330,8 @@ const (
 // made the port ACTIVE, then gives the IPoIB netdev the guest's IP. It
 // returns the IPoIB netdev and the RDMA device.
 func setupHicainIB(ctx context.Context, c *Client, r *Rack, g Guest, p Progress) (nic, dev string, err error) {
-	if out, err := c.Run(ctx, "modprobe "+hicainDriver+" || { echo \"(guest kernel $(uname -r))\"; exit 1; }"); err != nil {
-		return "", "", fmt.Errorf("modprobe %s failed: %s\n%s", hicainDriver, strings.TrimSpace(out), missingHicain)
-	}
-	if _, err := c.Run(ctx, "test -e /etc/libibverbs.d/hicain.driver"); err != nil {
-		return "", "", fmt.Errorf("the libibverbs provider libhicain is not installed (no /etc/libibverbs.d/hicain.driver)\n%s",
-			missingHicain)
+	if err := loadHicain(ctx, c); err != nil {
+		return "", "", err
 	}
 	if out, err := c.Run(ctx, "modprobe -a "+hicainIB+" ib_umad "+ipoibModule+" rdma_ucm"); err != nil {
 		return "", "", fmt.Errorf("modprobe %s ib_umad %s rdma_ucm: %w: %s", hicainIB, ipoibModule, err, strings.TrimSpace(out))

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/PacketFive/hinic/internal/image"
 )
 
@@ -60,21 +58,8 @@ func TestExampleHicainSpec(t *testing.T) {
 
 func TestFabricConfigPortKinds(t *testing.T) {
 	r := hicainRack(t, 0)
-	var doc struct {
-		Fabric struct {
-			Switches []struct {
-				Port []struct {
-					Num  int    `yaml:"num"`
-					Kind string `yaml:"kind"`
-				} `yaml:"port"`
-			} `yaml:"switches"`
-		} `yaml:"fabric"`
-	}
-	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
-		t.Fatal(err)
-	}
 	got := map[int]string{}
-	for _, p := range doc.Fabric.Switches[0].Port {
+	for _, p := range readFabricConfig(t, r).Switches[0].Port {
 		got[p.Num] = p.Kind
 	}
 	// vm-a takes port 1, vm-r port 2; vm-b names port 7.

@@ -261,12 +261,6 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return nil
 		}
 	}
-	if hinic == "" {
-		var err error
-		if hinic, err = os.Executable(); err != nil {
-			return err
-		}
-	}
 	if err := os.WriteFile(filepath.Join(r.RunDir, FileFabricConf), FabricConfig(r), 0o644); err != nil {
 		return err
 	}
@@ -275,37 +269,74 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return err
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(r.RunDir, FileFabricLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	pid, err := spawn(ctx, hinic, daemon{what: "fabric",
+		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
+		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
+		ready: func() bool {
+			_, err := os.Stat(filepath.Join(fabDir, fabric.ControlSocketName))
+			return err == nil
+		}})
+	if pid != 0 {
+		st.FabricPID = pid
+	}
 	if err != nil {
 		return err
 	}
+	p("fabric: serving %d switch(es) in %s (pid %d)", len(r.Switches), fabDir, st.FabricPID)
+	return nil
+}
+
+// daemon is a hinic child that serves the rack: the fabric or the device
+// backend.
+type daemon struct {
+	what             string   // "fabric", "device backend"
+	args             []string // after the binary
+	logPath, pidPath string
+	ready            func() bool // its control socket answers
+}
+
+// spawn starts d with the hinic binary (default: this executable) in its
+// own session, so that it outlives the command, its output appended to
+// its log and its pid written to its pid file, and waits up to 15 s until
+// it is ready. It returns the pid, also with an error after the start.
+func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
+	if hinic == "" {
+		var err error
+		if hinic, err = os.Executable(); err != nil {
+			return 0, err
+		}
+	}
+	logf, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, err
+	}
 	defer logf.Close()
-	cmd := exec.Command(hinic, "fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf))
+	fmt.Fprintf(logf, "$ hinic %s\n", strings.Join(d.args, " "))
+	cmd := exec.Command(hinic, d.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the fabric: %w", err)
+		return 0, fmt.Errorf("starting the %s: %w", d.what, err)
 	}
-	st.FabricPID = cmd.Process.Pid
+	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	_ = os.WriteFile(filepath.Join(r.RunDir, FileFabricPID), []byte(strconv.Itoa(st.FabricPID)+"\n"), 0o644)
+	_ = os.WriteFile(d.pidPath, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(fabDir, fabric.ControlSocketName)); err == nil {
-			break
-		}
+	for !d.ready() {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the fabric exited: %v (see %s)", err, filepath.Join(r.RunDir, FileFabricLog))
+			b, _ := os.ReadFile(d.logPath)
+			return pid, fmt.Errorf("the %s exited: %v: %s (see %s)", d.what, err, lastLines(string(b), 3), d.logPath)
+		case <-ctx.Done():
+			return pid, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the fabric did not open its control socket in 15 s (see %s)", filepath.Join(r.RunDir, FileFabricLog))
+			return pid, fmt.Errorf("the %s did not open its control socket in 15 s (see %s)", d.what, d.logPath)
 		}
 	}
-	p("fabric: serving %d switch(es) in %s (pid %d)", len(r.Switches), fabDir, st.FabricPID)
-	return nil
+	return pid, nil
 }
 
 // FabricConfig is the `hinic fabric serve --config` file of the rack: the

@@ -72,24 +72,7 @@ func TestFabricConfig(t *testing.T) {
 	if err := r.Defaults(); err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Fabric struct {
-			RunDir   string `yaml:"run-dir"`
-			Pcap     string `yaml:"pcap"`
-			Switches []struct {
-				Name  string `yaml:"name"`
-				Ports int    `yaml:"ports"`
-				Port  []struct {
-					Num  int    `yaml:"num"`
-					Kind string `yaml:"kind"`
-				} `yaml:"port"`
-			} `yaml:"switches"`
-		} `yaml:"fabric"`
-	}
-	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
-		t.Fatal(err)
-	}
-	f := doc.Fabric
+	f := readFabricConfig(t, r)
 	if f.RunDir != "/tmp/x/fab" || f.Pcap != "/tmp/x/pcap" || len(f.Switches) != 1 || len(f.Switches[0].Port) != 2 ||
 		f.Switches[0].Port[1].Num != 2 || f.Switches[0].Port[1].Kind != "qemu-stream" {
 		t.Errorf("got %+v", f)
@@ -115,23 +98,8 @@ func TestIBRackSpec(t *testing.T) {
 	if r.OpenSM != "vm-a" || r.Guests[0].Link != LinkIB || r.Guests[1].Link != LinkIB || r.SwitchLink("sw1") != LinkIB {
 		t.Fatalf("got %+v", r)
 	}
-	var doc struct {
-		Fabric struct {
-			Switches []struct {
-				Name string `yaml:"name"`
-				Port []struct {
-					Num  int    `yaml:"num"`
-					Kind string `yaml:"kind"`
-					Link string `yaml:"link"`
-				} `yaml:"port"`
-			} `yaml:"switches"`
-			Links []struct{ A, B string } `yaml:"links"`
-		} `yaml:"fabric"`
-	}
-	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
-		t.Fatal(err)
-	}
-	for _, sw := range doc.Fabric.Switches {
+	f := readFabricConfig(t, r)
+	for _, sw := range f.Switches {
 		got := map[int]string{}
 		for _, p := range sw.Port {
 			got[p.Num] = p.Kind + "/" + p.Link
@@ -140,8 +108,8 @@ func TestIBRackSpec(t *testing.T) {
 			t.Errorf("switch %s ports %v, want 1 seqpacket/ib and the cable's 10 ib", sw.Name, got)
 		}
 	}
-	if len(doc.Fabric.Links) != 1 || doc.Fabric.Links[0].A != "sw0:10" {
-		t.Errorf("links %+v", doc.Fabric.Links)
+	if len(f.Links) != 1 || f.Links[0].A != "sw0:10" {
+		t.Errorf("links %+v", f.Links)
 	}
 	args := strings.Join(DeviceArgs(r), " ")
 	for _, want := range []string{"name=vm-a/hicain0", "link=ib", "mtu=4096", "mac=52:54:00:44:00:02"} {
@@ -180,4 +148,31 @@ func TestIBRackErrors(t *testing.T) {
 	if err := r.Defaults(); err != nil || r.OpenSM != "b" || r.SwitchLink("sw0") != LinkEth {
 		t.Errorf("default opensm: %v, %q", err, r.OpenSM)
 	}
+}
+
+// fabricConfig is FabricConfig's document as the tests read it back.
+type fabricConfig struct {
+	RunDir   string `yaml:"run-dir"`
+	Pcap     string `yaml:"pcap"`
+	Switches []struct {
+		Name  string `yaml:"name"`
+		Ports int    `yaml:"ports"`
+		Port  []struct {
+			Num  int    `yaml:"num"`
+			Kind string `yaml:"kind"`
+			Link string `yaml:"link"`
+		} `yaml:"port"`
+	} `yaml:"switches"`
+	Links []struct{ A, B string } `yaml:"links"`
+}
+
+func readFabricConfig(t *testing.T, r *Rack) fabricConfig {
+	t.Helper()
+	var doc struct {
+		Fabric fabricConfig `yaml:"fabric"`
+	}
+	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc.Fabric
 }
