@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/PacketFive/hinic/internal/accel"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/image"
@@ -44,6 +45,9 @@ type State struct {
 	Guests    []GuestState `json:"guests"`
 	Timings   []StepTiming `json:"timings"`
 	Down      bool         `json:"down"`
+	// AccelWhy says why the guests run under their accelerator (the KVM
+	// probe's verdict, one line per guest kernel).
+	AccelWhy []string `json:"accel_why,omitempty"`
 
 	mu   sync.Mutex // guards the fields above while guests boot in parallel
 	path string
@@ -62,7 +66,8 @@ type GuestState struct {
 	DataNIC string  `json:"data_nic"` // the guest's netdev name, e.g. ens4
 	RDMADev string  `json:"rdma_dev"` // e.g. rxe0
 	NIC     string  `json:"nic"`
-	Link    string  `json:"link"` // eth (RoCEv2) or ib (native InfiniBand; DataNIC is IPoIB)
+	Link    string  `json:"link"`  // eth (RoCEv2) or ib (native InfiniBand; DataNIC is IPoIB)
+	Accel   string  `json:"accel"` // tcg or kvm
 	Dir     string  `json:"dir"`
 	BootSec float64 `json:"boot_to_ssh_s"`
 	Ready   bool    `json:"ready"`
@@ -133,6 +138,9 @@ type UpOptions struct {
 	// serve` (default: this executable).
 	Hinic    string
 	Progress Progress
+	// Prober decides accel: auto and accel: kvm (default: the KVM probe
+	// with its cache in the user's cache directory).
+	Prober *accel.Prober
 }
 
 // Up deploys the rack: fabric, device backend (for hicain guests), guests,
@@ -182,6 +190,15 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The accelerator comes first: accel: kvm on a host where KVM cannot
+	// boot the guests' kernel is refused before anything starts.
+	var accels map[string]string
+	if err := timed("accel", func() (err error) {
+		accels, st.AccelWhy, err = chooseAccel(ctx, r, o.Prober, p)
+		return err
+	}); err != nil {
+		return st, err
+	}
 
 	if err := timed("fabric", func() error { return startFabric(ctx, st, o.Hinic, p) }); err != nil {
 		return st, err
@@ -211,14 +228,6 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	}
 
 	// Guests boot in parallel: under TCG each takes about a minute.
-	accel := r.Accel
-	if accel == "auto" {
-		accel = "tcg"
-		if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
-			f.Close()
-			accel = "kvm:tcg"
-		}
-	}
 	prev := map[string]GuestState{}
 	for _, g := range st.Guests {
 		prev[g.Name] = g
@@ -230,12 +239,12 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		g := r.Guests[i]
 		gs := &st.Guests[i]
 		*gs = GuestState{Name: g.Name, PID: prev[g.Name].PID, BootSec: prev[g.Name].BootSec, SSHAddr: fmt.Sprintf("127.0.0.1:%d", g.SSHPort),
-			DataIP: g.IP, NIC: g.NIC, Link: g.Link, Dir: filepath.Join(runDir, g.Name)}
+			DataIP: g.IP, NIC: g.NIC, Link: g.Link, Accel: accels[g.Image], Dir: filepath.Join(runDir, g.Name)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t := time.Now()
-			err := upGuest(ctx, st, g, gs, accel, signer, pub, p)
+			err := upGuest(ctx, st, g, gs, signer, pub, p)
 			if err != nil {
 				gs.Error = err.Error()
 				errs[i] = fmt.Errorf("deploy: guest %s: %w", g.Name, err)
@@ -429,7 +438,7 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 		data = hicainQEMUArgs(r, g)
 	}
 	args := []string{
-		"-name", g.Name, "-accel", strings.Split(accel, ":")[0],
+		"-name", g.Name, "-accel", accel,
 		"-m", strconv.Itoa(g.Memory), "-smp", strconv.Itoa(g.CPUs),
 		"-kernel", filepath.Join(imageDir, image.FileKernel),
 		"-initrd", filepath.Join(imageDir, image.FileInitrd),
@@ -447,7 +456,7 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 	)
 }
 
-func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel string, signer ssh.Signer, pub string, p Progress) error {
+func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh.Signer, pub string, p Progress) error {
 	r := &st.Rack
 	imageDir, err := filepath.Abs(g.Image)
 	if err != nil {
@@ -484,7 +493,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel stri
 		if err != nil {
 			return err
 		}
-		args := QEMUArgs(r, g, m, imageDir, gs.Dir, accel, pub)
+		args := QEMUArgs(r, g, m, imageDir, gs.Dir, gs.Accel, pub)
 		fmt.Fprintf(logf, "$ qemu-system-x86_64 %s\n", strings.Join(args, " "))
 		cmd := exec.Command("qemu-system-x86_64", args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
@@ -497,7 +506,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel stri
 		gs.PID = cmd.Process.Pid
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
-		p("%s: QEMU started (pid %d, %s, SSH %s, console %s)", g.Name, gs.PID, accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))
+		p("%s: QEMU started (pid %d, %s, SSH %s, console %s)", g.Name, gs.PID, gs.Accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))
 		select {
 		case <-exited:
 			b, _ := os.ReadFile(filepath.Join(gs.Dir, "qemu.log"))
@@ -509,7 +518,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, accel stri
 	defer cancel()
 	c, err := WaitSSH(wctx, gs.SSHAddr, signer, filepath.Join(r.RunDir, FileKnownHosts))
 	if err != nil {
-		return fmt.Errorf("%w (console: %s)", err, filepath.Join(gs.Dir, "console.log"))
+		return fmt.Errorf("%w; %s", err, consoleHint(filepath.Join(gs.Dir, "console.log"), gs.Accel))
 	}
 	defer c.Close()
 	if !running {
@@ -735,7 +744,8 @@ type GuestStatus struct {
 	DataIP    string `json:"data_ip"`
 	NIC       string `json:"nic"`
 	RDMADev   string `json:"rdma_dev"`
-	Link      string `json:"link"` // eth or ib
+	Link      string `json:"link"`  // eth or ib
+	Accel     string `json:"accel"` // tcg or kvm
 	PortState string `json:"port_state"`
 	LID       string `json:"lid,omitempty"` // an InfiniBand port's LID, e.g. 0x3`
 	Error     string `json:"error,omitempty"`
@@ -786,7 +796,8 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	for i := range st.Guests {
 		g := &st.Guests[i]
 		gs := &rs.Guests[i]
-		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, Link: g.Link, State: "stopped"}
+		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, Link: g.Link,
+			Accel: g.Accel, State: "stopped"}
 		if !alive(g.PID, "qemu") {
 			if !st.Down {
 				gs.State = "crashed"

@@ -1,7 +1,7 @@
 // Package deploy runs QEMU racks: it reads rack specs (YAML), starts the
 // HiSwitch fabric as a child process (`hinic fabric serve`) and, for guests
 // with a HiNIC, one device backend (`hinic device serve`), starts one QEMU
-// guest per spec entry (TCG unless KVM works) with its data NIC on a fabric
+// guest per spec entry (TCG unless the KVM probe passes) with its data NIC on a fabric
 // port (rxe: a virtio-net NIC on a qemu-stream port; hicain: the
 // ivshmem-doorbell function the backend serves, the backend on a seqpacket
 // port) and its management SSH forwarded to loopback, reaches the guests
@@ -10,8 +10,8 @@
 // state in a run directory so that `status` and `down` find it from
 // another process.
 //
-// deploy imports fabric and device (to query a running fabric and backend)
-// and image (manifests); it must not import verify or the CLI.
+// deploy imports fabric and device (to query a running fabric and backend),
+// image (manifests) and accel (the KVM probe); it must not import verify or the CLI.
 package deploy
 
 import (
@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/PacketFive/hinic/internal/accel"
 )
 
 // NIC kinds of a guest.
@@ -41,6 +43,10 @@ const (
 // OpenSMNone, as a rack's opensm, starts no subnet manager: one runs
 // elsewhere on the subnet.
 const OpenSMNone = "none"
+
+// DefaultImage is the image directory of guests whose spec names none
+// (hinic image build's default --dir), relative to the working directory.
+var DefaultImage = filepath.Join(".cache", "images", "hinic-guest")
 
 // Rack is a rack spec. Zero values take the defaults of Defaults.
 type Rack struct {
@@ -143,7 +149,7 @@ func (r *Rack) Defaults() error {
 		r.RunDir = DefaultRunDir(r.Name)
 	}
 	if r.Image == "" {
-		r.Image = filepath.Join(".cache", "images", "hinic-guest")
+		r.Image = DefaultImage
 	}
 	if r.Network == "" {
 		r.Network = "10.42.0.0/24"
@@ -152,7 +158,10 @@ func (r *Rack) Defaults() error {
 		r.SSHPortBase = 2222
 	}
 	if r.Accel == "" {
-		r.Accel = "auto"
+		r.Accel = accel.Auto
+	}
+	if !accel.Valid(r.Accel) {
+		return fmt.Errorf("deploy: accel %q: want tcg, kvm or auto (KVM only when the KVM probe boots a guest kernel)", r.Accel)
 	}
 	if r.MTU < 0 {
 		return fmt.Errorf("deploy: mtu %d: want 0 (the netdev's default) or a positive MTU", r.MTU)

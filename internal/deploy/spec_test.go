@@ -39,6 +39,8 @@ func TestDefaultsErrors(t *testing.T) {
 		"bad nic":            {Guests: []Guest{{Name: "a", NIC: "mlx5"}}},
 		"unknown switch":     {Guests: []Guest{{Name: "a", Switch: "sw9"}}},
 		"port out of range":  {Switches: []Switch{{Name: "sw0", Ports: 2}}, Guests: []Guest{{Name: "a", Port: 3}}},
+		"accel kvm:tcg":      {Accel: "kvm:tcg"},
+		"accel hvf":          {Accel: "hvf"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := r.Defaults(); err == nil {

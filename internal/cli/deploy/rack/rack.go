@@ -35,7 +35,8 @@ It starts the HiSwitch fabric (hinic fabric serve) with one port per
 guest: a qemu-stream port for an rxe guest, a seqpacket port for a hicain
 guest. With hicain guests it then starts one HiNIC device backend (hinic
 device serve, one vNIC per hicain guest on its switch port). Then the
-guests (TCG unless /dev/kvm works) booted from the image directly
+guests (accel: auto is KVM only when the KVM probe boots the image's
+kernel under KVM, else TCG; see hinic doctor) booted from the image directly
 (-kernel/-initrd) on a copy-on-write overlay: an rxe guest's data NIC is a
 virtio-net NIC, a hicain guest's the ivshmem-doorbell function of its vNIC
 with its RAM in GUEST/ram. It waits for SSH (host keys pinned on first
@@ -136,9 +137,9 @@ func run(opts *Options) error {
 				err = perr
 			}
 		} else {
-			w := printer.Records("GUEST", "READY", "SSH", "DATA IP", "NIC", "RDMA", "BOOT S", "ERROR")
+			w := printer.Records("GUEST", "READY", "ACCEL", "SSH", "DATA IP", "NIC", "RDMA", "BOOT S", "ERROR")
 			for _, g := range st.Guests {
-				_ = w.Write(g, g.Name, fmt.Sprint(g.Ready), g.SSHAddr, g.DataIP, g.DataNIC, g.RDMADev, fmt.Sprintf("%.1f", g.BootSec), g.Error)
+				_ = w.Write(g, g.Name, fmt.Sprint(g.Ready), g.Accel, g.SSHAddr, g.DataIP, g.DataNIC, g.RDMADev, fmt.Sprintf("%.1f", g.BootSec), g.Error)
 			}
 			if werr := w.Close(); werr != nil && err == nil {
 				err = werr

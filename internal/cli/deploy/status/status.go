@@ -70,9 +70,9 @@ func run(opts *Options) error {
 		return printer.Object(rs)
 	}
 	FrontView(opts.IO.ErrOut, rs)
-	w := printer.Records("GUEST", "STATE", "PID", "SSH", "DATA IP", "NIC", "RDMA", "PORT", "ERROR")
+	w := printer.Records("GUEST", "STATE", "PID", "ACCEL", "SSH", "DATA IP", "NIC", "RDMA", "PORT", "ERROR")
 	for _, g := range rs.Guests {
-		if err := w.Write(g, g.Name, g.State, fmt.Sprint(g.PID), g.SSH, g.DataIP, nicLabel(g), g.RDMADev, portLabel(g), g.Error); err != nil {
+		if err := w.Write(g, g.Name, g.State, fmt.Sprint(g.PID), g.Accel, g.SSH, g.DataIP, nicLabel(g), g.RDMADev, portLabel(g), g.Error); err != nil {
 			return err
 		}
 	}
