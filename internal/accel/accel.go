@@ -10,7 +10,7 @@
 // verdict is cached per host (boot, host kernel, KVM modules, QEMU) and
 // guest kernel (its sha256), so the probe costs its seconds once.
 //
-// accel imports only the standard library; deploy and the doctor use it.
+// accel imports only image (a file's sha256); deploy and the doctor use it.
 // A Prober is safe for concurrent use.
 package accel
 
@@ -23,13 +23,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/PacketFive/hinic/internal/image"
 )
 
 // The accelerators of a rack spec's accel.
@@ -126,7 +127,7 @@ func (p *Prober) Probe(ctx context.Context, kernel string) (*Verdict, error) {
 	if err != nil {
 		return nil, fmt.Errorf("accel: %s not found (apt-get install qemu-system-x86): %w", qemu, err)
 	}
-	sum, err := fileSHA256(kernel)
+	sum, err := image.FileSHA256(kernel)
 	if err != nil {
 		return nil, fmt.Errorf("accel: the guest kernel: %w", err)
 	}
@@ -382,19 +383,6 @@ func writeCached(path string, v *Verdict) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func readFile(path string) string {

@@ -3,9 +3,7 @@ package accel
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,14 +25,7 @@ func TestProbeMatchesGuestBoot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots QEMU guests")
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
-	slices.Sort(kernels)
-	testutil.RequireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
-	kernel := kernels[len(kernels)-1]
-	_, err = os.Stat("/bin/busybox")
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	qemu, kernel, _, busybox := testutil.GuestBoot(t)
 
 	ctx := context.Background()
 	p := &Prober{CacheDir: t.TempDir(), NoCache: true}
@@ -47,7 +38,7 @@ func TestProbeMatchesGuestBoot(t *testing.T) {
 		t.Fatalf("KVM passes with /dev/kvm %s", v.Host.DevKVM)
 	}
 
-	ird, err := testutil.BusyboxInitramfs("/bin/busybox",
+	ird, err := testutil.BusyboxInitramfs(busybox,
 		"#!/bin/sh\n/bin/busybox echo "+userspaceMarker+"\n/bin/busybox poweroff -f\n", "proc")
 	if err != nil {
 		t.Fatal(err)

@@ -436,7 +436,7 @@ func buildProvider(t *testing.T) (so, driver string) {
 // must import libibverbs' private ABI of rdma-core 44 and export
 // nothing.
 func TestIBBuild(t *testing.T) {
-	_, release := guestKernel(t)
+	_, release := testutil.GuestKernel(t)
 	ko := filepath.Join(filepath.Dir(buildModule(t, release)), "hicain_ib.ko")
 	for field, want := range map[string]string{"depends": "hicain_net,ib_core,ib_uverbs", "name": "hicain_ib"} {
 		out, err := exec.Command("modinfo", "-F", field, ko).Output()
@@ -505,7 +505,7 @@ func TestQEMUIB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, kernel, release, busybox := guestBoot(t)
+	qemu, kernel, release, busybox := testutil.GuestBoot(t)
 	tools := lookTools(t, "ibverbs-utils", "ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
 	tools = append(tools, lookTools(t, "perftest", perftests...)...)
 	tools = append(tools, lookTools(t, "rdmacm-utils", cmTools...)...)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,21 +22,6 @@ import (
 	"github.com/PacketFive/hinic/internal/testutil"
 )
 
-// guestBoot returns what every two-guest QEMU test boots: the QEMU
-// binary, the newest Debian 6.1 kernel in /boot and its release, and the
-// static busybox its initramfs is made of, skipping the test (failing it
-// with HINIC_REQUIRE_TOOLS=1) when one is missing.
-func guestBoot(t *testing.T) (qemu, kernel, release, busybox string) {
-	t.Helper()
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernel, release = guestKernel(t)
-	busybox = "/bin/busybox"
-	_, err = os.Stat(busybox)
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
-	return qemu, kernel, release, busybox
-}
-
 // lookTools returns the paths of the named programs, which Debian's
 // package pkg installs, skipping the test when one is missing.
 func lookTools(t *testing.T, pkg string, names ...string) []string {
@@ -49,18 +33,6 @@ func lookTools(t *testing.T, pkg string, names ...string) []string {
 		paths = append(paths, p)
 	}
 	return paths
-}
-
-// guestKernel returns the newest Debian 6.1 kernel in /boot and its
-// release (the name of its /lib/modules directory), skipping the test
-// when there is none.
-func guestKernel(t *testing.T) (path, release string) {
-	t.Helper()
-	kernels, _ := filepath.Glob("/boot/vmlinuz-6.1.0-*")
-	slices.Sort(kernels)
-	testutil.RequireTool(t, "a Linux 6.1 kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
-	path = kernels[len(kernels)-1]
-	return path, strings.TrimPrefix(filepath.Base(path), "vmlinuz-")
 }
 
 // buildModule builds every module of kernel/Kbuild (see buildModules)
@@ -126,7 +98,7 @@ func buildModules(t *testing.T, release, only string) string {
 // guest kernel's headers with -Werror, so that a change that breaks one
 // fails `go test` even where QEMU tests are skipped.
 func TestKernelBuild(t *testing.T) {
-	_, release := guestKernel(t)
+	_, release := testutil.GuestKernel(t)
 	ko := buildModule(t, release)
 	out, err := exec.Command("modinfo", "-F", "vermagic", ko).Output()
 	if err == nil && !strings.HasPrefix(string(out), release+" ") {
@@ -317,7 +289,7 @@ func TestQEMUNetPing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, kernel, release, busybox := guestBoot(t)
+	qemu, kernel, release, busybox := testutil.GuestBoot(t)
 	ko := buildModules(t, release, "hicain_net.o")
 
 	// Cleanups run last in, first out: the guests stop before the

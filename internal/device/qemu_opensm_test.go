@@ -197,7 +197,7 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, kernel, release, busybox := guestBoot(t)
+	qemu, kernel, release, busybox := testutil.GuestBoot(t)
 	osm, ok := opensmBinary()
 	testutil.RequireTool(t, "opensm", "scripts/deps.sh unpacks it", ok)
 	tools := []string{osm}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,15 +33,7 @@ func TestQEMUSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM")
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
-	slices.Sort(kernels)
-	testutil.RequireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
-	kernel := kernels[len(kernels)-1]
-	busybox := "/bin/busybox"
-	_, err = os.Stat(busybox)
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	qemu, kernel, _, busybox := testutil.GuestBoot(t)
 
 	dir, err := os.MkdirTemp("", "hdq")
 	if err != nil {

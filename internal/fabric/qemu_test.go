@@ -24,19 +24,10 @@ func TestQEMUGuestsPing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two VMs")
 	}
-	qemu, err := exec.LookPath("qemu-system-x86_64")
-	testutil.RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
-	kernels, _ := filepath.Glob("/boot/vmlinuz-*")
-	slices.Sort(kernels)
-	testutil.RequireTool(t, "a kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
-	kernel := kernels[len(kernels)-1]
-	release := strings.TrimPrefix(filepath.Base(kernel), "vmlinuz-")
+	qemu, kernel, release, busybox := testutil.GuestBoot(t)
 	modDir := filepath.Join("/lib/modules", release)
-	_, err = os.Stat(filepath.Join(modDir, "modules.dep"))
+	_, err := os.Stat(filepath.Join(modDir, "modules.dep"))
 	testutil.RequireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
-	busybox := "/bin/busybox"
-	_, err = os.Stat(busybox)
-	testutil.RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
 
 	mods, err := moduleOrder(modDir, "kernel/drivers/virtio/virtio_pci.ko", "kernel/drivers/net/virtio_net.ko")
 	if err != nil {

@@ -194,7 +194,7 @@ func Build(ctx context.Context, spec Spec, o BuildOptions) (*Result, error) {
 			if err != nil {
 				return err
 			}
-			sum, err := fileSHA256(path)
+			sum, err := FileSHA256(path)
 			if err != nil {
 				return err
 			}

@@ -134,7 +134,7 @@ func (m *Manifest) Verify(dir string, full bool) error {
 			return fmt.Errorf("image: %s: size %d, manifest says %d", p, st.Size(), a.Size)
 		}
 		if full {
-			sum, err := fileSHA256(p)
+			sum, err := FileSHA256(p)
 			if err != nil {
 				return err
 			}
@@ -296,7 +296,8 @@ func ResolveKernel(ctx context.Context) (string, error) {
 	return string(m[1]), nil
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the hex sha256 of a file's bytes.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

@@ -93,7 +93,7 @@ func TestSpecKey(t *testing.T) {
 func TestManifestVerify(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, FileKernel), []byte("kernel"), 0o644)
-	sum, _ := fileSHA256(filepath.Join(dir, FileKernel))
+	sum, _ := FileSHA256(filepath.Join(dir, FileKernel))
 	m := &Manifest{Artifacts: []Artifact{{Name: FileKernel, Size: 6, SHA256: sum}}}
 	if err := m.Verify(dir, true); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package testutil holds what several packages' tests share: gating tests
-// on installed tools, a cpio "newc" writer for the initramfs of QEMU test
-// guests, and a line buffer safe for concurrent writers. Only _test.go
+// on installed tools, finding a QEMU test guest's kernel and busybox, a
+// cpio "newc" writer for its initramfs, and a line buffer safe for concurrent writers. Only _test.go
 // files import it.
 package testutil
 
@@ -8,6 +8,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -113,4 +117,30 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// GuestBoot returns what a QEMU test guest boots with: the QEMU binary,
+// the newest Debian 6.1 kernel in /boot and its release (the name of its
+// /lib/modules directory), and the static busybox of its initramfs. A
+// missing one skips the test (fails it under HINIC_REQUIRE_TOOLS=1).
+func GuestBoot(t testing.TB) (qemu, kernel, release, busybox string) {
+	t.Helper()
+	qemu, err := exec.LookPath("qemu-system-x86_64")
+	RequireTool(t, "qemu-system-x86_64", "apt-get install qemu-system-x86", err == nil)
+	kernel, release = GuestKernel(t)
+	busybox = "/bin/busybox"
+	_, err = os.Stat(busybox)
+	RequireTool(t, "static busybox", "apt-get install busybox-static", err == nil)
+	return qemu, kernel, release, busybox
+}
+
+// GuestKernel returns the newest Debian 6.1 kernel in /boot and its
+// release, skipping the test when there is none.
+func GuestKernel(t testing.TB) (path, release string) {
+	t.Helper()
+	kernels, _ := filepath.Glob("/boot/vmlinuz-6.1.0-*")
+	slices.Sort(kernels)
+	RequireTool(t, "a Linux 6.1 kernel in /boot", "apt-get install linux-image-amd64", len(kernels) > 0)
+	path = kernels[len(kernels)-1]
+	return path, strings.TrimPrefix(filepath.Base(path), "vmlinuz-")
 }
