@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"sort"
 	"sync/atomic"
 
 	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
 // Status is what `hinic device status` shows: every vNIC of a backend.
@@ -149,17 +149,14 @@ func (s *Server) Status() Status {
 // listenControl serves the status on a UNIX stream socket: each
 // connection gets one JSON Status and is closed.
 func (s *Server) listenControl(ctx context.Context, path string) error {
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.Listen("unix", path, 0o660)
 	if err != nil {
-		return fmt.Errorf("device: control socket %s: %w", path, err)
+		return fmt.Errorf("device: control socket: %w", err)
 	}
-	_ = os.Chmod(path, 0o660)
 	s.control = ln
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer os.Remove(path)
 		for {
 			c, err := ln.Accept()
 			if err != nil {

@@ -21,12 +21,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
 // Defaults of VNICConfig.
@@ -238,11 +238,11 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 		return nil, err
 	}
 	v := &VNIC{cfg: cfg, ram: ram, log: log.With("vnic", cfg.Name), nextID: 1}
-	_ = os.Remove(cfg.Socket)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	// QEMU connects as the backend's user or a member of its group.
+	ln, err := unixsock.Listen("unix", cfg.Socket, 0o660)
 	if err != nil {
 		ram.Close()
-		return nil, fmt.Errorf("listen %s: %w", cfg.Socket, err)
+		return nil, fmt.Errorf("device: vNIC %s: %w", cfg.Name, err)
 	}
 	v.ln = ln
 	if cfg.FabricPort != "" {
@@ -280,7 +280,6 @@ func (v *VNIC) close() {
 	v.endSession(nil)
 	v.wg.Wait()
 	v.ram.Close()
-	_ = os.Remove(v.cfg.Socket)
 }
 
 // Config returns the vNIC's resolved configuration.

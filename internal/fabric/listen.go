@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
-	"os"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
 const (
@@ -43,30 +42,10 @@ func (p *port) listen() error {
 	return nil
 }
 
-// listenUnix listens on path with mode 0660, replacing a stale socket
-// file that nobody listens on.
+// listenUnix listens on path with mode 0660; a socket file already
+// there is replaced only when stale (unixsock).
 func listenUnix(network, path string) (*net.UnixListener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen %s: exists and is not a socket", path)
-		}
-		if c, err := net.DialTimeout(network, path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("listen %s: another process serves this socket (stop it, or choose another --run-dir)", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("listen %s: remove stale socket: %w", path, err)
-		}
-	}
-	ln, err := net.ListenUnix(network, &net.UnixAddr{Name: path, Net: network})
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", path, err)
-	}
-	if err := os.Chmod(path, socketMode); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("listen %s: chmod: %w", path, err)
-	}
-	return ln, nil
+	return unixsock.Listen(network, path, socketMode)
 }
 
 func (p *port) closeListener() {
