@@ -164,7 +164,7 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 		}
 	}
 	for _, g := range r.hicainGuests() {
-		if err := os.MkdirAll(GuestDir(r, g.Name), 0o755); err != nil {
+		if err := ensureGuestDir(GuestDir(r, g.Name)); err != nil {
 			return false, err
 		}
 	}

@@ -89,6 +89,11 @@ func ReadState(runDir string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The state names processes to stop and the key to trust: only a
+	// private run dir's is believed.
+	if err := checkPrivateDir(runDir); err != nil {
+		return nil, err
+	}
 	s := &State{path: filepath.Join(runDir, FileState)}
 	if err := json.Unmarshal(b, s); err != nil {
 		return nil, fmt.Errorf("deploy: %s: %w", s.path, err)
@@ -104,7 +109,7 @@ func (s *State) save() error {
 		return err
 	}
 	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := writePrivate(tmp, append(b, '\n')); err != nil {
 		return err
 	}
 	return os.Rename(tmp, s.path)
@@ -166,7 +171,9 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	if err := checkPaths(r); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	// The run dir holds the SSH key and the guests' memory: it must be
+	// private before anything is read from it or written to it.
+	if err := ensurePrivateDir(runDir); err != nil {
 		return nil, err
 	}
 	st, err := ReadState(runDir)
@@ -270,11 +277,11 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return nil
 		}
 	}
-	if err := os.WriteFile(filepath.Join(r.RunDir, FileFabricConf), FabricConfig(r), 0o644); err != nil {
+	if err := writePrivate(filepath.Join(r.RunDir, FileFabricConf), FabricConfig(r)); err != nil {
 		return err
 	}
 	if r.Pcap {
-		if err := os.MkdirAll(filepath.Join(r.RunDir, DirPcap), 0o755); err != nil {
+		if err := ensureGuestDir(filepath.Join(r.RunDir, DirPcap)); err != nil {
 			return err
 		}
 	}
@@ -315,7 +322,7 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
 			return 0, err
 		}
 	}
-	logf, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := openPrivate(d.logPath, os.O_APPEND)
 	if err != nil {
 		return 0, err
 	}
@@ -330,7 +337,7 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	_ = os.WriteFile(d.pidPath, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	_ = writePrivate(d.pidPath, []byte(strconv.Itoa(pid)+"\n"))
 	deadline := time.Now().Add(15 * time.Second)
 	for !d.ready() {
 		select {
@@ -466,7 +473,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 	if err != nil {
 		return fmt.Errorf("image %s: %w (run hinic image build)", imageDir, err)
 	}
-	if err := os.MkdirAll(gs.Dir, 0o755); err != nil {
+	if err := ensureGuestDir(gs.Dir); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -489,7 +496,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 				return fmt.Errorf("qemu-img create: %v: %s", err, out)
 			}
 		}
-		logf, err := os.OpenFile(filepath.Join(gs.Dir, "qemu.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		logf, err := openPrivate(filepath.Join(gs.Dir, "qemu.log"), os.O_APPEND)
 		if err != nil {
 			return err
 		}

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	scp "github.com/bramvdbogaerde/go-scp"
@@ -20,9 +22,21 @@ import (
 )
 
 // EnsureKey returns the signer of the rack's SSH key at path, generating an
-// ed25519 key (and path.pub) the first time.
+// ed25519 key (and path.pub) the first time. The key's directory must be
+// private (checkPrivateDir), and an existing key is used only when it is
+// a regular file of this user that nobody else may read.
 func EnsureKey(path string) (ssh.Signer, string, error) {
-	if b, err := os.ReadFile(path); err == nil {
+	if err := checkPrivateDir(filepath.Dir(path)); err != nil {
+		return nil, "", err
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if err := checkKeyFile(path, fi); err != nil {
+			return nil, "", err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", err
+		}
 		s, err := ssh.ParsePrivateKey(b)
 		if err != nil {
 			return nil, "", fmt.Errorf("deploy: %s: %w", path, err)
@@ -37,7 +51,7 @@ func EnsureKey(path string) (ssh.Signer, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := writePrivate(path, pem.EncodeToMemory(block)); err != nil {
 		return nil, "", err
 	}
 	s, err := ssh.NewSignerFromKey(priv)
@@ -45,10 +59,25 @@ func EnsureKey(path string) (ssh.Signer, string, error) {
 		return nil, "", err
 	}
 	pub := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))) + " hinic-rack"
-	if err := os.WriteFile(path+".pub", []byte(pub+"\n"), 0o644); err != nil {
+	if err := writePrivate(path+".pub", []byte(pub+"\n")); err != nil {
 		return nil, "", err
 	}
 	return s, pub, nil
+}
+
+// checkKeyFile refuses a private key that is a symlink or not a regular
+// file, that another user owns, or that group or others may read.
+func checkKeyFile(path string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("deploy: SSH key %s: %w: not a regular file", path, ErrUnsafeRunDir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("deploy: SSH key %s: %w: owned by uid %d, not by you", path, ErrUnsafeRunDir, st.Uid)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("deploy: SSH key %s: %w: mode %04o lets others read it; remove it (deploy makes a new one)", path, ErrUnsafeRunDir, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // knownHostsMu serialises trust-on-first-use writes to one known_hosts file.
@@ -58,7 +87,7 @@ var knownHostsMu sync.Mutex
 // known_hosts file and refuses a changed key afterwards.
 func hostKeyCallback(path string) (ssh.HostKeyCallback, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(path, nil, 0o600); err != nil {
+		if err := writePrivate(path, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -71,7 +100,7 @@ func hostKeyCallback(path string) (ssh.HostKeyCallback, error) {
 		}
 		err = kh(host, remote, key)
 		if knownhosts.IsHostUnknown(err) {
-			f, ferr := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+			f, ferr := openPrivate(path, os.O_APPEND)
 			if ferr != nil {
 				return ferr
 			}

@@ -79,7 +79,7 @@ func OpenGuestRAM(path string, size uint64, m Machine) (*GuestRAM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("device: RAM file: %w", err)
 	}

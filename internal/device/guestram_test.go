@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -127,5 +128,23 @@ func TestGuestRAMFileRules(t *testing.T) {
 	g.Close()
 	if _, err := g.Offset(0, 1); err == nil {
 		t.Error("access after Close accepted")
+	}
+}
+
+// A guest's RAM file holds every byte of its memory: nobody but the
+// backend's user (and QEMU, running as it) may read it.
+func TestGuestRAMFilePrivate(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ram")
+	g, err := OpenGuestRAM(p, 1<<20, MachinePC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o600 {
+		t.Errorf("RAM file mode %04o, want 0600", m)
 	}
 }

@@ -1,0 +1,183 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/PacketFive/hinic/internal/accel"
+)
+
+func mode(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
+
+// Each case is a run directory another local user could have prepared
+// under the shared /tmp; deploy must refuse it before it writes the SSH
+// key or a guest's memory there.
+func TestUnsafeRunDirsRefused(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "attacker-owned")
+	if err := os.Mkdir(target, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(string) error{
+		"a symlink to a directory of the attacker's": func(p string) error { return os.Symlink(target, p) },
+		"writable by others": func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o777)
+		},
+		"writable by the group": func(p string) error {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(p, 0o770)
+		},
+		"a file": func(p string) error { return os.WriteFile(p, nil, 0o600) },
+	}
+	if os.Geteuid() == 0 {
+		cases["owned by another user"] = func(p string) error {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+			return os.Chown(p, 65534, 65534)
+		}
+	}
+	for name, prepare := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(base, strings.ReplaceAll(name, " ", "-"))
+			if err := prepare(dir); err != nil {
+				t.Fatal(err)
+			}
+			err := ensurePrivateDir(dir)
+			if !errors.Is(err, ErrUnsafeRunDir) {
+				t.Fatalf("ensurePrivateDir = %v, want ErrUnsafeRunDir", err)
+			}
+			if _, _, err := EnsureKey(filepath.Join(dir, FileKey)); !errors.Is(err, ErrUnsafeRunDir) {
+				t.Errorf("EnsureKey = %v", err)
+			}
+			if ents, _ := os.ReadDir(target); len(ents) != 0 {
+				t.Errorf("wrote %d files into the attacker's directory", len(ents))
+			}
+		})
+	}
+}
+
+func TestUpRefusesUnsafeRunDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rack")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	boots := 0
+	_, err := Up(context.Background(), &Rack{Accel: accel.TCG, RunDir: dir, Image: imageDirWithKernel(t)},
+		UpOptions{Hinic: "/nonexistent/hinic", Prober: hungKVM(&boots)})
+	if !errors.Is(err, ErrUnsafeRunDir) && !strings.Contains(err.Error(), "missing host tools") {
+		t.Fatalf("Up = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileKey)); err == nil {
+		t.Error("wrote the SSH key into an unsafe run dir")
+	}
+	if _, err := ReadState(dir); err == nil {
+		t.Error("ReadState read an unsafe run dir")
+	}
+}
+
+// An older deploy's run dir (0755, files 0644) is narrowed, not refused.
+func TestPrivateDirNarrowsOldRunDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rack")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, FileFabricLog)
+	if err := os.WriteFile(log, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensurePrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(t, dir); m != 0o700 {
+		t.Errorf("run dir mode %04o", m)
+	}
+	f, err := openPrivate(log, os.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if m := mode(t, log); m != 0o600 {
+		t.Errorf("log mode %04o", m)
+	}
+	g := filepath.Join(dir, "vm-a")
+	if err := os.Mkdir(g, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureGuestDir(g); err != nil || mode(t, g) != 0o700 {
+		t.Errorf("guest dir: %v, mode %04o", err, mode(t, g))
+	}
+}
+
+func TestOpenPrivateFollowsNoSymlink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, FileState+".tmp")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := writePrivate(link, []byte("overwritten")); err == nil {
+		t.Error("wrote through a symlink")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("victim now %q", b)
+	}
+}
+
+func TestEnsureKeyTrustsOnlyAPrivateKey(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, FileKey)
+	s1, _, err := EnsureKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(t, key); m != 0o600 {
+		t.Errorf("new key mode %04o", m)
+	}
+	s2, _, err := EnsureKey(key)
+	if err != nil || string(s1.PublicKey().Marshal()) != string(s2.PublicKey().Marshal()) {
+		t.Fatalf("the key was not reused: %v", err)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := EnsureKey(key); !errors.Is(err, ErrUnsafeRunDir) {
+		t.Errorf("a readable key was trusted: %v", err)
+	}
+	// A symlink to somebody else's key is not a key of this rack.
+	other := filepath.Join(t.TempDir(), "theirs")
+	if err := os.Rename(key, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := EnsureKey(key); !errors.Is(err, ErrUnsafeRunDir) {
+		t.Errorf("a symlinked key was trusted: %v", err)
+	}
+}
