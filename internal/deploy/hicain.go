@@ -34,8 +34,10 @@ const (
 // guest-physical addresses into offsets of the RAM file.
 const QEMUMachine = device.MachinePC
 
-// deviceCmd is what the backend's /proc/PID/cmdline contains.
-const deviceCmd = "\x00device\x00serve\x00"
+// deviceProc is the rack's `hinic device serve --control RUN/device.sock`.
+func deviceProc(r *Rack) proc {
+	return proc{args: []string{"device", "serve", "--control", DeviceControl(r)}}
+}
 
 // hicainGuests returns the guests of the rack with a HiNIC vNIC.
 func (r *Rack) hicainGuests() []Guest {
@@ -152,14 +154,14 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 	r := &st.Rack
 	args := DeviceArgs(r)
 	logPath := filepath.Join(r.RunDir, FileDeviceLog)
-	if alive(st.DevicePID, deviceCmd) {
+	if alive(st.DevicePID, deviceProc(r)) {
 		why := deviceReusable(ctx, st.DevicePID, args, DeviceControl(r))
 		if why == "" {
 			p("device: already running (pid %d)", st.DevicePID)
 			return false, nil
 		}
 		p("device: restarting the backend (pid %d): %s", st.DevicePID, why)
-		if err := stop(st.DevicePID, deviceCmd, "device", p); err != nil {
+		if err := stop(st.DevicePID, deviceProc(r), "device", p); err != nil {
 			return false, err
 		}
 	}

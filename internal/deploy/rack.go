@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,7 +184,7 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	st.path = filepath.Join(runDir, FileState)
 	st.Rack = *r
 	st.Down = false
-	if st.Started.IsZero() || !alive(st.FabricPID, fabricCmd) {
+	if st.Started.IsZero() || !alive(st.FabricPID, fabricProc(r)) {
 		st.Started = time.Now().UTC().Truncate(time.Second)
 	}
 	st.Timings = nil
@@ -223,9 +224,9 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		if err != nil {
 			return st, err
 		}
-	} else if alive(st.DevicePID, deviceCmd) {
+	} else if alive(st.DevicePID, deviceProc(r)) {
 		// The rack no longer has hicain guests.
-		if err := stop(st.DevicePID, deviceCmd, "device", p); err != nil {
+		if err := stop(st.DevicePID, deviceProc(r), "device", p); err != nil {
 			return st, err
 		}
 		st.DevicePID = 0
@@ -271,7 +272,7 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 func startFabric(ctx context.Context, st *State, hinic string, p Progress) error {
 	r := &st.Rack
 	fabDir := filepath.Join(r.RunDir, DirFabric)
-	if alive(st.FabricPID, fabricCmd) {
+	if alive(st.FabricPID, fabricProc(r)) {
 		if _, err := fabric.QueryStatus(ctx, fabDir); err == nil {
 			p("fabric: already running (pid %d)", st.FabricPID)
 			return nil
@@ -477,10 +478,10 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 		return err
 	}
 	t0 := time.Now()
-	running := alive(gs.PID, "qemu")
+	running := alive(gs.PID, qemuProc(gs.Dir))
 	if running && g.NIC == NICHicain && st.deviceFresh {
 		p("%s: booting again: the device backend was restarted", g.Name)
-		if err := stop(gs.PID, "qemu", g.Name, p); err != nil {
+		if err := stop(gs.PID, qemuProc(gs.Dir), g.Name, p); err != nil {
 			return err
 		}
 		running = false
@@ -636,13 +637,30 @@ func setupRxe(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState) 
 	return nil
 }
 
-// fabricCmd is what the fabric's /proc/PID/cmdline contains (arguments are
-// NUL-separated), whatever the hinic binary is called.
-const fabricCmd = "\x00fabric\x00serve\x00"
+// proc says which process a recorded pid must be for deploy to treat it
+// as the rack's own: after a reboot or a crash the pid may be another
+// program's, and stop would signal it. A pid counts only when its argv
+// holds args as one contiguous run (paths inside the rack's run
+// directory make that run unique to the rack) and, with exe set, its
+// executable's name starts with exe.
+type proc struct {
+	exe  string
+	args []string
+}
 
-// alive reports whether pid runs a program whose command line contains
-// want (so a recycled pid is not mistaken for ours).
-func alive(pid int, want string) bool {
+// fabricProc is the rack's `hinic fabric serve --config RUN/fabric.yaml`.
+func fabricProc(r *Rack) proc {
+	return proc{args: []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)}}
+}
+
+// qemuProc is a guest's QEMU, which writes its pid file in dir.
+func qemuProc(dir string) proc {
+	return proc{exe: "qemu-system-", args: []string{"-pidfile", filepath.Join(dir, "qemu.pid")}}
+}
+
+// alive reports whether pid is running (not a zombie) and is the process
+// want describes.
+func alive(pid int, want proc) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -652,11 +670,33 @@ func alive(pid int, want string) bool {
 	}
 	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		// A zombie (our own unreaped child) is not running.
-		if f := strings.Fields(string(st)); len(f) > 2 && f[2] == "Z" {
+		if i := strings.LastIndexByte(string(st), ')'); i >= 0 {
+			if f := strings.Fields(string(st[i+1:])); len(f) > 0 && f[0] == "Z" {
+				return false
+			}
+		}
+	}
+	if want.exe != "" {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || !strings.HasPrefix(filepath.Base(strings.TrimSuffix(exe, " (deleted)")), want.exe) {
 			return false
 		}
 	}
-	return strings.Contains(string(b), want)
+	return hasRun(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), want.args)
+}
+
+// hasRun reports whether argv holds run as contiguous elements after
+// argv[0].
+func hasRun(argv, run []string) bool {
+	if len(argv) == 0 {
+		return false
+	}
+	for i := 1; i+len(run) <= len(argv); i++ {
+		if slices.Equal(argv[i:i+len(run)], run) {
+			return true
+		}
+	}
+	return false
 }
 
 // Down stops every process of the rack in runDir: guests first (SIGTERM,
@@ -681,7 +721,7 @@ func Down(runDir string, p Progress) error {
 				g.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 			}
 		}
-		if err := stop(g.PID, "qemu", g.Name, p); err != nil {
+		if err := stop(g.PID, qemuProc(g.Dir), g.Name, p); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -691,11 +731,11 @@ func Down(runDir string, p Progress) error {
 		}
 	}
 	if st.DevicePID != 0 || len(st.Rack.hicainGuests()) > 0 {
-		if err := stop(st.DevicePID, deviceCmd, "device", p); err != nil {
+		if err := stop(st.DevicePID, deviceProc(&st.Rack), "device", p); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := stop(st.FabricPID, fabricCmd, "fabric", p); err != nil {
+	if err := stop(st.FabricPID, fabricProc(&st.Rack), "fabric", p); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -714,7 +754,7 @@ func Down(runDir string, p Progress) error {
 	return errors.Join(errs...)
 }
 
-func stop(pid int, want, name string, p Progress) error {
+func stop(pid int, want proc, name string, p Progress) error {
 	if !alive(pid, want) {
 		p("%s: not running", name)
 		return nil
@@ -781,7 +821,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 		return nil, err
 	}
 	rs := &RackStatus{Name: st.Rack.Name, RunDir: st.Rack.RunDir, Down: st.Down, Fabric: "stopped"}
-	if alive(st.FabricPID, fabricCmd) {
+	if alive(st.FabricPID, fabricProc(&st.Rack)) {
 		rs.Fabric = "running"
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		rs.Switches, _ = fabric.QueryStatus(qctx, filepath.Join(st.Rack.RunDir, DirFabric))
@@ -789,7 +829,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	}
 	if len(st.Rack.hicainGuests()) > 0 {
 		rs.Device = "stopped"
-		if alive(st.DevicePID, deviceCmd) {
+		if alive(st.DevicePID, deviceProc(&st.Rack)) {
 			rs.Device = "running"
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if ds, err := device.QueryStatus(qctx, DeviceControl(&st.Rack)); err == nil {
@@ -805,7 +845,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 		gs := &rs.Guests[i]
 		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, Link: g.Link,
 			Accel: g.Accel, State: "stopped"}
-		if !alive(g.PID, "qemu") {
+		if !alive(g.PID, qemuProc(g.Dir)) {
 			if !st.Down {
 				gs.State = "crashed"
 				if b, err := os.ReadFile(filepath.Join(g.Dir, "qemu.log")); err == nil {

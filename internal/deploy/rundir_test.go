@@ -3,10 +3,13 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/accel"
 )
@@ -179,5 +182,56 @@ func TestEnsureKeyTrustsOnlyAPrivateKey(t *testing.T) {
 	}
 	if _, _, err := EnsureKey(key); !errors.Is(err, ErrUnsafeRunDir) {
 		t.Errorf("a symlinked key was trusted: %v", err)
+	}
+}
+
+// A pid recorded in state.json may belong to another program after a
+// reboot: it counts as the rack's only when its executable and its
+// arguments are the rack's, not when its command line merely mentions
+// "qemu" or "fabric serve".
+func TestAliveMatchesTheRacksProcess(t *testing.T) {
+	r := &Rack{RunDir: t.TempDir()}
+	dir := filepath.Join(r.RunDir, "vm-a")
+	script := func(args ...string) int {
+		t.Helper()
+		// A bash that sleeps with args in its argv; its executable is bash.
+		cmd := exec.Command("bash", append([]string{"-c", "sleep 30; :", "x"}, args...)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	self := os.Getpid()
+	for _, tc := range []struct {
+		name string
+		pid  int
+		want proc
+		ok   bool
+	}{
+		{"an editor of qemu.log", script(filepath.Join(dir, "qemu.log"), "qemu"), qemuProc(dir), false},
+		{"the args, but not QEMU", script("-pidfile", filepath.Join(dir, "qemu.pid")), qemuProc(dir), false},
+		{"another rack's fabric", script("fabric", "serve", "--config", "/tmp/other/fabric.yaml"), fabricProc(r), false},
+		{"this rack's fabric args", script("fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)), fabricProc(r), true},
+		{"this rack's device args", script("device", "serve", "--control", DeviceControl(r), "--vnic", "x"), deviceProc(r), true},
+		{"split args", script("fabric", "x", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)), fabricProc(r), false},
+		{"no such pid", 1 << 30, fabricProc(r), false},
+		{"pid 0", 0, fabricProc(r), false},
+		{"this test", self, fabricProc(r), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got bool
+			// The child's exec of bash takes a moment.
+			for range 50 {
+				if got = alive(tc.pid, tc.want); got == tc.ok {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if got != tc.ok {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", tc.pid))
+				t.Errorf("alive = %v, want %v (cmdline %q)", got, tc.ok, b)
+			}
+		})
 	}
 }
