@@ -54,6 +54,8 @@ const (
 	DefaultECNPMax = 0.2
 	// DefaultSocketBuffer is the default SocketBuffer.
 	DefaultSocketBuffer = ByteSize(1 << 20)
+	// DefaultPcapMax is the default PcapMax.
+	DefaultPcapMax = ByteSize(256 << 20)
 	// DefaultIOBatch is the number of frames one recvmmsg or sendmmsg
 	// moves at most.
 	DefaultIOBatch = 32
@@ -85,6 +87,11 @@ type Config struct {
 	// Pcap, when not empty, is a directory that receives one capture per
 	// port.
 	Pcap string `mapstructure:"pcap" json:"pcap,omitempty"`
+	// PcapMax caps one capture file; a port's capture that reaches it is
+	// rotated (the full file becomes NAME.pcap.1, replacing the one
+	// before), so a port keeps at most twice PcapMax. Default
+	// DefaultPcapMax.
+	PcapMax ByteSize `mapstructure:"pcap-max" json:"pcap_max,omitempty"`
 	// IOBatch is the most frames moved by one recvmmsg or sendmmsg; 1
 	// disables batching.
 	IOBatch int `mapstructure:"io-batch" json:"io_batch,omitempty"`
@@ -303,6 +310,9 @@ func (c *Config) resolve() ([]switchSettings, error) {
 	}
 	if c.IOBatch > 256 {
 		return nil, fmt.Errorf("io-batch %d: at most 256", c.IOBatch)
+	}
+	if c.PcapMax <= 0 {
+		c.PcapMax = DefaultPcapMax
 	}
 	if c.SocketBuffer <= 0 {
 		c.SocketBuffer = DefaultSocketBuffer

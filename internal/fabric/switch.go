@@ -28,6 +28,7 @@ type Switch struct {
 	ports   []*port
 	fdb     *fdb
 	pcapDir string
+	pcapMax int64
 
 	ib       IBSwitch // nil when the switch has no IB port
 	ibMu     sync.Mutex
@@ -61,7 +62,7 @@ func newSwitch(s switchSettings, c *Config) (*Switch, error) {
 	sw := &Switch{
 		cfg: s, clock: c.Clock, log: c.Logger.With("switch", s.name), ioBatch: c.IOBatch, sockBuf: int(c.SocketBuffer),
 		epoch: c.Clock.Now(), pool: newFramePool(bufSize), fdb: newFDB(s.fdbSize, int64(s.aging)),
-		pcapDir: c.Pcap, ctx: ctx, cancel: cancel, hsSem: make(chan struct{}, handshakeLimit),
+		pcapDir: c.Pcap, pcapMax: int64(c.PcapMax), ctx: ctx, cancel: cancel, hsSem: make(chan struct{}, handshakeLimit),
 	}
 	sw.ibEmitFn = sw.ibEmit
 	for i := range s.ports {
@@ -123,7 +124,7 @@ func (sw *Switch) start() error {
 	sw.started = true
 	sw.mu.Unlock()
 	for _, p := range sw.ports {
-		if err := p.openCapture(sw.pcapDir); err != nil {
+		if err := p.openCapture(sw.pcapDir, sw.pcapMax); err != nil {
 			return err
 		}
 	}

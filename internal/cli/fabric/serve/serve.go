@@ -19,9 +19,10 @@ import (
 // KeyRunDir is bound to the --run-dir flag of the fabric noun, which
 // serve and status share.
 const (
-	KeyRunDir = "fabric.run-dir"
-	KeyPorts  = "fabric.ports"
-	KeyPcap   = "fabric.pcap"
+	KeyRunDir  = "fabric.run-dir"
+	KeyPorts   = "fabric.ports"
+	KeyPcap    = "fabric.pcap"
+	KeyPcapMax = "fabric.pcap-max"
 )
 
 // Options are the settings of one `hinic fabric serve` run.
@@ -85,8 +86,10 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	}
 	cmd.Flags().Int("ports", fabric.DefaultPorts, "ports of each switch that does not set its own")
 	cmd.Flags().String("pcap", "", "write one capture per port into `DIR`")
+	cmd.Flags().String("pcap-max", fabric.DefaultPcapMax.String(), "rotate a port's capture at `SIZE` (the full file becomes .pcap.1)")
 	f.BindFlag(KeyPorts, cmd.Flags().Lookup("ports"))
 	f.BindFlag(KeyPcap, cmd.Flags().Lookup("pcap"))
+	f.BindFlag(KeyPcapMax, cmd.Flags().Lookup("pcap-max"))
 	return cmd
 }
 
