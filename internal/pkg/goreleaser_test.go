@@ -29,7 +29,13 @@ type goreleaserNFPM struct {
 	Bindir      string   `yaml:"bindir"`
 	Release     string   `yaml:"release"`
 	Changelog   string   `yaml:"changelog"`
+	Depends     []string `yaml:"depends"`
 	Recommends  []string `yaml:"recommends"`
+	Scripts     struct {
+		PostInstall string `yaml:"postinstall"`
+		PreRemove   string `yaml:"preremove"`
+		PostRemove  string `yaml:"postremove"`
+	} `yaml:"scripts"`
 	Contents    []struct {
 		Src      string `yaml:"src"`
 		Dst      string `yaml:"dst"`
@@ -93,6 +99,18 @@ func TestGoreleaserAgrees(t *testing.T) {
 	}
 	if !slices.Equal(n.Recommends, pkg.HostRecommends) {
 		t.Errorf("recommends: goreleaser %v, hinic pkg build %v", n.Recommends, pkg.HostRecommends)
+	}
+	if !slices.Equal(n.Depends, pkg.HostDepends) {
+		t.Errorf("depends: goreleaser %v, hinic pkg build %v", n.Depends, pkg.HostDepends)
+	}
+	for _, sc := range []struct{ got, want string }{
+		{n.Scripts.PostInstall, "packaging/hinic/postinst"},
+		{n.Scripts.PreRemove, "packaging/hinic/prerm"},
+		{n.Scripts.PostRemove, "packaging/hinic/postrm"},
+	} {
+		if sc.got != sc.want {
+			t.Errorf("scripts: goreleaser %q, hinic pkg build %q", sc.got, sc.want)
+		}
 	}
 
 	// Every repository file of the host package, expanding goreleaser's

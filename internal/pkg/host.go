@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/goreleaser/nfpm/v2"
 	"github.com/goreleaser/nfpm/v2/files"
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -39,6 +40,10 @@ const HostDescription = "software-emulated RDMA NIC and fabric (host tools)\n" +
 	"emulated switch (hinic fabric serve, also as the hinic-fabric systemd unit) " +
 	"and NIC backends for QEMU guests, and builds guest images and packages, " +
 	"deploys QEMU racks and verifies them end to end."
+
+// HostDepends are what the hinic package's maintainer scripts run:
+// adduser makes the hinic system user that hinic-fabric.service runs as.
+var HostDepends = []string{"adduser"}
 
 // HostRecommends are the host tools hinic image build and deploy run.
 var HostRecommends = []string{"qemu-system-x86", "qemu-utils", "mmdebstrap", "e2fsprogs"}
@@ -133,13 +138,24 @@ func (b *build) host(ctx context.Context) (Result, error) {
 		}
 		entries = append(entries, e)
 	}
+	var sc nfpm.Scripts
+	for _, x := range []struct {
+		name string
+		dst  *string
+	}{{"postinst", &sc.PostInstall}, {"prerm", &sc.PreRemove}, {"postrm", &sc.PostRemove}} {
+		if *x.dst, err = b.script(NameHost, x.name, nil); err != nil {
+			return Result{}, err
+		}
+	}
 	return b.pack(debSpec{
 		Name:        NameHost,
 		Arch:        b.arch,
 		Section:     HostSection,
 		Description: HostDescription,
+		Depends:     HostDepends,
 		Recommends:  HostRecommends,
 		Entries:     entries,
+		Scripts:     sc,
 		Dir:         NameHost,
 	})
 }
