@@ -19,7 +19,7 @@ type ibNode struct {
 	scq, rcq *rdma.CQ
 }
 
-func newIBNode(t *testing.T, port rdma.Port, clk rdma.Clock, guid uint64, lid uint16) *ibNode {
+func newIBNode(t testing.TB, port rdma.Port, clk rdma.Clock, guid uint64, lid uint16) *ibNode {
 	t.Helper()
 	n := &ibNode{mem: rdma.NewHostMemory(1 << 20)}
 	dev, err := rdma.NewDevice(rdma.DeviceConfig{Name: "hicain", LinkLayer: rdma.LinkLayerInfiniBand,
@@ -48,7 +48,7 @@ func (n *ibNode) sge(addr uint64, length uint32) []rdma.SGE {
 	return []rdma.SGE{{Addr: addr, Length: length, LKey: n.mr.LKey}}
 }
 
-func pollN(t *testing.T, devs []*rdma.Device, link *rdmatest.Link, clk *rdmatest.FakeClock, cq *rdma.CQ, n int) []rdma.WC {
+func pollN(t testing.TB, devs []*rdma.Device, link *rdmatest.Link, clk *rdmatest.FakeClock, cq *rdma.CQ, n int) []rdma.WC {
 	t.Helper()
 	var out []rdma.WC
 	buf := make([]rdma.WC, n)
@@ -142,7 +142,7 @@ func TestIBStaticLIDsRC(t *testing.T) {
 }
 
 // smQP makes QP0 or QP1 on n and takes it to RTS.
-func smQP(t *testing.T, n *ibNode, typ rdma.QPType) *rdma.QP {
+func smQP(t testing.TB, n *ibNode, typ rdma.QPType) *rdma.QP {
 	t.Helper()
 	qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: typ,
 		Cap: rdma.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
