@@ -1,10 +1,11 @@
 # HiNIC build, test and release checks. GNU make.
 #
 #   make test           system packages (scripts/deps.sh), go vet, go test -race, full-size traffic
-#                       tests and the fault-injection suite at 100,000 operations
+#                       tests, the fault-injection suite at 100,000 operations, every fuzz target
 #   make demo           the embedded rack (HiSwitch + three RDMA engines) through the e2e gate
 #   make e2e            QEMU guests (TCG): Soft-RoCE rack and HiNIC rack (our .debs in the image) on
 #                       HiSwitch, the SSH gate on each, the packages' life cycle, both side by side
+#   make fuzz           every Go fuzz target for FUZZTIME (default 5s) each; make test runs it too
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
@@ -37,7 +38,7 @@ GORELEASER_VERSION := v2.15.1
 GORELEASER_DIR := $(CURDIR)/.cache/bin
 GORELEASER := $(GORELEASER_DIR)/goreleaser
 
-.PHONY: build test lint bench demo e2e release-check clean deps check-go
+.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz
 
 check-go:
 	@if ! command -v "$(GO)" >/dev/null 2>&1; then \
@@ -68,6 +69,11 @@ test: deps check-go
 	@# The fault-injection suite (docs/verify.md) at full size, two and
 	@# four engines: about a minute on a 2-core machine.
 	$(GO) test -count=1 -run 'TestFaultSuite$$' ./internal/faultsuite -faultsuite.ops=100000
+	@# Every fuzz target for a short fixed budget (scripts/fuzz.sh).
+	GO=$(GO) ./scripts/fuzz.sh
+
+fuzz: check-go
+	GO=$(GO) ./scripts/fuzz.sh
 
 lint: check-go
 	@unformatted=$$("$$("$(GO)" env GOROOT)/bin/gofmt" -l .); \
