@@ -42,6 +42,10 @@ type CaseResult struct {
 	Unit     string  `json:"unit"`
 	Detail   string  `json:"detail"`
 	Duration float64 `json:"duration_s"`
+	// Tests are the tests of a case that runs a test suite (pyverbs),
+	// and SkipReasons its skips grouped by reason.
+	Tests       []TestResult  `json:"tests,omitempty"`
+	SkipReasons []ReasonCount `json:"skip_reasons,omitempty"`
 }
 
 // Report is the outcome of a gate run.
@@ -82,6 +86,7 @@ type Outcome struct {
 	Figure float64
 	Unit   string
 	Detail string
+	Tests  []TestResult // a suite's tests, each with its result
 }
 
 // Case is one named check.
@@ -111,7 +116,10 @@ func Run(ctx context.Context, target string, cases []Case, progress Progress) *R
 		start := time.Now()
 		out, err := c.Run(ctx)
 		cr := CaseResult{Case: c.Name, Result: Pass, Figure: out.Figure, Unit: out.Unit, Detail: out.Detail,
-			Duration: time.Since(start).Seconds()}
+			Duration: time.Since(start).Seconds(), Tests: out.Tests}
+		if len(out.Tests) > 0 {
+			cr.SkipReasons = (&PyverbsRun{Tests: out.Tests}).Reasons(TestSkip)
+		}
 		switch {
 		case errors.Is(err, ErrUnsupported):
 			cr.Result, cr.Detail = Unsupported, err.Error()

@@ -75,12 +75,13 @@ type sshGate struct {
 	ibSrv, ibCli *IBPort
 }
 
-// SSHCases returns the 19 cases of the gate between server and client:
+// SSHCases returns the 20 cases of the gate between server and client:
 // ibv_devices, ibv_devinfo, the rc/ud/srq pingpongs, the eight perftest
 // bandwidth and latency tests, UD multicast and a data-integrity check,
 // then the RDMA CM cases: rping, ucmatose, udaddy and ib_send_bw -R, which
 // find each other by IP address through librdmacm (CM MADs on QP1) instead
-// of a TCP exchange. The GID indexes are chosen by the ibv_devinfo case;
+// of a TCP exchange, and last rdma-core's own pyverbs suite on the
+// server's device. The GID indexes are chosen by the ibv_devinfo case;
 // the server side of each tool starts first. Between two InfiniBand
 // hosts the tools address each other by LID, their out-of-band TCP and
 // the RDMA CM run over IPoIB, and the management cases of ibCases follow
@@ -129,6 +130,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "ucmatose", Run: g.cmatose("ucmatose", o.CMIters)},
 		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
 		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
+		{Name: "pyverbs", Run: g.pyverbs},
 	}...)
 }
 
