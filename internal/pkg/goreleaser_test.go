@@ -36,7 +36,7 @@ type goreleaserNFPM struct {
 		PreRemove   string `yaml:"preremove"`
 		PostRemove  string `yaml:"postremove"`
 	} `yaml:"scripts"`
-	Contents    []struct {
+	Contents []struct {
 		Src      string `yaml:"src"`
 		Dst      string `yaml:"dst"`
 		Type     string `yaml:"type"`
