@@ -45,37 +45,7 @@ func FuzzDeliverIB(f *testing.F) {
 	var seen [][]byte
 	link.Connect(recorder{a.dev, &seen}, recorder{b.dev, &seen})
 	devs := []*rdma.Device{a.dev, b.dev}
-	mk := func(n *ibNode) *rdma.QP {
-		qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: rdma.QPTypeRC,
-			Cap: rdma.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			f.Fatal(err)
-		}
-		return qp
-	}
-	qa, qb := mk(a), mk(b)
-	conn := func(qp, remote *rdma.QP, dlid uint16) {
-		for _, s := range []struct {
-			a    rdma.QPAttr
-			mask rdma.QPAttrMask
-		}{
-			{rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1, QPAccessFlags: rdma.AccessRemoteWrite | rdma.AccessRemoteRead | rdma.AccessRemoteAtomic},
-				rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrAccessFlags},
-			{rdma.QPAttr{QPState: rdma.QPStateRTR, PathMTU: rdma.MTU2048, DestQPNum: remote.QPN(), RQPSN: 7,
-				MaxDestRDAtomic: 4, MinRNRTimer: 12, AHAttr: rdma.AHAttr{DLID: dlid, PortNum: 1}},
-				rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
-					rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
-			{rdma.QPAttr{QPState: rdma.QPStateRTS, SQPSN: 7, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
-				rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
-					rdma.QPAttrMaxQPRDAtomic},
-		} {
-			if err := qp.Modify(&s.a, s.mask); err != nil {
-				f.Fatal(err)
-			}
-		}
-	}
-	conn(qa, qb, 2)
-	conn(qb, qa, 1)
+	qa, qb := connectRC(f, a, b, 64)
 	smQP(f, a, rdma.QPTypeSMI)
 	smQP(f, b, rdma.QPTypeSMI)
 	smQP(f, b, rdma.QPTypeGSI)

@@ -82,37 +82,7 @@ func TestIBStaticLIDsRC(t *testing.T) {
 	if ty, _ := a.dev.QueryGIDType(0); ty != rdma.GIDTypeIB {
 		t.Fatalf("GID type %v", ty)
 	}
-	mk := func(n *ibNode) *rdma.QP {
-		qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: rdma.QPTypeRC,
-			Cap: rdma.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return qp
-	}
-	qa, qb := mk(a), mk(b)
-	conn := func(qp, remote *rdma.QP, dlid uint16) {
-		for _, s := range []struct {
-			a    rdma.QPAttr
-			mask rdma.QPAttrMask
-		}{
-			{rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1, QPAccessFlags: rdma.AccessRemoteWrite | rdma.AccessRemoteRead},
-				rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrAccessFlags},
-			{rdma.QPAttr{QPState: rdma.QPStateRTR, PathMTU: rdma.MTU2048, DestQPNum: remote.QPN(), RQPSN: 7,
-				MaxDestRDAtomic: 4, MinRNRTimer: 12, AHAttr: rdma.AHAttr{DLID: dlid, SL: 0, PortNum: 1}},
-				rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
-					rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
-			{rdma.QPAttr{QPState: rdma.QPStateRTS, SQPSN: 7, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
-				rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
-					rdma.QPAttrMaxQPRDAtomic},
-		} {
-			if err := qp.Modify(&s.a, s.mask); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	conn(qa, qb, 2)
-	conn(qb, qa, 1)
+	qa, qb := connectRC(t, a, b, 32)
 	fill(a.mem.Bytes()[0x1000:0x1000+5000], 9)
 	mustPost(t, qb.PostRecv([]rdma.RecvWR{{WRID: 1, SGList: b.sge(0x8000, 8192)}}))
 	mustPost(t, qa.PostSend([]rdma.SendWR{
@@ -139,6 +109,44 @@ func TestIBStaticLIDsRC(t *testing.T) {
 	if c := b.dev.Counters(); c.RxICRCErrors != 0 || c.RxPackets < 5 {
 		t.Fatalf("b counters %+v", c)
 	}
+}
+
+// connectRC makes an RC QP on a (LID 1) and one on b (LID 2), depth
+// depth, remote write, read and atomics allowed, and connects them.
+func connectRC(t testing.TB, a, b *ibNode, depth int) (qa, qb *rdma.QP) {
+	t.Helper()
+	mk := func(n *ibNode) *rdma.QP {
+		qp, err := n.dev.CreateQP(n.pd, rdma.QPInitAttr{SendCQ: n.scq, RecvCQ: n.rcq, QPType: rdma.QPTypeRC,
+			Cap: rdma.QPCap{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qp
+	}
+	qa, qb = mk(a), mk(b)
+	conn := func(qp, remote *rdma.QP, dlid uint16) {
+		for _, s := range []struct {
+			a    rdma.QPAttr
+			mask rdma.QPAttrMask
+		}{
+			{rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1, QPAccessFlags: rdma.AccessRemoteWrite | rdma.AccessRemoteRead | rdma.AccessRemoteAtomic},
+				rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrAccessFlags},
+			{rdma.QPAttr{QPState: rdma.QPStateRTR, PathMTU: rdma.MTU2048, DestQPNum: remote.QPN(), RQPSN: 7,
+				MaxDestRDAtomic: 4, MinRNRTimer: 12, AHAttr: rdma.AHAttr{DLID: dlid, SL: 0, PortNum: 1}},
+				rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
+					rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
+			{rdma.QPAttr{QPState: rdma.QPStateRTS, SQPSN: 7, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
+				rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
+					rdma.QPAttrMaxQPRDAtomic},
+		} {
+			if err := qp.Modify(&s.a, s.mask); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	conn(qa, qb, 2)
+	conn(qb, qa, 1)
+	return qa, qb
 }
 
 // smQP makes QP0 or QP1 on n and takes it to RTS.
