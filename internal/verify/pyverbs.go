@@ -86,6 +86,7 @@ func ParsePyverbs(out string) (*PyverbsRun, error) {
 	r := &PyverbsRun{}
 	index := map[string]int{} // test id -> r.Tests index
 	var pending string        // a test whose result line has not come yet
+	dots := false             // its " ... " has come
 	inBlocks, summary := false, false
 	var block string // the test of the failure block being read
 	var last string  // its last traceback line
@@ -141,17 +142,23 @@ func ParsePyverbs(out string) (*PyverbsRun, error) {
 		}
 		text := line
 		if m := pvTestLine.FindStringSubmatch(line); m != nil {
-			pending, text = m[2], m[3]
+			pending, text, dots = m[2], m[3], false
 		}
 		if pending == "" {
 			continue
 		}
-		i := strings.LastIndex(text, " ... ")
-		if i < 0 {
+		var res string
+		if i := strings.LastIndex(text, " ... "); i >= 0 {
+			res, dots = strings.TrimSpace(text[i+5:]), true
+		} else if dots {
+			// What the test printed came after the " ... ", and
+			// unittest's word follows on a line of its own.
+			res = strings.TrimSpace(text)
+		} else {
 			continue // the docstring's line comes first
 		}
 		t := TestResult{Name: pending}
-		switch res := strings.TrimSpace(text[i+5:]); {
+		switch {
 		case res == "ok":
 			t.Result = TestOK
 		case res == "FAIL":
@@ -165,7 +172,7 @@ func ParsePyverbs(out string) (*PyverbsRun, error) {
 		case pvSkipped.MatchString(res):
 			t.Result, t.Reason = TestSkip, pvSkipped.FindStringSubmatch(res)[1]
 		default:
-			continue // test output that happens to hold " ... "
+			continue // the test's own output
 		}
 		index[pending] = len(r.Tests)
 		r.Tests = append(r.Tests, t)
