@@ -25,12 +25,13 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	6	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	7	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
 				 * 1.5: SM_CHANGE, CLIENT_REREGISTER;
-				 * 1.6: SET_PORT_CAP */
+				 * 1.6: SET_PORT_CAP;
+				 * 1.7: hicain_cq_dbrec.events */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -565,7 +566,14 @@ struct hicain_cq_dbrec {		/* 16-byte aligned */
 	__le32 prod;			/* device: CQEs written */
 	__le32 cons;			/* driver: CQEs consumed */
 	__le32 arm;			/* driver sets, device clears (CAS) */
-	__le32 rsvd;
+	/*
+	 * ABI 1.7, device: +1 each time the device clears arm and raises
+	 * the CQ's vector (before it raises it), from 0 at CREATE_CQ. The
+	 * interrupt handler tells by it which CQs of a vector fired, also
+	 * for CQs that a process arms through a mapped dbrec (the kernel
+	 * never sees those arm). A 1.6 device leaves it 0.
+	 */
+	__le32 events;
 };
 
 struct hicain_sge {

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 6
+	ABIMinor       = 7
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -496,7 +496,8 @@ type CQDBRec struct {
 	Prod uint32 `c:"prod"`
 	Cons uint32 `c:"cons"`
 	Arm  uint32 `c:"arm"`
-	_    uint32 `c:"rsvd"`
+	// Events counts the interrupts the CQ raised (ABI 1.7).
+	Events uint32 `c:"events"`
 }
 
 // SGE is struct hicain_sge.

@@ -480,7 +480,8 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	}
 	ram.Store32(a.DBRecGPA+4, 0)
 	ram.Store32(a.DBRecGPA+8, 0)
-	ram.Store32(a.DBRecGPA, pending) // release: the entries are in place
+	ram.Store32(a.DBRecGPA+12, cq.events) // the count goes on (ABI 1.7)
+	ram.Store32(a.DBRecGPA, pending)      // release: the entries are in place
 	cq.ring, cq.dbrec, cq.depth, cq.prod = a.RingGPA, a.DBRecGPA, a.Depth, pending
 	s.moveCQ(cq)
 	return StOK

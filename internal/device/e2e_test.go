@@ -527,3 +527,45 @@ func TestRCAtomics(t *testing.T) {
 		t.Fatalf("the target word holds %d, want 105", got)
 	}
 }
+
+// TestCQEventCount: the dbrec's events word (ABI 1.7) counts the
+// interrupts of an armed CQ, before each is raised: one per arming that
+// a completion met, none for completions of a disarmed CQ, and it goes
+// on in the new dbrec of a resize.
+func TestCQEventCount(t *testing.T) {
+	tb := newTestbed(t, 2)
+	a, b := connectPair(t, tb, false)
+	ctx := testCtx(t)
+	write := func(id uint64) {
+		t.Helper()
+		a.qp.PostSend(device.SendWQE{WRID: id, Opcode: uint8(rdma.WRRDMAWrite),
+			SendFlags: uint16(rdma.SendSignaled), RemoteAddr: b.buf, RKey: b.rkey},
+			[]device.SGE{{Addr: a.buf, Length: 64, LKey: a.lkey}}, nil)
+	}
+	if n := a.scq.Events(); n != 0 {
+		t.Fatalf("events %d at creation", n)
+	}
+	for i := uint32(1); i <= 3; i++ {
+		a.scq.Arm()
+		write(uint64(i))
+		if !a.scq.WaitIRQ(5 * time.Second) {
+			t.Fatalf("no interrupt %d", i)
+		}
+		if n := a.scq.Events(); n != i {
+			t.Fatalf("events %d after interrupt %d", n, i)
+		}
+		if _, err := a.scq.Wait(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(9) // not armed: no interrupt, no count
+	if _, err := a.scq.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.scq.Resize(ctx, 128); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.scq.Events(); n < 3 {
+		t.Fatalf("events %d in the resized dbrec, want the count to go on from 3", n)
+	}
+}

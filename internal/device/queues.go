@@ -361,6 +361,12 @@ func (s *session) notifyCQ(cq *gcq) {
 		return
 	}
 	if old, _ := ram.Swap32(cq.dbrec+8, 0); old != 0 {
+		// The count goes out before the interrupt (ABI 1.7): the
+		// guest's handler compares it with the last one it saw. It is
+		// the device's own, so a guest that overwrote it only makes
+		// its own CQ's next event look spurious or missed.
+		cq.events++
+		_ = ram.Store32(cq.dbrec+12, cq.events)
 		s.raise(cq.vector)
 	}
 }

@@ -82,6 +82,7 @@ type gcq struct {
 	depth   uint32
 	vector  int
 	prod    uint32
+	events  uint32 // interrupts raised: dbrec events (ABI 1.7)
 	stalled bool
 	users   int
 }

@@ -240,6 +240,12 @@ func (cq *CQ) Arm() {
 	cq.g.Ring(device.DBCQ)
 }
 
+// Events reads the dbrec's interrupt count (ABI 1.7).
+func (cq *CQ) Events() uint32 {
+	v, _ := cq.g.ram.Load32(cq.dbrec + 12)
+	return v
+}
+
 // WaitIRQ waits up to d for the CQ's interrupt.
 func (cq *CQ) WaitIRQ(d time.Duration) bool { return cq.g.WaitIRQ(cq.vector, d) }
 
