@@ -17,10 +17,15 @@
  * on umad/issm.
  *
  * The work and completion queues live in guest memory that this driver
- * allocates (coherent DMA); post_send, post_recv, poll_cq and
- * req_notify_cq run in the kernel, reached from user space through the
- * uverbs write() commands. MRs are user pages pinned with ib_umem whose
- * DMA addresses the device gets as a page list.
+ * allocates. A kernel consumer's (ib_mad, IPoIB, the RDMA CM) are
+ * coherent DMA memory, and post_send, post_recv, poll_cq and
+ * req_notify_cq run here. A process's are whole pages that it maps
+ * (rdma_user_mmap_entry, "mapped queues" below) and posts, polls and
+ * arms itself, ringing the doorbell through a mapped page of BAR0, with
+ * no system call; a queue too large to map, or a device or BAR layout
+ * that does not allow it, stays on the uverbs write() commands. MRs are
+ * user pages pinned with ib_umem whose DMA addresses the device gets as
+ * a page list.
  *
  * The port's performance management agent is process_mad: it answers
  * the PerfMgt MADs that reach QP1 from the device's counters
@@ -38,6 +43,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/inetdevice.h>
 #include <linux/ioport.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
@@ -50,6 +56,7 @@
 #include <rdma/ib_sa.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 #include <rdma/iter.h>
 
 #include "hicain_net.h"
@@ -139,13 +146,48 @@ struct hicain_ibdev {
 	spinlock_t ah_free_lock;
 	struct list_head ah_free;
 	struct work_struct ah_free_work;
+	/* BAR0's page, when user contexts may map it (hicain_db_page). */
+	unsigned long db_pfn;
+	bool db_mappable;
 	struct mutex pma_lock;		/* pma_base, pma_epoch */
 	u64 pma_base[HICAIN_PMA_VIEWS][HICAIN_PMA_NR];	/* what a PMA Set cleared to */
 	int pma_epoch;			/* the epoch of pma_base */
 };
 
+/*
+ * Mapped queues. An mmap entry of a user context is its doorbell page
+ * (BAR0's page, uncached) or the memory of one user queue: the ring and
+ * its dbrec, whole pages of their own (alloc_pages_exact, zeroed) that
+ * the process maps with vm_insert_page. The pages are freed in
+ * mmap_free, once the queue was destroyed and no mmap() still holds the
+ * entry; a mapping that outlives the queue holds its own page
+ * references, and the device no longer reads those pages.
+ */
+enum hicain_mmap_type {
+	HICAIN_MMAP_DB,
+	HICAIN_MMAP_QUEUE,
+};
+
+struct hicain_mmap_entry {
+	struct rdma_user_mmap_entry rdma;
+	enum hicain_mmap_type type;
+	unsigned long pfn;		/* DB: BAR0's page */
+	void *cpu;			/* QUEUE: the pages */
+	size_t size;
+};
+
+/* struct hicain_uq - the memory of one mapped user queue. */
+struct hicain_uq {
+	void *cpu;
+	dma_addr_t dma;
+	size_t size;			/* whole pages */
+	u32 dbrec_off;
+	struct hicain_mmap_entry *entry;	/* NULL: not mapped */
+};
+
 struct hicain_ucontext {
 	struct ib_ucontext ibuc;	/* first: INIT_RDMA_OBJ_SIZE */
+	struct hicain_mmap_entry *db;	/* NULL: queues are not mapped */
 };
 
 struct hicain_pd {
@@ -175,6 +217,11 @@ struct hicain_cq {
 	u32 cons;
 	bool armed;
 	struct list_head list;		/* hicain_ibdev.cqs */
+	/* A mapped user CQ: the process polls and arms it; the interrupt
+	 * compares dbrec->events with events_seen (ABI 1.7).
+	 */
+	struct hicain_uq uq;
+	u32 events_seen;
 };
 
 /* One send or receive queue of a QP: a ring in guest memory. */
@@ -186,7 +233,9 @@ struct hicain_wq {
 	u32 max_sge;
 	u32 prod;			/* under lock */
 	struct hicain_wq_dbrec *dbrec;
+	dma_addr_t dbrec_dma;
 	spinlock_t lock;
+	struct hicain_uq uq;		/* a mapped user queue's memory */
 };
 
 /*
@@ -683,25 +732,239 @@ static int hicain_del_gid(const struct ib_gid_attr *attr, void **context)
 	return 0;
 }
 
+/* ---- mapped queues ---- */
+
+/*
+ * hicain_db_page - whether processes may map BAR0's page to ring the
+ * doorbell without a system call. The ivshmem register BAR is 256 bytes
+ * (IntrMask, IntrStatus, IVPosition, Doorbell); a process that maps it
+ * can ring any vector of any peer, which makes the backend rescan
+ * indices it never trusts (or raises this guest's own vectors, whose
+ * handlers reread state): spurious work, as a process could cause with
+ * system calls, and nothing else. IntrMask and IntrStatus drive INTx
+ * only, which MSI-X disables. The page must hold nothing but that BAR:
+ * BAR0 must start a page, and no other device's BAR or ROM may lie in
+ * it (a firmware that packs small BARs into one page gets the system
+ * call path).
+ */
+static bool hicain_db_page(struct pci_dev *pdev)
+{
+	resource_size_t start = pci_resource_start(pdev, 0);
+	resource_size_t end = start + PAGE_SIZE - 1;
+	struct pci_dev *d = NULL;
+	int i;
+
+	if (!(pci_resource_flags(pdev, 0) & IORESOURCE_MEM) || !start ||
+	    (start & ~PAGE_MASK) || pci_resource_len(pdev, 0) < HICAIN_BAR0_DOORBELL + 4)
+		return false;
+	for_each_pci_dev(d) {
+		for (i = 0; i <= PCI_ROM_RESOURCE; i++) {
+			const struct resource *r = &d->resource[i];
+
+			if ((d == pdev && i == 0) || !(r->flags & IORESOURCE_MEM) ||
+			    (r->flags & IORESOURCE_UNSET) || !r->start || r->end < r->start)
+				continue;
+			if (r->start <= end && r->end >= start) {
+				pci_dev_put(d);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+static struct hicain_ucontext *to_huctx(struct ib_udata *udata)
+{
+	return rdma_udata_to_drv_context(udata, struct hicain_ucontext, ibuc);
+}
+
+/* The largest queue memory alloc_pages_exact hands out. */
+#define HICAIN_UQ_MAX	(PAGE_SIZE << (MAX_ORDER - 1))
+
+/*
+ * hicain_uq_alloc - pages for a user queue of ring_bytes and a dbrec of
+ * dbrec_bytes, and the mmap entry the process maps them through.
+ * Returns 1 when the queue cannot be mapped (the context has no
+ * doorbell page, or the queue is larger than HICAIN_UQ_MAX): it then
+ * takes the kernel path.
+ */
+static int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
+			   struct hicain_uq *uq, size_t ring_bytes, size_t dbrec_bytes)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	struct hicain_mmap_entry *e;
+	size_t off = ALIGN(ring_bytes, 64);
+	int ret;
+
+	memset(uq, 0, sizeof(*uq));
+	if (!udata || !to_huctx(udata)->db || PAGE_ALIGN(off + dbrec_bytes) > HICAIN_UQ_MAX)
+		return 1;
+	uq->size = PAGE_ALIGN(off + dbrec_bytes);
+	uq->dbrec_off = off;
+	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	if (!e)
+		return -ENOMEM;
+	uq->cpu = alloc_pages_exact(uq->size, GFP_KERNEL | __GFP_ZERO);
+	if (!uq->cpu) {
+		kfree(e);
+		return -ENOMEM;
+	}
+	/* Cache-coherent on x86: no dma_sync is needed around the device's
+	 * and the process's accesses.
+	 */
+	uq->dma = dma_map_single(dma_dev, uq->cpu, uq->size, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(dma_dev, uq->dma)) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	e->type = HICAIN_MMAP_QUEUE;
+	e->cpu = uq->cpu;
+	e->size = uq->size;
+	ret = rdma_user_mmap_entry_insert(&to_huctx(udata)->ibuc, &e->rdma, uq->size);
+	if (ret) {
+		dma_unmap_single(dma_dev, uq->dma, uq->size, DMA_BIDIRECTIONAL);
+		goto err_free;
+	}
+	uq->entry = e;
+	return 0;
+
+err_free:
+	free_pages_exact(uq->cpu, uq->size);
+	kfree(e);
+	uq->cpu = NULL;
+	return ret;
+}
+
+/*
+ * hicain_uq_free - after the device destroyed the queue: no more DMA,
+ * and no new mapping. mmap_free frees the pages once no mmap() holds the
+ * entry; mappings that remain keep their pages.
+ */
+static void hicain_uq_free(struct hicain_ibdev *hidev, struct hicain_uq *uq)
+{
+	if (!uq->entry)
+		return;
+	dma_unmap_single(hicain_dma_dev(hidev), uq->dma, uq->size, DMA_BIDIRECTIONAL);
+	rdma_user_mmap_entry_remove(&uq->entry->rdma);
+	uq->entry = NULL;
+	uq->cpu = NULL;
+}
+
+static void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
+			   struct hicain_ib_queue *q)
+{
+	if (!uq->entry)
+		return;		/* not mapped: mmap_key 0 */
+	q->mmap_key = rdma_user_mmap_get_offset(&uq->entry->rdma);
+	q->mmap_len = uq->size;
+	q->depth = depth;
+	q->stride = stride;
+	q->dbrec_off = uq->dbrec_off;
+}
+
+static void hicain_mmap_free(struct rdma_user_mmap_entry *re)
+{
+	struct hicain_mmap_entry *e = container_of(re, struct hicain_mmap_entry, rdma);
+
+	if (e->type == HICAIN_MMAP_QUEUE)
+		free_pages_exact(e->cpu, e->size);
+	kfree(e);
+}
+
+/*
+ * hicain_mmap - map an entry of the context: the doorbell page uncached
+ * (rdma_user_mmap_io, which uverbs zaps when it disassociates the
+ * context), a queue's pages as they are. No mapping is executable, none
+ * goes to a child on fork (VM_DONTCOPY, as MADV_DONTFORK; VM_IO refuses
+ * MADV_DOFORK and get_user_pages), none grows.
+ */
+static int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *re;
+	struct hicain_mmap_entry *e;
+	unsigned long va;
+	size_t i;
+	int ret = 0;
+
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
+	re = rdma_user_mmap_entry_get(ibuc, vma);	/* VM_SHARED, exact length */
+	if (!re)
+		return -EINVAL;
+	e = container_of(re, struct hicain_mmap_entry, rdma);
+	vma->vm_flags &= ~VM_MAYEXEC;
+	vma->vm_flags |= VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP | VM_IO;
+	if (e->type == HICAIN_MMAP_DB) {
+		ret = rdma_user_mmap_io(ibuc, vma, e->pfn, PAGE_SIZE,
+					pgprot_noncached(vma->vm_page_prot), re);
+	} else {
+		for (i = 0, va = vma->vm_start; va < vma->vm_end && !ret; va += PAGE_SIZE, i++)
+			ret = vm_insert_page(vma, va, virt_to_page(e->cpu + i * PAGE_SIZE));
+	}
+	rdma_user_mmap_entry_put(re);
+	return ret;
+}
+
 /* ---- user contexts ---- */
 
+/*
+ * hicain_alloc_ucontext - the device's limits, and the doorbell page of
+ * the context when its queues can be mapped: the BAR layout allows it
+ * (db_mappable) and the device counts CQ events (ABI 1.7), which the
+ * interrupt needs for CQs a process arms itself.
+ */
 static int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibuc->device);
+	struct hicain_ucontext *uctx = container_of(ibuc, struct hicain_ucontext, ibuc);
 	struct hicain_dev_hdr *h = hidev->hdev->hdr;
 	struct hicain_ib_alloc_ucontext_resp resp = {};
+	struct hicain_mmap_entry *e;
+	u64 key;
+	int ret;
 
 	resp.dev_caps = le32_to_cpu(READ_ONCE(h->caps));
 	resp.max_qp_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
 	resp.max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
 	resp.max_inline = min_t(u32, le32_to_cpu(READ_ONCE(h->max_inline)), HICAIN_MAX_INLINE);
-	/* An older provider asks for less; it gets the fields it knows. */
-	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	if (hidev->db_mappable && hicain_abi_minor_at_least(hidev, 7)) {
+		e = kzalloc(sizeof(*e), GFP_KERNEL);
+		if (!e)
+			return -ENOMEM;
+		e->type = HICAIN_MMAP_DB;
+		e->pfn = hidev->db_pfn;
+		ret = rdma_user_mmap_entry_insert(ibuc, &e->rdma, PAGE_SIZE);
+		if (ret) {
+			kfree(e);
+			return ret;
+		}
+		uctx->db = e;
+		key = rdma_user_mmap_get_offset(&e->rdma);
+		resp.flags = HICAIN_UCTX_MAPPED;
+		resp.db_off = HICAIN_BAR0_DOORBELL;
+		resp.db_qp = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_QP;
+		resp.db_cq = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_CQ;
+		resp.db_mmap_key_lo = lower_32_bits(key);
+		resp.db_mmap_key_hi = upper_32_bits(key);
+		resp.db_mmap_len = PAGE_SIZE;
+	}
+	ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	if (ret && uctx->db) {
+		rdma_user_mmap_entry_remove(&uctx->db->rdma);
+		uctx->db = NULL;
+	}
+	return ret;
 }
 
 static void hicain_dealloc_ucontext(struct ib_ucontext *ibuc)
 {
-	/* Every object of the context was destroyed by uverbs before. */
+	struct hicain_ucontext *uctx = container_of(ibuc, struct hicain_ucontext, ibuc);
+
+	/* Every object of the context was destroyed by uverbs before; a
+	 * doorbell mapping still open keeps the entry until it closes.
+	 */
+	if (uctx->db)
+		rdma_user_mmap_entry_remove(&uctx->db->rdma);
 }
 
 /* ---- protection domains ---- */
@@ -927,17 +1190,53 @@ static void hicain_cq_free_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 {
 	struct device *dma_dev = hicain_dma_dev(hidev);
 
+	if (cq->uq.entry) {
+		hicain_uq_free(hidev, &cq->uq);
+		return;
+	}
 	dma_free_coherent(dma_dev, cq->depth * sizeof(*cq->ring), cq->ring, cq->ring_dma);
 	dma_free_coherent(dma_dev, sizeof(*cq->dbrec), cq->dbrec, cq->dbrec_dma);
+}
+
+/*
+ * hicain_cq_alloc_ring - a user CQ's ring and dbrec in pages it maps
+ * when it can, or coherent memory the kernel polls.
+ */
+static int hicain_cq_alloc_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq,
+				struct ib_udata *udata)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	size_t ring = cq->depth * sizeof(*cq->ring);
+	int ret;
+
+	ret = hicain_uq_alloc(hidev, udata, &cq->uq, ring, sizeof(*cq->dbrec));
+	if (ret < 0)
+		return ret;
+	if (!ret) {
+		cq->ring = cq->uq.cpu;
+		cq->ring_dma = cq->uq.dma;
+		cq->dbrec = cq->uq.cpu + cq->uq.dbrec_off;
+		cq->dbrec_dma = cq->uq.dma + cq->uq.dbrec_off;
+		return 0;
+	}
+	cq->ring = dma_alloc_coherent(dma_dev, ring, &cq->ring_dma, GFP_KERNEL);
+	if (!cq->ring)
+		return -ENOMEM;
+	cq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*cq->dbrec), &cq->dbrec_dma, GFP_KERNEL);
+	if (!cq->dbrec) {
+		dma_free_coherent(dma_dev, ring, cq->ring, cq->ring_dma);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 			    struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
-	struct device *dma_dev = hicain_dma_dev(hidev);
 	struct hicain_cq *cq = to_hcq(ibcq);
 	u32 max_cqe = le32_to_cpu(READ_ONCE(hidev->hdev->hdr->max_cqe));
+	struct hicain_ib_create_cq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_admin_cqe cqe;
 	unsigned long flags;
@@ -954,15 +1253,9 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 	cq->epoch = atomic_read(&hidev->epoch);
 	spin_lock_init(&cq->lock);
 	INIT_LIST_HEAD(&cq->list);
-	cq->ring = dma_alloc_coherent(dma_dev, cq->depth * sizeof(*cq->ring), &cq->ring_dma,
-				      GFP_KERNEL);
-	if (!cq->ring)
-		return -ENOMEM;
-	cq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*cq->dbrec), &cq->dbrec_dma, GFP_KERNEL);
-	if (!cq->dbrec) {
-		dma_free_coherent(dma_dev, cq->depth * sizeof(*cq->ring), cq->ring, cq->ring_dma);
-		return -ENOMEM;
-	}
+	ret = hicain_cq_alloc_ring(hidev, cq, udata);
+	if (ret)
+		return ret;
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_CQ);
 	cmd.create_cq.ring_gpa = cpu_to_le64(cq->ring_dma);
@@ -976,6 +1269,16 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 	}
 	cq->cqn = le32_to_cpu(cqe.handle);
 	ibcq->cqe = cq->depth;
+	if (udata) {
+		resp.cqn = cq->cqn;
+		hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
+		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		if (ret) {
+			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn, NULL);
+			hicain_cq_free_ring(hidev, cq);
+			return ret;
+		}
+	}
 	spin_lock_irqsave(&hidev->cq_lock, flags);
 	list_add_tail(&cq->list, &hidev->cqs);
 	spin_unlock_irqrestore(&hidev->cq_lock, flags);
@@ -1029,6 +1332,9 @@ static int hicain_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	u32 prod, start;
 	int n = 0;
 
+	/* A mapped CQ's ring is the process's to poll. */
+	if (cq->uq.entry)
+		return -EINVAL;
 	spin_lock_irqsave(&cq->lock, flags);
 	prod = le32_to_cpu(READ_ONCE(cq->dbrec->prod));
 	dma_rmb();
@@ -1093,22 +1399,52 @@ static int hicain_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flag
 
 /* ---- queue pairs ---- */
 
-static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq, u32 depth,
-			   u32 stride, u32 max_sge, struct hicain_wq_dbrec *dbrec)
+static void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_sge)
 {
 	wq->depth = depth;
 	wq->stride = stride;
 	wq->max_sge = max_sge;
-	wq->dbrec = dbrec;
 	spin_lock_init(&wq->lock);
-	wq->ring = dma_alloc_coherent(dma_dev, (size_t)depth * stride, &wq->ring_dma, GFP_KERNEL);
+}
+
+/* hicain_wq_alloc - a kernel ring in coherent memory, its dbrec given. */
+static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq,
+			   struct hicain_wq_dbrec *dbrec, dma_addr_t dbrec_dma)
+{
+	wq->dbrec = dbrec;
+	wq->dbrec_dma = dbrec_dma;
+	wq->ring = dma_alloc_coherent(dma_dev, (size_t)wq->depth * wq->stride, &wq->ring_dma,
+				      GFP_KERNEL);
 	return wq->ring ? 0 : -ENOMEM;
 }
 
-static void hicain_wq_free(struct device *dma_dev, struct hicain_wq *wq)
+/*
+ * hicain_wq_alloc_user - a mapped ring with its dbrec, as
+ * hicain_uq_alloc (1: the queue cannot be mapped).
+ */
+static int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *udata,
+				struct hicain_wq *wq)
 {
-	if (wq->ring)
-		dma_free_coherent(dma_dev, (size_t)wq->depth * wq->stride, wq->ring, wq->ring_dma);
+	int ret;
+
+	ret = hicain_uq_alloc(hidev, udata, &wq->uq, (size_t)wq->depth * wq->stride,
+			      sizeof(struct hicain_wq_dbrec));
+	if (ret)
+		return ret;
+	wq->ring = wq->uq.cpu;
+	wq->ring_dma = wq->uq.dma;
+	wq->dbrec = wq->uq.cpu + wq->uq.dbrec_off;
+	wq->dbrec_dma = wq->uq.dma + wq->uq.dbrec_off;
+	return 0;
+}
+
+static void hicain_wq_free(struct hicain_ibdev *hidev, struct hicain_wq *wq)
+{
+	if (wq->uq.entry)
+		hicain_uq_free(hidev, &wq->uq);
+	else if (wq->ring)
+		dma_free_coherent(hicain_dma_dev(hidev), (size_t)wq->depth * wq->stride, wq->ring,
+				  wq->ring_dma);
 	wq->ring = NULL;
 }
 
@@ -1116,11 +1452,44 @@ static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *q
 {
 	struct device *dma_dev = hicain_dma_dev(hidev);
 
-	hicain_wq_free(dma_dev, &qp->sq);
-	hicain_wq_free(dma_dev, &qp->rq);
+	hicain_wq_free(hidev, &qp->sq);
+	hicain_wq_free(hidev, &qp->rq);
 	if (qp->dbrecs)
 		dma_free_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), qp->dbrecs, qp->dbrecs_dma);
 	qp->dbrecs = NULL;
+}
+
+/*
+ * hicain_qp_alloc_rings - a user QP's SQ and RQ in pages it maps, both
+ * or neither; otherwise (a kernel QP, or a queue too large to map) in
+ * coherent memory with the two dbrecs side by side.
+ */
+static int hicain_qp_alloc_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp,
+				 bool has_rq, struct ib_udata *udata)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	int ret;
+
+	ret = hicain_wq_alloc_user(hidev, udata, &qp->sq);
+	if (!ret && has_rq)
+		ret = hicain_wq_alloc_user(hidev, udata, &qp->rq);
+	if (ret <= 0) {
+		if (ret)
+			hicain_qp_free_rings(hidev, qp);
+		return ret;
+	}
+	hicain_qp_free_rings(hidev, qp);	/* one of them did not fit */
+	qp->dbrecs = dma_alloc_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), &qp->dbrecs_dma,
+					GFP_KERNEL);
+	if (!qp->dbrecs)
+		return -ENOMEM;
+	ret = hicain_wq_alloc(dma_dev, &qp->sq, &qp->dbrecs[0], qp->dbrecs_dma);
+	if (!ret && has_rq)
+		ret = hicain_wq_alloc(dma_dev, &qp->rq, &qp->dbrecs[1],
+				      qp->dbrecs_dma + sizeof(*qp->dbrecs));
+	if (ret)
+		hicain_qp_free_rings(hidev, qp);
+	return ret;
 }
 
 /* hicain_max_inline - the inline bytes a send WQE may carry. */
@@ -1185,8 +1554,8 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 			    struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
-	struct device *dma_dev = hicain_dma_dev(hidev);
 	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_ib_create_qp_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_cmd_create_qp *c = &cmd.create_qp;
 	struct hicain_admin_cqe cqe;
@@ -1222,19 +1591,15 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		return ret;
 	qp->epoch = atomic_read(&hidev->epoch);
 	qp->sq_sig_type = init->sq_sig_type;
-	qp->dbrecs = dma_alloc_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), &qp->dbrecs_dma,
-					GFP_KERNEL);
-	if (!qp->dbrecs)
-		return -ENOMEM;
-	ret = hicain_wq_alloc(dma_dev, &qp->sq, qp->cap.max_send_wr, qp->sq.stride,
-			      qp->cap.max_send_sge, &qp->dbrecs[0]);
-	if (!ret && !init->srq)
-		ret = hicain_wq_alloc(dma_dev, &qp->rq, qp->cap.max_recv_wr,
-				      ALIGN(sizeof(struct hicain_recv_wqe) +
-					    qp->cap.max_recv_sge * sizeof(struct hicain_sge), 16),
-				      qp->cap.max_recv_sge, &qp->dbrecs[1]);
+	hicain_wq_init(&qp->sq, qp->cap.max_send_wr, qp->sq.stride, qp->cap.max_send_sge);
+	if (!init->srq)
+		hicain_wq_init(&qp->rq, qp->cap.max_recv_wr,
+			       ALIGN(sizeof(struct hicain_recv_wqe) +
+				     qp->cap.max_recv_sge * sizeof(struct hicain_sge), 16),
+			       qp->cap.max_recv_sge);
+	ret = hicain_qp_alloc_rings(hidev, qp, !init->srq, udata);
 	if (ret)
-		goto err_free;
+		return ret;
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
 	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
@@ -1247,7 +1612,7 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	c->sq_stride = cpu_to_le32(qp->sq.stride);
 	c->sq_sig_all = cpu_to_le32(init->sq_sig_type == IB_SIGNAL_ALL_WR);
 	c->sq_gpa = cpu_to_le64(qp->sq.ring_dma);
-	c->sq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma);
+	c->sq_dbrec_gpa = cpu_to_le64(qp->sq.dbrec_dma);
 	if (init->srq) {
 		c->srq = cpu_to_le32(to_hsrq(init->srq)->srqn);
 	} else {
@@ -1255,13 +1620,26 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		c->max_recv_sge = cpu_to_le32(qp->rq.max_sge);
 		c->rq_stride = cpu_to_le32(qp->rq.stride);
 		c->rq_gpa = cpu_to_le64(qp->rq.ring_dma);
-		c->rq_dbrec_gpa = cpu_to_le64(qp->dbrecs_dma + sizeof(*qp->dbrecs));
+		c->rq_dbrec_gpa = cpu_to_le64(qp->rq.dbrec_dma);
 	}
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
 	if (ret)
 		goto err_free;
 	qp->qpn = le32_to_cpu(cqe.handle);
 	ibqp->qp_num = qp->qpn;
+	if (udata) {
+		resp.qpn = qp->qpn;
+		resp.max_inline = qp->cap.max_inline_data;
+		resp.max_send_sge = qp->cap.max_send_sge;
+		resp.max_recv_sge = qp->cap.max_recv_sge;
+		hicain_uq_resp(&qp->sq.uq, qp->sq.depth, qp->sq.stride, &resp.sq);
+		hicain_uq_resp(&qp->rq.uq, qp->rq.depth, qp->rq.stride, &resp.rq);
+		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		if (ret) {
+			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
+			goto err_free;
+		}
+	}
 	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
 	if (ret) {
 		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
@@ -1674,6 +2052,11 @@ static int hicain_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	u32 inl_len;
 	int ret = 0;
 
+	/* A mapped SQ is the process's to post to. */
+	if (sq->uq.entry) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 	for (; wr; wr = wr->next) {
 		inl_len = 0;
 		if (wr->send_flags & IB_SEND_INLINE) {
@@ -1715,6 +2098,11 @@ static int hicain_wq_post_recv(struct hicain_ibdev *hidev, struct hicain_wq *rq,
 	u32 start;
 	int ret = 0;
 
+	/* A mapped RQ or SRQ is the process's to post to. */
+	if (rq->uq.entry) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
 	spin_lock_irqsave(&rq->lock, flags);
 	start = rq->prod;
 	for (; wr; wr = wr->next) {
@@ -1799,6 +2187,17 @@ static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	}
 	ah->handle = le32_to_cpu(cqe.handle);
 	ah->attr = cmd.create_ah.attr;
+	if (udata) {
+		/* The process's UD WQEs name the device's AH. */
+		struct hicain_ib_create_ah_resp resp = { .handle = ah->handle };
+
+		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		if (ret) {
+			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH, ah->handle, NULL);
+			kfree(ah->release);
+			return ret;
+		}
+	}
 	return 0;
 }
 
@@ -1895,7 +2294,7 @@ static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *
 {
 	struct device *dma_dev = hicain_dma_dev(hidev);
 
-	hicain_wq_free(dma_dev, &srq->wq);
+	hicain_wq_free(hidev, &srq->wq);
 	if (srq->dbrec)
 		dma_free_coherent(dma_dev, sizeof(*srq->dbrec), srq->dbrec, srq->dbrec_dma);
 	srq->dbrec = NULL;
@@ -1909,6 +2308,7 @@ static int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init
 	struct hicain_dev_hdr *h = hidev->hdev->hdr;
 	struct hicain_srq *srq = to_hsrq(ibsrq);
 	struct ib_srq_attr *attr = &init->attr;
+	struct hicain_ib_create_srq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_cmd_create_srq *c = &cmd.create_srq;
 	struct hicain_admin_cqe cqe;
@@ -1928,15 +2328,24 @@ static int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init
 	if (attr->srq_limit > depth)
 		return -EINVAL;
 	srq->epoch = atomic_read(&hidev->epoch);
-	srq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*srq->dbrec), &srq->dbrec_dma, GFP_KERNEL);
-	if (!srq->dbrec)
-		return -ENOMEM;
-	ret = hicain_wq_alloc(dma_dev, &srq->wq, depth,
-			      ALIGN(sizeof(struct hicain_recv_wqe) +
-				    max_sge * sizeof(struct hicain_sge), 16),
-			      max_sge, srq->dbrec);
-	if (ret)
-		goto err_free;
+	hicain_wq_init(&srq->wq, depth,
+		       ALIGN(sizeof(struct hicain_recv_wqe) + max_sge * sizeof(struct hicain_sge), 16),
+		       max_sge);
+	/* A user SRQ's dbrec is in its mapped pages; srq->dbrec is the
+	 * coherent one of a kernel SRQ.
+	 */
+	ret = hicain_wq_alloc_user(hidev, udata, &srq->wq);
+	if (ret < 0)
+		return ret;
+	if (ret) {
+		srq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*srq->dbrec), &srq->dbrec_dma,
+						GFP_KERNEL);
+		if (!srq->dbrec)
+			return -ENOMEM;
+		ret = hicain_wq_alloc(dma_dev, &srq->wq, srq->dbrec, srq->dbrec_dma);
+		if (ret)
+			goto err_free;
+	}
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_SRQ);
 	c->pd = cpu_to_le32(to_hpd(ibsrq->pd)->pdn);
@@ -1945,11 +2354,21 @@ static int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init
 	c->limit = cpu_to_le32(attr->srq_limit);
 	c->stride = cpu_to_le32(srq->wq.stride);
 	c->ring_gpa = cpu_to_le64(srq->wq.ring_dma);
-	c->dbrec_gpa = cpu_to_le64(srq->dbrec_dma);
+	c->dbrec_gpa = cpu_to_le64(srq->wq.dbrec_dma);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
 	if (ret)
 		goto err_free;
 	srq->srqn = le32_to_cpu(cqe.handle);
+	if (udata) {
+		resp.srqn = srq->srqn;
+		resp.max_sge = max_sge;
+		hicain_uq_resp(&srq->wq.uq, depth, srq->wq.stride, &resp.srq);
+		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		if (ret) {
+			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
+			goto err_free;
+		}
+	}
 	ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
 	if (ret) {
 		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
@@ -2403,6 +2822,8 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.get_dma_mr = hicain_get_dma_mr,
 	.get_link_layer = hicain_get_link_layer,
 	.get_port_immutable = hicain_get_port_immutable,
+	.mmap = hicain_mmap,
+	.mmap_free = hicain_mmap_free,
 	.modify_qp = hicain_modify_qp,
 	.modify_srq = hicain_modify_srq,
 	.poll_cq = hicain_poll_cq,
@@ -2486,6 +2907,8 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	INIT_LIST_HEAD(&hidev->ah_free);
 	INIT_WORK(&hidev->ah_free_work, hicain_ah_free_work);
 	mutex_init(&hidev->pma_lock);
+	hidev->db_mappable = hicain_db_page(hdev->pdev);
+	hidev->db_pfn = pci_resource_start(hdev->pdev, 0) >> PAGE_SHIFT;
 	ibdev = &hidev->ibdev;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;
@@ -2529,6 +2952,10 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 		dev_info(&hdev->pdev->dev, "registered %s, InfiniBand port\n", dev_name(&ibdev->dev));
 	else
 		dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
+	if (!hidev->db_mappable)
+		dev_info(&hdev->pdev->dev, "BAR0 shares its page: user queues use system calls\n");
+	else if (!hicain_abi_minor_at_least(hidev, 7))
+		dev_info(&hdev->pdev->dev, "device ABI before 1.7: user queues use system calls\n");
 	return 0;
 
 err_dealloc:
@@ -2665,7 +3092,8 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 /*
  * hicain_ib_cq_irq - completion interrupt of comp_vector, in hard IRQ
  * context. The device cleared the arm word of each CQ it signalled; a
- * CQ that req_notify_cq armed and whose word is clear gets its event.
+ * CQ that req_notify_cq armed and whose word is clear gets its event,
+ * and so does a mapped CQ whose event count moved.
  */
 static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
 {
@@ -2674,8 +3102,22 @@ static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
 
 	spin_lock(&hidev->cq_lock);
 	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->vector != comp_vector || !READ_ONCE(cq->armed) ||
-		    READ_ONCE(cq->dbrec->arm))
+		if (cq->vector != comp_vector)
+			continue;
+		if (cq->uq.entry) {
+			/* Armed by its process, without the kernel: the
+			 * device's event count says whether it fired.
+			 */
+			u32 ev = le32_to_cpu(READ_ONCE(cq->dbrec->events));
+
+			if (ev == cq->events_seen)
+				continue;
+			cq->events_seen = ev;
+			if (cq->ibcq.comp_handler)
+				cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+			continue;
+		}
+		if (!READ_ONCE(cq->armed) || READ_ONCE(cq->dbrec->arm))
 			continue;
 		WRITE_ONCE(cq->armed, false);
 		if (cq->ibcq.comp_handler)

@@ -413,7 +413,7 @@ func buildProvider(t *testing.T) (so, driver string) {
 	_, err := os.Stat("/usr/include/infiniband/verbs.h")
 	testutil.RequireTool(t, "libibverbs headers", "apt-get install libibverbs-dev", err == nil)
 	dir := t.TempDir()
-	for _, src := range []string{"../../rdma-core", "../../kernel/hicain_uverbs_abi.h"} {
+	for _, src := range []string{"../../rdma-core", "../../kernel/hicain_uverbs_abi.h", "../../kernel/hicain_abi.h"} {
 		dst := filepath.Join(dir, strings.TrimPrefix(src, "../../"))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)

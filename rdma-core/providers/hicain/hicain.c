@@ -2,40 +2,39 @@
 /*
  * hicain - the libibverbs provider of the HiNIC emulated RDMA NIC.
  *
- * Every verb goes through the kernel driver hicain_ib.ko (ibv_cmd_*):
- * the device's work and completion queues are rings the kernel driver
- * owns, so posting and polling are uverbs write() commands too, and the
- * provider adds only the driver's private udata (hicain_uverbs_abi.h)
- * to the core commands. libibverbs loads it for the ib_devices of the
- * hicain_net PCI driver (the kernel driver has no driver_id of its own:
+ * Set-up goes through the kernel driver hicain_ib.ko (ibv_cmd_* with
+ * the driver's udata, hicain_uverbs_abi.h). The data path does not: the
+ * kernel maps each CQ, QP and SRQ ring of the process into it, and the
+ * provider posts send and receive WQEs, polls CQEs and arms CQs in
+ * those rings, in the device's formats (hicain_abi.h), ringing the
+ * device's doorbell through a mapped doorbell page: no system call in
+ * steady state. Completion events still come through the kernel (its
+ * interrupt handler sees the device's per-CQ event count move) and the
+ * completion channel. A context the kernel cannot map (the doorbell
+ * page shares its page with other devices, an ABI 1.6 device), or a
+ * queue too large to map, keeps the uverbs commands for that object.
+ *
+ * libibverbs loads the provider for the ib_devices of the hicain_net
+ * PCI driver (the kernel driver has no driver_id of its own:
  * RDMA_DRIVER_UNKNOWN), whatever their name: the kernel names them
  * hicain_N, and distributions rename RDMA devices after their slot
  * (Debian's rdma-core udev rule: rocep0s4).
  */
+#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <rdma/ib_user_ioctl_verbs.h>
 
-#include "verbs_private.h"
-#include "hicain_uverbs_abi.h"
+#include "hicain.h"
 
 struct hicain_device {
 	struct verbs_device vdev;
-};
-
-struct hicain_context {
-	struct verbs_context vctx;
-	struct hicain_ib_alloc_ucontext_resp caps;
-};
-
-struct hicain_pd {
-	struct ibv_pd ibv_pd;
-	uint32_t pdn;
 };
 
 /* Core response, then the driver's bytes right after it (no padding:
@@ -51,21 +50,98 @@ struct hicain_alloc_pd_resp {
 	struct hicain_ib_alloc_pd_resp drv;
 };
 
+struct hicain_create_cq_resp {
+	struct ib_uverbs_create_cq_resp core;
+	struct hicain_ib_create_cq_resp drv;
+};
+
+struct hicain_create_qp_resp {
+	struct ib_uverbs_create_qp_resp core;
+	struct hicain_ib_create_qp_resp drv;
+};
+
+struct hicain_create_srq_resp {
+	struct ib_uverbs_create_srq_resp core;
+	struct hicain_ib_create_srq_resp drv;
+};
+
+struct hicain_create_ah_resp {
+	struct ib_uverbs_create_ah_resp core;
+	struct hicain_ib_create_ah_resp drv;
+};
+
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_get_context_resp, drv) ==
 		     sizeof(struct ib_uverbs_get_context_resp));
-HICAIN_STATIC_ASSERT(sizeof(struct hicain_get_context_resp) == 8 + 16);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_get_context_resp) == 8 + 48);
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_alloc_pd_resp, drv) ==
 		     sizeof(struct ib_uverbs_alloc_pd_resp));
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_alloc_pd_resp) == 4 + 8);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_ib_queue) == 24);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_cq_resp, drv) ==
+		     sizeof(struct ib_uverbs_create_cq_resp));
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_cq_resp) == 8 + 32);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_qp_resp, drv) ==
+		     sizeof(struct ib_uverbs_create_qp_resp));
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_qp_resp) == 32 + 64);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_srq_resp, drv) ==
+		     sizeof(struct ib_uverbs_create_srq_resp));
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_srq_resp) == 16 + 32);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_ah_resp, drv) ==
+		     sizeof(struct ib_uverbs_create_ah_resp));
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_ah_resp) == 4 + 8);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_cqe) == 64);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_send_wqe) == 64);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_recv_wqe) == 16);
 
-static inline struct hicain_context *to_hctx(struct ibv_context *ibctx)
+/* ---- mapped rings ---- */
+
+/*
+ * hicain_map_ring - map the ring q of a create response. A queue with
+ * mmap_key 0 is not mapped (r->map stays NULL). The kernel gave the
+ * sizes; the provider checks that the ring and the dbrec lie inside the
+ * mapping before it uses them.
+ */
+static int hicain_map_ring(struct ibv_context *ibctx, const struct hicain_ib_queue *q,
+			   uint32_t max_sge, size_t dbrec_size, struct hicain_ring *r, void **dbrec)
 {
-	return (struct hicain_context *)((char *)ibctx - offsetof(struct hicain_context, vctx.context));
+	void *m;
+
+	memset(r, 0, sizeof(*r));
+	if (!q->mmap_key)
+		return 0;
+	if (!q->depth || (q->depth & (q->depth - 1)) || !q->stride ||
+	    (uint64_t)q->depth * q->stride > q->dbrec_off ||
+	    (uint64_t)q->dbrec_off + dbrec_size > q->mmap_len)
+		return EINVAL;
+	m = mmap(NULL, q->mmap_len, PROT_READ | PROT_WRITE, MAP_SHARED, ibctx->cmd_fd,
+		 q->mmap_key);
+	if (m == MAP_FAILED)
+		return errno;
+	r->map = m;
+	r->map_len = q->mmap_len;
+	r->buf = m;
+	r->depth = q->depth;
+	r->stride = q->stride;
+	r->max_sge = max_sge;
+	*dbrec = (uint8_t *)m + q->dbrec_off;
+	return 0;
 }
 
-static inline struct hicain_pd *to_hpd(struct ibv_pd *ibpd)
+static void hicain_unmap_ring(struct hicain_ring *r)
 {
-	return (struct hicain_pd *)((char *)ibpd - offsetof(struct hicain_pd, ibv_pd));
+	if (r->map)
+		munmap(r->map, r->map_len);
+	r->map = NULL;
+}
+
+static inline uint32_t hicain_load_acquire(const __le32 *p)
+{
+	return le32toh(__atomic_load_n(p, __ATOMIC_ACQUIRE));
+}
+
+static inline void hicain_store_release(__le32 *p, uint32_t v)
+{
+	__atomic_store_n(p, htole32(v), __ATOMIC_RELEASE);
 }
 
 static int hicain_query_device_ex(struct ibv_context *context,
@@ -162,12 +238,15 @@ static int hicain_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+/* ---- completion queues ---- */
+
 static struct ibv_cq *hicain_create_cq(struct ibv_context *context, int cqe,
 				       struct ibv_comp_channel *channel, int comp_vector)
 {
-	struct ib_uverbs_create_cq_resp resp;
+	struct hicain_create_cq_resp resp = {};
 	struct ibv_create_cq cmd;
-	struct ibv_cq *cq;
+	struct hicain_cq *cq;
+	void *dbrec = NULL;
 	int ret;
 
 	cq = calloc(1, sizeof(*cq));
@@ -175,32 +254,161 @@ static struct ibv_cq *hicain_create_cq(struct ibv_context *context, int cqe,
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, cq, &cmd, sizeof(cmd), &resp,
-				sizeof(resp));
+	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibv_cq, &cmd, sizeof(cmd),
+				&resp.core, sizeof(resp));
 	if (ret) {
 		free(cq);
 		errno = ret;
 		return NULL;
 	}
-	return cq;
+	ret = hicain_map_ring(context, &resp.drv.cq, 0, sizeof(struct hicain_cq_dbrec), &cq->ring,
+			      &dbrec);
+	if (ret) {
+		ibv_cmd_destroy_cq(&cq->ibv_cq);
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	cq->dbrec = dbrec;
+	cq->cqn = resp.drv.cqn;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	return &cq->ibv_cq;
 }
 
-static int hicain_destroy_cq(struct ibv_cq *cq)
+static int hicain_destroy_cq(struct ibv_cq *ibcq)
 {
+	struct hicain_cq *cq = to_hcq(ibcq);
 	int ret;
 
-	ret = ibv_cmd_destroy_cq(cq);
+	ret = ibv_cmd_destroy_cq(ibcq);
 	if (ret)
 		return ret;
+	hicain_unmap_ring(&cq->ring);
+	pthread_spin_destroy(&cq->lock);
 	free(cq);
 	return 0;
 }
 
+/* CQE rsvd[17] of an entry hicain_cq_clean took out: poll skips it. */
+#define HICAIN_CQE_SKIP	0xff
+
+static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
+{
+	/* The CQE fields carry ibv_wc's values; the immediate data is
+	 * ibv_wc.imm_data's bits.
+	 */
+	wc->wr_id = le64toh(c->wr_id);
+	wc->status = le32toh(c->status);
+	wc->opcode = le32toh(c->opcode);
+	wc->vendor_err = le32toh(c->vendor_err);
+	wc->byte_len = le32toh(c->byte_len);
+	memcpy(&wc->imm_data, &c->imm_data, sizeof(wc->imm_data));
+	wc->qp_num = le32toh(c->qp_num);
+	wc->src_qp = le32toh(c->src_qp);
+	wc->wc_flags = le32toh(c->wc_flags);
+	wc->pkey_index = le16toh(c->pkey_index);
+	wc->slid = le16toh(c->slid);
+	wc->sl = c->sl;
+	wc->dlid_path_bits = c->dlid_path_bits;
+}
+
+/*
+ * hicain_poll_cq - the CQEs up to the device's prod (acquire), then cons
+ * handed back (release). When the ring was full the device holds
+ * completions back until it sees the room: the CQ doorbell tells it.
+ */
+static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct hicain_cq *cq = to_hcq(ibcq);
+	struct hicain_context *ctx;
+	uint32_t prod, start;
+	int n = 0;
+
+	if (!cq->ring.map)
+		return ibv_cmd_poll_cq(ibcq, ne, wc);
+	pthread_spin_lock(&cq->lock);
+	prod = hicain_load_acquire(&cq->dbrec->prod);
+	/* An index beyond the ring is the device's bug: take nothing. */
+	if (prod - cq->ring.idx > cq->ring.depth)
+		prod = cq->ring.idx;
+	start = cq->ring.idx;
+	while (n < ne && cq->ring.idx != prod) {
+		const struct hicain_cqe *c = (const struct hicain_cqe *)
+			(cq->ring.buf + (size_t)(cq->ring.idx & (cq->ring.depth - 1)) * 64);
+
+		cq->ring.idx++;
+		if (c->rsvd[17] == HICAIN_CQE_SKIP)
+			continue;
+		hicain_cqe_to_wc(c, &wc[n++]);
+	}
+	if (cq->ring.idx != start) {
+		hicain_store_release(&cq->dbrec->cons, cq->ring.idx);
+		if (prod - start == cq->ring.depth) {
+			ctx = to_hctx(ibcq->context);
+			hicain_ring_db(ctx, ctx->caps.db_cq);
+		}
+	}
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+/*
+ * hicain_req_notify_cq - arm the CQ for its next (or next solicited)
+ * completion, then ring the CQ doorbell so that completions already in
+ * the ring raise the event too. The kernel's interrupt handler sees the
+ * device's event count move and signals the completion channel.
+ */
+static int hicain_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct hicain_cq *cq = to_hcq(ibcq);
+	struct hicain_context *ctx;
+
+	if (!cq->ring.map)
+		return ibv_cmd_req_notify_cq(ibcq, solicited_only);
+	ctx = to_hctx(ibcq->context);
+	hicain_store_release(&cq->dbrec->arm,
+			     solicited_only ? HICAIN_CQ_ARM_SOLICITED : HICAIN_CQ_ARM_NEXT);
+	hicain_ring_db(ctx, ctx->caps.db_cq);
+	return 0;
+}
+
+/*
+ * hicain_cq_clean - take the completions of a destroyed QP out of a
+ * mapped CQ that the process has not polled yet, as the kernel's
+ * poll_cq drops those of QPs it no longer knows.
+ */
+static void hicain_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct hicain_cq *cq;
+	uint32_t prod, i;
+
+	if (!ibcq)
+		return;
+	cq = to_hcq(ibcq);
+	if (!cq->ring.map)
+		return;
+	pthread_spin_lock(&cq->lock);
+	prod = hicain_load_acquire(&cq->dbrec->prod);
+	if (prod - cq->ring.idx <= cq->ring.depth) {
+		for (i = cq->ring.idx; i != prod; i++) {
+			struct hicain_cqe *c = (struct hicain_cqe *)
+				(cq->ring.buf + (size_t)(i & (cq->ring.depth - 1)) * 64);
+
+			if (le32toh(c->qp_num) == qpn)
+				c->rsvd[17] = HICAIN_CQE_SKIP;
+		}
+	}
+	pthread_spin_unlock(&cq->lock);
+}
+
+/* ---- queue pairs ---- */
+
 static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
-	struct ib_uverbs_create_qp_resp resp;
+	struct hicain_create_qp_resp resp = {};
 	struct ibv_create_qp cmd;
-	struct ibv_qp *qp;
+	struct hicain_qp *qp;
+	void *dbrec = NULL;
 	int ret;
 
 	qp = calloc(1, sizeof(*qp));
@@ -208,13 +416,40 @@ static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_create_qp(pd, qp, attr, &cmd, sizeof(cmd), &resp, sizeof(resp));
+	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd, sizeof(cmd), &resp.core, sizeof(resp));
 	if (ret) {
 		free(qp);
 		errno = ret;
 		return NULL;
 	}
-	return qp;
+	ret = hicain_map_ring(pd->context, &resp.drv.sq, resp.drv.max_send_sge,
+			      sizeof(struct hicain_wq_dbrec), &qp->sq, &dbrec);
+	qp->sq_dbrec = dbrec;
+	if (!ret && qp->sq.map && !attr->srq) {
+		ret = hicain_map_ring(pd->context, &resp.drv.rq, resp.drv.max_recv_sge,
+				      sizeof(struct hicain_wq_dbrec), &qp->rq, &dbrec);
+		qp->rq_dbrec = dbrec;
+		if (!ret && !qp->rq.map)
+			ret = EINVAL;	/* the kernel maps both or neither */
+	}
+	if (!ret && qp->sq.map && qp->sq.stride < sizeof(struct hicain_send_wqe) +
+	    (uint64_t)qp->sq.max_sge * sizeof(struct hicain_sge))
+		ret = EINVAL;
+	if (ret) {
+		hicain_unmap_ring(&qp->sq);
+		hicain_unmap_ring(&qp->rq);
+		ibv_cmd_destroy_qp(&qp->ibv_qp);
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	qp->mapped = qp->sq.map;
+	qp->max_inline = resp.drv.max_inline;
+	if (qp->max_inline > qp->sq.stride - sizeof(struct hicain_send_wqe))
+		qp->max_inline = qp->sq.stride - sizeof(struct hicain_send_wqe);
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	return &qp->ibv_qp;
 }
 
 static int hicain_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
@@ -232,21 +467,209 @@ static int hicain_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr
 	return ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &cmd, sizeof(cmd));
 }
 
-static int hicain_destroy_qp(struct ibv_qp *qp)
+static int hicain_destroy_qp(struct ibv_qp *ibqp)
 {
+	struct hicain_qp *qp = to_hqp(ibqp);
 	int ret;
 
-	ret = ibv_cmd_destroy_qp(qp);
+	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
+	hicain_cq_clean(ibqp->send_cq, ibqp->qp_num);
+	if (ibqp->recv_cq != ibqp->send_cq)
+		hicain_cq_clean(ibqp->recv_cq, ibqp->qp_num);
+	hicain_unmap_ring(&qp->sq);
+	hicain_unmap_ring(&qp->rq);
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);
 	return 0;
 }
 
+/* ---- posting ---- */
+
+static void hicain_write_sges(struct hicain_sge *dst, const struct ibv_sge *src, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		dst[i].addr = htole64(src[i].addr);
+		dst[i].length = htole32(src[i].length);
+		dst[i].lkey = htole32(src[i].lkey);
+	}
+}
+
+/*
+ * hicain_build_send - one send WQE at w, as hicain_ib's kernel path
+ * writes it: the opcodes of the device (IBV_WR_* numbering), the SGEs
+ * verbatim (the device checks lkey and range against the QP's PD), or
+ * the inline bytes gathered from the process's buffers, which need not
+ * lie in an MR.
+ */
+static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
+			     struct hicain_send_wqe *w)
+{
+	uint8_t *data = (uint8_t *)(w + 1);
+	uint32_t len = 0;
+	int i;
+
+	if (wr->send_flags & ~(IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
+			       IBV_SEND_INLINE))
+		return EINVAL;
+	if (wr->num_sge < 0 ||
+	    (!(wr->send_flags & IBV_SEND_INLINE) && (uint32_t)wr->num_sge > qp->sq.max_sge))
+		return EINVAL;
+	memset(w, 0, sizeof(*w));
+	switch (wr->opcode) {
+	case IBV_WR_SEND:
+		break;
+	case IBV_WR_SEND_WITH_IMM:
+		memcpy(&w->imm_data, &wr->imm_data, sizeof(w->imm_data));
+		break;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		memcpy(&w->imm_data, &wr->imm_data, sizeof(w->imm_data));
+		/* fallthrough */
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_READ:
+		w->remote_addr = htole64(wr->wr.rdma.remote_addr);
+		w->rkey = htole32(wr->wr.rdma.rkey);
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = htole64(wr->wr.atomic.remote_addr);
+		w->rkey = htole32(wr->wr.atomic.rkey);
+		w->compare_add = htole64(wr->wr.atomic.compare_add);
+		w->swap = htole64(wr->wr.atomic.swap);
+		break;
+	default:
+		return EINVAL;
+	}
+	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
+		/* A datagram is a SEND through an AH of the QP's PD. */
+		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
+		    !wr->wr.ud.ah)
+			return EINVAL;
+		w->ah = htole32(to_hah(wr->wr.ud.ah)->handle);
+		w->remote_qpn = htole32(wr->wr.ud.remote_qpn);
+		w->remote_qkey = htole32(wr->wr.ud.remote_qkey);
+	}
+	w->wr_id = htole64(wr->wr_id);
+	w->opcode = wr->opcode;
+	w->send_flags = htole16(wr->send_flags);
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++) {
+			if (wr->sg_list[i].length > qp->max_inline - len)
+				return EINVAL;
+			memcpy(data + len, (const void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			len += wr->sg_list[i].length;
+		}
+		w->inline_len = htole32(len);
+	} else {
+		w->num_sge = wr->num_sge;
+		hicain_write_sges((struct hicain_sge *)data, wr->sg_list, wr->num_sge);
+	}
+	return 0;
+}
+
+/*
+ * hicain_post_send - WQEs into the mapped SQ while it has room (the
+ * device's cons, acquire), then prod (release) and one doorbell.
+ */
+static int hicain_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			    struct ibv_send_wr **bad_wr)
+{
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_ring *sq = &qp->sq;
+	struct hicain_context *ctx;
+	uint32_t start;
+	int ret = 0;
+
+	if (!qp->mapped)
+		return ibv_cmd_post_send(ibqp, wr, bad_wr);
+	pthread_spin_lock(&qp->sq_lock);
+	start = sq->idx;
+	for (; wr; wr = wr->next) {
+		if (sq->idx - hicain_load_acquire(&qp->sq_dbrec->cons) >= sq->depth) {
+			ret = ENOMEM;
+			break;
+		}
+		ret = hicain_build_send(qp, wr, (struct hicain_send_wqe *)
+					(sq->buf + (size_t)(sq->idx & (sq->depth - 1)) * sq->stride));
+		if (ret)
+			break;
+		sq->idx++;
+	}
+	if (sq->idx != start) {
+		ctx = to_hctx(ibqp->context);
+		hicain_store_release(&qp->sq_dbrec->prod, sq->idx);
+		hicain_ring_db(ctx, ctx->caps.db_qp);
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+/* hicain_post_wq - receive WQEs into a mapped RQ or SRQ ring. */
+static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
+			  struct hicain_wq_dbrec *dbrec, pthread_spinlock_t *lock,
+			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+{
+	struct hicain_context *ctx = to_hctx(ibctx);
+	struct hicain_recv_wqe *w;
+	uint32_t start;
+	int ret = 0;
+
+	pthread_spin_lock(lock);
+	start = rq->idx;
+	for (; wr; wr = wr->next) {
+		if (rq->idx - hicain_load_acquire(&dbrec->cons) >= rq->depth) {
+			ret = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > rq->max_sge) {
+			ret = EINVAL;
+			break;
+		}
+		w = (struct hicain_recv_wqe *)(rq->buf + (size_t)(rq->idx & (rq->depth - 1)) * rq->stride);
+		w->wr_id = htole64(wr->wr_id);
+		w->num_sge = htole32(wr->num_sge);
+		w->rsvd = 0;
+		hicain_write_sges((struct hicain_sge *)(w + 1), wr->sg_list, wr->num_sge);
+		rq->idx++;
+	}
+	if (rq->idx != start) {
+		hicain_store_release(&dbrec->prod, rq->idx);
+		hicain_ring_db(ctx, ctx->caps.db_qp);
+	}
+	pthread_spin_unlock(lock);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+static int hicain_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad_wr)
+{
+	struct hicain_qp *qp = to_hqp(ibqp);
+
+	if (!qp->mapped)
+		return ibv_cmd_post_recv(ibqp, wr, bad_wr);
+	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5). */
+	if (!qp->rq.map) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	return hicain_post_wq(ibqp->context, &qp->rq, qp->rq_dbrec, &qp->rq_lock, wr, bad_wr);
+}
+
+/* ---- address handles ---- */
+
 static struct ibv_ah *hicain_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
 {
-	struct ib_uverbs_create_ah_resp resp;
-	struct ibv_ah *ah;
+	struct hicain_create_ah_resp resp = {};
+	struct hicain_ah *ah;
 	int ret;
 
 	ah = calloc(1, sizeof(*ah));
@@ -255,31 +678,35 @@ static struct ibv_ah *hicain_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *at
 		return NULL;
 	}
 	/* The kernel resolves the RoCE DMAC and SGID of the address. */
-	ret = ibv_cmd_create_ah(pd, ah, attr, &resp, sizeof(resp));
+	ret = ibv_cmd_create_ah(pd, &ah->ibv_ah, attr, &resp.core, sizeof(resp));
 	if (ret) {
 		free(ah);
 		errno = ret;
 		return NULL;
 	}
-	return ah;
+	ah->handle = resp.drv.handle;
+	return &ah->ibv_ah;
 }
 
-static int hicain_destroy_ah(struct ibv_ah *ah)
+static int hicain_destroy_ah(struct ibv_ah *ibah)
 {
 	int ret;
 
-	ret = ibv_cmd_destroy_ah(ah);
+	ret = ibv_cmd_destroy_ah(ibah);
 	if (ret)
 		return ret;
-	free(ah);
+	free(to_hah(ibah));
 	return 0;
 }
 
+/* ---- shared receive queues ---- */
+
 static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
 {
-	struct ib_uverbs_create_srq_resp resp;
+	struct hicain_create_srq_resp resp = {};
 	struct ibv_create_srq cmd;
-	struct ibv_srq *srq;
+	struct hicain_srq *srq;
+	void *dbrec = NULL;
 	int ret;
 
 	srq = calloc(1, sizeof(*srq));
@@ -288,13 +715,25 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 		return NULL;
 	}
 	/* attr comes back with the ring's actual max_wr and max_sge. */
-	ret = ibv_cmd_create_srq(pd, srq, attr, &cmd, sizeof(cmd), &resp, sizeof(resp));
+	ret = ibv_cmd_create_srq(pd, &srq->ibv_srq, attr, &cmd, sizeof(cmd), &resp.core,
+				 sizeof(resp));
 	if (ret) {
 		free(srq);
 		errno = ret;
 		return NULL;
 	}
-	return srq;
+	ret = hicain_map_ring(pd->context, &resp.drv.srq, resp.drv.max_sge,
+			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
+	if (ret) {
+		ibv_cmd_destroy_srq(&srq->ibv_srq);
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	srq->dbrec = dbrec;
+	srq->srqn = resp.drv.srqn;
+	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	return &srq->ibv_srq;
 }
 
 static int hicain_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask)
@@ -311,28 +750,42 @@ static int hicain_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
 	return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
 }
 
-static int hicain_destroy_srq(struct ibv_srq *srq)
+static int hicain_destroy_srq(struct ibv_srq *ibsrq)
 {
+	struct hicain_srq *srq = to_hsrq(ibsrq);
 	int ret;
 
-	ret = ibv_cmd_destroy_srq(srq);
+	ret = ibv_cmd_destroy_srq(ibsrq);
 	if (ret)
 		return ret;
+	hicain_unmap_ring(&srq->ring);
+	pthread_spin_destroy(&srq->lock);
 	free(srq);
 	return 0;
 }
+
+static int hicain_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+				struct ibv_recv_wr **bad_wr)
+{
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+
+	if (!srq->ring.map)
+		return ibv_cmd_post_srq_recv(ibsrq, wr, bad_wr);
+	return hicain_post_wq(ibsrq->context, &srq->ring, srq->dbrec, &srq->lock, wr, bad_wr);
+}
+
+/* ---- contexts ---- */
 
 static void hicain_free_context(struct ibv_context *ibctx)
 {
 	struct hicain_context *ctx = to_hctx(ibctx);
 
+	if (ctx->db_page)
+		munmap(ctx->db_page, ctx->caps.db_mmap_len);
 	verbs_uninit_context(&ctx->vctx);
 	free(ctx);
 }
 
-/* Posting (SRQs included), polling, arming and multicast are the uverbs
- * commands as they are: the kernel driver owns the rings.
- */
 static const struct verbs_context_ops hicain_ctx_ops = {
 	.alloc_pd = hicain_alloc_pd,
 	.attach_mcast = ibv_cmd_attach_mcast,
@@ -350,24 +803,32 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.free_context = hicain_free_context,
 	.modify_qp = hicain_modify_qp,
 	.modify_srq = hicain_modify_srq,
-	.poll_cq = ibv_cmd_poll_cq,
-	.post_recv = ibv_cmd_post_recv,
-	.post_send = ibv_cmd_post_send,
-	.post_srq_recv = ibv_cmd_post_srq_recv,
+	.poll_cq = hicain_poll_cq,
+	.post_recv = hicain_post_recv,
+	.post_send = hicain_post_send,
+	.post_srq_recv = hicain_post_srq_recv,
 	.query_device_ex = hicain_query_device_ex,
 	.query_port = hicain_query_port,
 	.query_qp = hicain_query_qp,
 	.query_srq = hicain_query_srq,
 	.reg_mr = hicain_reg_mr,
-	.req_notify_cq = ibv_cmd_req_notify_cq,
+	.req_notify_cq = hicain_req_notify_cq,
 };
 
+/*
+ * hicain_alloc_context - the device's limits and, with
+ * HICAIN_UCTX_MAPPED, the doorbell page. A doorbell that cannot be
+ * mapped leaves the context on the uverbs commands: its queues then
+ * come unmapped.
+ */
 static struct verbs_context *hicain_alloc_context(struct ibv_device *ibdev, int cmd_fd,
 						  void *private_data)
 {
 	struct hicain_get_context_resp resp = {};
 	struct ibv_get_context cmd;
 	struct hicain_context *ctx;
+	uint64_t key;
+	void *page;
 
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx, RDMA_DRIVER_UNKNOWN);
 	if (!ctx)
@@ -378,6 +839,26 @@ static struct verbs_context *hicain_alloc_context(struct ibv_device *ibdev, int 
 		return NULL;
 	}
 	ctx->caps = resp.drv;
+	if (ctx->caps.flags & HICAIN_UCTX_MAPPED) {
+		key = (uint64_t)ctx->caps.db_mmap_key_hi << 32 | ctx->caps.db_mmap_key_lo;
+		if (ctx->caps.db_off > ctx->caps.db_mmap_len - sizeof(uint32_t) ||
+		    ctx->caps.db_mmap_len < sizeof(uint32_t)) {
+			fprintf(stderr, "hicain: the kernel's doorbell page is %u bytes, the register at %u\n",
+				ctx->caps.db_mmap_len, ctx->caps.db_off);
+			verbs_uninit_context(&ctx->vctx);
+			free(ctx);
+			errno = EINVAL;
+			return NULL;
+		}
+		page = mmap(NULL, ctx->caps.db_mmap_len, PROT_WRITE, MAP_SHARED, cmd_fd, key);
+		if (page == MAP_FAILED) {
+			verbs_uninit_context(&ctx->vctx);
+			free(ctx);
+			return NULL;
+		}
+		ctx->db_page = page;
+		ctx->db = (volatile uint32_t *)((uint8_t *)page + ctx->caps.db_off);
+	}
 	verbs_set_ops(&ctx->vctx, &hicain_ctx_ops);
 	return &ctx->vctx;
 }
