@@ -94,7 +94,10 @@ cmtools() {
 }
 `
 
-const ibGuestInit = `#!/bin/sh
+// ibGuestUp brings a verbs guest up: Debian's modules, hicain_net, the
+// address 10.42.0.n, hicain_ib, the RoCE GIDs and a second address
+// (10.42.1.n), then HICAIN-UP.
+const ibGuestUp = `#!/bin/sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -131,7 +134,9 @@ until grep -q "ffff:0a2a:010$n" /sys/class/infiniband/hicain_0/ports/1/gids/* 2>
 	usleep 100000
 done
 echo HICAIN-UP $ip carrier=$(cat /sys/class/net/eth0/carrier) uverbs=$(ls /dev/infiniband | tr '\n' ' ')
-# ib_umad, ib_cm and rdma_cm were loaded before the device registered;
+`
+
+const ibGuestInit = ibGuestUp + `# ib_umad, ib_cm and rdma_cm were loaded before the device registered;
 # umad serves only kernel-verbs devices, whose port 1 ib_mad opened.
 for u in /sys/class/infiniband_mad/umad*; do
 	[ -e $u/ibdev ] && echo HICAIN-UMAD $(cat $u/ibdev) port=$(cat $u/port)

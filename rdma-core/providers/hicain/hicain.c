@@ -119,6 +119,7 @@ static int hicain_map_ring(struct ibv_context *ibctx, const struct hicain_ib_que
 		return errno;
 	r->map = m;
 	r->map_len = q->mmap_len;
+	r->key = q->mmap_key;
 	r->buf = m;
 	r->depth = q->depth;
 	r->stride = q->stride;

@@ -40,6 +40,7 @@ struct hicain_pd {
 struct hicain_ring {
 	void *map;			/* NULL: the queue is not mapped */
 	size_t map_len;
+	uint64_t key;			/* its mmap offset on the uverbs file */
 	uint8_t *buf;
 	uint32_t depth;			/* power of two */
 	uint32_t stride;

@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
+/*
+ * ibv_badring - used by TestQEMUBadRing: a process that misuses the
+ * queues hicain_ib maps into it. It is built against the provider's own
+ * header (providers/hicain/hicain.h) so that it can write into its
+ * mapped rings what the provider never would: WQEs with an opcode the
+ * device does not have, too many SGEs, an inline length beyond the
+ * stride, producer indices beyond the depth, a CQ consumer index that
+ * runs ahead. Through the verbs it posts work with lkeys of another PD,
+ * lkeys it never registered and SGEs outside its MR. Each case must end
+ * in an error completion or its QP in the error state, never in data
+ * reaching a buffer it should not; and a well-formed transfer still
+ * works afterwards. It also checks that a forked child has no mapping
+ * and that another context of the same process cannot map its rings.
+ *
+ * Every QP is RC, connected to a QP of the same device through GID
+ * index 1. Prints BADRING-OK name or BADRING-FAIL name: why per case,
+ * then BADRING-DONE failures=N; exits with N.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hicain.h"
+
+#define BUF	4096
+
+static struct ibv_context *ctx;
+static union ibv_gid gid;
+static int failures;
+
+struct pair {
+	struct ibv_cq *cq_a, *cq_b;
+	struct ibv_qp *a, *b;
+};
+
+static void fail(const char *name, const char *why)
+{
+	printf("BADRING-FAIL %s: %s\n", name, why);
+	failures++;
+}
+
+static void ok(const char *name)
+{
+	printf("BADRING-OK %s\n", name);
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int to_rts(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.sgid_index = 1;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static struct ibv_qp *new_qp(struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	ia.cap.max_inline_data = 64;
+	return ibv_create_qp(pd, &ia);
+}
+
+/* make_pair - QP a on pd_a and b on pd_b, connected, each with a CQ. */
+static int make_pair(struct pair *p, struct ibv_pd *pd_a, struct ibv_pd *pd_b)
+{
+	memset(p, 0, sizeof(*p));
+	p->cq_a = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	p->cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!p->cq_a || !p->cq_b)
+		return -1;
+	p->a = new_qp(pd_a, p->cq_a);
+	p->b = new_qp(pd_b, p->cq_b);
+	if (!p->a || !p->b)
+		return -1;
+	if (to_rts(p->a, p->b->qp_num) || to_rts(p->b, p->a->qp_num))
+		return -1;
+	return 0;
+}
+
+static void free_pair(struct pair *p)
+{
+	if (p->a)
+		ibv_destroy_qp(p->a);
+	if (p->b)
+		ibv_destroy_qp(p->b);
+	if (p->cq_a)
+		ibv_destroy_cq(p->cq_a);
+	if (p->cq_b)
+		ibv_destroy_cq(p->cq_b);
+}
+
+/* wait_wc - one completion of cq within ms; 0, or -1 on timeout. */
+static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	long end = now_ms() + ms;
+	int n;
+
+	do {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return 0;
+		usleep(1000);
+	} while (now_ms() < end);
+	return -1;
+}
+
+/* wait_err - the QP reaches IBV_QPS_ERR within ms. */
+static int wait_err(struct ibv_qp *qp, int ms)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr a;
+	long end = now_ms() + ms;
+
+	do {
+		if (!ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) && a.qp_state == IBV_QPS_ERR)
+			return 0;
+		usleep(5000);
+	} while (now_ms() < end);
+	return -1;
+}
+
+/* wait_event - an async event of type for qp within ms. */
+static int wait_event(struct ibv_qp *qp, enum ibv_event_type type, int ms)
+{
+	struct ibv_async_event ev;
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	long end = now_ms() + ms;
+	int found = -1;
+
+	while (found && now_ms() < end) {
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		if (ibv_get_async_event(ctx, &ev))
+			continue;
+		if (ev.event_type == type && ev.element.qp == qp)
+			found = 0;
+		ibv_ack_async_event(&ev);
+	}
+	return found;
+}
+
+static int post_write(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
+		      uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* raw_wqe - the next send WQE slot of a mapped QP, zeroed. */
+static struct hicain_send_wqe *raw_wqe(struct hicain_qp *qp)
+{
+	struct hicain_send_wqe *w = (struct hicain_send_wqe *)
+		(qp->sq.buf + (size_t)(qp->sq.idx & (qp->sq.depth - 1)) * qp->sq.stride);
+
+	memset(w, 0, qp->sq.stride);
+	return w;
+}
+
+static void raw_publish_sq(struct hicain_qp *qp, uint32_t prod)
+{
+	__atomic_store_n(&qp->sq_dbrec->prod, prod, __ATOMIC_RELEASE);
+	hicain_ring_db(to_hctx(ctx), to_hctx(ctx)->caps.db_qp);
+}
+
+static int all_bytes(const uint8_t *p, size_t n, uint8_t v)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != v)
+			return 0;
+	return 1;
+}
+
+/* A raw WQE that breaks the QP: it must end in ERR with QP_FATAL. */
+static void fatal_case(const char *name, struct ibv_pd *pd, int kind)
+{
+	struct pair p;
+	struct hicain_qp *q;
+	struct hicain_send_wqe *w;
+	uint32_t prod;
+
+	if (make_pair(&p, pd, pd)) {
+		fail(name, "set-up");
+		free_pair(&p);
+		return;
+	}
+	q = to_hqp(p.a);
+	switch (kind) {
+	case 0:		/* SQ producer index beyond the depth */
+		prod = q->sq.idx + q->sq.depth + 7;
+		raw_publish_sq(q, prod);
+		break;
+	case 1:		/* more SGEs than the QP has */
+		w = raw_wqe(q);
+		w->opcode = IBV_WR_SEND;
+		w->num_sge = 255;
+		w->send_flags = IBV_SEND_SIGNALED;
+		raw_publish_sq(q, ++q->sq.idx);
+		break;
+	case 2:		/* inline data longer than the stride */
+		w = raw_wqe(q);
+		w->opcode = IBV_WR_SEND;
+		w->send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+		w->inline_len = 1 << 20;
+		raw_publish_sq(q, ++q->sq.idx);
+		break;
+	case 3:		/* RQ producer index beyond the depth */
+		__atomic_store_n(&q->rq_dbrec->prod, q->rq.idx + q->rq.depth + 1, __ATOMIC_RELEASE);
+		hicain_ring_db(to_hctx(ctx), to_hctx(ctx)->caps.db_qp);
+		break;
+	}
+	if (wait_err(p.a, 5000))
+		fail(name, "the QP did not enter ERR");
+	else if (wait_event(p.a, IBV_EVENT_QP_FATAL, 5000))
+		fail(name, "no QP_FATAL event");
+	else
+		ok(name);
+	free_pair(&p);
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct ibv_context *ctx2;
+	struct ibv_pd *pd, *pd2;
+	struct ibv_mr *mr_a, *mr_b, *mr_s;
+	uint8_t *buf_a, *buf_b, *buf_s;
+	struct ibv_wc wc;
+	struct pair p;
+	struct hicain_qp *q;
+	struct hicain_send_wqe *w;
+	uint32_t k, cons;
+	int i, n, st;
+	pid_t pid;
+	void *m;
+
+	list = ibv_get_device_list(&n);
+	for (i = 0; list && i < n && !ctx; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), argc > 1 ? argv[1] : "hicain_0"))
+			ctx = ibv_open_device(list[i]);
+	if (!ctx || ibv_query_gid(ctx, 1, 1, &gid)) {
+		printf("BADRING-FAIL open: no device\n");
+		return 1;
+	}
+	pd = ibv_alloc_pd(ctx);
+	pd2 = ibv_alloc_pd(ctx);
+	buf_a = aligned_alloc(BUF, BUF);
+	buf_b = aligned_alloc(BUF, BUF);
+	buf_s = aligned_alloc(BUF, BUF);
+	memset(buf_a, 'A', BUF);
+	memset(buf_b, 0, BUF);
+	memset(buf_s, 'S', BUF);
+	mr_a = ibv_reg_mr(pd, buf_a, BUF, IBV_ACCESS_LOCAL_WRITE);
+	mr_b = ibv_reg_mr(pd, buf_b, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	mr_s = ibv_reg_mr(pd2, buf_s, BUF, IBV_ACCESS_LOCAL_WRITE);
+	if (!pd || !pd2 || !mr_a || !mr_b || !mr_s) {
+		printf("BADRING-FAIL setup: PDs and MRs\n");
+		return 1;
+	}
+
+	/* control: a well-formed write through the mapped rings. */
+	if (make_pair(&p, pd, pd)) {
+		fail("control", "set-up");
+	} else if (!to_hqp(p.a)->mapped || !to_hcq(p.cq_a)->ring.map || !to_hctx(ctx)->db) {
+		fail("control", "queues not mapped");
+	} else if (post_write(p.a, 1, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b, mr_b->rkey) ||
+		   wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS) {
+		fail("control", "the write did not complete");
+	} else if (!all_bytes(buf_b, 64, 'A')) {
+		fail("control", "the data did not arrive");
+	} else {
+		ok("control");
+	}
+	free_pair(&p);
+	memset(buf_b, 0, BUF);
+
+	/* lkey-other-pd: the lkey of an MR in another PD. */
+	if (make_pair(&p, pd, pd) ||
+	    post_write(p.a, 2, (uintptr_t)buf_s, 64, mr_s->lkey, (uintptr_t)buf_b, mr_b->rkey) ||
+	    wait_wc(p.cq_a, &wc, 5000))
+		fail("lkey-other-pd", "no completion");
+	else if (wc.status == IBV_WC_SUCCESS || !all_bytes(buf_b, BUF, 0))
+		fail("lkey-other-pd", "the other PD's bytes went out");
+	else
+		ok("lkey-other-pd");
+	free_pair(&p);
+
+	/* lkey-scan: every small lkey that is not this PD's, the kernel's
+	 * DMA MR (IOVA = guest-physical address) and other processes'
+	 * among them, as the source of a write.
+	 */
+	st = 0;
+	for (k = 0; k < 48 && !st; k++) {
+		if (k == mr_a->lkey || k == mr_b->lkey)
+			continue;
+		if (make_pair(&p, pd, pd) ||
+		    post_write(p.a, 3, 0x100000, 64, k, (uintptr_t)buf_b, mr_b->rkey) ||
+		    wait_wc(p.cq_a, &wc, 5000)) {
+			fail("lkey-scan", "no completion");
+			st = 1;
+		} else if (wc.status == IBV_WC_SUCCESS || !all_bytes(buf_b, BUF, 0)) {
+			printf("BADRING-FAIL lkey-scan: lkey %u wrote\n", k);
+			failures++;
+			st = 1;
+		}
+		free_pair(&p);
+	}
+	if (!st)
+		ok("lkey-scan");
+
+	/* sge-outside: the MR's lkey, a range past its end. */
+	if (make_pair(&p, pd, pd) ||
+	    post_write(p.a, 4, (uintptr_t)buf_a + BUF - 16, 64, mr_a->lkey, (uintptr_t)buf_b,
+		       mr_b->rkey) || wait_wc(p.cq_a, &wc, 5000))
+		fail("sge-outside", "no completion");
+	else if (wc.status != IBV_WC_LOC_PROT_ERR || !all_bytes(buf_b, BUF, 0))
+		fail("sge-outside", "not LOC_PROT_ERR, or bytes went out");
+	else
+		ok("sge-outside");
+	free_pair(&p);
+
+	/* opcode: a WQE with an opcode the device does not have. */
+	if (make_pair(&p, pd, pd)) {
+		fail("opcode", "set-up");
+	} else {
+		q = to_hqp(p.a);
+		w = raw_wqe(q);
+		w->wr_id = 5;
+		w->opcode = 0xee;
+		w->send_flags = IBV_SEND_SIGNALED;
+		raw_publish_sq(q, ++q->sq.idx);
+		st = !wait_wc(p.cq_a, &wc, 5000);
+		if (!st && wait_err(p.a, 1000))
+			fail("opcode", "no error completion, QP not in ERR");
+		else if (st && wc.status == IBV_WC_SUCCESS)
+			fail("opcode", "completed successfully");
+		else
+			ok("opcode");
+	}
+	free_pair(&p);
+
+	fatal_case("sq-index", pd, 0);
+	fatal_case("num-sge", pd, 1);
+	fatal_case("inline-len", pd, 2);
+	fatal_case("rq-index", pd, 3);
+
+	/* cq-cons: a consumer index far ahead of the device's producer
+	 * holds completions back; with the index put right they arrive.
+	 */
+	if (make_pair(&p, pd, pd)) {
+		fail("cq-cons", "set-up");
+	} else {
+		struct hicain_cq *c = to_hcq(p.cq_a);
+
+		cons = c->ring.idx;
+		__atomic_store_n(&c->dbrec->cons, cons + 12345, __ATOMIC_RELEASE);
+		if (post_write(p.a, 6, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b, mr_b->rkey)) {
+			fail("cq-cons", "post");
+		} else {
+			usleep(200000);
+			__atomic_store_n(&c->dbrec->cons, cons, __ATOMIC_RELEASE);
+			hicain_ring_db(to_hctx(ctx), to_hctx(ctx)->caps.db_cq);
+			if (wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || wc.wr_id != 6)
+				fail("cq-cons", "no completion after the index was put right");
+			else
+				ok("cq-cons");
+		}
+	}
+	free_pair(&p);
+
+	/* fork: the child has no mapping of the rings (VM_DONTCOPY). */
+	if (make_pair(&p, pd, pd)) {
+		fail("fork", "set-up");
+	} else {
+		q = to_hqp(p.a);
+		pid = fork();
+		if (pid == 0) {
+			volatile uint8_t *b = q->sq.buf;
+
+			b[0] = 1;
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, &st, 0) != pid)
+			fail("fork", "fork");
+		else if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV)
+			fail("fork", "the child wrote the parent's ring");
+		else
+			ok("fork");
+		/* cross-context: another context cannot map these rings. */
+		ctx2 = ibv_open_device(ctx->device);
+		if (!ctx2) {
+			fail("cross-context", "second context");
+		} else {
+			m = mmap(NULL, q->sq.map_len, PROT_READ | PROT_WRITE, MAP_SHARED, ctx2->cmd_fd,
+				 q->sq.key);
+			if (m != MAP_FAILED) {
+				fail("cross-context", "another context mapped the SQ");
+				munmap(m, q->sq.map_len);
+			} else {
+				ok("cross-context");
+			}
+			ibv_close_device(ctx2);
+		}
+	}
+	free_pair(&p);
+
+	/* after: the device still serves this process. */
+	memset(buf_b, 0, BUF);
+	if (make_pair(&p, pd, pd) ||
+	    post_write(p.a, 7, (uintptr_t)buf_a, BUF, mr_a->lkey, (uintptr_t)buf_b, mr_b->rkey) ||
+	    wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_b, BUF, 'A'))
+		fail("after", "a well-formed write failed");
+	else
+		ok("after");
+	free_pair(&p);
+
+	printf("BADRING-DONE failures=%d\n", failures);
+	return failures;
+}
