@@ -444,6 +444,31 @@ func (q *QP) SetSQProd(v uint32) {
 	q.g.Ring(device.DBQP)
 }
 
+// SetRQProd writes a raw RQ producer index (bad-guest tests).
+func (q *QP) SetRQProd(v uint32) {
+	q.g.ram.Store32(q.rqDB, v)
+	q.g.Ring(device.DBQP)
+}
+
+// WriteRings overwrites the SQ and RQ rings from their start with raw
+// bytes, each cut to its ring's size, as a process may write into
+// rings mapped into it (bad-guest tests). No doorbell.
+func (q *QP) WriteRings(sq, rq []byte) error {
+	if n := uint64(q.sqDepth) * uint64(q.sqStride); uint64(len(sq)) > n {
+		sq = sq[:n]
+	}
+	if err := q.g.ram.WriteAt(sq, q.sq); err != nil {
+		return err
+	}
+	if q.rq == 0 {
+		return nil
+	}
+	if n := uint64(q.rqDepth) * uint64(q.rqStride); uint64(len(rq)) > n {
+		rq = rq[:n]
+	}
+	return q.g.ram.WriteAt(rq, q.rq)
+}
+
 // RQTaken returns the device's RQ consumer index: receive WQEs up to
 // it are in the engine (a UD datagram that arrives earlier is lost, as
 // on the wire).
