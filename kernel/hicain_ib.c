@@ -1303,6 +1303,66 @@ static int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	return 0;
 }
 
+/*
+ * hicain_resize_cq - move a mapped CQ to a new ring of at least cqe
+ * entries (RESIZE_CQ: the device copies the completions the process has
+ * not consumed to the new ring's first entries and carries the event
+ * count). The process does not poll while its resize_cq runs (libhicain
+ * holds the CQ's lock) and maps the new ring from the response; the old
+ * one is revoked as a destroyed queue's is. Kernel CQs, and user CQs on
+ * the system-call path, are polled by the kernel from any context and
+ * are not resized.
+ */
+static int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
+	struct hicain_cq *cq = to_hcq(ibcq);
+	u32 max_cqe = le32_to_cpu(READ_ONCE(hidev->hdev->hdr->max_cqe));
+	struct hicain_ib_create_cq_resp resp = {};
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_uq nq, old;
+	unsigned long flags;
+	u32 depth;
+	int ret;
+
+	if (!cq->uq.entry || !udata)
+		return -EOPNOTSUPP;
+	if (cqe < 1 || cqe > max_cqe)
+		return -EINVAL;
+	depth = roundup_pow_of_two(cqe);
+	if (depth > max_cqe)
+		return -EINVAL;
+	ret = hicain_uq_alloc(hidev, udata, &nq, depth * sizeof(*cq->ring), sizeof(*cq->dbrec));
+	if (ret)
+		return ret < 0 ? ret : -EINVAL;
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_RESIZE_CQ);
+	cmd.handle = cpu_to_le32(cq->cqn);
+	cmd.create_cq.ring_gpa = cpu_to_le64(nq.dma);
+	cmd.create_cq.dbrec_gpa = cpu_to_le64(nq.dma + nq.dbrec_off);
+	cmd.create_cq.depth = cpu_to_le32(depth);
+	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
+	if (ret) {
+		hicain_uq_free(hidev, &nq);
+		return ret;
+	}
+	/* The interrupt reads the dbrec under the CQ list lock. */
+	spin_lock_irqsave(&hidev->cq_lock, flags);
+	old = cq->uq;
+	cq->uq = nq;
+	cq->ring = nq.cpu;
+	cq->ring_dma = nq.dma;
+	cq->dbrec = nq.cpu + nq.dbrec_off;
+	cq->dbrec_dma = nq.dma + nq.dbrec_off;
+	cq->depth = depth;
+	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	hicain_uq_free(hidev, &old);
+	ibcq->cqe = depth;
+	resp.cqn = cq->cqn;
+	hicain_uq_resp(&cq->uq, depth, sizeof(*cq->ring), &resp.cq);
+	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+}
+
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
 {
 	/* The CQE fields carry ib_wc's values (ibv numbering, which the
@@ -2839,6 +2899,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.query_srq = hicain_query_srq,
 	.reg_user_mr = hicain_reg_user_mr,
 	.req_notify_cq = hicain_req_notify_cq,
+	.resize_cq = hicain_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, hicain_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, hicain_cq, ibcq),

@@ -468,6 +468,59 @@ int main(int argc, char **argv)
 	}
 	free_pair(&p);
 
+	/* resize-cq: a mapped CQ with completions in it moves to a larger
+	 * ring (ibv_resize_cq); the unpolled ones come first, in order,
+	 * and the CQ holds as many as its new size: 52 unpolled.
+	 */
+	if (make_pair(&p, pd, pd)) {
+		fail("resize-cq", "set-up");
+	} else {
+		struct ibv_sge sge = { .addr = (uintptr_t)buf_a, .length = 8, .lkey = mr_a->lkey };
+		struct ibv_send_wr wr, *bad;
+		struct ibv_wc wcs[64];
+		int got = 0, posted = 0, bad_order = 0;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)buf_b;
+		wr.wr.rdma.rkey = mr_b->rkey;
+		for (; posted < 10; posted++) {
+			wr.wr_id = posted;
+			if (ibv_post_send(p.a, &wr, &bad))
+				break;
+		}
+		usleep(300000);
+		for (k = 0; k < 3 && !wait_wc(p.cq_a, &wc, 5000); k++)
+			bad_order |= wc.wr_id != (uint64_t)got++;
+		if (ibv_resize_cq(p.cq_a, 60) || p.cq_a->cqe < 60) {
+			fail("resize-cq", "ibv_resize_cq");
+		} else {
+			/* 7 left from before and 45 more, none polled until the
+			 * end: more than the old 16 entries hold.
+			 */
+			for (k = 0; posted < 55 && k < 500;) {
+				wr.wr_id = posted;
+				if (ibv_post_send(p.a, &wr, &bad)) {
+					usleep(20000);	/* the SQ is full until the device takes WQEs */
+					k++;
+					continue;
+				}
+				posted++;
+			}
+			usleep(300000);
+			while (got < posted && !wait_wc(p.cq_a, &wc, 5000))
+				bad_order |= wc.wr_id != (uint64_t)got++ || wc.status != IBV_WC_SUCCESS;
+			if (got != 55 || bad_order || ibv_poll_cq(p.cq_a, 64, wcs) != 0)
+				fail("resize-cq", "completions lost, out of order or failed");
+			else
+				ok("resize-cq");
+		}
+	}
+	free_pair(&p);
+
 	/* after: the device still serves this process. */
 	memset(buf_b, 0, BUF);
 	if (make_pair(&p, pd, pd) ||

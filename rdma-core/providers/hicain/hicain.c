@@ -55,6 +55,11 @@ struct hicain_create_cq_resp {
 	struct hicain_ib_create_cq_resp drv;
 };
 
+struct hicain_resize_cq_resp {
+	struct ib_uverbs_resize_cq_resp core;
+	struct hicain_ib_create_cq_resp drv;
+};
+
 struct hicain_create_qp_resp {
 	struct ib_uverbs_create_qp_resp core;
 	struct hicain_ib_create_qp_resp drv;
@@ -80,6 +85,8 @@ HICAIN_STATIC_ASSERT(sizeof(struct hicain_ib_queue) == 24);
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_cq_resp, drv) ==
 		     sizeof(struct ib_uverbs_create_cq_resp));
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_cq_resp) == 8 + 32);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_resize_cq_resp, drv) ==
+		     sizeof(struct ib_uverbs_resize_cq_resp));
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_qp_resp, drv) ==
 		     sizeof(struct ib_uverbs_create_qp_resp));
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_qp_resp) == 32 + 64);
@@ -288,6 +295,42 @@ static int hicain_destroy_cq(struct ibv_cq *ibcq)
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
 	return 0;
+}
+
+/*
+ * hicain_resize_cq - a mapped CQ moves to a new ring (the kernel's
+ * resize_cq, RESIZE_CQ in the device): under the CQ's lock, so that no
+ * poll runs meanwhile; the device copied the unpolled completions to
+ * the new ring's first entries, so polling goes on there from 0. A CQ
+ * on the system-call path is not resized (EOPNOTSUPP from the kernel).
+ */
+static int hicain_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct hicain_cq *cq = to_hcq(ibcq);
+	struct hicain_resize_cq_resp resp = {};
+	struct ibv_resize_cq cmd;
+	struct hicain_ring nr, old;
+	void *dbrec = NULL;
+	int ret;
+
+	if (!cq->ring.map)
+		return EOPNOTSUPP;
+	pthread_spin_lock(&cq->lock);
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.core, sizeof(resp));
+	if (!ret)
+		ret = hicain_map_ring(ibcq->context, &resp.drv.cq, 0, sizeof(struct hicain_cq_dbrec),
+				      &nr, &dbrec);
+	if (!ret && !nr.map)
+		ret = EINVAL;
+	if (!ret) {
+		/* The old ring is dead to the device already. */
+		old = cq->ring;
+		cq->ring = nr;
+		cq->dbrec = dbrec;
+		hicain_unmap_ring(&old);
+	}
+	pthread_spin_unlock(&cq->lock);
+	return ret;
 }
 
 /* CQE rsvd[17] of an entry hicain_cq_clean took out: poll skips it. */
@@ -814,6 +857,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.query_srq = hicain_query_srq,
 	.reg_mr = hicain_reg_mr,
 	.req_notify_cq = hicain_req_notify_cq,
+	.resize_cq = hicain_resize_cq,
 };
 
 /*

@@ -199,7 +199,7 @@ struct verbs_context_ops {
 				 uint64_t hca_va, int access);
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
 	verbs_unused_op rereg_mr;
-	verbs_unused_op resize_cq;
+	int (*resize_cq)(struct ibv_cq *cq, int cqe);
 	verbs_unused_op set_ece;
 	verbs_unused_op unimport_dm;
 	verbs_unused_op unimport_mr;
@@ -232,6 +232,11 @@ struct ibv_reg_mr {
 struct ibv_create_cq {
 	struct ib_uverbs_cmd_hdr hdr;
 	struct ib_uverbs_create_cq core;
+};
+
+struct ibv_resize_cq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_resize_cq core;
 };
 
 struct ibv_create_qp {
@@ -342,6 +347,9 @@ HICAIN_STATIC_ASSERT(sizeof(struct ibv_alloc_pd) == 16);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_reg_mr) == 48);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq) == 40);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_qp) == 64);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_resize_cq) == 24);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_resize_cq_resp) == 8);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, resize_cq) == 0x238);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_modify_qp) == 120);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_query_qp) == 24);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_get_context_resp) == 8);
@@ -380,6 +388,8 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_chan
 		      int comp_vector, struct ibv_cq *cq, struct ibv_create_cq *cmd,
 		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp, size_t resp_size);
 int ibv_cmd_destroy_cq(struct ibv_cq *cq);
+int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd, size_t cmd_size,
+		      struct ib_uverbs_resize_cq_resp *resp, size_t resp_size);
 int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
 int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_qp_init_attr *attr,
