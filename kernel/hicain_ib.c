@@ -299,6 +299,7 @@ struct hicain_mr {
 	struct ib_mr ibmr;		/* driver-allocated */
 	struct ib_umem *umem;
 	int epoch;
+	int access;			/* what REG_MR got, for a rereg */
 };
 
 static inline struct hicain_ibdev *to_hidev(struct ib_device *ibdev)
@@ -1066,6 +1067,9 @@ static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 lengt
 		goto err_umem;
 	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
 	mr->ibmr.rkey = get_unaligned_le32(&cqe.out[4]);
+	mr->ibmr.iova = virt_addr;
+	mr->ibmr.length = length;
+	mr->access = access;
 	return &mr->ibmr;
 
 err_umem:
@@ -1167,6 +1171,34 @@ static struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
 err_free:
 	kfree(mr);
 	return ERR_PTR(ret);
+}
+
+/*
+ * hicain_rereg_user_mr - ibv_rereg_mr: a new MR with what the flags
+ * change (IB_MR_REREG_TRANS: range and IOVA, _ACCESS, _PD) and what the
+ * old one had otherwise. uverbs puts the new MR in the old one's place
+ * and deregisters the old, whose keys stop working; the new keys go
+ * back to the process (ibv_rereg_mr allows them to change). The device
+ * has no command that changes an MR in place.
+ */
+static struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
+					  u64 virt_addr, int access, struct ib_pd *pd,
+					  struct ib_udata *udata)
+{
+	struct hicain_mr *mr = to_hmr(ibmr);
+
+	if (!mr->umem)
+		return ERR_PTR(-EOPNOTSUPP);	/* the kernel's DMA MR */
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		start = mr->umem->address;
+		length = mr->umem->length;
+		virt_addr = ibmr->iova;
+	}
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = mr->access;
+	if (!(flags & IB_MR_REREG_PD))
+		pd = ibmr->pd;
+	return hicain_reg_user_mr(pd, start, length, virt_addr, access, udata);
 }
 
 static int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
@@ -2899,6 +2931,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.query_srq = hicain_query_srq,
 	.reg_user_mr = hicain_reg_user_mr,
 	.req_notify_cq = hicain_req_notify_cq,
+	.rereg_user_mr = hicain_rereg_user_mr,
 	.resize_cq = hicain_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, hicain_ah, ibah),

@@ -138,6 +138,7 @@ static void free_pair(struct pair *p)
 		ibv_destroy_cq(p->cq_a);
 	if (p->cq_b)
 		ibv_destroy_cq(p->cq_b);
+	memset(p, 0, sizeof(*p));	/* a second free_pair does nothing */
 }
 
 /* wait_wc - one completion of cq within ms; 0, or -1 on timeout. */
@@ -287,8 +288,8 @@ int main(int argc, char **argv)
 	struct ibv_device **list;
 	struct ibv_context *ctx2;
 	struct ibv_pd *pd, *pd2;
-	struct ibv_mr *mr_a, *mr_b, *mr_s;
-	uint8_t *buf_a, *buf_b, *buf_s;
+	struct ibv_mr *mr_a, *mr_b, *mr_s, *mr_r;
+	uint8_t *buf_a, *buf_b, *buf_s, *buf_c;
 	struct ibv_wc wc;
 	struct pair p;
 	struct hicain_qp *q;
@@ -311,6 +312,7 @@ int main(int argc, char **argv)
 	buf_a = aligned_alloc(BUF, BUF);
 	buf_b = aligned_alloc(BUF, BUF);
 	buf_s = aligned_alloc(BUF, BUF);
+	buf_c = aligned_alloc(BUF, BUF);
 	memset(buf_a, 'A', BUF);
 	memset(buf_b, 0, BUF);
 	memset(buf_s, 'S', BUF);
@@ -520,6 +522,62 @@ int main(int argc, char **argv)
 		}
 	}
 	free_pair(&p);
+
+	/* rereg-mr: an MR moves to another buffer with remote write
+	 * (ibv_rereg_mr, translation and access): a write through its new
+	 * rkey lands in the new buffer only, and its old lkey stops
+	 * working. Then it moves to another PD: QPs of its old PD no longer
+	 * reach it, QPs of the new one do.
+	 */
+	memset(buf_b, 0, BUF);
+	memset(buf_c, 0, BUF);
+	mr_r = ibv_reg_mr(pd, buf_b, BUF, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr_r) {
+		fail("rereg-mr", "reg");
+	} else {
+		k = mr_r->lkey;
+		if (ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, NULL,
+				 buf_c, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+			fail("rereg-mr", "ibv_rereg_mr translation and access");
+		} else if (make_pair(&p, pd, pd) ||
+			   post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c, mr_r->rkey) ||
+			   wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			   !all_bytes(buf_c, 64, 'A') || !all_bytes(buf_b, BUF, 0)) {
+			fail("rereg-mr", "a write to the new translation");
+		} else {
+			free_pair(&p);
+			if (k != mr_r->lkey &&
+			    (make_pair(&p, pd, pd) ||
+			     post_write(p.a, 9, (uintptr_t)buf_b, 64, k, (uintptr_t)buf_c + 64, mr_r->rkey) ||
+			     wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS)) {
+				fail("rereg-mr", "the old lkey still works");
+			} else if (ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0)) {
+				fail("rereg-mr", "ibv_rereg_mr PD");
+			} else {
+				free_pair(&p);
+				memset(buf_c, 0, BUF);
+				if (make_pair(&p, pd, pd) ||
+				    post_write(p.a, 10, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c,
+					       mr_r->rkey) ||
+				    wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS ||
+				    !all_bytes(buf_c, BUF, 0)) {
+					fail("rereg-mr", "a QP of the old PD still reaches it");
+				} else {
+					free_pair(&p);
+					if (make_pair(&p, pd2, pd2) ||
+					    post_write(p.a, 11, (uintptr_t)buf_s, 64, mr_s->lkey,
+						       (uintptr_t)buf_c, mr_r->rkey) ||
+					    wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+					    !all_bytes(buf_c, 64, 'S'))
+						fail("rereg-mr", "a QP of the new PD does not reach it");
+					else
+						ok("rereg-mr");
+				}
+			}
+		}
+		free_pair(&p);
+		ibv_dereg_mr(mr_r);
+	}
 
 	/* after: the device still serves this process. */
 	memset(buf_b, 0, BUF);

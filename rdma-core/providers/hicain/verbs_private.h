@@ -198,7 +198,8 @@ struct verbs_context_ops {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length,
 				 uint64_t hca_va, int access);
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
-	verbs_unused_op rereg_mr;
+	int (*rereg_mr)(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+			size_t length, int access);
 	int (*resize_cq)(struct ibv_cq *cq, int cqe);
 	verbs_unused_op set_ece;
 	verbs_unused_op unimport_dm;
@@ -232,6 +233,11 @@ struct ibv_reg_mr {
 struct ibv_create_cq {
 	struct ib_uverbs_cmd_hdr hdr;
 	struct ib_uverbs_create_cq core;
+};
+
+struct ibv_rereg_mr {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_rereg_mr core;
 };
 
 struct ibv_resize_cq {
@@ -348,6 +354,9 @@ HICAIN_STATIC_ASSERT(sizeof(struct ibv_reg_mr) == 48);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq) == 40);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_qp) == 64);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_resize_cq) == 24);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_rereg_mr) == 56);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_rereg_mr_resp) == 8);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, rereg_mr) == 0x230);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_resize_cq_resp) == 8);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, resize_cq) == 0x238);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_modify_qp) == 120);
@@ -384,6 +393,9 @@ int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va
 		   struct verbs_mr *vmr, struct ibv_reg_mr *cmd, size_t cmd_size,
 		   struct ib_uverbs_reg_mr_resp *resp, size_t resp_size);
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
+int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr, size_t length,
+		     uint64_t hca_va, int access, struct ibv_pd *pd, struct ibv_rereg_mr *cmd,
+		     size_t cmd_sz, struct ib_uverbs_rereg_mr_resp *resp, size_t resp_sz);
 int ibv_cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_channel *channel,
 		      int comp_vector, struct ibv_cq *cq, struct ibv_create_cq *cmd,
 		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp, size_t resp_size);
