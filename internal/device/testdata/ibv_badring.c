@@ -17,6 +17,7 @@
  * index 1. Prints BADRING-OK name or BADRING-FAIL name: why per case,
  * then BADRING-DONE failures=N; exits with N.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -111,12 +112,30 @@ static struct ibv_qp *new_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 	return ibv_create_qp(pd, &ia);
 }
 
-/* make_pair - QP a on pd_a and b on pd_b, connected, each with a CQ. */
-static int make_pair(struct pair *p, struct ibv_pd *pd_a, struct ibv_pd *pd_b)
+/*
+ * make_pair - QP a on pd_a and b on pd_b, connected, each with a CQ:
+ * extended CQs (ibv_create_cq_ex, every standard ibv_wc field) with ex.
+ */
+static int make_pair_cq(struct pair *p, struct ibv_pd *pd_a, struct ibv_pd *pd_b, int ex)
 {
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 16,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+	};
+	struct ibv_cq_ex *xa, *xb;
+
 	memset(p, 0, sizeof(*p));
-	p->cq_a = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	p->cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (ex) {
+		xa = ibv_create_cq_ex(ctx, &ca);
+		xb = ibv_create_cq_ex(ctx, &ca);
+		p->cq_a = xa ? ibv_cq_ex_to_cq(xa) : NULL;
+		p->cq_b = xb ? ibv_cq_ex_to_cq(xb) : NULL;
+	} else {
+		p->cq_a = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+		p->cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	}
 	if (!p->cq_a || !p->cq_b)
 		return -1;
 	p->a = new_qp(pd_a, p->cq_a);
@@ -126,6 +145,25 @@ static int make_pair(struct pair *p, struct ibv_pd *pd_a, struct ibv_pd *pd_b)
 	if (to_rts(p->a, p->b->qp_num) || to_rts(p->b, p->a->qp_num))
 		return -1;
 	return 0;
+}
+
+static int make_pair(struct pair *p, struct ibv_pd *pd_a, struct ibv_pd *pd_b)
+{
+	return make_pair_cq(p, pd_a, pd_b, 0);
+}
+
+/* wait_ex - ibv_start_poll until a completion comes, within ms. */
+static int wait_ex(struct ibv_cq_ex *cq, int ms)
+{
+	struct ibv_poll_cq_attr pa = {};
+	long end = now_ms() + ms;
+
+	do {
+		if (!ibv_start_poll(cq, &pa))
+			return 0;
+		usleep(1000);
+	} while (now_ms() < end);
+	return -1;
 }
 
 static void free_pair(struct pair *p)
@@ -577,6 +615,74 @@ int main(int argc, char **argv)
 		}
 		free_pair(&p);
 		ibv_dereg_mr(mr_r);
+	}
+
+	/* cq-ex: extended CQs, through the poll API and every accessor of
+	 * IBV_WC_STANDARD_FLAGS, on both sides of an RDMA WRITE with
+	 * immediate; a flag the CQ does not offer is refused.
+	 */
+	{
+		struct ibv_cq_init_attr_ex bad_attr = { .cqe = 4,
+			.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+		struct ibv_sge sge = { .addr = (uintptr_t)buf_a, .length = 64, .lkey = mr_a->lkey };
+		struct ibv_sge rsge = { .addr = (uintptr_t)buf_b, .length = 64, .lkey = mr_b->lkey };
+		struct ibv_recv_wr rwr = { .wr_id = 21, .sg_list = &rsge, .num_sge = 1 }, *rbad;
+		struct ibv_send_wr wr, *bad;
+		struct ibv_cq_ex *xa, *xb;
+		const char *why = NULL;
+
+		memset(&wr, 0, sizeof(wr));
+		wr.wr_id = 20;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.imm_data = htonl(0x12345678);
+		wr.wr.rdma.remote_addr = (uintptr_t)buf_b;
+		wr.wr.rdma.rkey = mr_b->rkey;
+		if (ibv_create_cq_ex(ctx, &bad_attr) || errno != EOPNOTSUPP)
+			why = "a timestamp CQ was not refused";
+		else if (make_pair_cq(&p, pd, pd, 1))
+			why = "set-up";
+		else if (!to_hcq(p.cq_a)->ring.map)
+			why = "the extended CQ is not mapped";
+		else if (ibv_post_recv(p.b, &rwr, &rbad) || ibv_post_send(p.a, &wr, &bad))
+			why = "post";
+		xa = (struct ibv_cq_ex *)p.cq_a;
+		xb = (struct ibv_cq_ex *)p.cq_b;
+		if (!why && wait_ex(xa, 5000))
+			why = "no send completion";
+		else if (!why && (xa->status != IBV_WC_SUCCESS || xa->wr_id != 20 ||
+				  ibv_wc_read_opcode(xa) != IBV_WC_RDMA_WRITE ||
+				  ibv_wc_read_qp_num(xa) != p.a->qp_num))
+			why = "the send completion reads wrong";
+		if (!why) {
+			if (ibv_next_poll(xa) != ENOENT)
+				why = "a second send completion";
+			ibv_end_poll(xa);
+		}
+		if (!why && wait_ex(xb, 5000))
+			why = "no receive completion";
+		else if (!why && (xb->status != IBV_WC_SUCCESS || xb->wr_id != 21 ||
+				  ibv_wc_read_opcode(xb) != IBV_WC_RECV_RDMA_WITH_IMM ||
+				  ibv_wc_read_byte_len(xb) != 64 ||
+				  ibv_wc_read_imm_data(xb) != htonl(0x12345678) ||
+				  !(ibv_wc_read_wc_flags(xb) & IBV_WC_WITH_IMM) ||
+				  ibv_wc_read_qp_num(xb) != p.b->qp_num ||
+				  ibv_wc_read_src_qp(xb) != p.a->qp_num ||
+				  ibv_wc_read_sl(xb) != 0 || ibv_wc_read_dlid_path_bits(xb) != 0 ||
+				  ibv_wc_read_slid(xb) != 0))
+			why = "the receive completion reads wrong";
+		if (!why) {
+			ibv_end_poll(xb);
+			if (!all_bytes(buf_b, 64, 'A'))
+				why = "the data did not arrive";
+		}
+		if (why)
+			fail("cq-ex", why);
+		else
+			ok("cq-ex");
+		free_pair(&p);
 	}
 
 	/* after: the device still serves this process. */

@@ -55,6 +55,11 @@ struct hicain_create_cq_resp {
 	struct hicain_ib_create_cq_resp drv;
 };
 
+struct hicain_create_cq_ex_resp {
+	struct ib_uverbs_ex_create_cq_resp core;
+	struct hicain_ib_create_cq_resp drv;
+};
+
 struct hicain_resize_cq_resp {
 	struct ib_uverbs_resize_cq_resp core;
 	struct hicain_ib_create_cq_resp drv;
@@ -85,6 +90,8 @@ HICAIN_STATIC_ASSERT(sizeof(struct hicain_ib_queue) == 24);
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_cq_resp, drv) ==
 		     sizeof(struct ib_uverbs_create_cq_resp));
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_cq_resp) == 8 + 32);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_cq_ex_resp, drv) ==
+		     sizeof(struct ib_uverbs_ex_create_cq_resp));
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_resize_cq_resp, drv) ==
 		     sizeof(struct ib_uverbs_resize_cq_resp));
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_qp_resp, drv) ==
@@ -460,6 +467,166 @@ static void hicain_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 		}
 	}
 	pthread_spin_unlock(&cq->lock);
+}
+
+/* ---- extended CQs ---- */
+
+/*
+ * The extended poll API (ibv_start_poll, ibv_next_poll, ibv_end_poll and
+ * the ibv_wc_read_* accessors) over the same rings: start and next take
+ * one completion with hicain_poll_cq into cq->cur (the mapped ring, or
+ * the uverbs command for a CQ the kernel polls), the accessors read it.
+ * No lock is held between start_poll and end_poll.
+ */
+static inline struct hicain_cq *cqx_to_hcq(struct ibv_cq_ex *cqx)
+{
+	return hicain_container_of(cqx, struct hicain_cq, ibv_cq_ex);
+}
+
+static int hicain_cqx_next(struct ibv_cq_ex *cqx)
+{
+	struct hicain_cq *cq = cqx_to_hcq(cqx);
+	int n;
+
+	n = hicain_poll_cq(&cq->ibv_cq, 1, &cq->cur);
+	if (n < 0)
+		return EINVAL;
+	if (n == 0)
+		return ENOENT;
+	cqx->status = cq->cur.status;
+	cqx->wr_id = cq->cur.wr_id;
+	return 0;
+}
+
+static int hicain_cqx_start(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	if (attr->comp_mask)
+		return EINVAL;
+	return hicain_cqx_next(cqx);
+}
+
+static void hicain_cqx_end(struct ibv_cq_ex *cqx)
+{
+}
+
+static enum ibv_wc_opcode hicain_cqx_opcode(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.opcode;
+}
+
+static uint32_t hicain_cqx_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.vendor_err;
+}
+
+static uint32_t hicain_cqx_byte_len(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.byte_len;
+}
+
+static __be32 hicain_cqx_imm_data(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.imm_data;
+}
+
+static uint32_t hicain_cqx_qp_num(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.qp_num;
+}
+
+static uint32_t hicain_cqx_src_qp(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.src_qp;
+}
+
+static unsigned int hicain_cqx_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.wc_flags;
+}
+
+static uint32_t hicain_cqx_slid(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.slid;
+}
+
+static uint8_t hicain_cqx_sl(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.sl;
+}
+
+static uint8_t hicain_cqx_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur.dlid_path_bits;
+}
+
+/*
+ * hicain_create_cq_ex - ibv_create_cq_ex: the fields of ibv_wc
+ * (IBV_WC_STANDARD_FLAGS); timestamps, CVLAN, flow tags and tag
+ * matching are not offered, nor parent domains or
+ * IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN. SINGLE_THREADED is a hint the CQ
+ * takes without change.
+ */
+static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
+					     struct ibv_cq_init_attr_ex *attr)
+{
+	struct hicain_create_cq_ex_resp resp = {};
+	struct ibv_create_cq_ex cmd;
+	struct ibv_cq_ex *cqx;
+	struct hicain_cq *cq;
+	void *dbrec = NULL;
+	int ret;
+
+	if ((attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS) ||
+	    (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+	     (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cqx = &cq->ibv_cq_ex;
+	ret = ibv_cmd_create_cq_ex(context, attr, cqx, &cmd, sizeof(cmd), &resp.core, sizeof(resp), 0);
+	if (ret) {
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	ret = hicain_map_ring(context, &resp.drv.cq, 0, sizeof(struct hicain_cq_dbrec), &cq->ring,
+			      &dbrec);
+	if (ret) {
+		ibv_cmd_destroy_cq(&cq->ibv_cq);
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	cq->dbrec = dbrec;
+	cq->cqn = resp.drv.cqn;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cqx->start_poll = hicain_cqx_start;
+	cqx->next_poll = hicain_cqx_next;
+	cqx->end_poll = hicain_cqx_end;
+	cqx->read_opcode = hicain_cqx_opcode;
+	cqx->read_vendor_err = hicain_cqx_vendor_err;
+	cqx->read_wc_flags = hicain_cqx_wc_flags;
+	if (attr->wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		cqx->read_byte_len = hicain_cqx_byte_len;
+	if (attr->wc_flags & IBV_WC_EX_WITH_IMM)
+		cqx->read_imm_data = hicain_cqx_imm_data;
+	if (attr->wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		cqx->read_qp_num = hicain_cqx_qp_num;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		cqx->read_src_qp = hicain_cqx_src_qp;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SLID)
+		cqx->read_slid = hicain_cqx_slid;
+	if (attr->wc_flags & IBV_WC_EX_WITH_SL)
+		cqx->read_sl = hicain_cqx_sl;
+	if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		cqx->read_dlid_path_bits = hicain_cqx_dlid_path_bits;
+	return cqx;
 }
 
 /* ---- queue pairs ---- */
@@ -852,6 +1019,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
+	.create_cq_ex = hicain_create_cq_ex,
 	.create_qp = hicain_create_qp,
 	.create_srq = hicain_create_srq,
 	.dealloc_pd = hicain_dealloc_pd,

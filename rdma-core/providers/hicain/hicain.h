@@ -49,11 +49,15 @@ struct hicain_ring {
 };
 
 struct hicain_cq {
-	struct ibv_cq ibv_cq;
+	union {				/* rdma-core's struct verbs_cq */
+		struct ibv_cq ibv_cq;
+		struct ibv_cq_ex ibv_cq_ex;
+	};
 	pthread_spinlock_t lock;
 	struct hicain_ring ring;	/* struct hicain_cqe */
 	struct hicain_cq_dbrec *dbrec;
 	uint32_t cqn;
+	struct ibv_wc cur;		/* the completion start/next_poll took */
 };
 
 struct hicain_qp {

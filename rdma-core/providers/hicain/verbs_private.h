@@ -138,7 +138,8 @@ struct verbs_context_ops {
 	verbs_unused_op create_counters;
 	struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe,
 				    struct ibv_comp_channel *channel, int comp_vector);
-	verbs_unused_op create_cq_ex;
+	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context,
+					  struct ibv_cq_init_attr_ex *init_attr);
 	verbs_unused_op create_flow;
 	verbs_unused_op create_flow_action_esp;
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
@@ -243,6 +244,12 @@ struct ibv_rereg_mr {
 struct ibv_resize_cq {
 	struct ib_uverbs_cmd_hdr hdr;
 	struct ib_uverbs_resize_cq core;
+};
+
+struct ibv_create_cq_ex {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_ex_cmd_hdr ex_hdr;
+	struct ib_uverbs_ex_create_cq core;
 };
 
 struct ibv_create_qp {
@@ -354,6 +361,9 @@ HICAIN_STATIC_ASSERT(sizeof(struct ibv_reg_mr) == 48);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq) == 40);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_qp) == 64);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_resize_cq) == 24);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq_ex) == 56);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_ex_create_cq_resp) == 16);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_cq_ex) == 0x080);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_rereg_mr) == 56);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_rereg_mr_resp) == 8);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, rereg_mr) == 0x230);
@@ -400,6 +410,11 @@ int ibv_cmd_create_cq(struct ibv_context *context, int cqe, struct ibv_comp_chan
 		      int comp_vector, struct ibv_cq *cq, struct ibv_create_cq *cmd,
 		      size_t cmd_size, struct ib_uverbs_create_cq_resp *resp, size_t resp_size);
 int ibv_cmd_destroy_cq(struct ibv_cq *cq);
+/* cq is rdma-core's struct verbs_cq, a union of ibv_cq and ibv_cq_ex. */
+int ibv_cmd_create_cq_ex(struct ibv_context *context, const struct ibv_cq_init_attr_ex *cq_attr,
+			 struct ibv_cq_ex *cq, struct ibv_create_cq_ex *cmd, size_t cmd_size,
+			 struct ib_uverbs_ex_create_cq_resp *resp, size_t resp_size,
+			 uint32_t cmd_flags);
 int ibv_cmd_resize_cq(struct ibv_cq *cq, int cqe, struct ibv_resize_cq *cmd, size_t cmd_size,
 		      struct ib_uverbs_resize_cq_resp *resp, size_t resp_size);
 int ibv_cmd_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc);
