@@ -2,9 +2,12 @@ package device_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +93,71 @@ func TestQEMUBadRing(t *testing.T) {
 	// count (the lkey and range checks are the engine's).
 	if st.WQEErrors < 5 || st.Fatal != 0 {
 		t.Errorf("vNIC 1: WQE errors %d (want at least 5), fatal %d (want 0)", st.WQEErrors, st.Fatal)
+	}
+}
+
+// abiMismatchInit is /init of TestQEMUABIMismatch's guest.
+const abiMismatchInit = ibGuestUp + `ibv_devinfo 2>&1
+echo HICAIN-DEVINFO rc=$?
+echo HICAIN-DONE
+poweroff -f
+`
+
+// uverbsABI returns HICAIN_UVERBS_ABI_VERSION of kernel/hicain_uverbs_abi.h.
+func uverbsABI(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("../../kernel/hicain_uverbs_abi.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#define HICAIN_UVERBS_ABI_VERSION\s+(\d+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("hicain_uverbs_abi.h defines no HICAIN_UVERBS_ABI_VERSION")
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestQEMUABIMismatch: a provider of another uverbs ABI than the kernel
+// module (the one before the module's) never drives the device:
+// libibverbs refuses it with a warning that names both versions, and
+// lists no device.
+func TestQEMUABIMismatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a VM")
+	}
+	qemu, kernel, release, busybox := testutil.GuestBoot(t)
+	tools := lookTools(t, "ibverbs-utils", "ibv_devinfo")
+	netKo := buildModule(t, release)
+	abi := uverbsABI(t)
+	so, driver := buildProviderABI(t, abi-1)
+	_, cfgs, dir := startTwoVNICs(t, "hab")
+	r, _ := verbsInitramfs(t, busybox, abiMismatchInit, release, netKo, so, driver,
+		"ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm", "rdma_ucm")
+	for _, p := range tools {
+		r.addFile(t, p, p, 0o755)
+	}
+	r.addLibs(t, append([]string{so}, tools...)...)
+	initrd := filepath.Join(dir, "initrd.cpio")
+	if err := os.WriteFile(initrd, r.w.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
+	defer cancel()
+	g := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1")
+	g.wait(ctx, t, "HICAIN-DONE")
+	con := g.out.String()
+	t.Logf("ibv_devinfo:\n%s", section(con, "HICAIN-UP", "HICAIN-DEVINFO"))
+	want := fmt.Sprintf("Driver hicain does not support the kernel ABI of %d (supports %d to %d)", abi, abi-1, abi-1)
+	if !strings.Contains(con, want) {
+		t.Errorf("console lacks %q", want)
+	}
+	if strings.Contains(con, "hca_id:") {
+		t.Error("ibv_devinfo listed the device through a provider of another ABI")
+	}
+	for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "INSMOD-FAIL"} {
+		if strings.Contains(con, bad) {
+			t.Errorf("console shows %q", bad)
+		}
 	}
 }

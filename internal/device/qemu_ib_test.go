@@ -415,6 +415,14 @@ func (r *initramfs) addFile(t *testing.T, guestPath, hostPath string, perm uint3
 // libibverbs.d driver file.
 func buildProvider(t *testing.T) (so, driver string) {
 	t.Helper()
+	return buildProviderABI(t, 0)
+}
+
+// buildProviderABI is buildProvider with the copy's
+// HICAIN_UVERBS_ABI_VERSION set to abi (0: as it is), a provider of
+// another uverbs ABI than the kernel module's.
+func buildProviderABI(t *testing.T, abi int) (so, driver string) {
+	t.Helper()
 	_, err := os.Stat("/usr/include/infiniband/verbs.h")
 	testutil.RequireTool(t, "libibverbs headers", "apt-get install libibverbs-dev", err == nil)
 	dir := t.TempDir()
@@ -425,6 +433,21 @@ func buildProvider(t *testing.T) (so, driver string) {
 		}
 		if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
 			t.Fatalf("cp %s: %v\n%s", src, err, out)
+		}
+	}
+	if abi != 0 {
+		h := filepath.Join(dir, "kernel", "hicain_uverbs_abi.h")
+		b, err := os.ReadFile(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(`(?m)^#define HICAIN_UVERBS_ABI_VERSION\s+\d+$`)
+		if !re.Match(b) {
+			t.Fatalf("%s defines no HICAIN_UVERBS_ABI_VERSION", h)
+		}
+		b = re.ReplaceAll(b, []byte(fmt.Sprintf("#define HICAIN_UVERBS_ABI_VERSION %d", abi)))
+		if err := os.WriteFile(h, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 	rc := filepath.Join(dir, "rdma-core")
