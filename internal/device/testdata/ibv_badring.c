@@ -685,6 +685,44 @@ int main(int argc, char **argv)
 		free_pair(&p);
 	}
 
+	/* fallback: a CQ too large to map (the device's max_cqe, 4 MiB of
+	 * CQEs and its dbrec) stays on the uverbs commands, next to mapped
+	 * QPs, and works: the kernel polls it.
+	 */
+	{
+		struct ibv_device_attr da;
+		struct ibv_cq *big = NULL;
+		const char *why = NULL;
+
+		memset(&p, 0, sizeof(p));
+		if (ibv_query_device(ctx, &da) || da.max_cqe < 65536)
+			why = "the device's max_cqe is below 65536";
+		else if (!(big = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0)))
+			why = "the largest CQ";
+		else if (to_hcq(big)->ring.map)
+			why = "a 4 MiB CQ was mapped";
+		else if (!(p.cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0)) ||
+			 !(p.a = new_qp(pd, big)) || !(p.b = new_qp(pd, p.cq_b)) ||
+			 to_rts(p.a, p.b->qp_num) || to_rts(p.b, p.a->qp_num))
+			why = "set-up";
+		else if (!to_hqp(p.a)->mapped)
+			why = "the QP was not mapped";
+		else if ((memset(buf_b, 0, BUF), 0) ||
+			 post_write(p.a, 30, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b,
+				    mr_b->rkey))
+			why = "post";
+		else if (wait_wc(big, &wc, 5000) || wc.status != IBV_WC_SUCCESS || wc.wr_id != 30 ||
+			 !all_bytes(buf_b, 64, 'A'))
+			why = "the write through the kernel-polled CQ";
+		if (why)
+			fail("fallback", why);
+		else
+			ok("fallback");
+		free_pair(&p);
+		if (big)
+			ibv_destroy_cq(big);
+	}
+
 	/* after: the device still serves this process. */
 	memset(buf_b, 0, BUF);
 	if (make_pair(&p, pd, pd) ||
