@@ -561,58 +561,25 @@ int main(int argc, char **argv)
 	}
 	free_pair(&p);
 
-	/* rereg-mr: an MR moves to another buffer with remote write
-	 * (ibv_rereg_mr, translation and access): a write through its new
-	 * rkey lands in the new buffer only, and its old lkey stops
-	 * working. Then it moves to another PD: QPs of its old PD no longer
-	 * reach it, QPs of the new one do.
+	/* rereg-mr: ibv_rereg_mr is refused (EOPNOTSUPP) and the MR keeps
+	 * working. libhicain offers no rereg_mr until rdma-core's pyverbs
+	 * rereg tests pass with it (docs/verbs-driver.md).
 	 */
-	memset(buf_b, 0, BUF);
 	memset(buf_c, 0, BUF);
-	mr_r = ibv_reg_mr(pd, buf_b, BUF, IBV_ACCESS_LOCAL_WRITE);
+	mr_r = ibv_reg_mr(pd, buf_c, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!mr_r) {
 		fail("rereg-mr", "reg");
 	} else {
-		k = mr_r->lkey;
-		if (ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, NULL,
-				 buf_c, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
-			fail("rereg-mr", "ibv_rereg_mr translation and access");
-		} else if (make_pair(&p, pd, pd) ||
-			   post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c, mr_r->rkey) ||
-			   wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
-			   !all_bytes(buf_c, 64, 'A') || !all_bytes(buf_b, BUF, 0)) {
-			fail("rereg-mr", "a write to the new translation");
-		} else {
-			free_pair(&p);
-			if (k != mr_r->lkey &&
-			    (make_pair(&p, pd, pd) ||
-			     post_write(p.a, 9, (uintptr_t)buf_b, 64, k, (uintptr_t)buf_c + 64, mr_r->rkey) ||
-			     wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS)) {
-				fail("rereg-mr", "the old lkey still works");
-			} else if (ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0)) {
-				fail("rereg-mr", "ibv_rereg_mr PD");
-			} else {
-				free_pair(&p);
-				memset(buf_c, 0, BUF);
-				if (make_pair(&p, pd, pd) ||
-				    post_write(p.a, 10, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c,
-					       mr_r->rkey) ||
-				    wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS ||
-				    !all_bytes(buf_c, BUF, 0)) {
-					fail("rereg-mr", "a QP of the old PD still reaches it");
-				} else {
-					free_pair(&p);
-					if (make_pair(&p, pd2, pd2) ||
-					    post_write(p.a, 11, (uintptr_t)buf_s, 64, mr_s->lkey,
-						       (uintptr_t)buf_c, mr_r->rkey) ||
-					    wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
-					    !all_bytes(buf_c, 64, 'S'))
-						fail("rereg-mr", "a QP of the new PD does not reach it");
-					else
-						ok("rereg-mr");
-				}
-			}
-		}
+		errno = 0;
+		if (!ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE) ||
+		    errno != EOPNOTSUPP)
+			fail("rereg-mr", "ibv_rereg_mr was not refused with EOPNOTSUPP");
+		else if (make_pair(&p, pd, pd) ||
+			 post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c, mr_r->rkey) ||
+			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_c, 64, 'A'))
+			fail("rereg-mr", "the MR stopped working after a refused rereg");
+		else
+			ok("rereg-mr");
 		free_pair(&p);
 		ibv_dereg_mr(mr_r);
 	}
