@@ -55,7 +55,14 @@ func runFaults(opts *Options) error {
 	}
 	cfg := opts.FaultConfig
 	cfg.Progress = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
+	stop, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return err
+	}
 	rep, err := faultsuite.Run(ctx, cfg)
+	if perr := stop(); err == nil && perr != nil {
+		return perr
+	}
 	if rep == nil {
 		return err // the suite could not start
 	}

@@ -5,6 +5,8 @@ package rdma
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -23,6 +25,9 @@ type Options struct {
 	// Faults runs the fault-injection suite instead of the figures.
 	Faults      bool
 	FaultConfig faultsuite.Config
+	// CPUProfile, when set, is the file the run's CPU profile goes to
+	// (runtime/pprof format, for `go tool pprof`).
+	CPUProfile string
 }
 
 const long = `Measure the embedded rack (HiSwitch and two RDMA engines in this
@@ -102,6 +107,7 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.IntVar(&bytesMiB, "mib", 64, "MiB moved by each bandwidth test (iterations are clamped to 100..5000)")
 	fl.IntSliceVar(&opts.Config.LatSizes, "lat-sizes", []int{2, 4096}, "latency message sizes, bytes")
 	fl.IntVar(&opts.Config.LatIters, "lat-iters", 1000, "round trips of each latency test")
+	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof FILE)")
 	fc := &opts.FaultConfig
 	fl.BoolVar(&opts.Faults, "faults", false, "run the fault-injection suite instead (docs/verify.md)")
 	fl.IntVar(&fc.Ops, "ops", faultsuite.DefaultOps, "--faults: operations in all")
@@ -127,7 +133,14 @@ func run(opts *Options) error {
 		return err
 	}
 	opts.Config.Progress = func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
+	stop, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return err
+	}
 	rep, err := perf.Bench(ctx, opts.Config)
+	if perr := stop(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
@@ -153,4 +166,24 @@ func run(opts *Options) error {
 		return err
 	}
 	return w.Close()
+}
+
+// startCPUProfile starts a CPU profile into path (nothing when path is
+// empty) and returns the function that stops it and closes the file.
+func startCPUProfile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }

@@ -3,10 +3,13 @@ package rdma_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/cli"
+	benchrdma "github.com/PacketFive/hinic/internal/cli/bench/rdma"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 )
 
@@ -113,5 +116,27 @@ func TestBenchRDMAFaultsJSON(t *testing.T) {
 	if rep.Hosts != 4 || rep.Ops != 400 || rep.Checked != 400 || rep.Faults.Drop != 0.02 || rep.Faults.Seed != 3 ||
 		len(rep.Kinds) != 8 || len(rep.Engines) != 4 || rep.Engines[3].Host != "host4" {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+func TestCPUProfileWritesAProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	stop, err := benchrdma.StartCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// runtime/pprof writes a gzip-compressed protobuf.
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile is not gzip data: % x", b[:min(len(b), 8)])
+	}
+	if _, err := benchrdma.StartCPUProfile(filepath.Join(t.TempDir(), "no", "such", "dir")); err == nil {
+		t.Fatal("a profile in a missing directory started")
 	}
 }

@@ -1,0 +1,4 @@
+package rdma
+
+// StartCPUProfile is startCPUProfile for the external tests.
+var StartCPUProfile = startCPUProfile
