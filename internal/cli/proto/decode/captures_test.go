@@ -1,19 +1,16 @@
 package decode_test
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/PacketFive/hinic/internal/cli/proto/decode"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -43,36 +40,9 @@ func ibFrames(t *testing.T) [][]byte {
 
 func writeCapture(t *testing.T, ng bool, lt layers.LinkType, frames [][]byte) string {
 	t.Helper()
-	var b bytes.Buffer
-	ci := func(n int) gopacket.CaptureInfo {
-		return gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: n, Length: n}
-	}
-	if ng {
-		w, err := pcapgo.NewNgWriter(&b, lt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range frames {
-			if err := w.WritePacket(ci(len(f)), f); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		w := pcapgo.NewWriter(&b)
-		if err := w.WriteFileHeader(65535, lt); err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range frames {
-			if err := w.WritePacket(ci(len(f)), f); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	data := decode.CaptureBytes(t, ng, lt, frames...)
 	path := filepath.Join(t.TempDir(), "c.cap")
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -14,8 +14,10 @@ import (
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
-// fuzzCapture is a pcap (or pcapng) file of frames with link type lt.
-func fuzzCapture(f *testing.F, ng bool, lt layers.LinkType, frames ...[]byte) []byte {
+// CaptureBytes is a pcap (or pcapng) file of frames with link type lt,
+// for this package's tests and decode_test's.
+func CaptureBytes(f testing.TB, ng bool, lt layers.LinkType, frames ...[]byte) []byte {
+	f.Helper()
 	var b bytes.Buffer
 	ci := func(n int) gopacket.CaptureInfo {
 		return gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: n, Length: n}
@@ -65,11 +67,11 @@ func FuzzDecodeInput(f *testing.F) {
 	if golden, err := os.ReadFile("../../../../testdata/rocev2-golden.pcap"); err == nil {
 		f.Add(golden)
 	}
-	f.Add(fuzzCapture(f, false, layers.LinkTypeEthernet, make([]byte, 60)))
-	f.Add(fuzzCapture(f, false, layers.LinkType(linkTypeUser0), ibPkt))
-	f.Add(fuzzCapture(f, false, layers.LinkType(linkTypeERF), erf))
-	f.Add(fuzzCapture(f, true, layers.LinkType(linkTypeInfiniBand), ibPkt))
-	f.Add(fuzzCapture(f, true, layers.LinkType(linkTypeERF), erf))
+	f.Add(CaptureBytes(f, false, layers.LinkTypeEthernet, make([]byte, 60)))
+	f.Add(CaptureBytes(f, false, layers.LinkType(linkTypeUser0), ibPkt))
+	f.Add(CaptureBytes(f, false, layers.LinkType(linkTypeERF), erf))
+	f.Add(CaptureBytes(f, true, layers.LinkType(linkTypeInfiniBand), ibPkt))
+	f.Add(CaptureBytes(f, true, layers.LinkType(linkTypeERF), erf))
 	f.Add([]byte("0x00112233445566778899aabb0800 # a comment\n\nzz\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, link := range []string{"ethernet", "ib"} {
