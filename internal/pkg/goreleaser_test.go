@@ -29,7 +29,7 @@ type goreleaserNFPM struct {
 	Bindir      string   `yaml:"bindir"`
 	Release     string   `yaml:"release"`
 	Changelog   string   `yaml:"changelog"`
-	Depends     []string `yaml:"depends"`
+	Depends     []string `yaml:"dependencies"`
 	Recommends  []string `yaml:"recommends"`
 	Scripts     struct {
 		PostInstall string `yaml:"postinstall"`
@@ -101,7 +101,7 @@ func TestGoreleaserAgrees(t *testing.T) {
 		t.Errorf("recommends: goreleaser %v, hinic pkg build %v", n.Recommends, pkg.HostRecommends)
 	}
 	if !slices.Equal(n.Depends, pkg.HostDepends) {
-		t.Errorf("depends: goreleaser %v, hinic pkg build %v", n.Depends, pkg.HostDepends)
+		t.Errorf("dependencies: goreleaser %v, hinic pkg build %v", n.Depends, pkg.HostDepends)
 	}
 	for _, sc := range []struct{ got, want string }{
 		{n.Scripts.PostInstall, "packaging/hinic/postinst"},
