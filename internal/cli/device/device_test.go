@@ -68,7 +68,7 @@ func TestHelpDocumentsFlags(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"--vnic", "--control", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
+	for _, k := range []string{"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
 		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name="} {
 		if !strings.Contains(out.String(), k) {
 			t.Errorf("help lacks %s", k)
@@ -143,5 +143,39 @@ func TestServeAndStatus(t *testing.T) {
 	}
 	if len(st.VNICs) != 1 || st.VNICs[0].Objects.PDs != 1 || st.VNICs[0].Counters.AdminCmds == 0 {
 		t.Errorf("json: %+v", st)
+	}
+}
+
+// TestServePprof: --pprof reaches the run, and a non-loopback address is
+// refused before any vNIC starts.
+func TestServePprof(t *testing.T) {
+	isolate(t)
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	dir := shortDir(t)
+	vnic := "socket=" + filepath.Join(dir, "a.sock") + ",ram=" + filepath.Join(dir, "a.ram") + ",ram-size=64M,mac=02:00:00:00:00:0a"
+	var got string
+	cmd := serve.NewCmdServe(f, func(_ context.Context, o *serve.Options) error {
+		got = o.Pprof
+		return nil
+	})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetArgs([]string{"--vnic", vnic, "--pprof", "127.0.0.1:0"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got != "127.0.0.1:0" {
+		t.Errorf("pprof %q", got)
+	}
+
+	cmd = serve.NewCmdServe(f, nil)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetArgs([]string{"--vnic", vnic, "--pprof", "0.0.0.0:6060"})
+	err := cmd.Execute()
+	if err == nil || cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("err = %v, want a usage error about loopback", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.sock")); err == nil {
+		t.Error("the vNIC started although --pprof was refused")
 	}
 }

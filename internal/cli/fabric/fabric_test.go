@@ -3,6 +3,9 @@ package fabric_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -209,5 +212,100 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("exit code %d", cmdutil.ExitCode(err))
 			}
 		})
+	}
+}
+
+// TestServeFlagsReachOptions: --pcap-max and --pprof, from the flag and
+// from the config file, reach the run, and a bad size is a usage error.
+func TestServeFlagsReachOptions(t *testing.T) {
+	for name, tt := range map[string]struct {
+		yaml    string
+		args    []string
+		pcapMax fabric.ByteSize
+		pprof   string
+		err     string
+	}{
+		"defaults":  {args: nil, pcapMax: fabric.DefaultPcapMax},
+		"flags":     {args: []string{"--pcap-max", "1MiB", "--pprof", "127.0.0.1:6061"}, pcapMax: 1 << 20, pprof: "127.0.0.1:6061"},
+		"file":      {yaml: "fabric:\n  pcap-max: 2MiB\n  pprof: 127.0.0.1:6062\n", pcapMax: 2 << 20, pprof: "127.0.0.1:6062"},
+		"flag wins": {yaml: "fabric:\n  pcap-max: 2MiB\n", args: []string{"--pcap-max", "3MiB"}, pcapMax: 3 << 20},
+		"bad size":  {args: []string{"--pcap-max", "lots"}, err: "--pcap-max"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			isolate(t)
+			if tt.yaml != "" {
+				if err := os.WriteFile("hinic.yaml", []byte(tt.yaml), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ios, _, _, _ := cmdutil.Test()
+			f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+			var got *serve.Options
+			cmd := serve.NewCmdServe(f, func(_ context.Context, o *serve.Options) error {
+				got = o
+				return nil
+			})
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			cmd.SetArgs(tt.args)
+			err := cmd.Execute()
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+					t.Fatalf("err = %v, want a usage error about %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Fabric.PcapMax != tt.pcapMax || got.Pprof != tt.pprof {
+				t.Errorf("pcap-max %v pprof %q, want %v %q", got.Fabric.PcapMax, got.Pprof, tt.pcapMax, tt.pprof)
+			}
+		})
+	}
+}
+
+// TestServePprof: a fabric serve with --pprof answers profile requests
+// while it runs.
+func TestServePprof(t *testing.T) {
+	isolate(t)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "pprof.sock")
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	cmd := clifabric.NewCmdFabric(f)
+	cmd.SetArgs([]string{"serve", "--run-dir", dir, "--ports", "1", "--pprof", sock})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if _, err := os.Stat(sock); err == nil {
+			t.Error("pprof socket left behind")
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pprof socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := c.Get("http://localhost/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "fabric") {
+		t.Errorf("goroutine profile names no fabric goroutine: %.300q", body)
 	}
 }

@@ -23,6 +23,7 @@ import (
 const (
 	KeyControl = "device.control"
 	KeyVNICs   = "device.vnics"
+	KeyPprof   = "device.pprof"
 )
 
 // Options are the settings of one `hinic device serve` run.
@@ -31,6 +32,8 @@ type Options struct {
 	Logger  *slog.Logger
 	Control string
 	VNICs   []device.VNICConfig
+	// Pprof, if set, is where Go's profiles are served (--pprof).
+	Pprof string
 	// Ready, if set, is called once every socket listens (tests).
 	Ready func(*device.Server)
 }
@@ -105,6 +108,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 				opts.VNICs = append(opts.VNICs, c)
 			}
 			opts.Control = ControlPath(v.GetString(KeyControl))
+			opts.Pprof = v.GetString(KeyPprof)
 			opts.Logger = f.Logger()
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -113,7 +117,9 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		},
 	}
 	cmd.Flags().StringArray("vnic", nil, "a vNIC as `key=value,...` (see above); repeat for several")
+	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyVNICs, cmd.Flags().Lookup("vnic"))
+	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
 	return cmd
 }
 
@@ -128,6 +134,13 @@ func ControlPath(set string) string {
 
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
+	if opts.Pprof != "" {
+		p, err := cmdutil.StartPprof(opts.Pprof, opts.Logger)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+	}
 	srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
 	if err != nil {
 		return err

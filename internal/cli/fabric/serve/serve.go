@@ -23,6 +23,7 @@ const (
 	KeyPorts   = "fabric.ports"
 	KeyPcap    = "fabric.pcap"
 	KeyPcapMax = "fabric.pcap-max"
+	KeyPprof   = "fabric.pprof"
 )
 
 // Options are the settings of one `hinic fabric serve` run.
@@ -31,6 +32,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Fabric is the fabric to serve, from the config file and flags.
 	Fabric fabric.Config
+	// Pprof, if set, is where Go's profiles are served (--pprof).
+	Pprof string
 	// Ready, if set, is called once the sockets are open (tests).
 	Ready func(*fabric.Fabric)
 }
@@ -77,6 +80,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 				return err
 			}
 			opts.Fabric = fc
+			opts.Pprof = v.GetString(KeyPprof)
 			opts.Logger = f.Logger()
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -89,14 +93,21 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("pcap-max", fabric.DefaultPcapMax.String(), "rotate a port's capture at `SIZE` (the full file becomes .pcap.1)")
 	f.BindFlag(KeyPorts, cmd.Flags().Lookup("ports"))
 	f.BindFlag(KeyPcap, cmd.Flags().Lookup("pcap"))
+	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyPcapMax, cmd.Flags().Lookup("pcap-max"))
+	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
 	return cmd
 }
 
 // LoadConfig reads the fabric section of the settings. Unknown keys are
 // an error, so that a misspelt setting does not pass unnoticed.
 func LoadConfig(v *viper.Viper) (fabric.Config, error) {
-	var c fabric.Config
+	// The settings of the fabric section that are the command's, not
+	// the fabric's, beside the fabric's own.
+	var all struct {
+		fabric.Config `mapstructure:",squash"`
+		Pprof         string `mapstructure:"pprof"`
+	}
 	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		mapstructure.TextUnmarshallerHookFunc(),
 		mapstructure.StringToTimeDurationHookFunc(),
@@ -104,13 +115,21 @@ func LoadConfig(v *viper.Viper) (fabric.Config, error) {
 	))
 	strict := func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }
 	if v.IsSet("fabric") {
-		if err := v.UnmarshalKey("fabric", &c, hook, strict); err != nil {
-			return c, cmdutil.UsageErrorf("fabric settings: %v (docs/fabric.md lists them)", err)
+		if err := v.UnmarshalKey("fabric", &all, hook, strict); err != nil {
+			return all.Config, cmdutil.UsageErrorf("fabric settings: %v (docs/fabric.md lists them)", err)
 		}
 	}
+	c := all.Config
 	c.RunDir = v.GetString(KeyRunDir)
 	c.Ports = v.GetInt(KeyPorts)
 	c.Pcap = v.GetString(KeyPcap)
+	// Flag, environment, file, default: the flag's default is the
+	// package default, so this always holds a value.
+	if s := v.GetString(KeyPcapMax); s != "" {
+		if err := c.PcapMax.UnmarshalText([]byte(s)); err != nil {
+			return c, cmdutil.UsageErrorf("--pcap-max %q: %v", s, err)
+		}
+	}
 	return c, nil
 }
 
@@ -121,6 +140,13 @@ func Run(ctx context.Context, opts *Options) error {
 	fab, err := fabric.New(cfg)
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
+	}
+	if opts.Pprof != "" {
+		p, err := cmdutil.StartPprof(opts.Pprof, opts.Logger)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
 	}
 	if err := fab.Start(); err != nil {
 		return err
