@@ -27,6 +27,10 @@ type Comparison struct {
 	// 1/Ratio for latencies; below 1 the candidate is worse. 0 when
 	// there is no ratio.
 	Gain float64 `json:"gain"`
+	// BaseCPUPerGiB and NewCPUPerGiB are each run's host CPU seconds
+	// per GiB moved (CaseResult.CPUPerGiB), 0 when not metered.
+	BaseCPUPerGiB float64 `json:"base_cpu_s_per_gib,omitempty"`
+	NewCPUPerGiB  float64 `json:"new_cpu_s_per_gib,omitempty"`
 }
 
 // LowerIsBetter reports whether a smaller figure in unit is better.
@@ -56,10 +60,10 @@ func Compare(base, cand *Report) []Comparison {
 			c.Case, c.Unit = n.Case, n.Unit
 		}
 		if hasB {
-			c.Base, c.BaseResult = b.Figure, b.Result
+			c.Base, c.BaseResult, c.BaseCPUPerGiB = b.Figure, b.Result, b.CPUPerGiB
 		}
 		if hasN {
-			c.New, c.NewResult = n.Figure, n.Result
+			c.New, c.NewResult, c.NewCPUPerGiB = n.Figure, n.Result, n.CPUPerGiB
 			if c.Unit == "" {
 				c.Unit = n.Unit
 			}

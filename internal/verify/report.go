@@ -46,6 +46,26 @@ type CaseResult struct {
 	// and SkipReasons its skips grouped by reason.
 	Tests       []TestResult  `json:"tests,omitempty"`
 	SkipReasons []ReasonCount `json:"skip_reasons,omitempty"`
+	// Bytes is the payload the case moved across the fabric, when it
+	// counts one (perftest and pingpong cases).
+	Bytes int64 `json:"bytes,omitempty"`
+	// CPU is the host CPU time, in seconds, that each process of the
+	// rack spent during the case (RunMetered): "fabric", "backend",
+	// "qemu:<guest>".
+	CPU map[string]float64 `json:"cpu_s,omitempty"`
+	// CPUPerGiB is the rack's whole CPU time of the case per GiB of
+	// Bytes, and CPUPerGiBBy the same for each process.
+	CPUPerGiB   float64            `json:"cpu_s_per_gib,omitempty"`
+	CPUPerGiBBy map[string]float64 `json:"cpu_s_per_gib_by,omitempty"`
+}
+
+// CPUTotal is the sum of CPU over the rack's processes.
+func (c CaseResult) CPUTotal() float64 {
+	t := 0.0
+	for _, v := range c.CPU {
+		t += v
+	}
+	return t
 }
 
 // Report is the outcome of a gate run.
@@ -87,7 +107,12 @@ type Outcome struct {
 	Unit   string
 	Detail string
 	Tests  []TestResult // a suite's tests, each with its result
+	Bytes  int64        // payload moved across the fabric, 0 when not counted
 }
+
+// CPUMeter returns the CPU seconds that each process of a rack has used
+// so far, by name. RunMetered calls it before and after each case.
+type CPUMeter func() map[string]float64
 
 // Case is one named check.
 type Case struct {
@@ -103,6 +128,13 @@ type Progress func(format string, a ...any)
 // stops the run after the current case, which then fails with the context's
 // error.
 func Run(ctx context.Context, target string, cases []Case, progress Progress) *Report {
+	return RunMetered(ctx, target, cases, progress, nil)
+}
+
+// RunMetered is Run that also records, with meter (nil: none), each
+// case's host CPU time per process and, for a case that moved Bytes, its
+// CPU seconds per GiB.
+func RunMetered(ctx context.Context, target string, cases []Case, progress Progress, meter CPUMeter) *Report {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
@@ -113,10 +145,17 @@ func Run(ctx context.Context, target string, cases []Case, progress Progress) *R
 			continue
 		}
 		progress("[%d/%d] %s ...", i+1, len(cases), c.Name)
+		var before map[string]float64
+		if meter != nil {
+			before = meter()
+		}
 		start := time.Now()
 		out, err := c.Run(ctx)
 		cr := CaseResult{Case: c.Name, Result: Pass, Figure: out.Figure, Unit: out.Unit, Detail: out.Detail,
-			Duration: time.Since(start).Seconds(), Tests: out.Tests}
+			Duration: time.Since(start).Seconds(), Tests: out.Tests, Bytes: out.Bytes}
+		if meter != nil {
+			cr.setCPU(before, meter())
+		}
 		if len(out.Tests) > 0 {
 			cr.SkipReasons = (&PyverbsRun{Tests: out.Tests}).Reasons(TestSkip)
 		}
@@ -131,6 +170,31 @@ func Run(ctx context.Context, target string, cases []Case, progress Progress) *R
 	}
 	rep.Duration = time.Since(rep.Started).Seconds()
 	return rep
+}
+
+// setCPU records the CPU each process used between two meter readings
+// (a process missing from either reading, started or gone meanwhile, is
+// left out) and, when the case moved bytes, the CPU per GiB.
+func (c *CaseResult) setCPU(before, after map[string]float64) {
+	for name, a := range after {
+		b, ok := before[name]
+		if !ok || a < b {
+			continue
+		}
+		if c.CPU == nil {
+			c.CPU = map[string]float64{}
+		}
+		c.CPU[name] = a - b
+	}
+	if c.Bytes <= 0 || c.CPU == nil {
+		return
+	}
+	gib := float64(c.Bytes) / (1 << 30)
+	c.CPUPerGiB = c.CPUTotal() / gib
+	c.CPUPerGiBBy = map[string]float64{}
+	for name, v := range c.CPU {
+		c.CPUPerGiBBy[name] = v / gib
+	}
 }
 
 // FormatFigure renders a figure with its unit, or "" when there is none.

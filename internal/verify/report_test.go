@@ -71,3 +71,48 @@ func TestJUnit(t *testing.T) {
 		t.Fatalf("%+v\n%s", doc, b.String())
 	}
 }
+
+// TestRunMetered: each case gets the CPU its processes used between the
+// readings around it, and a case that moved bytes its CPU per GiB; a
+// process that appears or vanishes mid-case is left out.
+func TestRunMetered(t *testing.T) {
+	readings := []map[string]float64{
+		{"fabric": 1, "qemu:a": 10},              // before bw
+		{"fabric": 1.5, "qemu:a": 12},            // after bw
+		{"fabric": 2, "qemu:a": 12},              // before check
+		{"fabric": 2.25, "qemu:b": 1},            // after check: a gone, b new
+		{"fabric": 3, "qemu:a": 5, "backend": 1}, // before shrink
+		{"fabric": 2, "qemu:a": 6, "backend": 2}, // after shrink: fabric restarted
+	}
+	n := 0
+	meter := func() map[string]float64 { n++; return readings[n-1] }
+	cases := []Case{
+		{"bw", func(context.Context) (Outcome, error) {
+			return Outcome{Figure: 1, Unit: "MiB/s", Bytes: 512 << 20}, nil
+		}},
+		{"check", func(context.Context) (Outcome, error) { return Outcome{}, nil }},
+		{"shrink", func(context.Context) (Outcome, error) { return Outcome{}, errors.New("failed") }},
+	}
+	rep := RunMetered(context.Background(), "rack:x", cases, nil, meter)
+	bw := rep.Cases[0]
+	if bw.CPU["fabric"] != 0.5 || bw.CPU["qemu:a"] != 2 || bw.CPUTotal() != 2.5 {
+		t.Errorf("bw CPU %v", bw.CPU)
+	}
+	if bw.CPUPerGiB != 5 || bw.CPUPerGiBBy["qemu:a"] != 4 || bw.CPUPerGiBBy["fabric"] != 1 {
+		t.Errorf("bw per GiB %v %v", bw.CPUPerGiB, bw.CPUPerGiBBy)
+	}
+	check := rep.Cases[1]
+	if len(check.CPU) != 1 || check.CPU["fabric"] != 0.25 || check.CPUPerGiB != 0 || check.CPUPerGiBBy != nil {
+		t.Errorf("check %+v", check)
+	}
+	shrink := rep.Cases[2]
+	if len(shrink.CPU) != 2 || shrink.CPU["qemu:a"] != 1 || shrink.CPU["backend"] != 1 || shrink.Result != Fail {
+		t.Errorf("shrink %+v", shrink)
+	}
+	if n != 6 {
+		t.Errorf("meter read %d times", n)
+	}
+	if plain := Run(context.Background(), "x", cases[:1], nil); plain.Cases[0].CPU != nil {
+		t.Errorf("Run metered: %v", plain.Cases[0].CPU)
+	}
+}

@@ -352,7 +352,7 @@ func (g *sshGate) pingpong(tool, args string) func(context.Context) (Outcome, er
 		if err != nil {
 			return Outcome{}, err
 		}
-		return Outcome{Figure: p.USecPerIter, Unit: "µs/iter",
+		return Outcome{Figure: p.USecPerIter, Unit: "µs/iter", Bytes: p.Bytes,
 			Detail: fmt.Sprintf("%d iters, %.2f Mbit/s", p.Iters, p.MbitPerSec)}, nil
 	}
 }
@@ -387,14 +387,16 @@ func (g *sshGate) perf(tool, args string, lat bool) func(context.Context) (Outco
 			return Outcome{}, err
 		}
 		if lat {
-			return Outcome{Figure: l.Typical, Unit: "µs", Detail: fmt.Sprintf("%d B x %d: typical %.2f, avg %.2f, 99%% %.2f µs%s",
+			// A latency test is a ping-pong: each iteration moves its
+			// message both ways.
+			return Outcome{Figure: l.Typical, Unit: "µs", Bytes: 2 * int64(l.Bytes) * int64(l.Iters), Detail: fmt.Sprintf("%d B x %d: typical %.2f, avg %.2f, 99%% %.2f µs%s",
 				l.Bytes, l.Iters, l.Typical, l.Avg, l.P99, note)}, nil
 		}
 		if strings.HasPrefix(tool, "ib_atomic") {
-			return Outcome{Figure: b.MsgRateMpps * 1e6, Unit: "ops/s",
+			return Outcome{Figure: b.MsgRateMpps * 1e6, Unit: "ops/s", Bytes: int64(b.Bytes) * int64(b.Iters),
 				Detail: fmt.Sprintf("%d B x %d: %.3f MiB/s%s", b.Bytes, b.Iters, b.AverageMiBs, note)}, nil
 		}
-		return Outcome{Figure: b.AverageMiBs, Unit: "MiB/s",
+		return Outcome{Figure: b.AverageMiBs, Unit: "MiB/s", Bytes: int64(b.Bytes) * int64(b.Iters),
 			Detail: fmt.Sprintf("%d B x %d: peak %.2f MiB/s%s", b.Bytes, b.Iters, b.PeakMiBs, note)}, nil
 	}
 }

@@ -91,7 +91,16 @@ func run(opts *Options) error {
 		return err
 	}
 	rows := verify.Compare(base, cand)
-	w := printer.Records("CASE", opts.BaseName, opts.NewName, opts.NewName+"/"+opts.BaseName, "BETTER")
+	headers := []string{"CASE", opts.BaseName, opts.NewName, opts.NewName + "/" + opts.BaseName, "BETTER"}
+	metered := false
+	for _, c := range rows {
+		metered = metered || c.BaseCPUPerGiB > 0 || c.NewCPUPerGiB > 0
+	}
+	if metered {
+		// Host CPU per GiB moved, when the runs metered their racks.
+		headers = append(headers, "CPU S/GIB "+opts.BaseName+" / "+opts.NewName)
+	}
+	w := printer.Records(headers...)
 	var gains []float64
 	for _, c := range rows {
 		ratio, better := "-", "-"
@@ -105,7 +114,11 @@ func run(opts *Options) error {
 				better = fmt.Sprintf("%s %.2f×", opts.BaseName, 1/c.Gain)
 			}
 		}
-		if err := w.Write(c, c.Case, cell(c.BaseResult, c.Base, c.Unit), cell(c.NewResult, c.New, c.Unit), ratio, better); err != nil {
+		cells := []string{c.Case, cell(c.BaseResult, c.Base, c.Unit), cell(c.NewResult, c.New, c.Unit), ratio, better}
+		if metered {
+			cells = append(cells, cpuCell(c.BaseCPUPerGiB)+" / "+cpuCell(c.NewCPUPerGiB))
+		}
+		if err := w.Write(c, cells...); err != nil {
 			return err
 		}
 	}
@@ -132,6 +145,14 @@ func cell(r verify.Result, v float64, unit string) string {
 		return f
 	}
 	return string(r)
+}
+
+// cpuCell is a CPU-seconds-per-GiB figure, or "-" when not metered.
+func cpuCell(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 func countAtLeastOne(g []float64) int {

@@ -89,3 +89,29 @@ func TestCompareBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareCPU: reports from metered racks get a CPU-per-GiB column,
+// and reports without it do not.
+func TestCompareCPU(t *testing.T) {
+	dir := t.TempDir()
+	base := write(t, dir, "rxe.json", `{"target":"rack rxe","cases":[
+		{"case":"ib_send_bw","result":"pass","figure":6.39,"unit":"MiB/s","bytes":1048576,"cpu_s":{"fabric":1,"qemu:a":300},"cpu_s_per_gib":310},
+		{"case":"ibv_devices","result":"pass","cpu_s":{"fabric":0.1}}]}`)
+	cand := write(t, dir, "hicain.json", `{"target":"rack hicain","cases":[
+		{"case":"ib_send_bw","result":"pass","figure":69.3,"unit":"MiB/s","cpu_s_per_gib":95.5},
+		{"case":"ibv_devices","result":"pass"}]}`)
+	out, errOut, code := run("verify", "compare", base, cand, "--base-name", "Soft-RoCE", "--new-name", "HiNIC")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"CPU S/GIB Soft-RoCE / HiNIC", "310 / 95.5", "- / -"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	plain := write(t, dir, "plain.json", `[{"case":"ib_send_bw","result":"pass","figure":6.39,"unit":"MiB/s"}]`)
+	out, _, _ = run("verify", "compare", plain, plain)
+	if strings.Contains(out, "CPU") {
+		t.Errorf("unmetered reports got a CPU column:\n%s", out)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -225,6 +227,46 @@ func run(opts *Options) error {
 
 // report writes the report in the chosen format (and as JUnit) and turns
 // failures into exit code 3.
+// cpuTable prints, for a run that metered the rack's processes, each
+// case's host CPU time, split by process, and its CPU seconds per GiB
+// moved.
+func cpuTable(opts *Options, printer *cmdutil.Printer, rep *verify.Report) error {
+	metered := false
+	for _, c := range rep.Cases {
+		metered = metered || c.CPU != nil
+	}
+	if !metered {
+		return nil
+	}
+	fmt.Fprintln(opts.IO.Out)
+	w := printer.Records("CASE", "MOVED", "HOST CPU", "CPU/GIB", "BY PROCESS (S/GIB, ELSE S)")
+	for _, c := range rep.Cases {
+		if c.CPU == nil {
+			continue
+		}
+		moved, perGiB := "", ""
+		by := c.CPU
+		if c.Bytes > 0 {
+			moved = verify.FormatFigure(float64(c.Bytes)/(1<<20), "MiB")
+			perGiB = verify.FormatFigure(c.CPUPerGiB, "s")
+			by = c.CPUPerGiBBy
+		}
+		names := make([]string, 0, len(by))
+		for n := range by {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = n + " " + strconv.FormatFloat(by[n], 'g', 3, 64)
+		}
+		if err := w.Write(c, c.Case, moved, verify.FormatFigure(c.CPUTotal(), "s"), perGiB, strings.Join(parts, ", ")); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
 func report(opts *Options, printer *cmdutil.Printer, rep *verify.Report, target string) error {
 	ctx := opts.Context
 	if ctx == nil {
@@ -264,6 +306,9 @@ func report(opts *Options, printer *cmdutil.Printer, rep *verify.Report, target 
 			}
 		}
 		if err := w.Close(); err != nil {
+			return err
+		}
+		if err := cpuTable(opts, printer, rep); err != nil {
 			return err
 		}
 	}

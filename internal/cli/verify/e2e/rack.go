@@ -151,7 +151,7 @@ func runRack(opts *Options) error {
 	}
 	progress := func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
 	target := fmt.Sprintf("rack %s (%s -> %s, %s)", st.Rack.Name, cliG.Name, srvG.Name, srvG.NIC)
-	rep := verify.Run(ctx, "rack:"+st.Rack.Name, cases, progress)
+	rep := verify.RunMetered(ctx, "rack:"+st.Rack.Name, cases, progress, st.CPUSeconds)
 	return report(opts, printer, rep, target)
 }
 

@@ -116,11 +116,21 @@ func TestSoftRoCERackE2E(t *testing.T) {
 	cases = append(cases, verify.Case{Name: "capture_icrc", Run: func(ctx context.Context) (verify.Outcome, error) {
 		return checkCaptures(ctx, &Options{Hinic: bin, IO: &cmdutil.IOStreams{}}, filepath.Join(runDir, deploy.DirPcap))
 	}})
-	rep := verify.Run(ctx, "rack:gotest", cases, t.Logf)
+	rep := verify.RunMetered(ctx, "rack:gotest", cases, t.Logf, st.CPUSeconds)
 	for _, c := range rep.Cases {
-		t.Logf("%-18s %-11s %s  %s", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail)
+		t.Logf("%-18s %-11s %s  %s; CPU %v, %.3g s/GiB", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail, c.CPU, c.CPUPerGiB)
 		if c.Result != verify.Pass {
 			t.Errorf("case %s: %s", c.Case, c.Result)
+		}
+		// Every case is metered, split into the fabric and each QEMU;
+		// a case that moved data has its CPU per GiB.
+		for _, p := range []string{"fabric", "qemu:" + st.Guests[0].Name, "qemu:" + st.Guests[1].Name} {
+			if _, ok := c.CPU[p]; !ok {
+				t.Errorf("case %s: no CPU for %s in %v", c.Case, p, c.CPU)
+			}
+		}
+		if c.Unit == "MiB/s" && (c.Bytes <= 0 || c.CPUPerGiB <= 0) {
+			t.Errorf("case %s: moved %d B, %v s/GiB", c.Case, c.Bytes, c.CPUPerGiB)
 		}
 	}
 

@@ -1,0 +1,72 @@
+package deploy
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// userHZ is the unit of /proc/PID/stat's utime and stime: USER_HZ, 100
+// on every Linux architecture HiNIC runs on (it is fixed by the ABI,
+// whatever the kernel's own HZ).
+const userHZ = 100
+
+// CPUSeconds returns the CPU time, user plus system, that each running
+// process of the rack has used since it started: "fabric", "backend"
+// (hinic device serve, with HiNIC guests) and "qemu:<guest>". A process
+// that is not running, or whose pid now belongs to another program, is
+// left out. verify e2e --rack reads it before and after each case.
+func (st *State) CPUSeconds() map[string]float64 {
+	r := &st.Rack
+	out := map[string]float64{}
+	add := func(name string, pid int, p proc) {
+		if !alive(pid, p) {
+			return
+		}
+		if s, err := procCPU(pid); err == nil {
+			out[name] = s
+		}
+	}
+	add("fabric", st.FabricPID, fabricProc(r))
+	if st.DevicePID != 0 {
+		add("backend", st.DevicePID, deviceProc(r))
+	}
+	for _, g := range st.Guests {
+		add("qemu:"+g.Name, g.PID, qemuProc(GuestDir(r, g.Name)))
+	}
+	return out
+}
+
+// procCPU reads a process's utime and stime from /proc/PID/stat.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU returns utime+stime, in seconds, of a /proc/PID/stat
+// line. The command name, in parentheses, may hold spaces and ')', so
+// the fields are counted from the last ')': state is field 3, utime 14
+// and stime 15.
+func parseStatCPU(stat string) (float64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc stat: no command name")
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proc stat: %d fields after the command name", len(f))
+	}
+	var ticks uint64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc stat: %w", err)
+		}
+		ticks += v
+	}
+	return float64(ticks) / userHZ, nil
+}
