@@ -266,7 +266,13 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	if err := st.save(); err != nil {
 		return st, err
 	}
-	return st, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return st, err
+	}
+	if err := timed("mesh", func() error { return setupMesh(ctx, st, p) }); err != nil {
+		return st, err
+	}
+	return st, st.save()
 }
 
 func startFabric(ctx context.Context, st *State, hinic string, p Progress) error {

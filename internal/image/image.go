@@ -38,6 +38,9 @@ var BasePackages = []string{
 	"iproute2", "iputils-ping", "procps",
 	"rdma-core", "ibverbs-utils", "ibverbs-providers", "perftest",
 	"infiniband-diags", "opensm", "python3-pyverbs", "rdmacm-utils",
+	// The consumers the gate runs across guests (docs/verify.md): UCX,
+	// libfabric and Open MPI, with mpicc for the gate's MPI programs.
+	"ucx-utils", "libfabric-bin", "openmpi-bin", "libopenmpi-dev",
 }
 
 // Artifact file names inside an image directory.
