@@ -641,6 +641,12 @@ struct hicain_recv_wqe {
 };					/* 16 bytes */
 
 /* CQE = struct ib_wc; status/opcode/flags are IB_WC_* (ibv numbering). */
+/* The sl of a RoCEv2 UD receive's CQE: the L3 header type of the
+ * datagram (as ConnectX reports it), since RoCE has no service level.
+ */
+#define HICAIN_SL_ROCE_IPV6 0x1
+#define HICAIN_SL_ROCE_IPV4 0x2
+
 struct hicain_cqe {
 	__le64 wr_id;
 	__le32 status;

@@ -1448,6 +1448,17 @@ static int hicain_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 		if (!wc[n].qp)
 			continue;	/* of a QP destroyed in the meantime */
 		hicain_cqe_to_wc(c, &wc[n]);
+		if (!hidev->ib && (wc[n].wc_flags & IB_WC_GRH)) {
+			/* A RoCEv2 UD receive: the device reports the L3
+			 * header type in sl, as ConnectX does for user space
+			 * (UCX reads it); kernel consumers get it as the
+			 * network header type, and no SL, which RoCE lacks.
+			 */
+			wc[n].network_hdr_type = wc[n].sl == HICAIN_SL_ROCE_IPV4 ?
+				RDMA_NETWORK_IPV4 : RDMA_NETWORK_IPV6;
+			wc[n].wc_flags |= IB_WC_WITH_NETWORK_HDR_TYPE;
+			wc[n].sl = 0;
+		}
 		n++;
 	}
 	if (cq->cons != start) {

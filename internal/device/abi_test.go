@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/PacketFive/hinic/internal/rdma"
 )
 
 // abiStructs maps each Go mirror to its C struct in kernel/hicain_abi.h.
@@ -51,6 +53,7 @@ var abiStructs = []struct {
 // abiConsts are the numeric constants compared with the header's macros
 // and enumerators.
 var abiConsts = map[string]int64{
+	"HICAIN_SL_ROCE_IPV4": rdma.SLRoCEIPv4, "HICAIN_SL_ROCE_IPV6": rdma.SLRoCEIPv6,
 	"HICAIN_MAGIC": Magic, "HICAIN_ABI_MAJOR": ABIMajor, "HICAIN_ABI_MINOR": ABIMinor,
 	"HICAIN_VENDOR_ID": VendorID, "HICAIN_DEVICE_ID": DeviceID, "HICAIN_BAR2_MIN_SIZE": BAR2Min,
 	"HICAIN_ADMIN_SQ_OFF": AdminSQOff, "HICAIN_ADMIN_SQ_ENTRIES": AdminSQEntries,

@@ -15,15 +15,26 @@ type WC struct {
 	ByteLen   uint32
 	// ImmData is the immediate data as the number the sender put in
 	// SendWR.ImmData (it travels big-endian in the ImmDt header).
-	ImmData      uint32
-	QPNum        uint32
-	SrcQP        uint32 // for RC: the remote QP number
-	WCFlags      WCFlags
-	PKeyIndex    uint16
-	SLID         uint16
+	ImmData   uint32
+	QPNum     uint32
+	SrcQP     uint32 // for RC: the remote QP number
+	WCFlags   WCFlags
+	PKeyIndex uint16
+	SLID      uint16
+	// SL is the LRH's service level on InfiniBand. On RoCEv2, where a
+	// packet has no LRH, a UD receive carries the L3 header type here
+	// instead, as ConnectX NICs report it (SLRoCEIPv4, SLRoCEIPv6):
+	// UCX's UD transport reads it to find the destination GID in the
+	// receive buffer's GRH area, and drops the datagram without it.
 	SL           uint8
 	DLIDPathBits uint8
 }
+
+// The L3 header types of a RoCEv2 UD receive, in WC.SL.
+const (
+	SLRoCEIPv6 = 0x1
+	SLRoCEIPv4 = 0x2
+)
 
 // CQ is a completion queue: a bounded ring the engine writes and Poll
 // reads. Safe for concurrent use (a mutex guards the ring; the engine holds

@@ -244,8 +244,10 @@ func (qp *QP) udPlace(pkt *proto.Packet, payload []byte) {
 	switch {
 	case pkt.IPv4 != nil:
 		copy(grh[20:], pkt.IPv4[:20])
+		wc.SL = SLRoCEIPv4
 	case pkt.IPv6 != nil:
 		copy(grh, pkt.IPv6[:GRHSize])
+		wc.SL = SLRoCEIPv6
 	case pkt.GRH != nil:
 		copy(grh, pkt.GRH[:GRHSize])
 	default:

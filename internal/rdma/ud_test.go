@@ -94,6 +94,11 @@ func TestUDSendRecvIPv4AndIPv6(t *testing.T) {
 					t.Fatalf("GRH area %x: want 20 zero bytes and the IPv4 header 10.42.0.1 > 10.42.0.2", area)
 				}
 			}
+			// The L3 header type, where a ConnectX NIC reports it: UCX's
+			// UD transport reads it to find the destination GID.
+			if want := map[bool]uint8{false: rdma.SLRoCEIPv4, true: rdma.SLRoCEIPv6}[v6]; wc.SL != want {
+				t.Errorf("wc.SL %#x, want the L3 header type %#x", wc.SL, want)
+			}
 			if c := p.b.dev.Counters(); c.UDReceived != 1 {
 				t.Errorf("UDReceived %d", c.UDReceived)
 			}
