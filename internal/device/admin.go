@@ -100,7 +100,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt),
 			MaxSRQ: uint32(a.MaxSRQ), MaxSRQWR: uint32(a.MaxSRQWR), MaxSRQSGE: uint32(a.MaxSRQSGE),
 			MaxMcastGrp: uint32(a.MaxMcastGrp), MaxMcastQPAttach: uint32(a.MaxMcastQPAttach),
-			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: min(uint32(a.MaxAH), s.hdr.MaxAH)}
+			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: s.lim.maxAH}
 		// A 1.0 driver asks for the first 120 bytes and gets them.
 		b := AsBytes(&r)
 		if c.RespLen < DeviceAttrV10Size {
@@ -143,6 +143,10 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		pd, err := s.dev.AllocPD()
 		if err != nil {
 			return status(err)
+		}
+		if _, live := s.pds[pd.Handle()]; live {
+			pd.Dealloc() // the engine's counter wrapped onto a handle the guest holds
+			return StENOMEM
 		}
 		s.pds[pd.Handle()] = pd
 		out.Handle = pd.Handle()
@@ -223,15 +227,14 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if !ok {
 			return StENOENT
 		}
-		if len(s.ahs) >= int(s.hdr.MaxAH) {
+		if len(s.ahs) >= int(s.lim.maxAH) {
 			return StENOMEM
 		}
 		ah, err := s.dev.CreateAH(pd, ahFromABI(&a.Attr))
 		if err != nil {
 			return status(err)
 		}
-		h := s.nextAH
-		s.nextAH++
+		h := nextHandle(&s.nextAH, s.ahs)
 		s.ahs[h] = &gah{pd: a.PD, ah: ah}
 		out.Handle = h
 		return StOK
@@ -409,7 +412,7 @@ func put32(b []byte, v uint32) {
 }
 
 func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
-	if !isPow2(a.Depth) || a.Depth > s.hdr.MaxCQE {
+	if !isPow2(a.Depth) || a.Depth > s.lim.maxCQE {
 		return StEINVAL
 	}
 	if int(a.CompVector)+IRQCQBase >= s.v.cfg.Vectors {
@@ -421,7 +424,7 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
 		return StEFAULT
 	}
-	if len(s.cqs) >= int(s.hdr.MaxCQ) {
+	if len(s.cqs) >= int(s.lim.maxCQ) {
 		return StENOMEM
 	}
 	cq, err := s.dev.CreateCQ(int(a.Depth), s.ch)
@@ -432,8 +435,7 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 		cq.Destroy()
 		return status(err)
 	}
-	n := s.nextCQ
-	s.nextCQ++
+	n := nextHandle(&s.nextCQ, s.cqs)
 	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, dbrec: a.DBRecGPA, depth: a.Depth,
 		vector: IRQCQBase + int(a.CompVector)}
 	out.Handle = n
@@ -450,7 +452,7 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if !ok {
 		return StENOENT
 	}
-	if !isPow2(a.Depth) || a.Depth > s.hdr.MaxCQE || IRQCQBase+int(a.CompVector) != cq.vector {
+	if !isPow2(a.Depth) || a.Depth > s.lim.maxCQE || IRQCQBase+int(a.CompVector) != cq.vector {
 		return StEINVAL
 	}
 	if a.RingGPA%64 != 0 || a.DBRecGPA%16 != 0 {
@@ -513,10 +515,10 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			return StENOENT
 		}
 	}
-	if !isPow2(a.SQDepth) || a.SQDepth > s.hdr.MaxQPWR {
+	if !isPow2(a.SQDepth) || a.SQDepth > s.lim.maxQPWR {
 		return StEINVAL
 	}
-	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.hdr.MaxSGE || a.MaxInline > s.hdr.MaxInline {
+	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.lim.maxSGE || a.MaxInline > s.lim.maxInline {
 		return StEINVAL
 	}
 	if a.SQStride%64 != 0 || uint64(a.SQStride) < sendHdrSize+uint64(a.MaxSendSGE)*sgeSize ||
@@ -532,7 +534,7 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if srq == nil {
 		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
 		// ignored).
-		if !isPow2(a.RQDepth) || a.RQDepth > s.hdr.MaxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.hdr.MaxSGE {
+		if !isPow2(a.RQDepth) || a.RQDepth > s.lim.maxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.lim.maxSGE {
 			return StEINVAL
 		}
 		if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize || a.RQDBRecGPA%8 != 0 {
@@ -621,9 +623,13 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	if err != nil {
 		return status(err)
 	}
+	n := srq.Handle()
+	if _, live := s.srqs[n]; live {
+		srq.Destroy() // the engine's counter wrapped onto a handle the guest holds
+		return StENOMEM
+	}
 	prod, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, prod)
-	n := srq.Handle()
 	s.srqs[n] = &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
 		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod}
 	out.Handle = n

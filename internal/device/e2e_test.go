@@ -42,7 +42,7 @@ func vnicConfig(dir string, i int, port string) device.VNICConfig {
 	}
 }
 
-func newTestbed(t *testing.T, n int) *testbed {
+func newTestbed(t testing.TB, n int) *testbed {
 	t.Helper()
 	dir := t.TempDir()
 	tb := &testbed{dir: dir}
@@ -73,7 +73,7 @@ func newTestbed(t *testing.T, n int) *testbed {
 	return tb
 }
 
-func (tb *testbed) connect(t *testing.T, i int) *guestsim.Guest {
+func (tb *testbed) connect(t testing.TB, i int) *guestsim.Guest {
 	t.Helper()
 	ctx := testCtx(t)
 	c := tb.cfgs[i]
@@ -89,7 +89,7 @@ func (tb *testbed) connect(t *testing.T, i int) *guestsim.Guest {
 	return g
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx

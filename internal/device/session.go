@@ -66,10 +66,39 @@ type session struct {
 	qps       map[uint32]*gqp
 	ahs       map[uint32]*gah
 	srqs      map[uint32]*gsrq
-	nextCQ    uint32
-	nextAH    uint32
+	nextCQ    atomic.Uint32 // handle counters; atomic only for tests' hooks
+	nextAH    atomic.Uint32
 	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
 	devMTU    int
+	lim       limits
+}
+
+// MaxAH is the number of address handles one guest may hold.
+const MaxAH = 1024
+
+// limits are the device limits the backend enforces (worker-owned). They
+// are set with the engine and published in BAR2 for the driver, but
+// never read back from BAR2: the guest can write there.
+type limits struct {
+	maxCQ, maxAH, maxQPWR, maxCQE, maxSGE, maxInline uint32
+}
+
+func newLimits(a rdma.DeviceAttr) limits {
+	return limits{maxCQ: uint32(a.MaxCQ), maxAH: uint32(min(a.MaxAH, MaxAH)), maxQPWR: uint32(a.MaxQPWR),
+		maxCQE: uint32(a.MaxCQE), maxSGE: uint32(a.MaxSGE), maxInline: uint32(a.MaxInlineData)}
+}
+
+// nextHandle returns the first handle from next on that is neither 0
+// nor in used, and moves next past it. The counter may wrap after 2^32
+// creations; a handle the guest still holds is never given out again.
+// The tables are bounded (limits), so a free handle is near.
+func nextHandle[V any](next *atomic.Uint32, used map[uint32]V) uint32 {
+	for {
+		h := next.Add(1) - 1
+		if _, live := used[h]; h != 0 && !live {
+			return h
+		}
+	}
 }
 
 // gcq is a guest CQ: an engine CQ whose completions the worker copies to
@@ -136,7 +165,9 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, cqs: map[uint32]*gcq{},
-		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}, nextCQ: 1, nextAH: 1}
+		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
+	s.nextCQ.Store(1)
+	s.nextAH.Store(1)
 	ok := false
 	defer func() {
 		if !ok {
@@ -198,6 +229,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	}
 	s.mac.Store(macKey(mac))
 	s.devMAC, s.devMTU = mac, mtu
+	s.lim = newLimits(dev.QueryDevice())
 	old := s.dev
 	s.dev = dev
 	s.portCtr.Store(pc)
@@ -217,6 +249,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 func (s *session) initHeader(resetCount uint32) {
 	cfg := s.v.cfg
 	a := s.dev.QueryDevice()
+	lim := &s.lim
 	h := s.hdr
 	atomic.StoreUint32(&h.Magic, 0)
 	old := atomic.LoadUint32(&h.ResetCount)
@@ -235,10 +268,10 @@ func (s *session) initHeader(resetCount uint32) {
 	}
 	h.MaxMTU = 4096
 	h.NumVectors = uint32(cfg.Vectors)
-	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), uint32(a.MaxCQ), uint32(a.MaxMR), uint32(a.MaxPD)
-	h.MaxAH = 1024
-	h.MaxQPWR, h.MaxCQE, h.MaxSGE = uint32(a.MaxQPWR), uint32(a.MaxCQE), uint32(a.MaxSGE)
-	h.MaxInline, h.MaxQPRdAtom = uint32(a.MaxInlineData), uint32(a.MaxQPRdAtom)
+	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), lim.maxCQ, uint32(a.MaxMR), uint32(a.MaxPD)
+	h.MaxAH = lim.maxAH
+	h.MaxQPWR, h.MaxCQE, h.MaxSGE = lim.maxQPWR, lim.maxCQE, lim.maxSGE
+	h.MaxInline, h.MaxQPRdAtom = lim.maxInline, uint32(a.MaxQPRdAtom)
 	status := uint32(DevReady)
 	if s.v.linkUp() {
 		status |= DevLinkUp
