@@ -177,6 +177,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return status(err)
 		}
 		delete(s.mrs, c.Handle)
+		s.mem.refund(s.mrCost[c.Handle])
+		delete(s.mrCost, c.Handle)
 		return StOK
 	case CmdCreateCQ:
 		return s.createCQ(PayloadOf[CmdCreateCQArgs](c), out)
@@ -192,6 +194,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return status(err)
 		}
 		delete(s.cqs, c.Handle)
+		s.mem.refund(cq.cost)
 		return StOK
 	case CmdCreateQP:
 		return s.createQP(PayloadOf[CmdCreateQPArgs](c), out)
@@ -219,6 +222,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			q.srq.users--
 		}
 		delete(s.qps, c.Handle)
+		s.mem.refund(q.cost)
 		s.publishQPs()
 		return StOK
 	case CmdCreateAH:
@@ -227,11 +231,12 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if !ok {
 			return StENOENT
 		}
-		if len(s.ahs) >= int(s.lim.maxAH) {
+		if len(s.ahs) >= int(s.lim.maxAH) || !s.mem.charge(ahCost()) {
 			return StENOMEM
 		}
 		ah, err := s.dev.CreateAH(pd, ahFromABI(&a.Attr))
 		if err != nil {
+			s.mem.refund(ahCost())
 			return status(err)
 		}
 		h := nextHandle(&s.nextAH, s.ahs)
@@ -245,6 +250,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		a.ah.Destroy()
 		delete(s.ahs, c.Handle)
+		s.mem.refund(ahCost())
 		return StOK
 	case CmdSetAddr:
 		return s.setAddr(PayloadOf[CmdSetAddrArgs](c))
@@ -273,6 +279,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return status(err)
 		}
 		delete(s.srqs, c.Handle)
+		s.mem.refund(q.cost)
 		return StOK
 	case CmdAttachMcast, CmdDetachMcast:
 		a := PayloadOf[CmdMcastArgs](c)
@@ -380,31 +387,45 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
 		return StEFAULT
 	}
-	list := make([]byte, 8*uint64(a.NPages))
-	if err := s.v.ram.ReadAt(list, a.PageListGPA); err != nil {
-		return StEFAULT
+	// The budget is charged before the list is read: the copy the
+	// engine keeps is what the MR costs, and this one is as large.
+	cost := mrCost(a.NPages)
+	if !s.mem.charge(cost) {
+		return StENOMEM
 	}
-	pages := make([]uint64, a.NPages)
-	for i := range pages {
-		p := uint64(list[8*i]) | uint64(list[8*i+1])<<8 | uint64(list[8*i+2])<<16 | uint64(list[8*i+3])<<24 |
-			uint64(list[8*i+4])<<32 | uint64(list[8*i+5])<<40 | uint64(list[8*i+6])<<48 | uint64(list[8*i+7])<<56
-		if p%pageSize != 0 {
-			return StEINVAL
-		}
-		if !s.ramRange(p, pageSize) {
-			return StEFAULT
-		}
-		pages[i] = p
-	}
-	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
-	if err != nil {
-		return status(err)
+	st, mr := s.regMRPages(pd, a, pageSize)
+	if st != StOK {
+		s.mem.refund(cost)
+		return st
 	}
 	s.mrs[mr.LKey] = mr
+	s.mrCost[mr.LKey] = cost
 	out.Handle = mr.LKey
 	put32(out.Out[0:], mr.LKey)
 	put32(out.Out[4:], mr.RKey)
 	return StOK
+}
+
+// regMRPages reads the page list (little-endian GPAs, as the host's
+// words) into a temporary slice and registers the MR.
+func (s *session) regMRPages(pd *rdma.PD, a *CmdRegMRArgs, pageSize uint64) (uint16, *rdma.MR) {
+	pages := make([]uint64, a.NPages)
+	if err := s.v.ram.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 8*len(pages)), a.PageListGPA); err != nil {
+		return StEFAULT, nil
+	}
+	for _, p := range pages {
+		if p%pageSize != 0 {
+			return StEINVAL, nil
+		}
+		if !s.ramRange(p, pageSize) {
+			return StEFAULT, nil
+		}
+	}
+	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
+	if err != nil {
+		return status(err), nil
+	}
+	return StOK, mr
 }
 
 func put32(b []byte, v uint32) {
@@ -424,20 +445,23 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
 		return StEFAULT
 	}
-	if len(s.cqs) >= int(s.lim.maxCQ) {
+	cost := cqCost(a.Depth)
+	if len(s.cqs) >= int(s.lim.maxCQ) || !s.mem.charge(cost) {
 		return StENOMEM
 	}
 	cq, err := s.dev.CreateCQ(int(a.Depth), s.ch)
 	if err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
 	if err := cq.ReqNotify(false); err != nil {
 		cq.Destroy()
+		s.mem.refund(cost)
 		return status(err)
 	}
 	n := nextHandle(&s.nextCQ, s.cqs)
 	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, dbrec: a.DBRecGPA, depth: a.Depth,
-		vector: IRQCQBase + int(a.CompVector)}
+		vector: IRQCQBase + int(a.CompVector), cost: cost}
 	out.Handle = n
 	return StOK
 }
@@ -470,9 +494,16 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if pending > cq.depth || pending > a.Depth {
 		return StEINVAL // a bad consumer index, or the new ring is too small
 	}
+	cost := cqCost(a.Depth)
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
 	if err := cq.cq.Resize(int(a.Depth)); err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
+	s.mem.refund(cq.cost)
+	cq.cost = cost
 	var e [cqeSize]byte
 	for i := uint32(0); i < pending; i++ {
 		if ram.ReadAt(e[:], cq.ring+uint64((cons+i)&(cq.depth-1))*cqeSize) != nil ||
@@ -549,16 +580,22 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}}
 	if srq != nil {
 		attr.SRQ = srq.srq
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0 // the engine ignores them
+	}
+	cost := gqpSize + s.dev.QPMemory(attr.Cap)
+	if !s.mem.charge(cost) {
+		return StENOMEM
 	}
 	qp, err := s.dev.CreateQP(pd, attr)
 	if err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
 	// The guest's indices start where the dbrec says, so a driver may
 	// reuse memory without zeroing it.
 	sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
 	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, sqDB: a.SQDBRecGPA, sqDepth: a.SQDepth,
-		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq}
+		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq, cost: cost}
 	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
 	if srq == nil {
 		rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
@@ -619,19 +656,25 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.RingGPA, uint64(a.Depth)*uint64(a.Stride)) || !s.ramRange(a.DBRecGPA, 8) {
 		return StEFAULT
 	}
+	cost := srqCost(a.Depth, a.MaxSGE)
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
 	srq, err := s.dev.CreateSRQ(pd, rdma.SRQInitAttr{MaxWR: int(a.Depth), MaxSGE: int(a.MaxSGE), Limit: int(a.Limit)})
 	if err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
 	n := srq.Handle()
 	if _, live := s.srqs[n]; live {
 		srq.Destroy() // the engine's counter wrapped onto a handle the guest holds
+		s.mem.refund(cost)
 		return StENOMEM
 	}
 	prod, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, prod)
 	s.srqs[n] = &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
-		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod}
+		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod, cost: cost}
 	out.Handle = n
 	return StOK
 }
@@ -672,9 +715,16 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 		return StEINVAL
 	}
 	attr.MaxWR = int(a.MaxWR)
+	cost := srqCost(a.MaxWR, q.maxSGE)
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
 	if err := q.srq.Modify(attr, mask|rdma.SRQAttrMaxWR); err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
+	s.mem.refund(q.cost)
+	q.cost = cost
 	s.takeSRQ(q, prod)
 	if q.fatal || q.cons != prod {
 		return StEINVAL // a malformed WQE in the old ring (SRQ_ERR posted)

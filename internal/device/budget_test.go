@@ -125,3 +125,75 @@ func BenchmarkHostCost(b *testing.B) {
 		})
 	}
 }
+
+// TestMemoryBudget: a guest registers one 4 GiB page list (8 MiB of its
+// own RAM) and creates QPs of the largest sizes on one pair of rings,
+// again and again. Before, each MR cost the backend 8 MiB and each QP
+// 33 MiB, up to max_mr and max_qp (about 31 GiB). Now the guest's
+// budget runs out: ENOMEM, and objects it frees give the room back,
+// while a second guest, with its own budget, creates the same objects.
+func TestMemoryBudget(t *testing.T) {
+	const limit = 64 << 20
+	tb := newTestbedConfig(t, 2, func(i int, c *device.VNICConfig) {
+		if i == 0 {
+			c.MemBudget = limit
+		}
+	})
+	ctx := testCtx(t)
+	hostile := newAmplifier(t, tb.guests[0])
+	const perMR = 8 * bigPages // the page list the engine keeps
+	var mrs []uint32
+	for len(mrs) <= limit/perMR {
+		lkey, err := hostile.regMR(t)
+		if err != nil {
+			wantStatus(t, err, device.StENOMEM)
+			break
+		}
+		mrs = append(mrs, lkey)
+	}
+	if len(mrs) == 0 || len(mrs) >= limit/perMR {
+		t.Fatalf("%d MRs of %d MiB each within a %d MiB budget; want ENOMEM before %d",
+			len(mrs), perMR>>20, limit>>20, limit/perMR)
+	}
+	if _, err := hostile.createQP(t); err == nil {
+		t.Fatal("a QP of the largest sizes with the budget spent")
+	} else {
+		wantStatus(t, err, device.StENOMEM)
+	}
+	// The small objects of ordinary work still fit.
+	if _, err := tb.guests[0].CreateCQ(ctx, 16, 0); err != nil {
+		t.Fatalf("a CQ of 16 with %d MiB left: %v", limit>>20-len(mrs)*perMR>>20, err)
+	}
+
+	// The other guest is unaffected: its own budget (the default).
+	other := newAmplifier(t, tb.guests[1])
+	if _, err := other.regMR(t); err != nil {
+		t.Fatalf("the second guest's MR: %v", err)
+	}
+	if _, err := other.createQP(t); err != nil {
+		t.Fatalf("the second guest's QP: %v", err)
+	}
+	stillServes(t, tb.guests[1])
+
+	// Freed objects give their room back.
+	for _, lkey := range mrs {
+		if err := tb.guests[0].Destroy(ctx, device.CmdDeregMR, lkey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	qpn, err := hostile.createQP(t)
+	if err != nil {
+		t.Fatalf("a QP of the largest sizes after the MRs were freed: %v", err)
+	}
+	if _, err := hostile.createQP(t); err == nil {
+		t.Fatal("two QPs of 33 MiB within 64 MiB")
+	} else {
+		wantStatus(t, err, device.StENOMEM)
+	}
+	if err := tb.guests[0].Destroy(ctx, device.CmdDestroyQP, qpn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hostile.regMR(t); err != nil {
+		t.Fatalf("an MR after the QP was destroyed: %v", err)
+	}
+}

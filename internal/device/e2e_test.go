@@ -44,6 +44,13 @@ func vnicConfig(dir string, i int, port string) device.VNICConfig {
 
 func newTestbed(t testing.TB, n int) *testbed {
 	t.Helper()
+	return newTestbedConfig(t, n, nil)
+}
+
+// newTestbedConfig is newTestbed with vNIC i's configuration passed
+// through edit(i, cfg) first.
+func newTestbedConfig(t testing.TB, n int, edit func(int, *device.VNICConfig)) *testbed {
+	t.Helper()
 	dir := t.TempDir()
 	tb := &testbed{dir: dir}
 	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 4})
@@ -58,6 +65,9 @@ func newTestbed(t testing.TB, n int) *testbed {
 	sw := fab.Switches()[0]
 	for i := 1; i <= n; i++ {
 		tb.cfgs = append(tb.cfgs, vnicConfig(dir, i, sw.SocketPath(i)))
+		if edit != nil {
+			edit(i-1, &tb.cfgs[i-1])
+		}
 	}
 	ctx := testCtx(t)
 	srv, err := device.Start(ctx, device.Config{VNICs: tb.cfgs, Control: filepath.Join(dir, "device.sock")})

@@ -62,6 +62,7 @@ type session struct {
 	txBuf     [L2MaxFrame]byte
 	pds       map[uint32]*rdma.PD
 	mrs       map[uint32]*rdma.MR
+	mrCost    map[uint32]int64 // budget charged per MR, by lkey
 	cqs       map[uint32]*gcq
 	qps       map[uint32]*gqp
 	ahs       map[uint32]*gah
@@ -71,6 +72,7 @@ type session struct {
 	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
 	devMTU    int
 	lim       limits
+	mem       budget
 }
 
 // MaxAH is the number of address handles one guest may hold.
@@ -114,6 +116,7 @@ type gcq struct {
 	events  uint32 // interrupts raised: dbrec events (ABI 1.7)
 	stalled bool
 	users   int
+	cost    int64 // budget charged
 }
 
 // gqp is a guest QP: an engine QP fed from the SQ and RQ rings in guest
@@ -136,6 +139,7 @@ type gqp struct {
 	sqBlocked        bool  // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
+	cost             int64 // budget charged
 }
 
 // gah is a guest address handle: an engine AH of the guest PD pd.
@@ -159,15 +163,17 @@ type gsrq struct {
 	blocked bool // the engine SRQ was full
 	fatal   bool // the guest broke the ring: no more WQEs are taken
 	users   int  // QPs created with it
+	cost    int64
 }
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
-		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, cqs: map[uint32]*gcq{},
+		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
 	s.nextCQ.Store(1)
 	s.nextAH.Store(1)
+	s.mem.limit = int64(v.cfg.MemBudget)
 	ok := false
 	defer func() {
 		if !ok {
@@ -604,6 +610,7 @@ func (s *session) destroyAll() {
 	for k, m := range s.mrs {
 		m.Dereg()
 		delete(s.mrs, k)
+		delete(s.mrCost, k)
 	}
 	for k, c := range s.cqs {
 		c.cq.Destroy()
@@ -613,6 +620,7 @@ func (s *session) destroyAll() {
 		p.Dealloc()
 		delete(s.pds, k)
 	}
+	s.mem.used = 0
 }
 
 func macKey(m [6]byte) uint64 {

@@ -57,6 +57,10 @@ type VNICConfig struct {
 	PortGUID   uint64
 	LinkLayer  string // "eth" (RoCEv2, the default) or "ib" (native InfiniBand: LIDs from a subnet manager)
 	MTU        int    // path MTU limit in bytes; 0 = 1024
+	// MemBudget is the host memory the guest's verbs objects may hold
+	// (MR page lists, QP, SRQ and CQ rings, AHs); past it, creating one
+	// gets ENOMEM. 0 = DefaultMemBudget.
+	MemBudget uint64
 }
 
 func (c *VNICConfig) resolve() error {
@@ -80,6 +84,12 @@ func (c *VNICConfig) resolve() error {
 	}
 	if c.Vectors == 0 {
 		c.Vectors = DefaultVectors
+	}
+	if c.MemBudget == 0 {
+		c.MemBudget = DefaultMemBudget
+	}
+	if c.MemBudget > 1<<62 {
+		return fmt.Errorf("memory budget %d bytes: too large", c.MemBudget)
 	}
 	if c.Vectors < 3 || c.Vectors > 256 {
 		return fmt.Errorf("%d vectors: want 3 to 256", c.Vectors)
