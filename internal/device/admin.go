@@ -735,8 +735,8 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 	return StOK
 }
 
-// setAddr gives the engine the guest's MAC, path MTU limit and IPv4
-// addresses. A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
+// setAddr gives the engine the guest's MAC (the configured one: any
+// other is refused), path MTU limit and IPv4 addresses. A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
 // place, while PDs, QPs and AHs exist (the host added or removed an
 // address); another MAC or MTU needs a new engine, which only a device
 // without objects gets (EBUSY otherwise).
@@ -758,6 +758,9 @@ func (s *session) setAddr(a *CmdSetAddrArgs) uint16 {
 	mac := a.MAC
 	if mac == ([6]byte{}) {
 		mac = s.v.cfg.MAC
+	}
+	if mac != s.v.cfg.MAC {
+		return StEINVAL // the host sets the vNIC's MAC; the guest sends as no other
 	}
 	if mac == s.devMAC && mtu == s.devMTU && !s.v.cfg.ib() {
 		return status(s.dev.SetIPv4(ips))

@@ -1,11 +1,13 @@
 package device_test
 
 import (
+	"bytes"
 	"net/netip"
 	"sync/atomic"
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/proto"
 )
 
 // ahAttr is an address handle to a RoCEv2 peer on the test subnet.
@@ -106,5 +108,63 @@ func TestHandlesDoNotWrap(t *testing.T) {
 		if err := g.Destroy(ctx, device.CmdDestroyCQ, cq); err != nil {
 			t.Fatalf("DESTROY_CQ %d: %v", cq, err)
 		}
+	}
+}
+
+// TestL2AntiSpoof: guest A queues, in order, a broadcast with guest B's
+// source MAC, a PAUSE, a PFC frame and a VLAN-tagged PAUSE, then an
+// honest frame to B. Before, the first reached B as B's own and the
+// switch obeyed the others (its egress to A paused). Now the backend
+// drops and counts them: B's first frame is the honest one and the
+// switch saw no MAC Control.
+func TestL2AntiSpoof(t *testing.T) {
+	tb := newTestbed(t, 2)
+	ctx := testCtx(t)
+	a, err := tb.guests[0].NewL2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tb.guests[1].NewL2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	macA, macB := tb.cfgs[0].MAC, tb.cfgs[1].MAC
+	bcast := [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	eth := func(dst, src [6]byte, typ ...byte) []byte {
+		f := append(append(dst[:], src[:]...), typ...)
+		return append(f, make([]byte, 46)...)
+	}
+	pfc := make([]byte, 64)
+	if _, err := proto.BuildPFC(pfc, macA, &proto.PFCFields{Enable: 0xff, Time: [8]uint16{0xffff, 0xffff, 0xffff,
+		0xffff, 0xffff, 0xffff, 0xffff, 0xffff}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := [][]byte{
+		eth(bcast, macB, 0x88, 0xb5),
+		eth(proto.PFCDestMAC, macA, 0x88, 0x08, 0x00, 0x01, 0xff, 0xff),
+		pfc,
+		eth(proto.PFCDestMAC, macA, 0x81, 0x00, 0x00, 0x05, 0x88, 0x08, 0x00, 0x01, 0xff, 0xff),
+	}
+	honest := eth(macB, macA, 0x88, 0xb5)
+	for _, f := range append(bad, honest) {
+		if err := a.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := b.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, honest) {
+		t.Fatalf("B's first frame %x; want the honest one %x", got, honest)
+	}
+	for _, p := range tb.fab.Status().Switches[0].Ports {
+		if p.Num == 1 && p.PauseRecv+p.PFCRecv != 0 {
+			t.Errorf("switch port 1 obeyed %d PAUSE and %d PFC frames from the guest", p.PauseRecv, p.PFCRecv)
+		}
+	}
+	c := tb.srv.Status().VNICs[0].Counters
+	if c.L2TxSpoofed != 1 || c.L2TxMACControl != 3 {
+		t.Errorf("counted %d spoofed and %d MAC Control frames; want 1 and 3", c.L2TxSpoofed, c.L2TxMACControl)
 	}
 }

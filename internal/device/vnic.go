@@ -61,6 +61,10 @@ type VNICConfig struct {
 	// (MR page lists, QP, SRQ and CQ rings, AHs); past it, creating one
 	// gets ENOMEM. 0 = DefaultMemBudget.
 	MemBudget uint64
+	// TrustPause lets the guest's PAUSE and PFC frames reach the
+	// switch; without it the backend drops them (they pause every
+	// class, or the named ones, of the port's egress for everyone).
+	TrustPause bool
 }
 
 func (c *VNICConfig) resolve() error {
@@ -164,12 +168,16 @@ type vnicStats struct {
 	l2Tx        atomic.Uint64
 	l2Rx        atomic.Uint64
 	l2RxDropped atomic.Uint64
-	roceRx      atomic.Uint64
-	wqeErrors   atomic.Uint64
-	fatal       atomic.Uint64
-	cqOverflows atomic.Uint64
-	eventsLost  atomic.Uint64
-	lastFatal   atomic.Uint32
+	// L2 TX frames dropped: a source other than the vNIC's MAC; MAC
+	// Control (PAUSE, PFC) from a vNIC that does not trust them.
+	l2TxSpoofed    atomic.Uint64
+	l2TxMACControl atomic.Uint64
+	roceRx         atomic.Uint64
+	wqeErrors      atomic.Uint64
+	fatal          atomic.Uint64
+	cqOverflows    atomic.Uint64
+	eventsLost     atomic.Uint64
+	lastFatal      atomic.Uint32
 }
 
 // Config is a device backend process: one or more vNICs.

@@ -36,13 +36,13 @@ func shortDir(t *testing.T) string {
 }
 
 func TestParseVNIC(t *testing.T) {
-	c, err := serve.ParseVNIC("socket=/s,ram=/r,ram-size=4G,machine=pc,port=/p,mac=02:00:00:00:00:01,ip=10.42.0.1,ip=10.42.0.9,node-guid=0x0200:00ff:fe00:0001,vectors=4,shm-size=2M,mtu=4096,name=a,mem-budget=64M")
+	c, err := serve.ParseVNIC("socket=/s,ram=/r,ram-size=4G,machine=pc,port=/p,mac=02:00:00:00:00:01,ip=10.42.0.1,ip=10.42.0.9,node-guid=0x0200:00ff:fe00:0001,vectors=4,shm-size=2M,mtu=4096,name=a,mem-budget=64M,trust-pause=true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Socket != "/s" || c.RAMPath != "/r" || c.RAMSize != 4<<30 || c.Machine != "pc" || c.FabricPort != "/p" ||
 		c.MAC != [6]byte{2, 0, 0, 0, 0, 1} || len(c.IPv4) != 2 || c.NodeGUID != 0x020000fffe000001 ||
-		c.Vectors != 4 || c.ShmSize != 2<<20 || c.MTU != 4096 || c.Name != "a" || c.MemBudget != 64<<20 {
+		c.Vectors != 4 || c.ShmSize != 2<<20 || c.MTU != 4096 || c.Name != "a" || c.MemBudget != 64<<20 || !c.TrustPause {
 		t.Errorf("%+v", c)
 	}
 	for _, bad := range []string{
@@ -71,7 +71,8 @@ func TestHelpDocumentsFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"--vnic", "--control", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
-		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name=", "mem-budget=", "--mem-budget"} {
+		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name=", "mem-budget=", "--mem-budget",
+		"trust-pause="} {
 		if !strings.Contains(out.String(), k) {
 			t.Errorf("help lacks %s", k)
 		}

@@ -70,6 +70,8 @@ A --vnic value is a comma-separated list of key=value:
   mem-budget=SIZE host memory the guest's verbs objects may hold (MR page
                   lists, QP, SRQ and CQ rings at full size, AHs); past it
                   creating one fails with ENOMEM (default --mem-budget)
+  trust-pause=BOOL let the guest's PAUSE and PFC frames out (default false:
+                  dropped and counted, as frames with another source MAC)
   name=NAME       display name (default the socket path)
 
 The BAR2 layout and the protocol are in docs/device-abi.md; kernel/hicain_abi.h
@@ -212,6 +214,8 @@ func ParseVNIC(spec string) (device.VNICConfig, error) {
 			c.MTU, err = strconv.Atoi(val)
 		case "mem-budget":
 			c.MemBudget, err = ParseSize(val)
+		case "trust-pause":
+			c.TrustPause, err = strconv.ParseBool(val)
 		case "name":
 			c.Name = val
 		default:
