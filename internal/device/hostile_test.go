@@ -5,9 +5,11 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rdma"
 )
 
 // ahAttr is an address handle to a RoCEv2 peer on the test subnet.
@@ -166,5 +168,55 @@ func TestL2AntiSpoof(t *testing.T) {
 	c := tb.srv.Status().VNICs[0].Counters
 	if c.L2TxSpoofed != 1 || c.L2TxMACControl != 3 {
 		t.Errorf("counted %d spoofed and %d MAC Control frames; want 1 and 3", c.L2TxSpoofed, c.L2TxMACControl)
+	}
+}
+
+// TestForgedWrite: guest C, with its own MAC and IP, forges an RC RDMA
+// WRITE ONLY to the QP of guest B that is connected to guest A: B's QPN,
+// the PSN B expects, B's R_Key and buffer. Before, the engine took it
+// and the bytes landed in B's MR. Now a packet from other than the QP's
+// remote address is dropped (rxe's check_addr), B's memory is
+// unchanged, and A's own WRITE with that PSN still lands.
+func TestForgedWrite(t *testing.T) {
+	tb := newTestbed(t, 3)
+	a, b := connectPair(t, tb, false)
+	c, err := tb.guests[2].NewL2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := read(t, b.g, b.buf, 64)
+	evil := bytes.Repeat([]byte{0xe1}, 64)
+	f := proto.PacketFields{Link: proto.LinkEthernet,
+		Eth:  proto.EthernetFields{Dst: tb.cfgs[1].MAC, Src: tb.cfgs[2].MAC},
+		IP4:  proto.IPv4Fields{TTL: 64, Flags: 0b010, Src: tb.cfgs[2].IPv4[0].As4(), Dst: tb.cfgs[1].IPv4[0].As4()},
+		UDP:  proto.UDPFields{SrcPort: 0xc000},
+		BTH:  proto.BTHFields{Opcode: proto.OpRCWriteOnly, PKey: 0xffff, DestQP: b.qp.QPN, PSN: 100},
+		RETH: proto.RETHFields{VA: b.buf, RKey: b.rkey, DMALength: uint32(len(evil))}, Payload: evil}
+	frame := make([]byte, f.Len())
+	if _, err := f.Encode(frame); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send(frame); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for tb.srv.Status().VNICs[1].Engine.RxAddrMismatch == 0 {
+		if !bytes.Equal(read(t, b.g, b.buf, 64), before) {
+			t.Fatal("guest C's forged WRITE landed in guest B's MR")
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the forged WRITE was neither taken nor counted as from a foreign address")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !bytes.Equal(read(t, b.g, b.buf, 64), before) {
+		t.Fatal("guest B's MR changed")
+	}
+	want := fill(t, a.g, a.buf, 64, 7)
+	a.qp.PostSend(device.SendWQE{WRID: 1, Opcode: uint8(rdma.WRRDMAWrite), SendFlags: uint16(rdma.SendSignaled),
+		RemoteAddr: b.buf, RKey: b.rkey}, []device.SGE{{Addr: a.buf, Length: 64, LKey: a.lkey}}, nil)
+	wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCRDMAWrite, 1)
+	if got := read(t, b.g, b.buf, 64); !bytes.Equal(got, want) {
+		t.Fatalf("A's WRITE: B holds %x", got)
 	}
 }
