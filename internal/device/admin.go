@@ -100,7 +100,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt),
 			MaxSRQ: uint32(a.MaxSRQ), MaxSRQWR: uint32(a.MaxSRQWR), MaxSRQSGE: uint32(a.MaxSRQSGE),
 			MaxMcastGrp: uint32(a.MaxMcastGrp), MaxMcastQPAttach: uint32(a.MaxMcastQPAttach),
-			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: min(uint32(a.MaxAH), s.hdr.MaxAH)}
+			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: s.lim.maxAH}
 		// A 1.0 driver asks for the first 120 bytes and gets them.
 		b := AsBytes(&r)
 		if c.RespLen < DeviceAttrV10Size {
@@ -144,6 +144,10 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if err != nil {
 			return status(err)
 		}
+		if _, live := s.pds[pd.Handle()]; live {
+			pd.Dealloc() // the engine's counter wrapped onto a handle the guest holds
+			return StENOMEM
+		}
 		s.pds[pd.Handle()] = pd
 		out.Handle = pd.Handle()
 		return StOK
@@ -173,6 +177,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return status(err)
 		}
 		delete(s.mrs, c.Handle)
+		s.mem.refund(s.mrCost[c.Handle])
+		delete(s.mrCost, c.Handle)
 		return StOK
 	case CmdCreateCQ:
 		return s.createCQ(PayloadOf[CmdCreateCQArgs](c), out)
@@ -188,6 +194,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return status(err)
 		}
 		delete(s.cqs, c.Handle)
+		s.mem.refund(cq.cost)
 		return StOK
 	case CmdCreateQP:
 		return s.createQP(PayloadOf[CmdCreateQPArgs](c), out)
@@ -215,6 +222,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			q.srq.users--
 		}
 		delete(s.qps, c.Handle)
+		s.mem.refund(q.cost)
 		s.publishQPs()
 		return StOK
 	case CmdCreateAH:
@@ -223,15 +231,15 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if !ok {
 			return StENOENT
 		}
-		if len(s.ahs) >= int(s.hdr.MaxAH) {
+		if len(s.ahs) >= int(s.lim.maxAH) || !s.mem.charge(ahCost()) {
 			return StENOMEM
 		}
 		ah, err := s.dev.CreateAH(pd, ahFromABI(&a.Attr))
 		if err != nil {
+			s.mem.refund(ahCost())
 			return status(err)
 		}
-		h := s.nextAH
-		s.nextAH++
+		h := nextHandle(&s.nextAH, s.ahs)
 		s.ahs[h] = &gah{pd: a.PD, ah: ah}
 		out.Handle = h
 		return StOK
@@ -242,6 +250,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		a.ah.Destroy()
 		delete(s.ahs, c.Handle)
+		s.mem.refund(ahCost())
 		return StOK
 	case CmdSetAddr:
 		return s.setAddr(PayloadOf[CmdSetAddrArgs](c))
@@ -270,6 +279,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return status(err)
 		}
 		delete(s.srqs, c.Handle)
+		s.mem.refund(q.cost)
 		return StOK
 	case CmdAttachMcast, CmdDetachMcast:
 		a := PayloadOf[CmdMcastArgs](c)
@@ -377,31 +387,45 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
 		return StEFAULT
 	}
-	list := make([]byte, 8*uint64(a.NPages))
-	if err := s.v.ram.ReadAt(list, a.PageListGPA); err != nil {
-		return StEFAULT
+	// The budget is charged before the list is read: the copy the
+	// engine keeps is what the MR costs, and this one is as large.
+	cost := mrCost(a.NPages)
+	if !s.mem.charge(cost) {
+		return StENOMEM
 	}
-	pages := make([]uint64, a.NPages)
-	for i := range pages {
-		p := uint64(list[8*i]) | uint64(list[8*i+1])<<8 | uint64(list[8*i+2])<<16 | uint64(list[8*i+3])<<24 |
-			uint64(list[8*i+4])<<32 | uint64(list[8*i+5])<<40 | uint64(list[8*i+6])<<48 | uint64(list[8*i+7])<<56
-		if p%pageSize != 0 {
-			return StEINVAL
-		}
-		if !s.ramRange(p, pageSize) {
-			return StEFAULT
-		}
-		pages[i] = p
-	}
-	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
-	if err != nil {
-		return status(err)
+	st, mr := s.regMRPages(pd, a, pageSize)
+	if st != StOK {
+		s.mem.refund(cost)
+		return st
 	}
 	s.mrs[mr.LKey] = mr
+	s.mrCost[mr.LKey] = cost
 	out.Handle = mr.LKey
 	put32(out.Out[0:], mr.LKey)
 	put32(out.Out[4:], mr.RKey)
 	return StOK
+}
+
+// regMRPages reads the page list (little-endian GPAs, as the host's
+// words) into a temporary slice and registers the MR.
+func (s *session) regMRPages(pd *rdma.PD, a *CmdRegMRArgs, pageSize uint64) (uint16, *rdma.MR) {
+	pages := make([]uint64, a.NPages)
+	if err := s.v.ram.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 8*len(pages)), a.PageListGPA); err != nil {
+		return StEFAULT, nil
+	}
+	for _, p := range pages {
+		if p%pageSize != 0 {
+			return StEINVAL, nil
+		}
+		if !s.ramRange(p, pageSize) {
+			return StEFAULT, nil
+		}
+	}
+	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
+	if err != nil {
+		return status(err), nil
+	}
+	return StOK, mr
 }
 
 func put32(b []byte, v uint32) {
@@ -409,7 +433,7 @@ func put32(b []byte, v uint32) {
 }
 
 func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
-	if !isPow2(a.Depth) || a.Depth > s.hdr.MaxCQE {
+	if !isPow2(a.Depth) || a.Depth > s.lim.maxCQE {
 		return StEINVAL
 	}
 	if int(a.CompVector)+IRQCQBase >= s.v.cfg.Vectors {
@@ -421,21 +445,23 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
 		return StEFAULT
 	}
-	if len(s.cqs) >= int(s.hdr.MaxCQ) {
+	cost := cqCost(a.Depth)
+	if len(s.cqs) >= int(s.lim.maxCQ) || !s.mem.charge(cost) {
 		return StENOMEM
 	}
 	cq, err := s.dev.CreateCQ(int(a.Depth), s.ch)
 	if err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
 	if err := cq.ReqNotify(false); err != nil {
 		cq.Destroy()
+		s.mem.refund(cost)
 		return status(err)
 	}
-	n := s.nextCQ
-	s.nextCQ++
+	n := nextHandle(&s.nextCQ, s.cqs)
 	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, dbrec: a.DBRecGPA, depth: a.Depth,
-		vector: IRQCQBase + int(a.CompVector)}
+		vector: IRQCQBase + int(a.CompVector), cost: cost}
 	out.Handle = n
 	return StOK
 }
@@ -450,7 +476,7 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if !ok {
 		return StENOENT
 	}
-	if !isPow2(a.Depth) || a.Depth > s.hdr.MaxCQE || IRQCQBase+int(a.CompVector) != cq.vector {
+	if !isPow2(a.Depth) || a.Depth > s.lim.maxCQE || IRQCQBase+int(a.CompVector) != cq.vector {
 		return StEINVAL
 	}
 	if a.RingGPA%64 != 0 || a.DBRecGPA%16 != 0 {
@@ -468,9 +494,16 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if pending > cq.depth || pending > a.Depth {
 		return StEINVAL // a bad consumer index, or the new ring is too small
 	}
+	cost := cqCost(a.Depth)
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
 	if err := cq.cq.Resize(int(a.Depth)); err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
+	s.mem.refund(cq.cost)
+	cq.cost = cost
 	var e [cqeSize]byte
 	for i := uint32(0); i < pending; i++ {
 		if ram.ReadAt(e[:], cq.ring+uint64((cons+i)&(cq.depth-1))*cqeSize) != nil ||
@@ -513,10 +546,10 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			return StENOENT
 		}
 	}
-	if !isPow2(a.SQDepth) || a.SQDepth > s.hdr.MaxQPWR {
+	if !isPow2(a.SQDepth) || a.SQDepth > s.lim.maxQPWR {
 		return StEINVAL
 	}
-	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.hdr.MaxSGE || a.MaxInline > s.hdr.MaxInline {
+	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.lim.maxSGE || a.MaxInline > s.lim.maxInline {
 		return StEINVAL
 	}
 	if a.SQStride%64 != 0 || uint64(a.SQStride) < sendHdrSize+uint64(a.MaxSendSGE)*sgeSize ||
@@ -532,7 +565,7 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if srq == nil {
 		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
 		// ignored).
-		if !isPow2(a.RQDepth) || a.RQDepth > s.hdr.MaxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.hdr.MaxSGE {
+		if !isPow2(a.RQDepth) || a.RQDepth > s.lim.maxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.lim.maxSGE {
 			return StEINVAL
 		}
 		if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize || a.RQDBRecGPA%8 != 0 {
@@ -547,16 +580,22 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}}
 	if srq != nil {
 		attr.SRQ = srq.srq
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0 // the engine ignores them
+	}
+	cost := gqpSize + s.dev.QPMemory(attr.Cap)
+	if !s.mem.charge(cost) {
+		return StENOMEM
 	}
 	qp, err := s.dev.CreateQP(pd, attr)
 	if err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
 	// The guest's indices start where the dbrec says, so a driver may
 	// reuse memory without zeroing it.
 	sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
 	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, sqDB: a.SQDBRecGPA, sqDepth: a.SQDepth,
-		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq}
+		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq, cost: cost}
 	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
 	if srq == nil {
 		rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
@@ -617,15 +656,25 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.RingGPA, uint64(a.Depth)*uint64(a.Stride)) || !s.ramRange(a.DBRecGPA, 8) {
 		return StEFAULT
 	}
+	cost := srqCost(a.Depth, a.MaxSGE)
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
 	srq, err := s.dev.CreateSRQ(pd, rdma.SRQInitAttr{MaxWR: int(a.Depth), MaxSGE: int(a.MaxSGE), Limit: int(a.Limit)})
 	if err != nil {
+		s.mem.refund(cost)
 		return status(err)
+	}
+	n := srq.Handle()
+	if _, live := s.srqs[n]; live {
+		srq.Destroy() // the engine's counter wrapped onto a handle the guest holds
+		s.mem.refund(cost)
+		return StENOMEM
 	}
 	prod, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, prod)
-	n := srq.Handle()
 	s.srqs[n] = &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
-		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod}
+		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod, cost: cost}
 	out.Handle = n
 	return StOK
 }
@@ -666,9 +715,16 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 		return StEINVAL
 	}
 	attr.MaxWR = int(a.MaxWR)
+	cost := srqCost(a.MaxWR, q.maxSGE)
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
 	if err := q.srq.Modify(attr, mask|rdma.SRQAttrMaxWR); err != nil {
+		s.mem.refund(cost)
 		return status(err)
 	}
+	s.mem.refund(q.cost)
+	q.cost = cost
 	s.takeSRQ(q, prod)
 	if q.fatal || q.cons != prod {
 		return StEINVAL // a malformed WQE in the old ring (SRQ_ERR posted)
@@ -679,8 +735,8 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 	return StOK
 }
 
-// setAddr gives the engine the guest's MAC, path MTU limit and IPv4
-// addresses. A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
+// setAddr gives the engine the guest's MAC (the configured one: any
+// other is refused), path MTU limit and IPv4 addresses. A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
 // place, while PDs, QPs and AHs exist (the host added or removed an
 // address); another MAC or MTU needs a new engine, which only a device
 // without objects gets (EBUSY otherwise).
@@ -702,6 +758,9 @@ func (s *session) setAddr(a *CmdSetAddrArgs) uint16 {
 	mac := a.MAC
 	if mac == ([6]byte{}) {
 		mac = s.v.cfg.MAC
+	}
+	if mac != s.v.cfg.MAC {
+		return StEINVAL // the host sets the vNIC's MAC; the guest sends as no other
 	}
 	if mac == s.devMAC && mtu == s.devMTU && !s.v.cfg.ib() {
 		return status(s.dev.SetIPv4(ips))

@@ -42,7 +42,14 @@ func vnicConfig(dir string, i int, port string) device.VNICConfig {
 	}
 }
 
-func newTestbed(t *testing.T, n int) *testbed {
+func newTestbed(t testing.TB, n int) *testbed {
+	t.Helper()
+	return newTestbedConfig(t, n, nil)
+}
+
+// newTestbedConfig is newTestbed with vNIC i's configuration passed
+// through edit(i, cfg) first.
+func newTestbedConfig(t testing.TB, n int, edit func(int, *device.VNICConfig)) *testbed {
 	t.Helper()
 	dir := t.TempDir()
 	tb := &testbed{dir: dir}
@@ -58,6 +65,9 @@ func newTestbed(t *testing.T, n int) *testbed {
 	sw := fab.Switches()[0]
 	for i := 1; i <= n; i++ {
 		tb.cfgs = append(tb.cfgs, vnicConfig(dir, i, sw.SocketPath(i)))
+		if edit != nil {
+			edit(i-1, &tb.cfgs[i-1])
+		}
 	}
 	ctx := testCtx(t)
 	srv, err := device.Start(ctx, device.Config{VNICs: tb.cfgs, Control: filepath.Join(dir, "device.sock")})
@@ -73,7 +83,7 @@ func newTestbed(t *testing.T, n int) *testbed {
 	return tb
 }
 
-func (tb *testbed) connect(t *testing.T, i int) *guestsim.Guest {
+func (tb *testbed) connect(t testing.TB, i int) *guestsim.Guest {
 	t.Helper()
 	ctx := testCtx(t)
 	c := tb.cfgs[i]
@@ -89,7 +99,7 @@ func (tb *testbed) connect(t *testing.T, i int) *guestsim.Guest {
 	return g
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx

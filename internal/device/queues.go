@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
@@ -456,6 +457,8 @@ func (s *session) l2Transmit() {
 			flags = L2FlagErr
 		} else if !s.v.linkUp() || s.v.cfg.ib() {
 			flags = L2FlagErr // no link, or an InfiniBand port (no Ethernet)
+		} else if !s.l2Allowed(buf[:l]) {
+			flags = L2FlagErr
 		} else if _, err := s.v.fabric.Write(buf[:l]); err != nil {
 			flags = L2FlagErr
 		} else {
@@ -467,6 +470,35 @@ func (s *session) l2Transmit() {
 	atomic.StoreUint32(&h.L2TxCons, s.l2TxCons)
 	s.raise(IRQL2)
 }
+
+// l2Allowed reports whether a frame the guest queued may leave, and
+// counts the ones that may not. Its source must be the vNIC's MAC, the
+// one the host configured (a VF's spoof check: a guest sends as no
+// other); and MAC Control frames, PAUSE and PFC (IEEE 802.3 clause 31,
+// 802.1Qbb), which stop the switch's egress to the whole port, leave
+// only from a vNIC configured to trust them (VNICConfig.TrustPause). A
+// tagged MAC Control frame is one too: the switch looks past the tags.
+func (s *session) l2Allowed(f []byte) bool {
+	if [6]byte(f[6:12]) != s.v.cfg.MAC {
+		s.v.stats.l2TxSpoofed.Add(1)
+		return false
+	}
+	if s.v.cfg.TrustPause {
+		return true
+	}
+	typ, off := uint16(f[12])<<8|uint16(f[13]), 14
+	for (typ == proto.EtherTypeVLAN || typ == etherTypeQinQ) && len(f) >= off+4 {
+		typ, off = uint16(f[off+2])<<8|uint16(f[off+3]), off+4
+	}
+	if typ == proto.EtherTypeMACControl || [6]byte(f[:6]) == proto.PFCDestMAC {
+		s.v.stats.l2TxMACControl.Add(1)
+		return false
+	}
+	return true
+}
+
+// etherTypeQinQ is the 802.1ad service tag.
+const etherTypeQinQ = 0x88A8
 
 // l2Receive puts a frame that is not RoCEv2 into the next L2 RX buffer
 // the guest posted; with none posted the frame is dropped.

@@ -62,14 +62,45 @@ type session struct {
 	txBuf     [L2MaxFrame]byte
 	pds       map[uint32]*rdma.PD
 	mrs       map[uint32]*rdma.MR
+	mrCost    map[uint32]int64 // budget charged per MR, by lkey
 	cqs       map[uint32]*gcq
 	qps       map[uint32]*gqp
 	ahs       map[uint32]*gah
 	srqs      map[uint32]*gsrq
-	nextCQ    uint32
-	nextAH    uint32
+	nextCQ    atomic.Uint32 // handle counters; atomic only for tests' hooks
+	nextAH    atomic.Uint32
 	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
 	devMTU    int
+	lim       limits
+	mem       budget
+}
+
+// MaxAH is the number of address handles one guest may hold.
+const MaxAH = 1024
+
+// limits are the device limits the backend enforces (worker-owned). They
+// are set with the engine and published in BAR2 for the driver, but
+// never read back from BAR2: the guest can write there.
+type limits struct {
+	maxCQ, maxAH, maxQPWR, maxCQE, maxSGE, maxInline uint32
+}
+
+func newLimits(a rdma.DeviceAttr) limits {
+	return limits{maxCQ: uint32(a.MaxCQ), maxAH: uint32(min(a.MaxAH, MaxAH)), maxQPWR: uint32(a.MaxQPWR),
+		maxCQE: uint32(a.MaxCQE), maxSGE: uint32(a.MaxSGE), maxInline: uint32(a.MaxInlineData)}
+}
+
+// nextHandle returns the first handle from next on that is neither 0
+// nor in used, and moves next past it. The counter may wrap after 2^32
+// creations; a handle the guest still holds is never given out again.
+// The tables are bounded (limits), so a free handle is near.
+func nextHandle[V any](next *atomic.Uint32, used map[uint32]V) uint32 {
+	for {
+		h := next.Add(1) - 1
+		if _, live := used[h]; h != 0 && !live {
+			return h
+		}
+	}
 }
 
 // gcq is a guest CQ: an engine CQ whose completions the worker copies to
@@ -85,6 +116,7 @@ type gcq struct {
 	events  uint32 // interrupts raised: dbrec events (ABI 1.7)
 	stalled bool
 	users   int
+	cost    int64 // budget charged
 }
 
 // gqp is a guest QP: an engine QP fed from the SQ and RQ rings in guest
@@ -107,6 +139,7 @@ type gqp struct {
 	sqBlocked        bool  // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
+	cost             int64 // budget charged
 }
 
 // gah is a guest address handle: an engine AH of the guest PD pd.
@@ -130,13 +163,17 @@ type gsrq struct {
 	blocked bool // the engine SRQ was full
 	fatal   bool // the guest broke the ring: no more WQEs are taken
 	users   int  // QPs created with it
+	cost    int64
 }
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
-		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, cqs: map[uint32]*gcq{},
-		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}, nextCQ: 1, nextAH: 1}
+		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
+		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
+	s.nextCQ.Store(1)
+	s.nextAH.Store(1)
+	s.mem.limit = int64(v.cfg.MemBudget)
 	ok := false
 	defer func() {
 		if !ok {
@@ -198,6 +235,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	}
 	s.mac.Store(macKey(mac))
 	s.devMAC, s.devMTU = mac, mtu
+	s.lim = newLimits(dev.QueryDevice())
 	old := s.dev
 	s.dev = dev
 	s.portCtr.Store(pc)
@@ -217,6 +255,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 func (s *session) initHeader(resetCount uint32) {
 	cfg := s.v.cfg
 	a := s.dev.QueryDevice()
+	lim := &s.lim
 	h := s.hdr
 	atomic.StoreUint32(&h.Magic, 0)
 	old := atomic.LoadUint32(&h.ResetCount)
@@ -235,10 +274,10 @@ func (s *session) initHeader(resetCount uint32) {
 	}
 	h.MaxMTU = 4096
 	h.NumVectors = uint32(cfg.Vectors)
-	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), uint32(a.MaxCQ), uint32(a.MaxMR), uint32(a.MaxPD)
-	h.MaxAH = 1024
-	h.MaxQPWR, h.MaxCQE, h.MaxSGE = uint32(a.MaxQPWR), uint32(a.MaxCQE), uint32(a.MaxSGE)
-	h.MaxInline, h.MaxQPRdAtom = uint32(a.MaxInlineData), uint32(a.MaxQPRdAtom)
+	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), lim.maxCQ, uint32(a.MaxMR), uint32(a.MaxPD)
+	h.MaxAH = lim.maxAH
+	h.MaxQPWR, h.MaxCQE, h.MaxSGE = lim.maxQPWR, lim.maxCQE, lim.maxSGE
+	h.MaxInline, h.MaxQPRdAtom = lim.maxInline, uint32(a.MaxQPRdAtom)
 	status := uint32(DevReady)
 	if s.v.linkUp() {
 		status |= DevLinkUp
@@ -571,6 +610,7 @@ func (s *session) destroyAll() {
 	for k, m := range s.mrs {
 		m.Dereg()
 		delete(s.mrs, k)
+		delete(s.mrCost, k)
 	}
 	for k, c := range s.cqs {
 		c.cq.Destroy()
@@ -580,6 +620,7 @@ func (s *session) destroyAll() {
 		p.Dealloc()
 		delete(s.pds, k)
 	}
+	s.mem.used = 0
 }
 
 func macKey(m [6]byte) uint64 {

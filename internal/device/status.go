@@ -70,11 +70,16 @@ type VNICCounters struct {
 	L2Tx        uint64 `json:"l2_tx"`
 	L2Rx        uint64 `json:"l2_rx"`
 	L2RxDropped uint64 `json:"l2_rx_dropped"`
-	RoCERx      uint64 `json:"roce_rx"`
-	WQEErrors   uint64 `json:"wqe_errors"`
-	Fatal       uint64 `json:"fatal"`
-	CQOverflows uint64 `json:"cq_overflows"`
-	EventsLost  uint64 `json:"events_lost"`
+	// L2TxSpoofed counts frames the guest sent with another source MAC;
+	// L2TxMACControl, PAUSE and PFC frames of an untrusted guest. Both
+	// are dropped (the descriptor completes with the error flag).
+	L2TxSpoofed    uint64 `json:"l2_tx_spoofed"`
+	L2TxMACControl uint64 `json:"l2_tx_mac_control"`
+	RoCERx         uint64 `json:"roce_rx"`
+	WQEErrors      uint64 `json:"wqe_errors"`
+	Fatal          uint64 `json:"fatal"`
+	CQOverflows    uint64 `json:"cq_overflows"`
+	EventsLost     uint64 `json:"events_lost"`
 }
 
 type sessionSnap struct {
@@ -110,7 +115,8 @@ func (v *VNIC) Status() VNICStatus {
 	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
 		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
 		AdminErrors: x.adminErrors.Load(), L2Tx: x.l2Tx.Load(), L2Rx: x.l2Rx.Load(),
-		L2RxDropped: x.l2RxDropped.Load(), RoCERx: x.roceRx.Load(), WQEErrors: x.wqeErrors.Load(),
+		L2RxDropped: x.l2RxDropped.Load(), L2TxSpoofed: x.l2TxSpoofed.Load(), L2TxMACControl: x.l2TxMACControl.Load(),
+		RoCERx: x.roceRx.Load(), WQEErrors: x.wqeErrors.Load(),
 		Fatal: x.fatal.Load(), CQOverflows: x.cqOverflows.Load(), EventsLost: x.eventsLost.Load()}
 	v.mu.RLock()
 	defer v.mu.RUnlock()

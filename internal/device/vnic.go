@@ -57,6 +57,14 @@ type VNICConfig struct {
 	PortGUID   uint64
 	LinkLayer  string // "eth" (RoCEv2, the default) or "ib" (native InfiniBand: LIDs from a subnet manager)
 	MTU        int    // path MTU limit in bytes; 0 = 1024
+	// MemBudget is the host memory the guest's verbs objects may hold
+	// (MR page lists, QP, SRQ and CQ rings, AHs); past it, creating one
+	// gets ENOMEM. 0 = DefaultMemBudget.
+	MemBudget uint64
+	// TrustPause lets the guest's PAUSE and PFC frames reach the
+	// switch; without it the backend drops them (they pause every
+	// class, or the named ones, of the port's egress for everyone).
+	TrustPause bool
 }
 
 func (c *VNICConfig) resolve() error {
@@ -80,6 +88,12 @@ func (c *VNICConfig) resolve() error {
 	}
 	if c.Vectors == 0 {
 		c.Vectors = DefaultVectors
+	}
+	if c.MemBudget == 0 {
+		c.MemBudget = DefaultMemBudget
+	}
+	if c.MemBudget > 1<<62 {
+		return fmt.Errorf("memory budget %d bytes: too large", c.MemBudget)
 	}
 	if c.Vectors < 3 || c.Vectors > 256 {
 		return fmt.Errorf("%d vectors: want 3 to 256", c.Vectors)
@@ -154,12 +168,16 @@ type vnicStats struct {
 	l2Tx        atomic.Uint64
 	l2Rx        atomic.Uint64
 	l2RxDropped atomic.Uint64
-	roceRx      atomic.Uint64
-	wqeErrors   atomic.Uint64
-	fatal       atomic.Uint64
-	cqOverflows atomic.Uint64
-	eventsLost  atomic.Uint64
-	lastFatal   atomic.Uint32
+	// L2 TX frames dropped: a source other than the vNIC's MAC; MAC
+	// Control (PAUSE, PFC) from a vNIC that does not trust them.
+	l2TxSpoofed    atomic.Uint64
+	l2TxMACControl atomic.Uint64
+	roceRx         atomic.Uint64
+	wqeErrors      atomic.Uint64
+	fatal          atomic.Uint64
+	cqOverflows    atomic.Uint64
+	eventsLost     atomic.Uint64
+	lastFatal      atomic.Uint32
 }
 
 // Config is a device backend process: one or more vNICs.

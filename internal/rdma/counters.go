@@ -24,6 +24,11 @@ type Counters struct {
 	RxWrongState  uint64 // packets for a QP whose state does not accept them
 	RxUnsupported uint64 // valid opcodes of a transport the device does not run (RD, XRC) or a QP type mismatch
 
+	// RxAddrMismatch counts RC and UC packets (CNPs too) whose IP source
+	// and destination are not the QP's remote and local addresses (rxe's
+	// check_addr): dropped, not even NAKed.
+	RxAddrMismatch uint64
+
 	// Requester side.
 	Retransmits        uint64 // request packets sent again (any cause)
 	RetransmitTimeouts uint64 // local ACK timeouts that led to a retransmission
@@ -85,6 +90,7 @@ type counters struct {
 
 	rxDropped, rxICRC, rxMalformed, rxNotRoCE, rxNotForUs, rxUnknownQP atomic.Uint64
 	rxPKey, rxWrongState, rxUnsupported                                atomic.Uint64
+	rxAddrMismatch                                                     atomic.Uint64
 
 	retransmits, retransmitTimeouts, acksReceived, seqNAKsReceived  atomic.Uint64
 	rnrNAKsReceived, errNAKsReceived, readGapRetries, retryExceeded atomic.Uint64
@@ -111,6 +117,7 @@ func (c *counters) snapshot() Counters {
 		RxDropped: c.rxDropped.Load(), RxICRCErrors: c.rxICRC.Load(), RxMalformed: c.rxMalformed.Load(),
 		RxNotRoCE: c.rxNotRoCE.Load(), RxNotForUs: c.rxNotForUs.Load(), RxUnknownQP: c.rxUnknownQP.Load(),
 		RxPKeyErrors: c.rxPKey.Load(), RxWrongState: c.rxWrongState.Load(), RxUnsupported: c.rxUnsupported.Load(),
+		RxAddrMismatch: c.rxAddrMismatch.Load(),
 
 		Retransmits: c.retransmits.Load(), RetransmitTimeouts: c.retransmitTimeouts.Load(),
 		AcksReceived: c.acksReceived.Load(), SeqNAKsReceived: c.seqNAKsReceived.Load(),

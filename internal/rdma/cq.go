@@ -74,7 +74,22 @@ func (d *Device) CreateCQ(cqe int, ch *CompChannel) (*CQ, error) {
 		return nil, fmt.Errorf("rdma: create CQ: %d CQs exist (MaxCQ): %w", d.nCQ, ErrNoResources)
 	}
 	d.nCQ++
-	return &CQ{dev: d, ch: ch, cqe: cqe, ring: make([]WC, cqe)}, nil
+	return &CQ{dev: d, ch: ch, cqe: cqe, ring: make([]WC, min(cqe, cqFirstRing))}, nil
+}
+
+// cqFirstRing is the ring a CQ starts with; push doubles it up to the
+// CQ's size as completions wait, so a large CQ costs memory only once
+// its consumer falls behind (a guest of the device backend sizes CQs).
+const cqFirstRing = 64
+
+// growLocked doubles the ring, up to cqe entries, keeping the pending
+// completions in order; cq.mu is held.
+func (cq *CQ) growLocked() {
+	ring := make([]WC, min(2*len(cq.ring), cq.cqe))
+	for i := range cq.count {
+		ring[i] = cq.ring[(cq.head+i)%len(cq.ring)]
+	}
+	cq.ring, cq.head = ring, 0
 }
 
 // CQE returns the number of completions the CQ holds.
@@ -100,7 +115,7 @@ func (cq *CQ) Resize(cqe int) error {
 	if cqe < cq.count {
 		return fmt.Errorf("rdma: resize CQ: cqe %d below the %d completions it holds: %w", cqe, cq.count, ErrInvalid)
 	}
-	ring := make([]WC, cqe)
+	ring := make([]WC, min(cqe, max(cq.count, cqFirstRing)))
 	for i := range cq.count {
 		ring[i] = cq.ring[(cq.head+i)%len(cq.ring)]
 	}
@@ -171,6 +186,9 @@ func (cq *CQ) push(wc *WC, solicited bool) {
 		d.ctr.completionErrors.Add(1)
 	}
 	cq.mu.Lock()
+	if cq.count == len(cq.ring) && len(cq.ring) < cq.cqe {
+		cq.growLocked()
+	}
 	if cq.count == len(cq.ring) {
 		first := !cq.overrun
 		cq.overrun = true

@@ -222,7 +222,7 @@ type Device struct {
 	mrMu    sync.RWMutex
 	mrs     []*MR // index = key >> 8; slot 0 unused
 	mrFree  []uint32
-	mrKeyGn uint8
+	mrKeyGn []uint8 // the key byte each slot last had (insertMR)
 	nMR     int
 
 	// The engine: see engine.go.

@@ -487,6 +487,10 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		return false
 	case tr == proto.TransportUC && !mcast:
 		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeUC {
+			if !qp.fromPeer(pkt) {
+				d.ctr.rxAddrMismatch.Add(1)
+				return false
+			}
 			d.ctr.rxPackets.Add(1)
 			d.ctr.rxBytes.Add(uint64(len(frame)))
 			qp.ucRequest(pkt)
@@ -498,6 +502,10 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		return false
 	case tr == proto.TransportCNP && !mcast:
 		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeRC {
+			if !qp.fromPeer(pkt) {
+				d.ctr.rxAddrMismatch.Add(1)
+				return false
+			}
 			d.ctr.rxPackets.Add(1)
 			d.ctr.rxBytes.Add(uint64(len(frame)))
 			qp.onCNP()
@@ -516,6 +524,10 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 	}
 	if qp.init.QPType != QPTypeRC {
 		d.ctr.rxUnsupported.Add(1)
+		return false
+	}
+	if !qp.fromPeer(pkt) {
+		d.ctr.rxAddrMismatch.Add(1)
 		return false
 	}
 	d.ctr.rxPackets.Add(1)
@@ -545,6 +557,25 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		d.ctr.rxUnsupported.Add(1)
 	}
 	return false
+}
+
+// fromPeer reports whether a packet of a connected QP (RC, UC) comes
+// from the QP's remote address to its local one: the IP source is the
+// path's destination and the IP destination its source, as rxe's
+// check_addr requires. Anyone on the fabric can otherwise write into
+// the QP's MRs by guessing a QPN, a PSN and an R_Key; a QP that has no
+// path yet (before RTR) accepts no one. InfiniBand packets carry no
+// IP: the subnet manager owns the LIDs, and there the check is the
+// P_Key's and the Q_Key's.
+func (qp *QP) fromPeer(pkt *proto.Packet) bool {
+	f := &qp.path.f
+	switch {
+	case pkt.IPv4 != nil:
+		return !f.IPv6 && [4]byte(pkt.IPv4.Src()) == f.IP4.Dst && [4]byte(pkt.IPv4.Dst()) == f.IP4.Src
+	case pkt.IPv6 != nil:
+		return f.IPv6 && [16]byte(pkt.IPv6.Src()) == f.IP6.Dst && [16]byte(pkt.IPv6.Dst()) == f.IP6.Src
+	}
+	return true
 }
 
 func (d *Device) ownsIPv4(ip []byte) bool {

@@ -3,13 +3,16 @@ package rdma
 import (
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"sync/atomic"
 )
 
 // MR is a registered memory region: a range of IOVAs [Addr, Addr+Length)
 // translated to the device's Memory, with its access rights and keys.
 // LKey and RKey are equal (as in rxe): bits 31..8 index the key table and
-// bits 7..0 are a generation that changes each time a slot is reused.
+// bits 7..0 are random (the key variant of rxe and mlx5), never those the
+// slot's previous MR had: a consumer cannot predict another's R_Key from
+// its own, and a deregistered MR's keys fail.
 //
 // An MR is immutable after registration except for its validity, so it is
 // safe for concurrent use. Every DMA the engine does goes through an MR
@@ -194,8 +197,13 @@ func (d *Device) insertMR(mr *MR) error {
 		idx = uint32(len(d.mrs))
 		d.mrs = append(d.mrs, nil)
 	}
-	d.mrKeyGn++
-	key := idx<<8 | uint32(d.mrKeyGn)
+	for len(d.mrKeyGn) <= int(idx) {
+		d.mrKeyGn = append(d.mrKeyGn, 0)
+	}
+	// 1 to 255 added: any byte but the slot's last. The global
+	// generator is ChaCha8, seeded from the system's entropy.
+	d.mrKeyGn[idx] += 1 + uint8(rand.N(255))
+	key := idx<<8 | uint32(d.mrKeyGn[idx])
 	mr.LKey, mr.RKey = key, key
 	mr.valid.Store(true)
 	d.mrs[idx] = mr

@@ -53,6 +53,9 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		w.isInline = wr.SendFlags&SendInline != 0 && wr.Opcode != WRRDMARead
 		if w.isInline {
 			w.sge = w.sgeBuf[:0]
+			if uint64(cap(w.inlineBuf)) < length {
+				w.inlineBuf = make([]byte, length)
+			}
 			w.inline = w.inlineBuf[:length]
 			off := 0
 			for _, s := range wr.SGList {
@@ -67,6 +70,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 			}
 		} else {
 			w.inline = nil
+			w.sgeBuf = sgeSlots(w.sgeBuf, len(wr.SGList))
 			w.sge = w.sgeBuf[:len(wr.SGList)]
 			copy(w.sge, wr.SGList)
 		}
@@ -172,6 +176,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 		}
 		w := &qp.rq[prod&qp.rqMask]
 		w.wrID = wr.WRID
+		w.sgeBuf = sgeSlots(w.sgeBuf, len(wr.SGList))
 		w.sge = w.sgeBuf[:len(wr.SGList)]
 		copy(w.sge, wr.SGList)
 		w.length = 0

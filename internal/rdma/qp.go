@@ -144,11 +144,11 @@ type sendWQE struct {
 	inline     []byte // view of inlineBuf when SendInline
 	isInline   bool
 
-	sgeBuf    []SGE  // this slot's share of the QP's SGE arena
-	inlineBuf []byte // this slot's share of the inline arena
+	sgeBuf    []SGE  // grown as posts need, up to MaxSendSGE
+	inlineBuf []byte // grown as posts need, up to MaxInlineData
 
 	// Engine-owned.
-	mrs       []*MR // resolved lkeys, one per SGE
+	mrs       []*MR // resolved lkeys, one per SGE (mrSlots)
 	errStatus WCStatus
 	readOut   bool // a READ or atomic counted in reqState.outReads
 	firstPSN  proto.PSN
@@ -174,9 +174,28 @@ type recvWQE struct {
 	wrID   uint64
 	sge    []SGE
 	length uint64
-	sgeBuf []SGE
+	sgeBuf []SGE // grown as posts need, up to the queue's max SGE
 
-	mrs []*MR // engine-owned: resolved when a SEND starts filling it
+	mrs []*MR // engine-owned: resolved when a SEND starts filling it (mrSlots)
+}
+
+// mrSlots returns m with room for n resolved lkeys, allocating only when
+// a WR has more SGEs than any before it in the slot: the per-WR arrays
+// of a queue cost memory as they are used, not at its creation (a guest
+// of the device backend sizes the queues).
+func mrSlots(m []*MR, n int) []*MR {
+	if cap(m) < n {
+		return make([]*MR, n)
+	}
+	return m[:n]
+}
+
+// sgeSlots is mrSlots for a slot's SGE buffer (the poster's).
+func sgeSlots(s []SGE, n int) []SGE {
+	if cap(s) < n {
+		return make([]SGE, n)
+	}
+	return s[:n]
 }
 
 // QP is a queue pair: reliable connected (RC) or unreliable datagram (UD).
@@ -307,18 +326,8 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 
 	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ}
 	n, mask := ringSize(c.MaxSendWR)
-	qp.sq, qp.sqMask = make([]sendWQE, n), mask
-	sgeArena := make([]SGE, n*c.MaxSendSGE)
-	mrArena := make([]*MR, n*c.MaxSendSGE)
-	inlineArena := make([]byte, n*c.MaxInlineData)
-	for i := range qp.sq {
-		s, m := i*c.MaxSendSGE, c.MaxSendSGE
-		qp.sq[i].sgeBuf = sgeArena[s : s+m : s+m]
-		qp.sq[i].mrs = mrArena[s : s+m : s+m]
-		k := i * c.MaxInlineData
-		qp.sq[i].inlineBuf = inlineArena[k : k+c.MaxInlineData : k+c.MaxInlineData]
-	}
-	qp.rq, qp.rqMask = newRecvRing(c.MaxRecvWR, c.MaxRecvSGE)
+	qp.sq, qp.sqMask = make([]sendWQE, n), mask // SGE and inline buffers come with the posts
+	qp.rq, qp.rqMask = newRecvRing(c.MaxRecvWR)
 	if attr.SRQ != nil {
 		qp.srqWQE.sgeBuf = make([]SGE, attr.SRQ.maxSGE)
 		qp.srqWQE.mrs = make([]*MR, attr.SRQ.maxSGE)

@@ -144,6 +144,7 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 	r.startIdx++
 	w.errStatus = WCSuccess
 	if !w.isInline {
+		w.mrs = mrSlots(w.mrs, len(w.sge))
 		for i, s := range w.sge {
 			w.mrs[i] = nil
 			if s.Length == 0 {

@@ -56,6 +56,7 @@ type readRes struct {
 func (qp *QP) resolveRecv(w *recvWQE) bool {
 	d := qp.dev
 	pd := qp.recvPD()
+	w.mrs = mrSlots(w.mrs, len(w.sge))
 	for i, s := range w.sge {
 		w.mrs[i] = nil
 		if s.Length == 0 {

@@ -82,7 +82,7 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 		return nil, fmt.Errorf("rdma: create SRQ: Limit %d outside 0..MaxWR (%d): %w", attr.Limit, attr.MaxWR, ErrInvalid)
 	}
 	s := &SRQ{dev: d, pd: pd, maxWR: attr.MaxWR, maxSGE: max(attr.MaxSGE, 1), limit: attr.Limit}
-	s.ring, s.mask = newRecvRing(attr.MaxWR, s.maxSGE)
+	s.ring, s.mask = newRecvRing(attr.MaxWR)
 	d.mu.Lock()
 	if d.nSRQ >= c.MaxSRQ {
 		d.mu.Unlock()
@@ -96,19 +96,11 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 	return s, nil
 }
 
-// newRecvRing allocates a receive ring of at least n slots with maxSGE
-// scatter elements each.
-func newRecvRing(n, maxSGE int) ([]recvWQE, uint32) {
+// newRecvRing allocates a receive ring of at least n slots; each slot's
+// scatter list is allocated by the first post that needs it (sgeSlots).
+func newRecvRing(n int) ([]recvWQE, uint32) {
 	size, mask := ringSize(n)
-	ring := make([]recvWQE, size)
-	sgeArena := make([]SGE, size*maxSGE)
-	mrArena := make([]*MR, size*maxSGE)
-	for i := range ring {
-		k := i * maxSGE
-		ring[i].sgeBuf = sgeArena[k : k+maxSGE : k+maxSGE]
-		ring[i].mrs = mrArena[k : k+maxSGE : k+maxSGE]
-	}
-	return ring, mask
+	return make([]recvWQE, size), mask
 }
 
 // PostRecv posts receive work requests to the SRQ (ibv_post_srq_recv),
@@ -132,6 +124,7 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 		}
 		w := &s.ring[s.prod&s.mask]
 		w.wrID = wr.WRID
+		w.sgeBuf = sgeSlots(w.sgeBuf, len(wr.SGList))
 		w.sge = w.sgeBuf[:len(wr.SGList)]
 		copy(w.sge, wr.SGList)
 		w.length = 0
@@ -168,11 +161,12 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 		return fmt.Errorf("rdma: modify SRQ %d: Limit %d outside 0..%d: %w", s.handle, attr.Limit, maxWR, ErrInvalid)
 	}
 	if maxWR != s.maxWR {
-		ring, m := newRecvRing(maxWR, s.maxSGE)
+		ring, m := newRecvRing(maxWR)
 		n := uint32(0)
 		for c := s.cons; c != s.prod; c++ {
 			o, w := &s.ring[c&s.mask], &ring[n]
 			w.wrID, w.length = o.wrID, o.length
+			w.sgeBuf = sgeSlots(w.sgeBuf, len(o.sge))
 			w.sge = w.sgeBuf[:len(o.sge)]
 			copy(w.sge, o.sge)
 			n++

@@ -65,6 +65,7 @@ func (qp *QP) ucStep(budget int) (progressed, more bool) {
 			r.startIdx++
 			r.reqIdx = r.startIdx
 			if !w.isInline {
+				w.mrs = mrSlots(w.mrs, len(w.sge))
 				for i, s := range w.sge {
 					w.mrs[i] = nil
 					if s.Length == 0 {

@@ -120,6 +120,7 @@ func (qp *QP) udSend(w *sendWQE) WCStatus {
 	e := &d.eng
 	r := &qp.req
 	if !w.isInline {
+		w.mrs = mrSlots(w.mrs, len(w.sge))
 		for i, s := range w.sge {
 			w.mrs[i] = nil
 			if s.Length == 0 {

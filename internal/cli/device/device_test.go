@@ -3,6 +3,7 @@ package device_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,13 +36,13 @@ func shortDir(t *testing.T) string {
 }
 
 func TestParseVNIC(t *testing.T) {
-	c, err := serve.ParseVNIC("socket=/s,ram=/r,ram-size=4G,machine=pc,port=/p,mac=02:00:00:00:00:01,ip=10.42.0.1,ip=10.42.0.9,node-guid=0x0200:00ff:fe00:0001,vectors=4,shm-size=2M,mtu=4096,name=a")
+	c, err := serve.ParseVNIC("socket=/s,ram=/r,ram-size=4G,machine=pc,port=/p,mac=02:00:00:00:00:01,ip=10.42.0.1,ip=10.42.0.9,node-guid=0x0200:00ff:fe00:0001,vectors=4,shm-size=2M,mtu=4096,name=a,mem-budget=64M,trust-pause=true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Socket != "/s" || c.RAMPath != "/r" || c.RAMSize != 4<<30 || c.Machine != "pc" || c.FabricPort != "/p" ||
 		c.MAC != [6]byte{2, 0, 0, 0, 0, 1} || len(c.IPv4) != 2 || c.NodeGUID != 0x020000fffe000001 ||
-		c.Vectors != 4 || c.ShmSize != 2<<20 || c.MTU != 4096 || c.Name != "a" {
+		c.Vectors != 4 || c.ShmSize != 2<<20 || c.MTU != 4096 || c.Name != "a" || c.MemBudget != 64<<20 || !c.TrustPause {
 		t.Errorf("%+v", c)
 	}
 	for _, bad := range []string{
@@ -51,6 +52,7 @@ func TestParseVNIC(t *testing.T) {
 		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,machine=virt",
 		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,colour=blue",
 		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,ip=::1",
+		"socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,mem-budget=lots",
 	} {
 		if _, err := serve.ParseVNIC(bad); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -69,10 +71,53 @@ func TestHelpDocumentsFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
-		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name="} {
+		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name=", "mem-budget=", "--mem-budget",
+		"trust-pause="} {
 		if !strings.Contains(out.String(), k) {
 			t.Errorf("help lacks %s", k)
 		}
+	}
+}
+
+// TestMemBudgetSetting: a vNIC's budget is its mem-budget=, else
+// --mem-budget (or device.mem_budget, HINIC_DEVICE_MEM_BUDGET), else 1G.
+func TestMemBudgetSetting(t *testing.T) {
+	const v = "socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01"
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want []uint64
+	}{
+		{"", []string{"--vnic", v}, []uint64{device.DefaultMemBudget}},
+		{"", []string{"--mem-budget", "256M", "--vnic", v, "--vnic", v + ",mem-budget=2G"}, []uint64{256 << 20, 2 << 30}},
+		{"512M", []string{"--vnic", v}, []uint64{512 << 20}},
+		{"512M", []string{"--mem-budget", "128M", "--vnic", v}, []uint64{128 << 20}},
+	} {
+		isolate(t)
+		t.Setenv("HINIC_DEVICE_MEM_BUDGET", tc.env)
+		ios, _, _, _ := cmdutil.Test()
+		f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+		var got []uint64
+		cmd := serve.NewCmdServe(f, func(_ context.Context, o *serve.Options) error {
+			for _, c := range o.VNICs {
+				got = append(got, c.MemBudget)
+			}
+			return nil
+		})
+		cmd.SetArgs(tc.args)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("env %q, %v: budgets %v, want %v", tc.env, tc.args, got, tc.want)
+		}
+	}
+	ios, _, _, _ := cmdutil.Test()
+	cmd := serve.NewCmdServe(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}), func(context.Context, *serve.Options) error { return nil })
+	cmd.SetArgs([]string{"--mem-budget", "0", "--vnic", v})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err == nil {
+		t.Error("--mem-budget 0 accepted")
 	}
 }
 

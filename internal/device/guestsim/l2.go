@@ -95,3 +95,7 @@ func (l *L2) Recv(ctx context.Context) ([]byte, error) {
 	l.g.Ring(device.DBL2)
 	return frame, nil
 }
+
+// Pending reports whether the device has filled RX buffers Recv has not
+// taken yet.
+func (l *L2) Pending() bool { return atomic.LoadUint32(&l.g.hdr.L2RxCons) != l.rxCons }

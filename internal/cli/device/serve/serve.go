@@ -21,9 +21,10 @@ import (
 
 // Setting keys.
 const (
-	KeyControl = "device.control"
-	KeyVNICs   = "device.vnics"
-	KeyPprof   = "device.pprof"
+	KeyControl   = "device.control"
+	KeyVNICs     = "device.vnics"
+	KeyMemBudget = "device.mem_budget"
+	KeyPprof     = "device.pprof"
 )
 
 // Options are the settings of one `hinic device serve` run.
@@ -69,6 +70,11 @@ A --vnic value is a comma-separated list of key=value:
   shm-size=SIZE   BAR2 size, a power of two of at least 1M (default 1M)
   mtu=N           path MTU limit in bytes: 256..4096 (default 1024; 4096 with
                   link=ib, which PortInfo MTUCap then advertises)
+  mem-budget=SIZE host memory the guest's verbs objects may hold (MR page
+                  lists, QP, SRQ and CQ rings at full size, AHs); past it
+                  creating one fails with ENOMEM (default --mem-budget)
+  trust-pause=BOOL let the guest's PAUSE and PFC frames out (default false:
+                  dropped and counted, as frames with another source MAC)
   name=NAME       display name (default the socket path)
 
 The BAR2 layout and the protocol are in docs/device-abi.md; kernel/hicain_abi.h
@@ -99,11 +105,20 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 			if len(specs) == 0 {
 				return cmdutil.UsageErrorf("no vNIC: give at least one --vnic socket=...,ram=...,ram-size=...,mac=...")
 			}
+			budget := uint64(device.DefaultMemBudget)
+			if b := v.GetString(KeyMemBudget); b != "" {
+				if budget, err = ParseSize(b); err != nil {
+					return cmdutil.UsageErrorf("--mem-budget: %v", err)
+				}
+			}
 			opts.VNICs = nil
 			for _, s := range specs {
 				c, err := ParseVNIC(s)
 				if err != nil {
 					return cmdutil.UsageErrorf("--vnic %q: %v", s, err)
+				}
+				if c.MemBudget == 0 {
+					c.MemBudget = budget
 				}
 				opts.VNICs = append(opts.VNICs, c)
 			}
@@ -120,6 +135,8 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyVNICs, cmd.Flags().Lookup("vnic"))
 	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
+	cmd.Flags().String("mem-budget", "1G", "host memory each guest's verbs objects may hold, bytes or with K, M, G (a vNIC's mem-budget= overrides it)")
+	f.BindFlag(KeyMemBudget, cmd.Flags().Lookup("mem-budget"))
 	return cmd
 }
 
@@ -208,6 +225,10 @@ func ParseVNIC(spec string) (device.VNICConfig, error) {
 			c.ShmSize, err = ParseSize(val)
 		case "mtu":
 			c.MTU, err = strconv.Atoi(val)
+		case "mem-budget":
+			c.MemBudget, err = ParseSize(val)
+		case "trust-pause":
+			c.TrustPause, err = strconv.ParseBool(val)
 		case "name":
 			c.Name = val
 		default:
