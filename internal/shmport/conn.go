@@ -46,11 +46,14 @@ type Conn struct {
 	rxBatch [][]byte
 
 	closed    atomic.Bool
+	shutOnce  sync.Once
 	closeOnce sync.Once
 	_         [64]byte
 	txIn      atomic.Int32 // senders inside a call
 	_         [60]byte
 	rxIn      atomic.Int32 // receivers inside a call
+
+	refs *atomic.Int32 // Conns sharing mem (Pair); nil when only this one
 
 	sleeps atomic.Uint64
 	kicks  atomic.Uint64
@@ -175,10 +178,11 @@ func Pair(g Geometry, opt Options) (*Conn, *Conn, error) {
 	}
 	unix.Close(r.fds[FdRegion])
 	a := newConn(r.mem, g, r.files(), true, opt)
-	// The two Conns share the mapping; only a unmaps it, so close b
-	// first.
 	b := newConn(r.mem, g, dup.files(), false, opt)
-	b.mem = nil
+	// The two Conns share the mapping: the second Close unmaps it.
+	refs := new(atomic.Int32)
+	refs.Store(2)
+	a.refs, b.refs = refs, refs
 	return a, b, nil
 }
 
@@ -560,18 +564,28 @@ func (c *Conn) waitData() (uint32, error) {
 	}
 }
 
-// Close wakes both directions, waits until neither is inside a call and
-// unmaps the region. It is idempotent and safe from any goroutine.
-func (c *Conn) Close() error {
-	c.closeOnce.Do(func() {
+// Shutdown wakes both directions and makes every later call fail with
+// ErrClosed; the region stays mapped until Close. It is idempotent and
+// safe from any goroutine, including from inside a Recv callback.
+func (c *Conn) Shutdown() {
+	c.shutOnce.Do(func() {
 		c.closed.Store(true)
 		for _, f := range []*os.File{c.txData, c.txSpace, c.rxData, c.rxSpace} {
 			f.Close()
 		}
+	})
+}
+
+// Close shuts the Conn down, waits until neither direction is inside a
+// call and unmaps the region. It is idempotent; it must not be called
+// from inside a Recv callback.
+func (c *Conn) Close() error {
+	c.Shutdown()
+	c.closeOnce.Do(func() {
 		for c.txIn.Load() > 0 || c.rxIn.Load() > 0 {
 			time.Sleep(20 * time.Microsecond)
 		}
-		if c.mem != nil {
+		if c.refs == nil || c.refs.Add(-1) == 0 {
 			unix.Munmap(c.mem)
 		}
 	})

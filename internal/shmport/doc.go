@@ -32,9 +32,9 @@
 // # Ownership
 //
 // A Conn has one sending goroutine (Send, SendBatch) and one receiving
-// goroutine (Recv) at a time; Close may be called from any goroutine, is
-// idempotent, wakes both and unmaps the region once neither is inside a
-// call.
+// goroutine (Recv) at a time. Shutdown may be called from any goroutine
+// and wakes both; Close also waits until neither is inside a call and
+// unmaps the region. Both are idempotent.
 //
 // shmport imports only the standard library and golang.org/x/sys/unix.
 package shmport
