@@ -18,7 +18,7 @@ import (
 // sleeps on the eventfd: long enough to catch the next frame of a burst
 // or the answer of a ping-pong without a wake-up, short enough that an
 // idle port costs nothing.
-const DefaultPoll = 50 * time.Microsecond
+const DefaultPoll = 5 * time.Microsecond
 
 // Options tune a Conn.
 type Options struct {
