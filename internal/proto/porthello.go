@@ -11,7 +11,8 @@ import (
 // a Hello of its own whose Status says whether the port accepted it. After
 // that every message is exactly one frame: an Ethernet frame (no FCS) on an
 // Ethernet port, an IB packet from LRH through VCRC on an InfiniBand port.
-// docs/fabric-wire.md describes the exchange.
+// docs/fabric-wire.md describes the exchange, and the shared-memory setup
+// that may follow it.
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
