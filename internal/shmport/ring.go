@@ -45,6 +45,7 @@ type producer struct {
 // tail that is ahead of head or more than a ring behind is corrupt.
 func (p *producer) space() (uint32, error) {
 	used := p.head - p.r.tail.Load()
+	raceAcquire()
 	if used > p.r.entries {
 		return 0, ErrCorrupt
 	}
@@ -67,7 +68,10 @@ func (p *producer) put(frame []byte) {
 }
 
 // publish makes the frames put so far visible to the consumer.
-func (p *producer) publish() { p.r.head.Store(p.head) }
+func (p *producer) publish() {
+	raceRelease()
+	p.r.head.Store(p.head)
+}
 
 // consumer is the receiving side of a ring; owned by one goroutine.
 type consumer struct {
@@ -78,6 +82,7 @@ type consumer struct {
 // avail returns how many frames wait, reading the peer's head.
 func (c *consumer) avail() (uint32, error) {
 	n := c.r.head.Load() - c.tail
+	raceAcquire()
 	if n > c.r.entries {
 		return 0, ErrCorrupt
 	}
@@ -116,5 +121,6 @@ func (c *consumer) collect(n uint32, batch [][]byte) ([][]byte, int) {
 // release gives n slots back to the producer.
 func (c *consumer) release(n uint32) {
 	c.tail += n
+	raceRelease()
 	c.r.tail.Store(c.tail)
 }
