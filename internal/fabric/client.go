@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/shmport"
 )
 
 // DialPort connects to a HiSwitch port socket the way an emulated NIC
@@ -17,6 +18,63 @@ import (
 // is a *HelloError (errors.Is(err, ErrPortBusy) for a busy port) and the
 // connection is closed.
 func DialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.UnixConn, proto.Hello, error) {
+	h := *hello
+	h.Features &^= proto.HelloFeatureShm // a plain socket: no setup follows
+	pc, ans, err := DialPortWith(ctx, path, &h, DialOptions{})
+	if err != nil {
+		return nil, ans, err
+	}
+	return pc.Conn, ans, nil
+}
+
+// DefaultShmEntries is the ring size a dialling port asks for: enough
+// slots for a burst of an engine's window at MTU 4096.
+const DefaultShmEntries = 512
+
+// DialOptions choose the transport of a dialled port.
+type DialOptions struct {
+	// Shm offers a shared-memory ring pair (docs/fabric-wire.md); the
+	// socket carries the frames when the switch does not take it.
+	Shm bool
+	// ShmEntries is the slots per ring; default DefaultShmEntries.
+	ShmEntries int
+	// ShmOptions tune the rings (polling).
+	ShmOptions shmport.Options
+}
+
+// PortConn is a dialled port: the socket, and the rings when the switch
+// took them. With Shm set, frames go through Shm and Conn only says the
+// peer is alive (it carries nothing more); closing Conn ends the session.
+type PortConn struct {
+	Conn *net.UnixConn
+	Shm  *shmport.Conn
+}
+
+// Transport returns TransportShm or TransportSocket.
+func (pc *PortConn) Transport() string {
+	if pc.Shm != nil {
+		return TransportShm
+	}
+	return TransportSocket
+}
+
+// Close closes the rings and the socket.
+func (pc *PortConn) Close() error {
+	if pc.Shm != nil {
+		pc.Shm.Close()
+	}
+	return pc.Conn.Close()
+}
+
+// DialPortWith is DialPort with a choice of transport: with opts.Shm it
+// offers shared memory in the hello and, when the switch takes it, sets
+// the rings up before returning.
+func DialPortWith(ctx context.Context, path string, hello *proto.HelloFields, opts DialOptions) (*PortConn, proto.Hello, error) {
+	h := *hello
+	if opts.Shm {
+		h.Features |= proto.HelloFeatureShm
+	}
+	hello = &h
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unixpacket", path)
 	if err != nil {
@@ -56,10 +114,25 @@ func DialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 		uc.Close()
 		return nil, ans, &HelloError{Status: ans.Status()}
 	}
+	pc := &PortConn{Conn: uc}
+	if hello.Features&ans.Features()&proto.HelloFeatureShm != 0 {
+		entries := opts.ShmEntries
+		if entries == 0 {
+			entries = DefaultShmEntries
+		}
+		g := shmport.GeometryFor(entries, int(hello.MaxFrame))
+		c, st, err := shmport.Offer(uc, g, opts.ShmOptions)
+		if err != nil {
+			uc.Close()
+			return nil, nil, fmt.Errorf("fabric: shared memory with %s: %w", path, err)
+		}
+		_ = st // a refusal leaves the frames on the socket
+		pc.Shm = c
+	}
 	if !stop() {
-		uc.Close()
+		pc.Close()
 		return nil, nil, ctx.Err()
 	}
 	uc.SetDeadline(time.Time{})
-	return uc, ans, nil
+	return pc, ans, nil
 }

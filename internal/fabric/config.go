@@ -56,6 +56,9 @@ const (
 	DefaultSocketBuffer = ByteSize(1 << 20)
 	// DefaultPcapMax is the default PcapMax.
 	DefaultPcapMax = ByteSize(256 << 20)
+	// DefaultShmMax is the default ShmMax: room for two rings of 1024
+	// jumbo-frame slots.
+	DefaultShmMax = ByteSize(24 << 20)
 	// DefaultIOBatch is the number of frames one recvmmsg or sendmmsg
 	// moves at most.
 	DefaultIOBatch = 32
@@ -99,6 +102,16 @@ type Config struct {
 	// port connection (the kernel caps it at net.core.wmem_max and
 	// rmem_max).
 	SocketBuffer ByteSize `mapstructure:"socket-buffer" json:"socket_buffer,omitempty"`
+	// NoShm refuses shared-memory ports: every HiNIC port carries its
+	// frames over its socket.
+	NoShm bool `mapstructure:"no-shm" json:"no_shm,omitempty"`
+	// ShmMax is the largest shared-memory region (both rings, buffers
+	// included) one port accepts from its peer; a peer that asks for
+	// more stays on the socket. Default DefaultShmMax.
+	ShmMax ByteSize `mapstructure:"shm-max" json:"shm_max,omitempty"`
+	// ShmNoPoll turns the adaptive polling of shared-memory ports off:
+	// every wait sleeps on its eventfd at once (less CPU, more latency).
+	ShmNoPoll bool `mapstructure:"shm-no-poll" json:"shm_no_poll,omitempty"`
 	// Switches lists the switches; none means one switch named sw0.
 	Switches []SwitchConfig `mapstructure:"switches" json:"switches,omitempty"`
 	// Links joins switch ports of this process with socket pairs.
@@ -316,6 +329,9 @@ func (c *Config) resolve() ([]switchSettings, error) {
 	}
 	if c.SocketBuffer <= 0 {
 		c.SocketBuffer = DefaultSocketBuffer
+	}
+	if c.ShmMax <= 0 {
+		c.ShmMax = DefaultShmMax
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()

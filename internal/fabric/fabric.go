@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/PacketFive/hinic/internal/shmport"
 )
 
 // ControlSocketName is the control socket's file name in the run
@@ -137,14 +139,29 @@ func (f *Fabric) start() error {
 		if err != nil {
 			return err
 		}
+		// The two ends share this process, so the frames take a ring
+		// pair when the fabric allows it; the socket pair tells each
+		// end the other is gone.
+		var sa, sb *shmport.Conn
+		if !f.cfg.NoShm {
+			maxFrame := max(a.cfg.maxFrame, b.cfg.maxFrame)
+			sa, sb, err = shmport.Pair(shmport.GeometryFor(DefaultShmEntries, maxFrame), a.sw.shmOpt)
+			if err != nil {
+				f.cfg.Logger.Info("link on sockets", "err", err)
+				sa, sb = nil, nil
+			}
+		}
 		pa := PeerInfo{Name: fmt.Sprintf("%s/port%d", b.sw.Name(), b.cfg.num), Role: "switch", MAC: macString(b.mac), PortNum: b.cfg.num, NodeGUID: b.sw.cfg.nodeGUID, PortGUID: b.sw.cfg.nodeGUID, MaxFrame: b.cfg.maxFrame}
 		pb := PeerInfo{Name: fmt.Sprintf("%s/port%d", a.sw.Name(), a.cfg.num), Role: "switch", MAC: macString(a.mac), PortNum: a.cfg.num, NodeGUID: a.sw.cfg.nodeGUID, PortGUID: a.sw.cfg.nodeGUID, MaxFrame: a.cfg.maxFrame}
-		if err := a.attach(ca, pa, false); err != nil {
+		if err := a.attachShm(ca, pa, false, sa); err != nil {
 			ca.Close()
 			cb.Close()
+			if sb != nil {
+				sb.Close()
+			}
 			return err
 		}
-		if err := b.attach(cb, pb, false); err != nil {
+		if err := b.attachShm(cb, pb, false, sb); err != nil {
 			cb.Close()
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/shmport"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
@@ -102,9 +103,14 @@ func (p *port) acceptStream(c *net.UnixConn) {
 	}
 }
 
-// myHello is the switch's hello on this port with the given status.
-func (p *port) myHello(status uint16) []byte {
-	return proto.AppendHello(nil, &proto.HelloFields{
+// shmOK reports whether this port takes shared-memory rings: a HiNIC
+// (seqpacket) port of a switch that allows them.
+func (p *port) shmOK() bool { return p.sw.shmOn && p.cfg.kind == KindSeqpacket }
+
+// myHello is the switch's hello on this port with the given status and
+// features.
+func (p *port) myHello(status uint16, features uint32) []byte {
+	return proto.AppendHello(nil, &proto.HelloFields{Features: features,
 		Version: proto.HelloVersion, LinkLayer: p.cfg.helloLink(), Role: proto.HelloRoleSwitch,
 		Status: status, MaxFrame: uint16(p.cfg.maxFrame), MAC: p.mac, PortNum: uint8(p.cfg.num),
 		PortGUID: p.sw.cfg.nodeGUID, NodeGUID: p.sw.cfg.nodeGUID,
@@ -161,20 +167,41 @@ func (p *port) handshake(c *net.UnixConn) {
 		}
 	}
 	if status != proto.HelloOK {
-		c.Write(p.myHello(status))
+		c.Write(p.myHello(status, 0))
 		c.Close()
 		return
 	}
+	var features uint32
+	if h.Features()&proto.HelloFeatureShm != 0 && p.shmOK() {
+		features |= proto.HelloFeatureShm
+	}
+	if _, err := c.Write(p.myHello(proto.HelloOK, features)); err != nil {
+		c.Close()
+		return
+	}
+	var shm *shmport.Conn
+	if features&proto.HelloFeatureShm != 0 {
+		// The peer's next message is the setup; any refusal keeps the
+		// socket for the frames.
+		var st uint16
+		shm, st, err = shmport.Accept(c, sw.shmMax, peer.MaxFrame, sw.shmOpt)
+		if err != nil {
+			c.Close()
+			return
+		}
+		if st != shmport.StatusOK && st != shmport.StatusDeclined {
+			sw.log.Info("shared memory refused", "port", p.cfg.num, "peer", peer.Name, "status", shmport.StatusText(st))
+		}
+	}
 	if !stop() {
+		if shm != nil {
+			shm.Close()
+		}
 		c.Close() // the switch is closing
 		return
 	}
-	if _, err := c.Write(p.myHello(proto.HelloOK)); err != nil {
-		c.Close()
-		return
-	}
 	c.SetDeadline(time.Time{})
-	if err := p.attach(c, peer, false); err != nil {
+	if err := p.attachShm(c, peer, false, shm); err != nil {
 		// Lost a race with another peer between the check and attach:
 		// the OK is already sent, so the close is the answer.
 		c.Close()
@@ -202,11 +229,11 @@ func (p *port) dialLoop() {
 	defer sw.wg.Done()
 	backoff := redialMin
 	for {
-		conn, peer, err := p.dialOnce()
+		pc, peer, err := p.dialOnce()
 		if err == nil {
-			err = p.attach(conn, peer, false)
+			err = p.attachShm(pc.Conn, peer, false, pc.Shm)
 			if err != nil {
-				conn.Close()
+				pc.Conn.Close()
 			} else {
 				backoff = redialMin
 				p.mu.Lock()
@@ -234,7 +261,7 @@ func (p *port) dialLoop() {
 	}
 }
 
-func (p *port) dialOnce() (*net.UnixConn, PeerInfo, error) {
+func (p *port) dialOnce() (*PortConn, PeerInfo, error) {
 	ctx, cancel := context.WithTimeout(p.sw.ctx, helloTimeout)
 	defer cancel()
 	hello := proto.HelloFields{
@@ -243,7 +270,7 @@ func (p *port) dialOnce() (*net.UnixConn, PeerInfo, error) {
 		PortGUID: p.sw.cfg.nodeGUID, NodeGUID: p.sw.cfg.nodeGUID,
 		Name: fmt.Sprintf("%s/port%d", p.sw.cfg.name, p.cfg.num),
 	}
-	c, ans, err := DialPort(ctx, p.cfg.dial, &hello)
+	c, ans, err := DialPortWith(ctx, p.cfg.dial, &hello, DialOptions{Shm: p.sw.shmOn, ShmOptions: p.sw.shmOpt})
 	if err != nil {
 		return nil, PeerInfo{}, err
 	}

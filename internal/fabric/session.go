@@ -3,10 +3,13 @@ package fabric
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/PacketFive/hinic/internal/shmport"
 )
 
 // streamMaxFrame is QEMU's NET_BUFSIZE (4096 + 65536): a stream length
@@ -14,12 +17,22 @@ import (
 // connection is closed.
 const streamMaxFrame = 4096 + 65536
 
+// Transports of a session, as `hinic fabric status` shows them.
+const (
+	TransportSocket = "socket" // SOCK_SEQPACKET, one message per frame
+	TransportShm    = "shm"    // a shared-memory ring pair (package shmport)
+	TransportStream = "stream" // QEMU -netdev stream framing
+)
+
 // session is one peer's connection to a port. rx and tx goroutines run
-// while it lasts; either ends it with shutdown, rx then tears it down.
+// while it lasts; either ends it with shutdown, rx then tears it down. A
+// shared-memory session has a third goroutine, watch, that ends it when
+// the socket closes (the peer went away).
 type session struct {
 	p      *port
 	conn   *net.UnixConn
 	stream bool
+	shm    *shmport.Conn // nil unless the frames go through rings
 
 	once   sync.Once
 	done   chan struct{} // closed by shutdown
@@ -29,6 +42,20 @@ type session struct {
 // attach starts a session on conn. It fails with ErrPortBusy when a peer
 // holds the port and ErrClosed when the switch is closing.
 func (p *port) attach(conn *net.UnixConn, peer PeerInfo, stream bool) error {
+	return p.attachShm(conn, peer, stream, nil)
+}
+
+// attachShm is attach for a session whose frames go through shm (when
+// not nil); the session owns shm from here on, even on failure.
+func (p *port) attachShm(conn *net.UnixConn, peer PeerInfo, stream bool, shm *shmport.Conn) error {
+	err := p.attachSession(conn, peer, stream, shm)
+	if err != nil && shm != nil {
+		shm.Close()
+	}
+	return err
+}
+
+func (p *port) attachSession(conn *net.UnixConn, peer PeerInfo, stream bool, shm *shmport.Conn) error {
 	sw := p.sw
 	p.mu.Lock()
 	// Checked under p.mu: close sets closing before it ends the ports'
@@ -42,14 +69,20 @@ func (p *port) attach(conn *net.UnixConn, peer PeerInfo, stream bool) error {
 		p.mu.Unlock()
 		return ErrPortBusy
 	}
-	s := &session{p: p, conn: conn, stream: stream, done: make(chan struct{}), txDone: make(chan struct{})}
+	s := &session{p: p, conn: conn, stream: stream, shm: shm, done: make(chan struct{}), txDone: make(chan struct{})}
 	p.sess, p.peer, p.since = s, peer, sw.clock.Now()
 	p.sessions++
 	p.abort.Store(false)
-	sw.wg.Add(2) // under p.mu, so close's Wait cannot miss it
+	if shm != nil {
+		sw.wg.Add(3) // under p.mu, so close's Wait cannot miss it
+	} else {
+		sw.wg.Add(2)
+	}
 	p.mu.Unlock()
 
-	setSocketBuffers(conn, sw.sockBuf)
+	if shm == nil {
+		setSocketBuffers(conn, sw.sockBuf)
+	}
 	p.eg.setUp(true, nil)
 	p.up.Store(true)
 	if p.cfg.link == LinkIB && sw.ib != nil {
@@ -57,10 +90,39 @@ func (p *port) attach(conn *net.UnixConn, peer PeerInfo, stream bool) error {
 		sw.ib.SetPortLink(p.cfg.num, true)
 		sw.ibMu.Unlock()
 	}
-	sw.log.Info("port up", "port", p.cfg.num, "peer", peer.Name, "role", peer.Role)
+	sw.log.Info("port up", "port", p.cfg.num, "peer", peer.Name, "role", peer.Role, "transport", s.transport())
+	if shm != nil {
+		go p.watch(s)
+	}
 	go p.rxLoop(s)
 	go p.txLoop(s)
 	return nil
+}
+
+func (s *session) transport() string {
+	switch {
+	case s.stream:
+		return TransportStream
+	case s.shm != nil:
+		return TransportShm
+	}
+	return TransportSocket
+}
+
+// watch reads the socket of a shared-memory session, where nothing more
+// is expected, and ends the session when it closes. A message there is a
+// peer that does not keep the protocol: counted and dropped.
+func (p *port) watch(s *session) {
+	defer p.sw.wg.Done()
+	var b [64]byte
+	for {
+		n, err := s.conn.Read(b[:])
+		if err != nil || n == 0 {
+			s.shutdown()
+			return
+		}
+		p.ctr.drops[DropMalformed].Add(1)
+	}
 }
 
 // shutdown ends the session: the connection closes, which wakes rx and
@@ -69,6 +131,9 @@ func (s *session) shutdown() {
 	s.once.Do(func() {
 		s.p.abort.Store(true)
 		s.conn.Close()
+		if s.shm != nil {
+			s.shm.Shutdown() // wakes rx and tx; teardown unmaps
+		}
 		close(s.done)
 		s.p.sw.wakeWaiters()
 	})
@@ -121,13 +186,19 @@ func (p *port) teardown(s *session) {
 
 func (p *port) rxLoop(s *session) {
 	defer p.sw.wg.Done()
-	if s.stream {
+	switch {
+	case s.stream:
 		p.rxStream(s)
-	} else {
+	case s.shm != nil:
+		p.rxShm(s)
+	default:
 		p.rxPacket(s)
 	}
 	s.shutdown()
 	<-s.txDone
+	if s.shm != nil {
+		s.shm.Close() // neither rx nor tx can touch the rings now
+	}
 	p.teardown(s)
 }
 
@@ -179,6 +250,40 @@ func (p *port) rxPacket(s *session) {
 	}
 }
 
+// rxShm takes frames from the peer's ring in batches. Each is copied
+// into a pooled frame before the pipeline sees it: the peer can still
+// write the slot, and the frame outlives the slot in the egress queues.
+func (p *port) rxShm(s *session) {
+	sw := p.sw
+	handle := func(frames [][]byte) {
+		now := sw.clock.Now()
+		for _, b := range frames {
+			if len(b) > p.cfg.maxFrame {
+				p.ctr.rxFrames.Add(1)
+				p.ctr.rxBytes.Add(uint64(len(b)))
+				p.ctr.drops[DropOversize].Add(1)
+				continue
+			}
+			f := sw.pool.get()
+			f.buf = f.buf[:len(b)]
+			copy(f.buf, b)
+			sw.receive(p, f, now)
+		}
+	}
+	for {
+		_, bad, err := s.shm.Recv(sw.ioBatch, handle)
+		if bad > 0 {
+			p.ctr.drops[DropMalformed].Add(uint64(bad))
+		}
+		if err != nil {
+			if errors.Is(err, shmport.ErrCorrupt) {
+				sw.log.Warn("port ring corrupt, session ended", "port", p.cfg.num)
+			}
+			return
+		}
+	}
+}
+
 // rxStream reads QEMU -netdev stream framing: a 4-byte big-endian length,
 // then the frame.
 func (p *port) rxStream(s *session) {
@@ -224,10 +329,21 @@ func (p *port) txLoop(s *session) {
 	out := make([]*frame, n)
 	bufs := make([][]byte, n)
 	var write func([][]byte) error
-	if s.stream {
+	switch {
+	case s.stream:
 		w := newStreamWriter(s.conn, n)
 		write = w.write
-	} else {
+	case s.shm != nil:
+		write = func(bufs [][]byte) error {
+			// Frames over the peer's slot size exceed what it said it
+			// accepts: dropped, as its socket would truncate them.
+			d, err := s.shm.SendBatch(bufs)
+			if d > 0 {
+				p.ctr.drops[DropOversize].Add(uint64(d))
+			}
+			return err
+		}
+	default:
 		bio, err := newBatchIO(s.conn, n)
 		if err != nil {
 			return

@@ -27,15 +27,19 @@ type SwitchStatus struct {
 
 // PortStatus is one port's state and counters.
 type PortStatus struct {
-	Num      int      `json:"num"`
-	Kind     string   `json:"kind"`
-	Link     string   `json:"link"`
-	Socket   string   `json:"socket,omitempty"`
-	Dial     string   `json:"dial,omitempty"`
-	MAC      string   `json:"mac"`
-	State    string   `json:"state"` // "up" or "down"
-	Peer     PeerInfo `json:"peer"`
-	Sessions int      `json:"sessions"` // peers connected so far
+	Num    int    `json:"num"`
+	Kind   string `json:"kind"`
+	Link   string `json:"link"`
+	Socket string `json:"socket,omitempty"`
+	Dial   string `json:"dial,omitempty"`
+	MAC    string `json:"mac"`
+	State  string `json:"state"` // "up" or "down"
+	// Transport is how the frames of the session in progress travel:
+	// "socket", "shm" (a shared-memory ring pair) or "stream" (QEMU);
+	// empty while the port is down.
+	Transport string   `json:"transport,omitempty"`
+	Peer      PeerInfo `json:"peer"`
+	Sessions  int      `json:"sessions"` // peers connected so far
 
 	RxFrames  uint64            `json:"rx_frames"`
 	RxBytes   uint64            `json:"rx_bytes"`
@@ -136,6 +140,7 @@ func (p *port) status() PortStatus {
 	if p.sess != nil {
 		ps.State = "up"
 		ps.Peer = p.peer
+		ps.Transport = p.sess.transport()
 	}
 	ps.Sessions = p.sessions
 	p.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/shmport"
 )
 
 // handshakeLimit bounds the connections of one switch that are between
@@ -23,6 +24,9 @@ type Switch struct {
 	log     *slog.Logger
 	ioBatch int
 	sockBuf int
+	shmOn   bool   // ports accept shared-memory rings
+	shmMax  uint64 // the largest region a port accepts
+	shmOpt  shmport.Options
 	epoch   time.Time
 	pool    *framePool
 	ports   []*port
@@ -63,6 +67,10 @@ func newSwitch(s switchSettings, c *Config) (*Switch, error) {
 		cfg: s, clock: c.Clock, log: c.Logger.With("switch", s.name), ioBatch: c.IOBatch, sockBuf: int(c.SocketBuffer),
 		epoch: c.Clock.Now(), pool: newFramePool(bufSize), fdb: newFDB(s.fdbSize, int64(s.aging)),
 		pcapDir: c.Pcap, pcapMax: int64(c.PcapMax), ctx: ctx, cancel: cancel, hsSem: make(chan struct{}, handshakeLimit),
+	}
+	sw.shmOn, sw.shmMax = !c.NoShm, uint64(c.ShmMax)
+	if !c.ShmNoPoll {
+		sw.shmOpt.Poll = shmport.DefaultPoll
 	}
 	sw.ibEmitFn = sw.ibEmit
 	for i := range s.ports {

@@ -85,6 +85,9 @@ type Config struct {
 	// RNR NAKs happen. Off, a stream waits for the receive (credit-based
 	// flow control, as applications do) and no RNR NAK is needed.
 	RNR bool
+	// Port is the hosts' port kind: rack.PortSocket (default) or
+	// rack.PortShm. The faults are injected at the switch either way.
+	Port string
 	// Progress, when set, is called about every two seconds with a line
 	// to show.
 	Progress func(format string, a ...any)
@@ -220,7 +223,7 @@ func (s *suite) setup(ctx context.Context) error {
 	c := s.cfg
 	peers := c.Hosts - 1
 	mem := int(s.bufSize()+4096)*peers*c.QPs + 1<<20 + udWindow*c.MTU + udRecvDepth*(40+c.MTU) + 8192
-	r, err := rack.Start(ctx, rack.Config{Hosts: c.Hosts, MTU: c.MTU, MemSize: mem, Faults: c.Faults})
+	r, err := rack.Start(ctx, rack.Config{Hosts: c.Hosts, MTU: c.MTU, MemSize: mem, Faults: c.Faults, Port: c.Port})
 	if err != nil {
 		return fmt.Errorf("faultsuite: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/rack"
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
@@ -56,11 +57,13 @@ func TestFaultSuite(t *testing.T) {
 	for _, c := range []struct {
 		hosts int
 		rnr   bool
-	}{{2, false}, {4, false}, {2, true}} {
+		port  string
+	}{{2, false, rack.PortSocket}, {4, false, rack.PortSocket}, {2, true, rack.PortSocket},
+		{2, false, rack.PortShm}, {4, false, rack.PortShm}} {
 		hosts := c.hosts
-		t.Run(fmt.Sprintf("hosts=%d,rnr=%v", hosts, c.rnr), func(t *testing.T) {
+		t.Run(fmt.Sprintf("hosts=%d,rnr=%v,port=%s", hosts, c.rnr, c.port), func(t *testing.T) {
 			r, err := Run(context.Background(), Config{Hosts: hosts, Ops: testOps(), Seed: uint64(hosts), Faults: SpecFaults(),
-				Timeout: testTimeout(), RNR: c.rnr})
+				Timeout: testTimeout(), RNR: c.rnr, Port: c.port})
 			if r != nil {
 				logReport(t, r)
 			}

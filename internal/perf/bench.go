@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"slices"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
@@ -45,11 +45,11 @@ func RawCeiling(ctx context.Context, a, b *rack.Host, total int) (RawResult, err
 	back := eth
 	back.Dst, back.Src = a.MAC, b.MAC
 	proto.Ethernet(learn).Encode(&back)
-	if _, err := b.Conn.Write(learn); err != nil {
+	if err := b.SendRaw(learn); err != nil {
 		return RawResult{}, fmt.Errorf("raw: %w", err)
 	}
 	buf := make([]byte, 64<<10)
-	if err := readOne(a.Conn, buf, 5*time.Second); err != nil {
+	if err := readOne(a, buf, 5*time.Second); err != nil {
 		return RawResult{}, fmt.Errorf("raw: learning frame: %w", err)
 	}
 
@@ -58,7 +58,7 @@ func RawCeiling(ctx context.Context, a, b *rack.Host, total int) (RawResult, err
 	go func() {
 		got := 0
 		for got < frames {
-			if err := readOne(b.Conn, buf, 10*time.Second); err != nil {
+			if err := readOne(b, buf, 10*time.Second); err != nil {
 				recvErr <- fmt.Errorf("raw: after %d of %d frames: %w", got, frames, err)
 				return
 			}
@@ -70,7 +70,7 @@ func RawCeiling(ctx context.Context, a, b *rack.Host, total int) (RawResult, err
 		if ctx.Err() != nil {
 			return RawResult{}, ctx.Err()
 		}
-		if _, err := a.Conn.Write(frame); err != nil {
+		if err := a.SendRaw(frame); err != nil {
 			return RawResult{}, fmt.Errorf("raw: frame %d: %w", i, err)
 		}
 	}
@@ -82,17 +82,69 @@ func RawCeiling(ctx context.Context, a, b *rack.Host, total int) (RawResult, err
 	return RawResult{FrameSize: RawFrameSize, Frames: frames, Elapsed: d, MiBps: bw, Gbps: bw * (1 << 20) * 8 / 1e9}, nil
 }
 
-func readOne(c *net.UnixConn, buf []byte, timeout time.Duration) error {
-	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return err
-	}
-	_, err := c.Read(buf)
+func readOne(h *rack.Host, buf []byte, timeout time.Duration) error {
+	_, err := h.RecvRaw(buf, timeout)
 	return err
+}
+
+// RawPingPong bounces a 64-byte frame between a and b iters times and
+// returns half of each round trip (µs), the floor under the latency
+// rows. a and b come from a Raw rack that RawCeiling has run on (the
+// switch has learned both MACs).
+func RawPingPong(ctx context.Context, a, b *rack.Host, iters int) (BenchRow, error) {
+	ping, pong := make([]byte, 64), make([]byte, 64)
+	eth := proto.EthernetFields{Dst: b.MAC, Src: a.MAC, VLAN: true, PCP: 3, VLANID: 1, EtherType: rawEtherType}
+	proto.Ethernet(ping).Encode(&eth)
+	eth.Dst, eth.Src = a.MAC, b.MAC
+	proto.Ethernet(pong).Encode(&eth)
+	errc := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for range iters {
+			if err := readOne(b, buf, 10*time.Second); err != nil {
+				errc <- err
+				return
+			}
+			if err := b.SendRaw(pong); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	buf := make([]byte, 64<<10)
+	lat := make([]float64, 0, iters)
+	for i := range iters {
+		if ctx.Err() != nil {
+			return BenchRow{}, ctx.Err()
+		}
+		t0 := time.Now()
+		if err := a.SendRaw(ping); err != nil {
+			return BenchRow{}, fmt.Errorf("raw pingpong %d: %w", i, err)
+		}
+		if err := readOne(a, buf, 10*time.Second); err != nil {
+			return BenchRow{}, fmt.Errorf("raw pingpong %d: %w", i, err)
+		}
+		lat = append(lat, float64(time.Since(t0).Nanoseconds())/2e3)
+	}
+	if err := <-errc; err != nil {
+		return BenchRow{}, fmt.Errorf("raw pingpong: %w", err)
+	}
+	slices.Sort(lat)
+	sum := 0.0
+	for _, v := range lat {
+		sum += v
+	}
+	return BenchRow{Test: "raw_pingpong", Size: 64, Iters: iters, Typical: lat[len(lat)/2],
+		Avg: sum / float64(len(lat)), P99: lat[len(lat)*99/100]}, nil
 }
 
 // BenchConfig sizes `hinic bench rdma`.
 type BenchConfig struct {
-	MTU      int   // path MTU; default 4096
+	MTU int // path MTU; default 4096
+	// Port is the hosts' port kind, rack.PortSocket (default) or
+	// rack.PortShm; the raw ceiling uses the same.
+	Port     string
 	Sizes    []int // bandwidth message sizes; default 64 B to 1 MiB
 	Bytes    int   // bytes per bandwidth test (iterations = Bytes/size, 100 to 5000); default 64 MiB
 	LatSizes []int // latency message sizes; default 2 and 4096
@@ -119,14 +171,21 @@ type BenchRow struct {
 
 // BenchReport is the outcome of Bench.
 type BenchReport struct {
-	MTU  int        `json:"mtu"`
-	Raw  RawResult  `json:"raw_ceiling"`
-	Rows []BenchRow `json:"results"`
+	MTU  int       `json:"mtu"`
+	Port string    `json:"port"`
+	Raw  RawResult `json:"raw_ceiling"`
+	// RawLat is the raw ping-pong: half the round trip of a 64-byte
+	// frame host to host and back, no protocol work (µs).
+	RawLat BenchRow   `json:"raw_pingpong"`
+	Rows   []BenchRow `json:"results"`
 }
 
 func (c *BenchConfig) defaults() {
 	if c.MTU == 0 {
 		c.MTU = 4096
+	}
+	if c.Port == "" {
+		c.Port = rack.PortSocket
 	}
 	if len(c.Sizes) == 0 {
 		c.Sizes = []int{64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20}
@@ -160,11 +219,11 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		}
 		maxSize = max(maxSize, s)
 	}
-	r, err := rack.Start(ctx, rack.Config{Hosts: 2, MTU: cfg.MTU, MemSize: slots*maxSize + 16<<20})
+	r, err := rack.Start(ctx, rack.Config{Hosts: 2, MTU: cfg.MTU, MemSize: slots*maxSize + 16<<20, Port: cfg.Port})
 	if err != nil {
 		return nil, err
 	}
-	rep := &BenchReport{MTU: cfg.MTU}
+	rep := &BenchReport{MTU: cfg.MTU, Port: cfg.Port}
 	a, b := r.Hosts[0], r.Hosts[1]
 	err = func() error {
 		for _, size := range cfg.Sizes {
@@ -233,16 +292,20 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, err
 	}
 
-	raw, err := rack.Start(ctx, rack.Config{Hosts: 2, Raw: true})
+	raw, err := rack.Start(ctx, rack.Config{Hosts: 2, Raw: true, Port: cfg.Port})
 	if err != nil {
 		return nil, err
 	}
 	rep.Raw, err = RawCeiling(ctx, raw.Hosts[0], raw.Hosts[1], cfg.Bytes)
+	if err == nil {
+		rep.RawLat, err = RawPingPong(ctx, raw.Hosts[0], raw.Hosts[1], cfg.LatIters)
+	}
 	err = errors.Join(err, raw.Close())
 	if err != nil {
 		return nil, err
 	}
 	cfg.Progress("raw ceiling  %8d B  %6d frames %9.1f MiB/s", RawFrameSize, rep.Raw.Frames, rep.Raw.MiBps)
+	cfg.Progress("raw pingpong %8d B  %6d iters  typical %.2f us, 99%% %.2f us", rep.RawLat.Size, rep.RawLat.Iters, rep.RawLat.Typical, rep.RawLat.P99)
 	for i := range rep.Rows {
 		if rep.Rows[i].MiBps > 0 {
 			rep.Rows[i].VsRaw = rep.Rows[i].MiBps / rep.Raw.MiBps

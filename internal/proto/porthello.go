@@ -11,7 +11,8 @@ import (
 // a Hello of its own whose Status says whether the port accepted it. After
 // that every message is exactly one frame: an Ethernet frame (no FCS) on an
 // Ethernet port, an IB packet from LRH through VCRC on an InfiniBand port.
-// docs/fabric-wire.md describes the exchange.
+// docs/fabric-wire.md describes the exchange, and the shared-memory setup
+// that may follow it.
 //
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
@@ -32,6 +33,13 @@ import (
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                 Name (NameLen octets, UTF-8, <= 64)           |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|           Features (4 octets, optional, never zero)           |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//
+// Features follows the name when the sender offers any (a bit set per
+// feature, HelloFeature*); a hello without it offers none, so hellos of
+// senders that know no features are unchanged. An answer offers only
+// features the request offered too.
 const (
 	helloMagicOff    = 0
 	helloVersionOff  = 4
@@ -54,8 +62,20 @@ const (
 	HelloMinSize = helloNameOff
 	// HelloMaxName is the longest display name.
 	HelloMaxName = 64
-	// HelloMaxSize is the size of a hello with the longest name.
-	HelloMaxSize = HelloMinSize + HelloMaxName
+	// HelloFeaturesSize is the size of the optional Features field.
+	HelloFeaturesSize = 4
+	// HelloMaxSize is the size of a hello with the longest name and
+	// Features.
+	HelloMaxSize = HelloMinSize + HelloMaxName + HelloFeaturesSize
+)
+
+// Hello features.
+const (
+	// HelloFeatureShm offers a shared-memory ring pair instead of the
+	// socket for the frames (package shmport, docs/fabric-wire.md). When
+	// request and answer both offer it, the requester's next message is
+	// the shared-memory setup.
+	HelloFeatureShm uint32 = 1 << 0
 )
 
 // HelloLink is the link layer a port runs.
@@ -127,7 +147,13 @@ func ParseHello(b []byte) (Hello, error) {
 	if n > HelloMaxName {
 		return nil, ErrMalformed
 	}
-	if len(b) != HelloMinSize+n {
+	switch len(b) {
+	case HelloMinSize + n:
+	case HelloMinSize + n + HelloFeaturesSize:
+		if binary.BigEndian.Uint32(b[HelloMinSize+n:]) == 0 {
+			return nil, ErrMalformed // an empty Features is left out
+		}
+	default:
 		return nil, ErrMalformed
 	}
 	return h, nil
@@ -164,6 +190,15 @@ func (h Hello) NodeGUID() uint64 { return binary.BigEndian.Uint64(h[helloNodeGUI
 // Name returns the display name (a view).
 func (h Hello) Name() []byte { return h[helloNameOff : helloNameOff+int(h[helloNameLenOff])] }
 
+// Features returns the features offered (0 when the field is absent).
+func (h Hello) Features() uint32 {
+	end := helloNameOff + int(h[helloNameLenOff])
+	if len(h) < end+HelloFeaturesSize {
+		return 0
+	}
+	return binary.BigEndian.Uint32(h[end:])
+}
+
 // HelloFields holds a hello to encode.
 type HelloFields struct {
 	Version   uint16 // normally HelloVersion
@@ -176,10 +211,17 @@ type HelloFields struct {
 	PortGUID  uint64
 	NodeGUID  uint64
 	Name      string // truncated to HelloMaxName bytes
+	Features  uint32 // HelloFeature* bits; 0 leaves the field out
 }
 
 // Size returns the encoded size.
-func (f *HelloFields) Size() int { return HelloMinSize + min(len(f.Name), HelloMaxName) }
+func (f *HelloFields) Size() int {
+	n := HelloMinSize + min(len(f.Name), HelloMaxName)
+	if f.Features != 0 {
+		n += HelloFeaturesSize
+	}
+	return n
+}
 
 // AppendHello appends the encoded hello to b.
 func AppendHello(b []byte, f *HelloFields) []byte {
@@ -195,10 +237,14 @@ func AppendHello(b []byte, f *HelloFields) []byte {
 	binary.BigEndian.PutUint16(h[helloMaxFrameOff:], f.MaxFrame)
 	copy(h[helloMACOff:], f.MAC[:])
 	h[helloPortNumOff] = f.PortNum
-	h[helloNameLenOff] = uint8(n - HelloMinSize)
+	nameLen := min(len(f.Name), HelloMaxName)
+	h[helloNameLenOff] = uint8(nameLen)
 	binary.BigEndian.PutUint64(h[helloPortGUIDOff:], f.PortGUID)
 	binary.BigEndian.PutUint64(h[helloNodeGUIDOff:], f.NodeGUID)
-	copy(h[helloNameOff:], f.Name)
+	copy(h[helloNameOff:helloNameOff+nameLen], f.Name)
+	if f.Features != 0 {
+		binary.BigEndian.PutUint32(h[helloNameOff+nameLen:], f.Features)
+	}
 	return b
 }
 
@@ -207,7 +253,8 @@ func (h Hello) Fields() HelloFields {
 	f := HelloFields{
 		Version: h.Version(), LinkLayer: h.LinkLayer(), Role: h.Role(), Status: h.Status(),
 		MaxFrame: h.MaxFrame(), PortNum: h.PortNum(), PortGUID: h.PortGUID(), NodeGUID: h.NodeGUID(),
-		Name: string(bytes.ToValidUTF8(h.Name(), []byte("?"))),
+		Name:     string(bytes.ToValidUTF8(h.Name(), []byte("?"))),
+		Features: h.Features(),
 	}
 	copy(f.MAC[:], h.MAC())
 	return f

@@ -12,6 +12,8 @@ func TestHelloRoundTrip(t *testing.T) {
 			PortNum: 1, PortGUID: 0x0200_00ff_fe00_0001, NodeGUID: 0x0200_00ff_fe00_0000, Name: "host1/hicain0"},
 		{Version: 1, LinkLayer: HelloLinkInfiniBand, Role: HelloRoleSwitch, Status: HelloPortBusy, PortNum: 7, Name: ""},
 		{LinkLayer: HelloLinkEthernet, Name: strings.Repeat("x", 100)},
+		{LinkLayer: HelloLinkEthernet, Role: HelloRoleNIC, Name: "host1/hinic0", Features: HelloFeatureShm},
+		{LinkLayer: HelloLinkEthernet, Name: strings.Repeat("y", 100), Features: 0x8000_0001},
 	} {
 		b := AppendHello([]byte{0xAA}, &f)[1:]
 		h, err := ParseHello(b)
@@ -42,6 +44,8 @@ func TestHelloErrors(t *testing.T) {
 		{"name longer than message", mod(func(b []byte) []byte { b[helloNameLenOff] = 3; return b }), ErrMalformed},
 		{"name over limit", mod(func(b []byte) []byte { b[helloNameLenOff] = 65; return b }), ErrMalformed},
 		{"trailing bytes", mod(func(b []byte) []byte { return append(b, 0) }), ErrMalformed},
+		{"empty features", mod(func(b []byte) []byte { return append(b, 0, 0, 0, 0) }), ErrMalformed},
+		{"features and more", mod(func(b []byte) []byte { return append(b, 0, 0, 0, 1, 0) }), ErrMalformed},
 	} {
 		if _, err := ParseHello(tc.b); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -54,6 +58,7 @@ func TestHelloErrors(t *testing.T) {
 
 func FuzzParseHello(f *testing.F) {
 	f.Add(AppendHello(nil, &HelloFields{LinkLayer: HelloLinkEthernet, Name: "host"}))
+	f.Add(AppendHello(nil, &HelloFields{LinkLayer: HelloLinkEthernet, Name: "host", Features: HelloFeatureShm}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := ParseHello(b)
 		if err != nil {

@@ -20,10 +20,12 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/shmport"
 )
 
 // Defaults.
@@ -57,8 +59,18 @@ type Config struct {
 	// QP1, which gives host1 LID 1, the switch LID 2 and the other hosts
 	// 3, 4, ...
 	LinkLayer string
-	Logger    *slog.Logger // nil discards
+	// Port is how hosts reach their fabric ports: PortSocket (also when
+	// empty; SOCK_SEQPACKET) or PortShm (a shared-memory ring pair set
+	// up by the hello, docs/fabric-wire.md).
+	Port   string
+	Logger *slog.Logger // nil discards
 }
+
+// Port kinds of Config.Port.
+const (
+	PortSocket = "socket"
+	PortShm    = "shm"
+)
 
 // Host is one emulated host: its NIC engine, memory and addresses.
 type Host struct {
@@ -71,6 +83,9 @@ type Host struct {
 	// Conn is the host's connection to its fabric port. In a Raw rack the
 	// caller reads and writes it; otherwise the rack does.
 	Conn *net.UnixConn
+	// Shm is the host's ring pair when Config.Port is PortShm: the
+	// frames go through it and Conn carries none.
+	Shm *shmport.Conn
 
 	allocMu sync.Mutex
 	next    uint64 // bump allocator over Memory
@@ -151,6 +166,13 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 	default:
 		return nil, fmt.Errorf("rack: link layer %q: want %q or %q", cfg.LinkLayer, LinkEthernet, LinkIB)
 	}
+	switch cfg.Port {
+	case "":
+		cfg.Port = PortSocket
+	case PortSocket, PortShm:
+	default:
+		return nil, fmt.Errorf("rack: port kind %q: want %q or %q", cfg.Port, PortSocket, PortShm)
+	}
 	r := &Rack{}
 	runDir := cfg.RunDir
 	if runDir == "" {
@@ -210,12 +232,22 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	if ib {
 		hello.LinkLayer, hello.MAC, hello.PortGUID = proto.HelloLinkInfiniBand, [6]byte{}, guid+1
 	}
-	conn, answer, err := fabric.DialPort(ctx, sw.SocketPath(i+1), hello)
+	opts := fabric.DialOptions{Shm: cfg.Port == PortShm, ShmOptions: shmport.Options{Poll: shmport.DefaultPoll}}
+	pc, _, err := fabric.DialPortWith(ctx, sw.SocketPath(i+1), hello, opts)
 	if err != nil {
 		return nil, fmt.Errorf("rack: attach %s: %w", h.Name, err)
 	}
-	_ = answer
-	h.Conn = conn
+	if cfg.Port == PortShm && pc.Shm == nil {
+		pc.Close()
+		return nil, fmt.Errorf("rack: attach %s: the switch refused shared memory", h.Name)
+	}
+	conn := pc.Conn
+	h.Conn, h.Shm = conn, pc.Shm
+	if h.Shm == nil {
+		// Room for a burst of an engine's window in each direction.
+		_ = conn.SetReadBuffer(nicSocketBuffer)
+		_ = conn.SetWriteBuffer(nicSocketBuffer)
+	}
 	if cfg.Raw {
 		return h, nil
 	}
@@ -227,9 +259,13 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 		dc = rdma.DeviceConfig{Name: "hicain0", LinkLayer: rdma.LinkLayerInfiniBand, NodeGUID: guid, PortGUID: guid + 1,
 			Description: h.Name + " hicain0", MTU: cfg.MTU, Memory: h.Memory}
 	}
-	dev, err := rdma.NewDevice(dc, connPort{conn})
+	var port rdma.Port = connPort{conn}
+	if h.Shm != nil {
+		port = shmPort{h.Shm}
+	}
+	dev, err := rdma.NewDevice(dc, port)
 	if err != nil {
-		conn.Close()
+		pc.Close()
 		return nil, fmt.Errorf("rack: %s: %w", h.Name, err)
 	}
 	h.Device = dev
@@ -248,11 +284,35 @@ func (p connPort) Send(frame []byte) error {
 	return err
 }
 
+// shmPort is the engine's Port over a ring pair: Send copies the frame
+// into the next slot, waiting while the ring is full.
+type shmPort struct{ c *shmport.Conn }
+
+func (p shmPort) Send(frame []byte) error { return p.c.Send(frame) }
+
+// nicSocketBuffer is the socket buffer size asked for at a host's end.
+const nicSocketBuffer = 4 << 20
+
+// rxBatch is the most frames the rx goroutine takes at once.
+const rxBatch = 64
+
 // receive is the host's rx goroutine: it hands every frame from the fabric
 // to the engine (which copies what it keeps) until Close closes the
-// connection.
+// connection. On rings the frames are delivered where they lie.
 func (r *Rack) receive(h *Host) {
 	defer r.wg.Done()
+	if h.Shm != nil {
+		deliver := func(frames [][]byte) {
+			for _, f := range frames {
+				h.Device.Deliver(f)
+			}
+		}
+		for {
+			if _, _, err := h.Shm.Recv(rxBatch, deliver); err != nil {
+				return
+			}
+		}
+	}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := h.Conn.Read(buf)
@@ -274,6 +334,9 @@ func (r *Rack) Close() error {
 			if h.Conn != nil {
 				errs = append(errs, ignoreClosed(h.Conn.Close()))
 			}
+			if h.Shm != nil {
+				h.Shm.Shutdown()
+			}
 		}
 		r.wg.Wait()
 		if r.madPort != nil {
@@ -282,6 +345,9 @@ func (r *Rack) Close() error {
 		for _, h := range r.Hosts {
 			if h.Device != nil {
 				errs = append(errs, h.Device.Close())
+			}
+			if h.Shm != nil {
+				h.Shm.Close() // rx and the engine have stopped
 			}
 		}
 		if r.Fabric != nil {
@@ -304,4 +370,30 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
+}
+
+// SendRaw sends one frame from a Raw rack's host, through its rings or
+// its socket.
+func (h *Host) SendRaw(frame []byte) error {
+	if h.Shm != nil {
+		return h.Shm.Send(frame)
+	}
+	_, err := h.Conn.Write(frame)
+	return err
+}
+
+// RecvRaw waits up to timeout for the next frame to a Raw rack's host
+// and copies it into buf, returning its length. It is for one goroutine
+// at a time.
+func (h *Host) RecvRaw(buf []byte, timeout time.Duration) (int, error) {
+	if h.Shm == nil {
+		if err := h.Conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+			return 0, err
+		}
+		return h.Conn.Read(buf)
+	}
+	// The rings have no deadline: a Raw rack's frames are expected.
+	n := 0
+	_, _, err := h.Shm.Recv(1, func(fs [][]byte) { n = copy(buf, fs[0]) })
+	return n, err
 }

@@ -81,6 +81,11 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 				}
 				return runFaults(opts)
 			}
+			switch opts.Config.Port {
+			case "socket", "shm":
+			default:
+				return cmdutil.UsageErrorf("invalid --port %q: valid values are socket, shm", opts.Config.Port)
+			}
 			switch opts.Config.MTU {
 			case 256, 512, 1024, 2048, 4096:
 			default:
@@ -103,6 +108,7 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&opts.Config.MTU, "mtu", 4096, "path MTU of the emulated NICs")
+	fl.StringVar(&opts.Config.Port, "port", "socket", "how hosts reach the switch: socket (SOCK_SEQPACKET) or shm (shared-memory rings); the raw ceiling uses the same")
 	fl.IntSliceVar(&opts.Config.Sizes, "sizes", []int{64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20}, "bandwidth message sizes, bytes")
 	fl.IntVar(&bytesMiB, "mib", 64, "MiB moved by each bandwidth test (iterations are clamped to 100..5000)")
 	fl.IntSliceVar(&opts.Config.LatSizes, "lat-sizes", []int{2, 4096}, "latency message sizes, bytes")
@@ -163,6 +169,11 @@ func run(opts *Options) error {
 	raw := rep.Raw
 	if err := w.Write(raw, "raw ceiling", strconv.Itoa(raw.FrameSize), strconv.Itoa(raw.Frames), dash(raw.MiBps, 1),
 		dash(raw.Gbps, 2), "1.00", "-", "-", "-", "-"); err != nil {
+		return err
+	}
+	rl := rep.RawLat
+	if err := w.Write(rl, "raw pingpong", strconv.Itoa(rl.Size), strconv.Itoa(rl.Iters), "-", "-", "-", "-",
+		dash(rl.Typical, 2), dash(rl.Avg, 2), dash(rl.P99, 2)); err != nil {
 		return err
 	}
 	return w.Close()

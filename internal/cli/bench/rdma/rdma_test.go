@@ -60,12 +60,15 @@ func TestBenchRDMATable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "TEST") || !strings.HasPrefix(lines[len(lines)-1], "raw ceiling") {
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "TEST") || !strings.HasPrefix(lines[len(lines)-2], "raw ceiling") ||
+		!strings.HasPrefix(lines[len(lines)-1], "raw pingpong") {
 		t.Fatalf("table:\n%s", out)
 	}
-	want := len(strings.Fields(lines[0])) + 1 // "raw ceiling" is two words
-	if got := len(strings.Fields(lines[len(lines)-1])); got != want {
-		t.Errorf("raw ceiling row has %d fields, want %d:\n%s", got, want, out)
+	want := len(strings.Fields(lines[0])) + 1 // "raw ceiling" and "raw pingpong" are two words
+	for _, l := range lines[len(lines)-2:] {
+		if got := len(strings.Fields(l)); got != want {
+			t.Errorf("row %q has %d fields, want %d:\n%s", l, got, want, out)
+		}
 	}
 }
 

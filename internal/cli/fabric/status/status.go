@@ -85,13 +85,17 @@ func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {
 			fmt.Fprintln(out)
 		}
 		fmt.Fprintf(out, "Switch %s  node GUID %s  aging %gs  lossless TCs %v\n\n", sw.Name, sw.NodeGUID, sw.AgingSecs, sw.Lossless)
-		w := p.Records("PORT", "KIND", "LINK", "STATE", "PEER", "RX FRAMES", "RX BYTES", "TX FRAMES", "TX BYTES", "DROPS", "PFC TX", "PFC RX", "ECN MARKS")
+		w := p.Records("PORT", "KIND", "LINK", "STATE", "TRANSPORT", "PEER", "RX FRAMES", "RX BYTES", "TX FRAMES", "TX BYTES", "DROPS", "PFC TX", "PFC RX", "ECN MARKS")
 		for _, ps := range sw.Ports {
 			peer := ps.Peer.Name
 			if peer == "" {
 				peer = "-"
 			}
-			if err := w.Write(ps, strconv.Itoa(ps.Num), ps.Kind, ps.Link, ps.State, peer,
+			transport := ps.Transport
+			if transport == "" {
+				transport = "-"
+			}
+			if err := w.Write(ps, strconv.Itoa(ps.Num), ps.Kind, ps.Link, ps.State, transport, peer,
 				u(ps.RxFrames, 10), u(ps.RxBytes, 10), u(ps.TxFrames, 10), u(ps.TxBytes, 10),
 				dropsCell(ps), u(ps.PFCSent, 10), u(ps.PFCRecv+ps.PauseRecv, 10), u(ps.ECNMarked, 10)); err != nil {
 				return err

@@ -1,0 +1,5 @@
+package shmport
+
+import "unsafe"
+
+func unsafePtr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
