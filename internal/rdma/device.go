@@ -18,7 +18,7 @@ const (
 	DefaultMaxCQE        = 65536
 	DefaultMaxSGE        = 32 // rxe's max_sge
 	DefaultMaxInline     = 256
-	DefaultMaxQPRDAtomic = 16 // outstanding READs per QP, both directions
+	DefaultMaxQPRDAtomic = 128 // outstanding READs and atomics per QP, both directions, as rxe
 	DefaultMaxSRQ        = 1024
 	DefaultMaxSRQWR      = 16384
 	DefaultMaxMcastGrp   = 256
@@ -34,12 +34,17 @@ const (
 const (
 	// MaxMsgSize is the largest message (max_msg_sz), as rxe in 6.12.
 	MaxMsgSize = 1 << 31
-	// MaxUnackedPSNs bounds the PSNs a requester has in flight, like
-	// rxe's RXE_MAX_UNACKED_PSNS.
-	MaxUnackedPSNs = 128
+	// MaxUnackedPSNs bounds the PSNs a requester has in flight (READs
+	// count their response PSNs). It is sized for the path rather than
+	// copied from rxe's RXE_MAX_UNACKED_PSNS (128): 1024 PSNs are 1 MiB
+	// at MTU 1024 and 4 MiB at MTU 4096, sixteen or sixty-four 64 KiB
+	// messages, where 128 PSNs held two at MTU 1024 and the requester
+	// idled for most of each round trip through the fabric.
+	MaxUnackedPSNs = 1024
 	// ackReqInterval: the requester sets AckReq at least every this many
-	// packets of a long message so the window keeps moving.
-	ackReqInterval = MaxUnackedPSNs / 4
+	// packets of a long message so the window keeps moving and a lost
+	// packet is found long before the ACK timeout.
+	ackReqInterval = 32
 	// maxFrameSize is the largest frame the engine builds or accepts:
 	// Ethernet + IPv6 + UDP + BTH + RETH + ImmDt + 4096 payload + pad + ICRC
 	// with room to spare (a VLAN tag, odd padding).
