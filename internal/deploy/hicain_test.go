@@ -76,10 +76,31 @@ func TestFabricConfigPortKinds(t *testing.T) {
 
 func TestDeviceMTU(t *testing.T) {
 	for _, tc := range []struct{ rack, want int }{
-		{0, 1024}, {256, 256}, {300, 256}, {1500, 1024}, {2048, 2048}, {4000, 2048}, {4096, 4096},
+		// The RoCE MTU of the netdev MTU after 96 bytes of RoCEv2
+		// headers (iboe_get_mtu), at least 256.
+		{0, 1024}, {256, 256}, {300, 256}, {1500, 1024}, {2048, 1024}, {2144, 2048}, {4000, 2048},
+		{4096, 2048}, {4191, 2048}, {4192, 4096}, {9000, 4096},
 	} {
 		if got := DeviceMTU(&Rack{MTU: tc.rack}); got != tc.want {
 			t.Errorf("rack mtu %d: device mtu %d, want %d", tc.rack, got, tc.want)
+		}
+	}
+}
+
+func TestActiveMTU(t *testing.T) {
+	for _, tc := range []struct {
+		nic, link string
+		rack      int
+		want      int
+	}{
+		{NICRxe, LinkEth, 0, 1024}, {NICRxe, LinkEth, 4096, 2048}, {NICRxe, LinkEth, 4175, 2048},
+		{NICRxe, LinkEth, 4176, 4096}, {NICRxe, LinkEth, 9000, 4096},
+		{NICHicain, LinkEth, 0, 1024}, {NICHicain, LinkEth, 4176, 2048}, {NICHicain, LinkEth, 9000, 4096},
+		{NICHicain, LinkIB, 0, 0}, {NICHicain, LinkIB, 9000, 0},
+	} {
+		r := &Rack{MTU: tc.rack}
+		if got := ActiveMTU(r, Guest{NIC: tc.nic, Link: tc.link}); got != tc.want {
+			t.Errorf("%s %s, rack mtu %d: active MTU %d, want %d", tc.nic, tc.link, tc.rack, got, tc.want)
 		}
 	}
 }
@@ -90,8 +111,8 @@ func TestDefaultsHicainMTU(t *testing.T) {
 		mtu int
 		ok  bool
 	}{
-		{NICHicain, 0, true}, {NICHicain, 256, true}, {NICHicain, 4096, true},
-		{NICHicain, 255, false}, {NICHicain, 9000, false}, {NICHicain, -1, false},
+		{NICHicain, 0, true}, {NICHicain, 256, true}, {NICHicain, 4096, true}, {NICHicain, 9000, true},
+		{NICHicain, 255, false}, {NICHicain, 9001, false}, {NICHicain, -1, false},
 		{NICRxe, 9000, true}, {NICRxe, -1, false},
 	} {
 		r := &Rack{MTU: tc.mtu, Guests: []Guest{{Name: "a", NIC: tc.nic}}}
@@ -102,7 +123,7 @@ func TestDefaultsHicainMTU(t *testing.T) {
 }
 
 func TestDeviceArgs(t *testing.T) {
-	r := hicainRack(t, 4096)
+	r := hicainRack(t, 9000)
 	args := DeviceArgs(r)
 	want := []string{"device", "serve", "--control", "/tmp/hr/device.sock",
 		"--vnic", "name=vm-a/hicain0,socket=/tmp/hr/vm-a/ivshmem.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc," +
