@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -227,5 +229,39 @@ func TestHicainScript(t *testing.T) {
 	// Without a rack MTU the driver's default stays.
 	if s := HicainScript(hicainRack(t, 0), r.Guests[0], "ens4"); strings.Contains(s, " mtu ") {
 		t.Errorf("MTU set without a rack mtu:\n%s", s)
+	}
+}
+
+// TestE2ERacksMTU: the RoCE racks of make e2e (testdata/racks) run every
+// guest, Soft-RoCE and HiNIC, at the RoCE active MTU 4096, the largest
+// both take, so their figures compare; and no two specs share an SSH
+// port, data address or MAC.
+func TestE2ERacksMTU(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/racks/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("rack specs %v, %v", files, err)
+	}
+	seen := map[string]string{}
+	for _, f := range files {
+		r, err := ReadRack(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Defaults(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, g := range r.Guests {
+			if g.Link == LinkEth {
+				if got := ActiveMTU(r, g); got != 4096 {
+					t.Errorf("%s: guest %s (%s): active MTU %d at mtu %d, want 4096", f, g.Name, g.NIC, got, r.MTU)
+				}
+			}
+			for _, k := range []string{fmt.Sprint("ssh ", g.SSHPort), "ip " + g.IP, "mac " + g.MAC} {
+				if other, ok := seen[k]; ok {
+					t.Errorf("%s: guest %s: %s already in %s", f, g.Name, k, other)
+				}
+				seen[k] = f + " " + g.Name
+			}
+		}
 	}
 }
