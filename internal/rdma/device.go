@@ -34,13 +34,18 @@ const (
 const (
 	// MaxMsgSize is the largest message (max_msg_sz), as rxe in 6.12.
 	MaxMsgSize = 1 << 31
-	// MaxUnackedPSNs bounds the PSNs a requester has in flight (READs
-	// count their response PSNs). It is sized for the path rather than
-	// copied from rxe's RXE_MAX_UNACKED_PSNS (128): 1024 PSNs are 1 MiB
-	// at MTU 1024 and 4 MiB at MTU 4096, sixteen or sixty-four 64 KiB
-	// messages, where 128 PSNs held two at MTU 1024 and the requester
-	// idled for most of each round trip through the fabric.
-	MaxUnackedPSNs = 1024
+	// MaxUnackedPSNs and MaxUnackedBytes bound what a requester has in
+	// flight (READs count their response PSNs): 1024 PSNs, and at most
+	// MaxUnackedBytes of packets at the path MTU, so the window is 1024
+	// PSNs up to MTU 1024, 512 at 2048 and 256 at 4096. rxe's
+	// RXE_MAX_UNACKED_PSNS of 128 held two 64 KiB messages at MTU 1024
+	// and left the requester idle for most of each round trip. The byte
+	// bound keeps one QP's burst within what the path holds (HiSwitch
+	// queues 1 MiB per egress class by default, plus the socket buffers
+	// of each hop), so a large MTU does not turn the window into pause
+	// frames or tail drops.
+	MaxUnackedPSNs  = 1024
+	MaxUnackedBytes = 1 << 20
 	// ackReqInterval: the requester sets AckReq at least every this many
 	// packets of a long message so the window keeps moving and a lost
 	// packet is found long before the ACK timeout.

@@ -10,27 +10,30 @@ import (
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
-// TestWindowBound: with every ACK lost, the requester stops after
-// MaxUnackedPSNs (1024) packets and sends nothing more until its ACK timer
-// fires. The WRITE is 2048 packets, so a smaller window would show too.
+// TestWindowBound: with every ACK lost, the requester stops after its
+// window and sends nothing more until its ACK timer fires. The window is
+// MaxUnackedPSNs (1024) PSNs up to MTU 1024 and MaxUnackedBytes (1 MiB)
+// of packets above it; the WRITE is 2 MiB, so a smaller window would show.
 func TestWindowBound(t *testing.T) {
 	if rdma.MaxUnackedPSNs < 1024 {
 		t.Fatalf("MaxUnackedPSNs %d: the window must cover the path, at least 1024 PSNs", rdma.MaxUnackedPSNs)
 	}
-	p, _, ib := newInterceptPair(t, pairOpts{mtu: 1024, memSize: 4 << 20})
-	ib.setDrop(func(*proto.Packet) bool { return true })
-	mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRRDMAWrite, SGList: p.a.sge(0, 2<<20),
-		RemoteAddr: 0, RKey: p.b.mr.RKey}}))
-	p.settle()
-	if c := p.a.dev.Counters(); c.TxPackets != rdma.MaxUnackedPSNs {
-		t.Fatalf("%d packets in flight, want %d", c.TxPackets, rdma.MaxUnackedPSNs)
+	for _, tc := range []struct{ mtu, window int }{{1024, 1024}, {2048, 512}, {4096, 256}} {
+		p, _, ib := newInterceptPair(t, pairOpts{mtu: tc.mtu, memSize: 4 << 20})
+		ib.setDrop(func(*proto.Packet) bool { return true })
+		mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRRDMAWrite, SGList: p.a.sge(0, 2<<20),
+			RemoteAddr: 0, RKey: p.b.mr.RKey}}))
+		p.settle()
+		if c := p.a.dev.Counters(); c.TxPackets != uint64(tc.window) {
+			t.Fatalf("MTU %d: %d packets in flight, want %d", tc.mtu, c.TxPackets, tc.window)
+		}
+		// Let ACKs through again: the timeout resends the window, the
+		// ACKs open it and the message completes.
+		ib.setDrop(nil)
+		mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 2, Opcode: rdma.WRRDMAWrite, SendFlags: rdma.SendSignaled,
+			SGList: p.a.sge(0, 10), RKey: p.b.mr.RKey}}))
+		wantWC(t, p.poll(p.a.scq, 1)[0], 2, rdma.WCSuccess, rdma.WCRDMAWrite)
 	}
-	// Let ACKs through again: the timeout resends the window, the ACKs
-	// open it and the message completes.
-	ib.setDrop(nil)
-	mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 2, Opcode: rdma.WRRDMAWrite, SendFlags: rdma.SendSignaled,
-		SGList: p.a.sge(0, 10), RKey: p.b.mr.RKey}}))
-	wantWC(t, p.poll(p.a.scq, 1)[0], 2, rdma.WCSuccess, rdma.WCRDMAWrite)
 }
 
 // TestReadDepth128: the device offers max_qp_rd_atom and
