@@ -13,7 +13,12 @@
 #      two HiSwitches joined by a cable, OpenSM in vm-a, IPoIB) -> the SSH
 #      gate's InfiniBand variant (LID addressing, the infiniband-diags
 #      cases, RDMA CM over IPoIB) -> rack down;
-#   6. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
+#   6. the interop rack: a HiNIC guest and a Soft-RoCE guest on one
+#      HiSwitch -> the interop cases of the SSH gate (ibv_rc_pingpong,
+#      ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat) with the HiNIC
+#      guest as client (requester) and the Soft-RoCE guest as server
+#      (responder), then the other way round -> rack down;
+#   7. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
 #      ratio of every case, and HiNIC's RoCEv2 and InfiniBand figures in
 #      another (hinic verify compare).
 # Prints the time of each stage. Needs root (mmdebstrap root mode) and the
@@ -26,12 +31,16 @@
 #   E2E_HIMAGE   the HiNIC image directory (default .cache/images/hinic-hicain)
 #   E2E_DIR      outputs (default .cache/e2e): rxe/, hicain/ and ib/
 #                (gate.txt, gate.json, gate.xml, raw tool outputs, status),
+#                mixed/hicain-to-rxe/ and mixed/rxe-to-hicain/ (the same
+#                for each direction of the interop rack),
 #                debs/, pkg-cycle.txt, compare.txt, compare.json,
 #                compare-ib.txt, compare-ib.json, timings.txt
 #   E2E_RACK     Soft-RoCE rack spec (default testdata/racks/two-rxe.yaml)
 #   E2E_HRACK    HiNIC rack spec (default testdata/racks/two-hicain.yaml)
 #   E2E_IRACK    InfiniBand rack spec (default testdata/racks/two-ib.yaml)
-#   E2E_ONLY     rxe, hicain or ib: run one rack only (no comparison)
+#   E2E_MRACK    interop rack spec (default testdata/racks/mixed.yaml): its
+#                vm-a has the HiNIC vNIC, its vm-b Soft-RoCE
+#   E2E_ONLY     rxe, hicain, ib or mixed: run one rack only (no comparison)
 set -euo pipefail
 
 HINIC=${HINIC:-bin/hinic}
@@ -41,8 +50,11 @@ OUT=${E2E_DIR:-.cache/e2e}
 SPEC=${E2E_RACK:-testdata/racks/two-rxe.yaml}
 HSPEC=${E2E_HRACK:-testdata/racks/two-hicain.yaml}
 ISPEC=${E2E_IRACK:-testdata/racks/two-ib.yaml}
+MSPEC=${E2E_MRACK:-testdata/racks/mixed.yaml}
 ONLY=${E2E_ONLY:-}
-case $ONLY in "" | rxe | hicain | ib) ;; *) echo "e2e: E2E_ONLY is rxe, hicain or ib, not $ONLY" >&2; exit 2 ;; esac
+case $ONLY in "" | rxe | hicain | ib | mixed) ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib or mixed, not $ONLY" >&2; exit 2 ;; esac
+# The cases of the interop rack, run from each NIC to the other.
+INTEROP_CASES=(ibv_rc_pingpong ib_write_bw ib_read_bw ib_atomic_bw ib_send_lat)
 
 rm -rf "$OUT" && mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -88,6 +100,40 @@ rack() {
 		echo "e2e: the $name gate failed (exit $rc)" >&2
 		failed=1
 	fi
+}
+
+# interop SPEC IMAGE: the interop rack up, the interop cases with each
+# guest as the client (the requester of WRITEs, READs and atomics) in
+# turn, down. Failures are recorded like the gates'.
+interop() {
+	local spec=$1 image=$2 t rc dir srv cli
+	RUN_DIR=/tmp/hinic-rack-e2e-mixed
+	rm -rf "$RUN_DIR"
+	mkdir -p "$OUT/mixed"
+	t=$(now)
+	"$HINIC" deploy rack "$spec" --run-dir "$RUN_DIR" --image "$image" --pcap -o json > "$OUT/mixed/deploy.json"
+	stage "mixed deploy" "$t"
+	"$HINIC" deploy status --run-dir "$RUN_DIR" | tee "$OUT/mixed/status.txt"
+	local cases=()
+	for c in "${INTEROP_CASES[@]}"; do cases+=(--case "$c"); done
+	# DIR SERVER CLIENT: vm-a is the HiNIC guest, vm-b the Soft-RoCE one.
+	for run in "hicain-to-rxe vm-b vm-a" "rxe-to-hicain vm-a vm-b"; do
+		read -r dir srv cli <<<"$run"
+		mkdir -p "$OUT/mixed/$dir"
+		t=$(now)
+		set +e
+		"$HINIC" verify e2e --rack "$RUN_DIR" --server "$srv" --client "$cli" "${cases[@]}" \
+			--save "$OUT/mixed/$dir/raw" --junit "$OUT/mixed/$dir/gate.xml" --json "$OUT/mixed/$dir/gate.json" |
+			tee "$OUT/mixed/$dir/gate.txt"
+		rc=${PIPESTATUS[0]}
+		set -e
+		stage "mixed $dir" "$t"
+		if ((rc != 0)); then
+			echo "e2e: the interop gate $dir failed (exit $rc)" >&2
+			failed=1
+		fi
+	done
+	rack_down mixed
 }
 
 rack_down() {
@@ -146,6 +192,10 @@ fi
 if [[ -z $ONLY || $ONLY == ib ]]; then
 	rack ib "$ISPEC" "$HIMAGE"
 	rack_down ib
+fi
+
+if [[ -z $ONLY || $ONLY == mixed ]]; then
+	interop "$MSPEC" "$HIMAGE"
 fi
 
 if [[ -z $ONLY ]]; then

@@ -25,8 +25,23 @@ const (
 	hicainDriver  = "hicain_net"
 	hicainIB      = "hicain_ib"
 	hicainVectors = 8 // ivshmem vectors: control, L2 and CQ vectors
-	hicainMaxMTU  = 4096
-	hicainMinMTU  = 256
+	// hicainMaxMTU and hicainMinMTU bound the rack's mtu with hicain
+	// guests: the netdev takes up to the device header's max_mtu (a
+	// 9000-byte jumbo frame, device.MaxNetdevMTU), which leaves room for
+	// the largest RoCE MTU, 4096.
+	hicainMaxMTU = device.MaxNetdevMTU
+	hicainMinMTU = 256
+	// ibMaxMTU is the largest IB MTU, the most a vNIC's path MTU can be.
+	ibMaxMTU = 4096
+	// roceHeaders is what ib_core's iboe_get_mtu takes off a netdev MTU
+	// for the RoCE MTU of hicain_ib (GRH 40, UDP 8, BTH 12, XRCETH 4,
+	// AtomicETH 28, ICRC 4); rxeHeaders is rdma_rxe's
+	// RXE_MAX_HDR_LENGTH, which it takes off instead.
+	roceHeaders = 96
+	rxeHeaders  = 80
+	// defaultNetdevMTU is the MTU a guest netdev keeps when the rack sets
+	// none.
+	defaultNetdevMTU = 1500
 )
 
 // QEMUMachine is the machine type of every guest: QEMU's default x86
@@ -60,19 +75,42 @@ func GuestRAM(r *Rack, g Guest) string { return filepath.Join(GuestDir(r, g.Name
 // DeviceControl is the control socket of the rack's device backend.
 func DeviceControl(r *Rack) string { return filepath.Join(r.RunDir, FileDeviceCtl) }
 
-// DeviceMTU is the path MTU limit of the rack's vNICs: the largest IB MTU
-// (256, 512, ..., 4096 bytes) that fits the rack's mtu, or 1024 when the
-// rack keeps the netdev's default of 1500, the RoCE MTU that a 1500-byte
-// netdev allows (and what rxe gives on the same rack).
+// DeviceMTU is the path MTU limit of the rack's RoCE vNICs: the RoCE MTU
+// that hicain_ib derives from the netdev MTU (the largest IB MTU, 256 to
+// 4096 bytes, that fits it after the RoCEv2 headers, as iboe_get_mtu
+// does), so that the engine's limit is the active MTU the guest shows:
+// 1500 (the netdev's default, when the rack sets no mtu) gives 1024, 4096
+// gives 2048 and 4192 to 9000 give 4096.
 func DeviceMTU(r *Rack) int {
-	if r.MTU == 0 {
-		return device.DefaultMTU
+	return max(ibMTUUnder(cmp.Or(r.MTU, defaultNetdevMTU)-roceHeaders), hicainMinMTU)
+}
+
+// ibMTUUnder is the largest IB MTU (256, 512, ..., 4096) of at most n
+// bytes, or 0 when n is under 256.
+func ibMTUUnder(n int) int {
+	if n < 256 {
+		return 0
 	}
-	m := hicainMinMTU
-	for m*2 <= min(r.MTU, hicainMaxMTU) {
+	m := 256
+	for m*2 <= min(n, ibMaxMTU) {
 		m *= 2
 	}
 	return m
+}
+
+// ActiveMTU is the RoCE active MTU guest g of the rack should show
+// (ibv_devinfo's active_mtu): for rxe what rdma_rxe derives from the
+// netdev MTU, for a hicain RoCE vNIC DeviceMTU. An InfiniBand port's MTU
+// is the subnet manager's to set: 0, no expectation.
+func ActiveMTU(r *Rack, g Guest) int {
+	switch {
+	case g.Link == LinkIB:
+		return 0
+	case g.NIC == NICRxe:
+		return ibMTUUnder(cmp.Or(r.MTU, defaultNetdevMTU) - rxeHeaders)
+	default:
+		return DeviceMTU(r)
+	}
 }
 
 // guestMTU is the path MTU limit of guest g's vNIC: DeviceMTU, or for
@@ -80,8 +118,11 @@ func DeviceMTU(r *Rack) int {
 // an mtu (OpenSM's default IPoIB broadcast group, MTU 2048, admits only
 // ports that can carry it).
 func guestMTU(r *Rack, g Guest) int {
-	if g.Link == LinkIB && r.MTU == 0 {
-		return hicainMaxMTU
+	if g.Link == LinkIB {
+		if r.MTU == 0 {
+			return ibMaxMTU
+		}
+		return max(ibMTUUnder(r.MTU), hicainMinMTU)
 	}
 	return DeviceMTU(r)
 }

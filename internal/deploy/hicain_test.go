@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -76,10 +78,31 @@ func TestFabricConfigPortKinds(t *testing.T) {
 
 func TestDeviceMTU(t *testing.T) {
 	for _, tc := range []struct{ rack, want int }{
-		{0, 1024}, {256, 256}, {300, 256}, {1500, 1024}, {2048, 2048}, {4000, 2048}, {4096, 4096},
+		// The RoCE MTU of the netdev MTU after 96 bytes of RoCEv2
+		// headers (iboe_get_mtu), at least 256.
+		{0, 1024}, {256, 256}, {300, 256}, {1500, 1024}, {2048, 1024}, {2144, 2048}, {4000, 2048},
+		{4096, 2048}, {4191, 2048}, {4192, 4096}, {9000, 4096},
 	} {
 		if got := DeviceMTU(&Rack{MTU: tc.rack}); got != tc.want {
 			t.Errorf("rack mtu %d: device mtu %d, want %d", tc.rack, got, tc.want)
+		}
+	}
+}
+
+func TestActiveMTU(t *testing.T) {
+	for _, tc := range []struct {
+		nic, link string
+		rack      int
+		want      int
+	}{
+		{NICRxe, LinkEth, 0, 1024}, {NICRxe, LinkEth, 4096, 2048}, {NICRxe, LinkEth, 4175, 2048},
+		{NICRxe, LinkEth, 4176, 4096}, {NICRxe, LinkEth, 9000, 4096},
+		{NICHicain, LinkEth, 0, 1024}, {NICHicain, LinkEth, 4176, 2048}, {NICHicain, LinkEth, 9000, 4096},
+		{NICHicain, LinkIB, 0, 0}, {NICHicain, LinkIB, 9000, 0},
+	} {
+		r := &Rack{MTU: tc.rack}
+		if got := ActiveMTU(r, Guest{NIC: tc.nic, Link: tc.link}); got != tc.want {
+			t.Errorf("%s %s, rack mtu %d: active MTU %d, want %d", tc.nic, tc.link, tc.rack, got, tc.want)
 		}
 	}
 }
@@ -90,8 +113,8 @@ func TestDefaultsHicainMTU(t *testing.T) {
 		mtu int
 		ok  bool
 	}{
-		{NICHicain, 0, true}, {NICHicain, 256, true}, {NICHicain, 4096, true},
-		{NICHicain, 255, false}, {NICHicain, 9000, false}, {NICHicain, -1, false},
+		{NICHicain, 0, true}, {NICHicain, 256, true}, {NICHicain, 4096, true}, {NICHicain, 9000, true},
+		{NICHicain, 255, false}, {NICHicain, 9001, false}, {NICHicain, -1, false},
 		{NICRxe, 9000, true}, {NICRxe, -1, false},
 	} {
 		r := &Rack{MTU: tc.mtu, Guests: []Guest{{Name: "a", NIC: tc.nic}}}
@@ -102,7 +125,7 @@ func TestDefaultsHicainMTU(t *testing.T) {
 }
 
 func TestDeviceArgs(t *testing.T) {
-	r := hicainRack(t, 4096)
+	r := hicainRack(t, 9000)
 	args := DeviceArgs(r)
 	want := []string{"device", "serve", "--control", "/tmp/hr/device.sock",
 		"--vnic", "name=vm-a/hicain0,socket=/tmp/hr/vm-a/ivshmem.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc," +
@@ -206,5 +229,39 @@ func TestHicainScript(t *testing.T) {
 	// Without a rack MTU the driver's default stays.
 	if s := HicainScript(hicainRack(t, 0), r.Guests[0], "ens4"); strings.Contains(s, " mtu ") {
 		t.Errorf("MTU set without a rack mtu:\n%s", s)
+	}
+}
+
+// TestE2ERacksMTU: the RoCE racks of make e2e (testdata/racks) run every
+// guest, Soft-RoCE and HiNIC, at the RoCE active MTU 4096, the largest
+// both take, so their figures compare; and no two specs share an SSH
+// port, data address or MAC.
+func TestE2ERacksMTU(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/racks/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("rack specs %v, %v", files, err)
+	}
+	seen := map[string]string{}
+	for _, f := range files {
+		r, err := ReadRack(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Defaults(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, g := range r.Guests {
+			if g.Link == LinkEth {
+				if got := ActiveMTU(r, g); got != 4096 {
+					t.Errorf("%s: guest %s (%s): active MTU %d at mtu %d, want 4096", f, g.Name, g.NIC, got, r.MTU)
+				}
+			}
+			for _, k := range []string{fmt.Sprint("ssh ", g.SSHPort), "ip " + g.IP, "mac " + g.MAC} {
+				if other, ok := seen[k]; ok {
+					t.Errorf("%s: guest %s: %s already in %s", f, g.Name, k, other)
+				}
+				seen[k] = f + " " + g.Name
+			}
+		}
 	}
 }

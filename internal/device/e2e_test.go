@@ -129,6 +129,17 @@ func TestHandshakeAndHeader(t *testing.T) {
 	if da.VendorID != 0x1ED5 || da.VendorPartID != 0xCA10 || da.MaxQP == 0 {
 		t.Errorf("query device: %+v", da)
 	}
+	// The READ and atomic depth of Soft-RoCE, so that a guest connecting
+	// to an rxe peer can ask for what rxe offers.
+	if h := g.Header(); da.MaxQPRdAtom != 128 || da.MaxQPInitRdAtom != 128 || h.MaxQPRdAtom != 128 {
+		t.Errorf("max_qp_rd_atom %d, max_qp_init_rd_atom %d, header's max_qp_rd_atom %d; want 128",
+			da.MaxQPRdAtom, da.MaxQPInitRdAtom, h.MaxQPRdAtom)
+	}
+	// The netdev may go up to a 9000-byte jumbo frame, room for the
+	// RoCE MTU 4096 after the RoCEv2 headers.
+	if h := g.Header(); h.MaxMTU != 9000 {
+		t.Errorf("header's max_mtu %d, want 9000", h.MaxMTU)
+	}
 	pa, err := g.QueryPort(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -272,7 +272,7 @@ func (s *session) initHeader(resetCount uint32) {
 		// No Ethernet on an IB port: the L2 rings carry nothing.
 		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic
 	}
-	h.MaxMTU = 4096
+	h.MaxMTU = MaxNetdevMTU
 	h.NumVectors = uint32(cfg.Vectors)
 	h.MaxQP, h.MaxCQ, h.MaxMR, h.MaxPD = uint32(a.MaxQP), lim.maxCQ, uint32(a.MaxMR), uint32(a.MaxPD)
 	h.MaxAH = lim.maxAH

@@ -39,6 +39,12 @@ const (
 	// only ports that can carry its MTU.
 	DefaultIBMTU = 4096
 	maxFrame     = L2MaxFrame // HiSwitch default port MaxFrame
+	// MaxNetdevMTU is the largest MTU of the guest's netdev (the
+	// header's max_mtu): a 9000-byte jumbo frame, which fits L2MaxFrame
+	// with its Ethernet and VLAN headers and leaves room for the largest
+	// RoCE MTU, 4096, after the RoCEv2 headers (ib_core's iboe_get_mtu
+	// needs a netdev MTU of at least 4192 for it).
+	MaxNetdevMTU = 9000
 )
 
 // VNICConfig describes one emulated NIC.

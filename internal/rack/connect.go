@@ -19,7 +19,7 @@ type RCOptions struct {
 	SendDepth   int    // send queue depth (perftest --tx-depth); default 128
 	RecvDepth   int    // receive queue depth (perftest --rx-depth); default 512
 	MaxInline   int    // default 0
-	MaxRDAtomic uint8  // outstanding READs each way; default 16
+	MaxRDAtomic uint8  // outstanding READs and atomics each way; default rdma.DefaultMaxQPRDAtomic (128)
 	Timeout     uint8  // local ACK timeout code; default 14 (67 ms)
 	RetryCnt    uint8  // default 7
 	RNRRetry    uint8  // default 7 (infinite)
@@ -44,7 +44,7 @@ func (o *RCOptions) defaults() {
 		o.RecvDepth = 512
 	}
 	if o.MaxRDAtomic == 0 {
-		o.MaxRDAtomic = 16
+		o.MaxRDAtomic = rdma.DefaultMaxQPRDAtomic
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 14

@@ -18,7 +18,7 @@ const (
 	DefaultMaxCQE        = 65536
 	DefaultMaxSGE        = 32 // rxe's max_sge
 	DefaultMaxInline     = 256
-	DefaultMaxQPRDAtomic = 16 // outstanding READs per QP, both directions
+	DefaultMaxQPRDAtomic = 128 // outstanding READs and atomics per QP, both directions, as rxe
 	DefaultMaxSRQ        = 1024
 	DefaultMaxSRQWR      = 16384
 	DefaultMaxMcastGrp   = 256
@@ -34,12 +34,22 @@ const (
 const (
 	// MaxMsgSize is the largest message (max_msg_sz), as rxe in 6.12.
 	MaxMsgSize = 1 << 31
-	// MaxUnackedPSNs bounds the PSNs a requester has in flight, like
-	// rxe's RXE_MAX_UNACKED_PSNS.
-	MaxUnackedPSNs = 128
+	// MaxUnackedPSNs and MaxUnackedBytes bound what a requester has in
+	// flight (READs count their response PSNs): 1024 PSNs, and at most
+	// MaxUnackedBytes of packets at the path MTU, so the window is 1024
+	// PSNs up to MTU 1024, 512 at 2048 and 256 at 4096. rxe's
+	// RXE_MAX_UNACKED_PSNS of 128 held two 64 KiB messages at MTU 1024
+	// and left the requester idle for most of each round trip. The byte
+	// bound keeps one QP's burst within what the path holds (HiSwitch
+	// queues 1 MiB per egress class by default, plus the socket buffers
+	// of each hop), so a large MTU does not turn the window into pause
+	// frames or tail drops.
+	MaxUnackedPSNs  = 1024
+	MaxUnackedBytes = 1 << 20
 	// ackReqInterval: the requester sets AckReq at least every this many
-	// packets of a long message so the window keeps moving.
-	ackReqInterval = MaxUnackedPSNs / 4
+	// packets of a long message so the window keeps moving and a lost
+	// packet is found long before the ACK timeout.
+	ackReqInterval = 32
 	// maxFrameSize is the largest frame the engine builds or accepts:
 	// Ethernet + IPv6 + UDP + BTH + RETH + ImmDt + 4096 payload + pad + ICRC
 	// with room to spare (a VLAN tag, odd padding).

@@ -541,8 +541,10 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 			// The responder is still sending READ responses: requests
 			// wait, in order, as in rxe's per-QP request queue. A
 			// requester keeps at most MaxUnackedPSNs packets in flight,
-			// so the backlog stays small; beyond twice that, drop.
-			if len(qp.backlog)-qp.backHead >= 2*MaxUnackedPSNs {
+			// so a conforming peer never parks more than that; beyond
+			// it (retransmitted copies, or a peer ignoring the window)
+			// drop, which bounds the frames one QP can hold.
+			if len(qp.backlog)-qp.backHead >= MaxUnackedPSNs {
 				d.ctr.rxDropped.Add(1)
 				return false
 			}

@@ -38,7 +38,7 @@ type pairOpts struct {
 	retry     uint8 // default 7
 	rnrRetry  uint8 // default 7
 	minRNR    uint8 // responder's min_rnr_timer (default 12 = 0.64 ms)
-	rdAtomic  uint8 // max_rd_atomic and max_dest_rd_atomic (default 16)
+	rdAtomic  uint8 // max_rd_atomic and max_dest_rd_atomic (default rdma.DefaultMaxQPRDAtomic)
 	qpAccess  rdma.Access
 	mrAccess  rdma.Access
 	loopback  bool // both QPs on device a
@@ -74,7 +74,7 @@ func (o *pairOpts) defaults() {
 		o.minRNR = 12
 	}
 	if o.rdAtomic == 0 {
-		o.rdAtomic = 16
+		o.rdAtomic = rdma.DefaultMaxQPRDAtomic
 	}
 	if o.qpAccess == 0 {
 		o.qpAccess = rdma.AccessLocalWrite | rdma.AccessRemoteWrite | rdma.AccessRemoteRead

@@ -103,7 +103,7 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 		if w.errStatus != 0 {
 			return sent > 0, false
 		}
-		if !w.nextPSN.Before(r.sqPSN) && !w.hasResponse() && r.sqPSN.Diff(r.una) >= MaxUnackedPSNs {
+		if !w.nextPSN.Before(r.sqPSN) && !w.hasResponse() && int(r.sqPSN.Diff(r.una)) >= qp.window() {
 			return sent > 0, false // window full
 		}
 		if qp.dev.cfg.DCQCN != nil && !qp.dcqcnPace(qp.packetBytes(w)) {
@@ -118,6 +118,12 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 	return true, true
 }
 
+// window is how many PSNs the requester may have in flight: MaxUnackedPSNs,
+// and no more than MaxUnackedBytes of packets at the path MTU.
+func (qp *QP) window() int {
+	return min(MaxUnackedPSNs, MaxUnackedBytes/qp.pmtu)
+}
+
 // canStart reports whether w may be given PSNs now: READs are limited to
 // max_rd_atomic outstanding (at least one, so that a QP left at 0 does not
 // hang), a fenced WR waits for all earlier READs, and the PSN window must
@@ -130,7 +136,7 @@ func (qp *QP) canStart(w *sendWQE) bool {
 	if w.hasResponse() && r.outReads >= max(int(qp.attr.MaxRDAtomic), 1) {
 		return false
 	}
-	return r.sqPSN.Diff(r.una) < MaxUnackedPSNs
+	return int(r.sqPSN.Diff(r.una)) < qp.window()
 }
 
 // startWQE checks w's local SGEs and assigns its PSNs. On a local error
@@ -229,7 +235,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		r.noAckPkts++
 		// Ask for an ACK at the end of each message, every ackReqInterval
 		// packets, and when the window is about to close.
-		if last || r.noAckPkts >= ackReqInterval || r.sqPSN.Diff(r.una) >= MaxUnackedPSNs-1 {
+		if last || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1 {
 			f.BTH.AckReq = true
 			r.noAckPkts = 0
 		}

@@ -171,8 +171,12 @@ func runTraffic(t *testing.T, mtu int, faults rdmatest.Faults, seed int64, n, ma
 	p.expectNone(p.b.rcq, "receive CQ after the run")
 	ca, cb := p.a.dev.Counters(), p.b.dev.Counters()
 	ab, ba := p.link.Stats()
-	if got, want := ca.RxICRCErrors+cb.RxICRCErrors, ab.Corrupted+ba.Corrupted; got != want {
-		t.Fatalf("ICRC errors %d, corrupted frames %d", got, want)
+	// Every corrupted frame fails its ICRC check, unless the receive
+	// queue dropped it before it was checked (RxDropped: a burst of a
+	// full window both ways while the machine is loaded).
+	got, want, dropped := ca.RxICRCErrors+cb.RxICRCErrors, ab.Corrupted+ba.Corrupted, ca.RxDropped+cb.RxDropped
+	if got > want || got+dropped < want {
+		t.Fatalf("ICRC errors %d, corrupted frames %d, receive drops %d; A %+v B %+v", got, want, dropped, ca, cb)
 	}
 	if faults == (rdmatest.Faults{}) {
 		if ca.Retransmits+cb.Retransmits != 0 || ca.RxDropped+cb.RxDropped != 0 {

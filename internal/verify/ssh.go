@@ -49,6 +49,11 @@ type SSHOptions struct {
 	// BasePort is the first TCP port of the tools' out-of-band exchange;
 	// each case uses its own so a lingering server cannot confuse the next.
 	BasePort int
+	// ActiveMTU is the active MTU (bytes) each host must show in the
+	// ibv_devinfo case, by Host.Name(): what the rack's netdev MTU
+	// gives. A host without an entry (or 0) is not checked; its active
+	// MTU is reported either way.
+	ActiveMTU map[string]int
 }
 
 // DefaultSSHOptions are TCG-sized.
@@ -179,12 +184,17 @@ func (g *sshGate) devinfo(ctx context.Context) (Outcome, error) {
 		if p.State != "PORT_ACTIVE" {
 			return Outcome{}, fmt.Errorf("%s: port %d is %s, want PORT_ACTIVE", h.Name(), p.Num, p.State)
 		}
+		if want := g.o.ActiveMTU[h.Name()]; want != 0 && p.ActiveMTU != want {
+			return Outcome{}, fmt.Errorf("%s: port %d: active MTU %d, want %d (from the rack's mtu; max MTU %d)",
+				h.Name(), p.Num, p.ActiveMTU, want, p.MaxMTU)
+		}
 		if g.ib {
 			if p.Link != "InfiniBand" || p.LID == 0 || p.SMLID == 0 {
 				return Outcome{}, fmt.Errorf("%s: port %d: link layer %s, LID %d, SM LID %d: want InfiniBand with LIDs from a subnet manager",
 					h.Name(), p.Num, p.Link, p.LID, p.SMLID)
 			}
-			details = append(details, fmt.Sprintf("%s: %s port %d ACTIVE InfiniBand, LID %d, SM LID %d", h.Name(), h.Device(), p.Num, p.LID, p.SMLID))
+			details = append(details, fmt.Sprintf("%s: %s port %d ACTIVE InfiniBand, LID %d, SM LID %d, active MTU %d",
+				h.Name(), h.Device(), p.Num, p.LID, p.SMLID, p.ActiveMTU))
 			continue
 		}
 		gid, err := RoCEv2GID(p.GIDs, h.DataIP())
@@ -197,7 +207,8 @@ func (g *sshGate) devinfo(ctx context.Context) (Outcome, error) {
 		} else {
 			g.gidCli, g.gid6Cli = gid, gid6
 		}
-		details = append(details, fmt.Sprintf("%s: %s port %d ACTIVE %s, RoCEv2 GID[%d] ::ffff:%s", h.Name(), h.Device(), p.Num, p.Link, gid, h.DataIP()))
+		details = append(details, fmt.Sprintf("%s: %s port %d ACTIVE %s, active MTU %d, RoCEv2 GID[%d] ::ffff:%s",
+			h.Name(), h.Device(), p.Num, p.Link, p.ActiveMTU, gid, h.DataIP()))
 	}
 	return Outcome{Detail: strings.Join(details, "; ")}, nil
 }

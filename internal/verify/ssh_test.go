@@ -15,6 +15,8 @@ type scriptHost struct {
 	mu   sync.Mutex
 	lat  []string // successive outputs of ib_send_lat
 	runs int
+	// devinfo is the output of ibv_devinfo.
+	devinfo string
 }
 
 func (h *scriptHost) Name() string   { return h.name }
@@ -30,6 +32,8 @@ func (h *scriptHost) Run(_ context.Context, cmd string) (string, error) {
 	case strings.HasPrefix(cmd, "ss -Hltn"):
 		// Always listening: the port is in the filter.
 		return cmd, nil
+	case strings.HasPrefix(cmd, "ibv_devinfo"):
+		return h.devinfo, nil
 	case strings.Contains(cmd, "ib_send_lat"):
 		out := h.lat[min(h.runs, len(h.lat)-1)]
 		h.runs++
@@ -113,5 +117,44 @@ func TestTimed(t *testing.T) {
 	}
 	if _, err := elapsed("no time"); err == nil {
 		t.Error("no error without a time")
+	}
+}
+
+// TestDevinfoActiveMTU: the ibv_devinfo case reports each host's active
+// MTU and, given the MTU the rack's netdev MTU should give, fails a host
+// that shows another.
+func TestDevinfoActiveMTU(t *testing.T) {
+	mtu4096 := strings.Replace(devinfo, "active_mtu:\t\t1024 (3)", "active_mtu:\t\t4096 (5)", 1)
+	for _, tc := range []struct {
+		name         string
+		srv, cli     string
+		want         map[string]int
+		wantErr      string
+		wantInDetail string
+	}{
+		{"not checked", devinfo, devinfo, nil, "", "a: hicain_0 port 1 ACTIVE Ethernet, active MTU 1024"},
+		{"both 4096", mtu4096, mtu4096, map[string]int{"a": 4096, "b": 4096}, "", "b: hicain_0 port 1 ACTIVE Ethernet, active MTU 4096"},
+		{"client short", mtu4096, devinfo, map[string]int{"a": 4096, "b": 4096}, "b: port 1: active MTU 1024, want 4096", ""},
+		{"server short", devinfo, mtu4096, map[string]int{"a": 4096}, "a: port 1: active MTU 1024, want 4096", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultSSHOptions()
+			o.ActiveMTU = tc.want
+			g := &sshGate{srv: &scriptHost{name: "a", devinfo: tc.srv}, cli: &scriptHost{name: "b", devinfo: tc.cli},
+				o: o, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1}
+			out, err := g.devinfo(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.Detail, tc.wantInDetail) {
+				t.Errorf("detail %q, want %q in it", out.Detail, tc.wantInDetail)
+			}
+		})
 	}
 }

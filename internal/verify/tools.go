@@ -189,7 +189,10 @@ type DevPort struct {
 	Link  string // Ethernet, InfiniBand
 	LID   int    // an InfiniBand port's LID, 0 until a subnet manager gives one
 	SMLID int    // the LID of the port's subnet manager
-	GIDs  []GID
+	// MaxMTU and ActiveMTU in bytes (ibv_devinfo prints "4096 (5)"); 0
+	// when not listed.
+	MaxMTU, ActiveMTU int
+	GIDs              []GID
 }
 
 // GID is one GID table entry.
@@ -204,6 +207,7 @@ var (
 	diState = regexp.MustCompile(`^\s*state:\s*(\S+)`)
 	diLink  = regexp.MustCompile(`^\s*link_layer:\s*(\S+)`)
 	diLID   = regexp.MustCompile(`^\s*(port_lid|sm_lid):\s*(\d+)`)
+	diMTU   = regexp.MustCompile(`^\s*(max_mtu|active_mtu):\s*(\d+)`)
 	diGID   = regexp.MustCompile(`GID\[\s*(\d+)\]:\s*([0-9a-fA-F:.]+)(?:,\s*(RoCE v\d))?`)
 )
 
@@ -230,6 +234,16 @@ func ParseDevinfo(out string) []DevPort {
 				p.LID = n
 			} else {
 				p.SMLID = n
+			}
+		} else if m := diMTU.FindStringSubmatch(l); m != nil {
+			n, err := strconv.Atoi(m[2])
+			if err != nil {
+				n = 0 // out of range: not an MTU
+			}
+			if m[1] == "max_mtu" {
+				p.MaxMTU = n
+			} else {
+				p.ActiveMTU = n
 			}
 		} else if m := diGID.FindStringSubmatch(l); m != nil {
 			i, _ := strconv.Atoi(m[1])

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -113,7 +114,8 @@ func TestParseLat(t *testing.T) {
 
 func TestParseDevinfo(t *testing.T) {
 	ports := ParseDevinfo(devinfo)
-	if len(ports) != 1 || ports[0].State != "PORT_ACTIVE" || ports[0].Link != "Ethernet" || len(ports[0].GIDs) != 2 {
+	if len(ports) != 1 || ports[0].State != "PORT_ACTIVE" || ports[0].Link != "Ethernet" || len(ports[0].GIDs) != 2 ||
+		ports[0].MaxMTU != 4096 || ports[0].ActiveMTU != 1024 {
 		t.Fatalf("got %+v", ports)
 	}
 	i, err := RoCEv2GID(ports[0].GIDs, "10.42.0.1")
@@ -262,4 +264,22 @@ func TestParseBWClockCalibration(t *testing.T) {
 	if _, err := ParseBW(noWarn); err == nil || errors.Is(err, ErrClockCalibration) {
 		t.Fatalf("zero bandwidth without the warning: err %v", err)
 	}
+}
+
+// FuzzParseDevinfo: ibv_devinfo's output comes from a guest; any text
+// parses without a panic, into ports whose MTUs are what the text said
+// (0 when a number is out of range).
+func FuzzParseDevinfo(f *testing.F) {
+	f.Add(devinfo)
+	f.Add("port: 1\n active_mtu: 99999999999999999999 (5)\n")
+	f.Add("\tport:\t1\n\t\tmax_mtu:\t\t4096 (5)\n\t\tGID[  0]:\t::ffff:10.42.0.1, RoCE v2\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, p := range ParseDevinfo(out) {
+			for _, mtu := range []int{p.MaxMTU, p.ActiveMTU} {
+				if mtu < 0 || mtu > 0 && !strings.Contains(out, strconv.Itoa(mtu)) {
+					t.Fatalf("MTU %d from %q: %+v", mtu, out, p)
+				}
+			}
+		}
+	})
 }

@@ -129,6 +129,12 @@ func runRack(opts *Options) error {
 	}
 	o.Timeout = opts.CaseTimeout
 	o.Save = opts.Save
+	o.ActiveMTU = map[string]int{}
+	for _, g := range st.Rack.Guests {
+		if g.Name == srvG.Name || g.Name == cliG.Name {
+			o.ActiveMTU[g.Name] = deploy.ActiveMTU(&st.Rack, g)
+		}
+	}
 	cases := verify.SSHCases(hosts[0], hosts[1], o)
 	if len(opts.Only) > 0 {
 		var keep []verify.Case
