@@ -496,11 +496,29 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 		p("%s: already running (pid %d)", g.Name, gs.PID)
 	} else {
 		disk := filepath.Join(gs.Dir, "disk.qcow2")
+		// An overlay is only valid on the exact image it was made on: a
+		// rebuilt image under the same path would read as a corrupt
+		// disk. The overlay then starts again from the new image.
+		base := filepath.Join(gs.Dir, "disk.base")
+		want := imageID(m)
+		if b, err := os.ReadFile(base); err == nil && strings.TrimSpace(string(b)) != want {
+			p("%s: the image changed since its disk was made: starting a fresh disk", g.Name)
+			if err := os.Remove(disk); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		} else if err != nil {
+			// A disk from before deploy recorded its base: keep nothing
+			// of unknown origin.
+			_ = os.Remove(disk)
+		}
 		if _, err := os.Stat(disk); err != nil {
 			out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
 				"-b", filepath.Join(imageDir, image.FileQcow2), disk).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("qemu-img create: %v: %s", err, out)
+			}
+			if err := writePrivate(base, []byte(want+"\n")); err != nil {
+				return err
 			}
 		}
 		logf, err := openPrivate(filepath.Join(gs.Dir, "qemu.log"), os.O_APPEND)
@@ -652,6 +670,16 @@ func setupRxe(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState) 
 type proc struct {
 	exe  string
 	args []string
+}
+
+// imageID names an image's root disk: its checksum in the manifest.
+func imageID(m *image.Manifest) string {
+	for _, a := range m.Artifacts {
+		if a.Name == image.FileQcow2 {
+			return a.SHA256
+		}
+	}
+	return m.KernelRelease
 }
 
 // fabricProc is the rack's `hinic fabric serve --config RUN/fabric.yaml`.
