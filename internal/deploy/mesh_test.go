@@ -74,3 +74,25 @@ func TestMeshScript(t *testing.T) {
 		t.Errorf("private key mode %v, %v", fi.Mode().Perm(), err)
 	}
 }
+
+func TestForgetHostKey(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "known_hosts")
+	in := "[127.0.0.1]:2262 ssh-ed25519 AAAA1\n[127.0.0.1]:2263 ssh-ed25519 AAAA2\n[127.0.0.1]:22620 ssh-ed25519 AAAA3\n"
+	if err := os.WriteFile(path, []byte(in), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ForgetHostKey(path, "127.0.0.1:2262"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if want := "[127.0.0.1]:2263 ssh-ed25519 AAAA2\n[127.0.0.1]:22620 ssh-ed25519 AAAA3\n"; string(b) != want {
+		t.Errorf("known_hosts %q, want %q", b, want)
+	}
+	if err := ForgetHostKey(filepath.Join(dir, "none"), "127.0.0.1:2262"); err != nil {
+		t.Errorf("a missing file: %v", err)
+	}
+}

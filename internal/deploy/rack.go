@@ -520,6 +520,9 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 			if err := writePrivate(base, []byte(want+"\n")); err != nil {
 				return err
 			}
+			if err := ForgetHostKey(filepath.Join(r.RunDir, FileKnownHosts), gs.SSHAddr); err != nil {
+				return err
+			}
 		}
 		logf, err := openPrivate(filepath.Join(gs.Dir, "qemu.log"), os.O_APPEND)
 		if err != nil {

@@ -246,3 +246,37 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(l, "\n")
 }
+
+// ForgetHostKey removes the pinned host keys of addr (host:port) from a
+// known_hosts file: a guest that starts on a fresh disk makes new host
+// keys at first boot, and only then may its key change.
+func ForgetHostKey(path, addr string) error {
+	knownHostsMu.Lock()
+	defer knownHostsMu.Unlock()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	name := knownhosts.Normalize(addr)
+	var keep []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		hosts, _, _ := strings.Cut(l, " ")
+		drop := false
+		for _, h := range strings.Split(hosts, ",") {
+			if h == name {
+				drop = true
+			}
+		}
+		if !drop && l != "" {
+			keep = append(keep, l)
+		}
+	}
+	out := strings.Join(keep, "\n")
+	if out != "" {
+		out += "\n"
+	}
+	return writePrivate(path, []byte(out))
+}
