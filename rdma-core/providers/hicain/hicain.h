@@ -61,7 +61,7 @@ struct hicain_cq {
 };
 
 struct hicain_qp {
-	struct ibv_qp ibv_qp;
+	struct verbs_qp vqp;		/* vqp.qp is the ibv_qp */
 	pthread_spinlock_t sq_lock;
 	pthread_spinlock_t rq_lock;
 	struct hicain_ring sq;		/* send WQEs */
@@ -70,6 +70,12 @@ struct hicain_qp {
 	struct hicain_wq_dbrec *rq_dbrec;
 	uint32_t max_inline;
 	bool mapped;
+	/* The ibv_wr_* batch between wr_start and wr_complete, under
+	 * sq_lock: WQEs go into the SQ from sq.idx to wr_cur, published at
+	 * wr_complete; wr_err is the first error, which drops the batch.
+	 */
+	uint32_t wr_cur;
+	int wr_err;
 };
 
 struct hicain_srq {
@@ -105,7 +111,7 @@ static inline struct hicain_cq *to_hcq(struct ibv_cq *ibcq)
 
 static inline struct hicain_qp *to_hqp(struct ibv_qp *ibqp)
 {
-	return hicain_container_of(ibqp, struct hicain_qp, ibv_qp);
+	return hicain_container_of(ibqp, struct hicain_qp, vqp.qp);
 }
 
 static inline struct hicain_srq *to_hsrq(struct ibv_srq *ibsrq)
