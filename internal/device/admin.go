@@ -296,6 +296,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return StEINVAL
 		}
 		return status(s.dev.SetHostCapabilities(PayloadOf[CmdPortCapArgs](c).CapMask))
+	case CmdReregMR:
+		return s.reregMR(c.Handle, PayloadOf[CmdRegMRArgs](c), out)
 	default:
 		return StEINVAL
 	}
@@ -370,28 +372,9 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	if !ok {
 		return StENOENT
 	}
-	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
-		return StEINVAL
-	}
-	pageSize := uint64(1) << a.PageShift
-	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
-		return StEFAULT
-	}
-	list := make([]byte, 8*uint64(a.NPages))
-	if err := s.v.ram.ReadAt(list, a.PageListGPA); err != nil {
-		return StEFAULT
-	}
-	pages := make([]uint64, a.NPages)
-	for i := range pages {
-		p := uint64(list[8*i]) | uint64(list[8*i+1])<<8 | uint64(list[8*i+2])<<16 | uint64(list[8*i+3])<<24 |
-			uint64(list[8*i+4])<<32 | uint64(list[8*i+5])<<40 | uint64(list[8*i+6])<<48 | uint64(list[8*i+7])<<56
-		if p%pageSize != 0 {
-			return StEINVAL
-		}
-		if !s.ramRange(p, pageSize) {
-			return StEFAULT
-		}
-		pages[i] = p
+	pageSize, pages, st := s.mrPages(a)
+	if st != StOK {
+		return st
 	}
 	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
 	if err != nil {
@@ -402,6 +385,34 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	put32(out.Out[0:], mr.LKey)
 	put32(out.Out[4:], mr.RKey)
 	return StOK
+}
+
+// mrPages reads and checks the page list of a REG_MR or REREG_MR.
+func (s *session) mrPages(a *CmdRegMRArgs) (uint64, []uint64, uint16) {
+	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
+		return 0, nil, StEINVAL
+	}
+	pageSize := uint64(1) << a.PageShift
+	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
+		return 0, nil, StEFAULT
+	}
+	list := make([]byte, 8*uint64(a.NPages))
+	if err := s.v.ram.ReadAt(list, a.PageListGPA); err != nil {
+		return 0, nil, StEFAULT
+	}
+	pages := make([]uint64, a.NPages)
+	for i := range pages {
+		p := uint64(list[8*i]) | uint64(list[8*i+1])<<8 | uint64(list[8*i+2])<<16 | uint64(list[8*i+3])<<24 |
+			uint64(list[8*i+4])<<32 | uint64(list[8*i+5])<<40 | uint64(list[8*i+6])<<48 | uint64(list[8*i+7])<<56
+		if p%pageSize != 0 {
+			return 0, nil, StEINVAL
+		}
+		if !s.ramRange(p, pageSize) {
+			return 0, nil, StEFAULT
+		}
+		pages[i] = p
+	}
+	return pageSize, pages, StOK
 }
 
 func put32(b []byte, v uint32) {
