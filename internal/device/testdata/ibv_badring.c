@@ -571,7 +571,7 @@ int main(int argc, char **argv)
 	struct ibv_context *ctx2;
 	struct ibv_pd *pd, *pd2;
 	struct ibv_mr *mr_a, *mr_b, *mr_s, *mr_r;
-	uint8_t *buf_a, *buf_b, *buf_s, *buf_c;
+	uint8_t *buf_a, *buf_b, *buf_s;
 	struct ibv_wc wc;
 	struct pair p;
 	struct hicain_qp *q;
@@ -594,7 +594,6 @@ int main(int argc, char **argv)
 	buf_a = aligned_alloc(BUF, BUF);
 	buf_b = aligned_alloc(BUF, BUF);
 	buf_s = aligned_alloc(BUF, BUF);
-	buf_c = aligned_alloc(BUF, BUF);
 	memset(buf_a, 'A', BUF);
 	memset(buf_b, 0, BUF);
 	memset(buf_s, 'S', BUF);
@@ -805,27 +804,74 @@ int main(int argc, char **argv)
 	}
 	free_pair(&p);
 
-	/* rereg-mr: ibv_rereg_mr is refused (EOPNOTSUPP) and the MR keeps
-	 * working. libhicain offers no rereg_mr until rdma-core's pyverbs
-	 * rereg tests pass with it (docs/verbs-driver.md).
+	/* rereg-mr: ibv_rereg_mr changes an MR in place and its keys stay
+	 * (ABI 1.8 REREG_MR). Translation and access: a write through the
+	 * rkey lands in the new buffer only. Access without remote write:
+	 * the same rkey is refused. Another PD: QPs of the old PD no longer
+	 * reach it, QPs of the new one do.
 	 */
-	memset(buf_c, 0, BUF);
-	mr_r = ibv_reg_mr(pd, buf_c, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!mr_r) {
-		fail("rereg-mr", "reg");
-	} else {
-		errno = 0;
-		if (!ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE) ||
-		    errno != EOPNOTSUPP)
-			fail("rereg-mr", "ibv_rereg_mr was not refused with EOPNOTSUPP");
-		else if (make_pair(&p, pd, pd) ||
-			 post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c, mr_r->rkey) ||
-			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_c, 64, 'A'))
-			fail("rereg-mr", "the MR stopped working after a refused rereg");
+	{
+		uint8_t *r1 = aligned_alloc(BUF, BUF), *r2 = aligned_alloc(BUF, BUF);
+		const char *why = NULL;
+		uint32_t lk, rk;
+
+		memset(r1, 0, BUF);
+		memset(r2, 0, BUF);
+		memset(&p, 0, sizeof(p));
+		mr_r = ibv_reg_mr(pd, r1, BUF, IBV_ACCESS_LOCAL_WRITE);
+		if (!mr_r) {
+			why = "reg";
+			goto rereg_done;
+		}
+		lk = mr_r->lkey;
+		rk = mr_r->rkey;
+		if (ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, NULL,
+				 r2, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+			why = "ibv_rereg_mr translation and access";
+		} else if (mr_r->lkey != lk || mr_r->rkey != rk) {
+			why = "the keys changed";
+		} else if (make_pair(&p, pd, pd) ||
+			   post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)r2, rk) ||
+			   wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			   !all_bytes(r2, 64, 'A') || !all_bytes(r1, BUF, 0)) {
+			why = "a write to the new translation";
+		}
+		free_pair(&p);
+		if (!why && ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+					 IBV_ACCESS_LOCAL_WRITE)) {
+			why = "ibv_rereg_mr access";
+		} else if (!why && (make_pair(&p, pd, pd) ||
+				    post_write(p.a, 9, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)r2 + 64, rk) ||
+				    wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS ||
+				    !all_bytes(r2 + 64, BUF - 64, 0))) {
+			why = "a write without remote write access went through";
+		}
+		free_pair(&p);
+		if (!why && ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS, pd2, NULL,
+					 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+			why = "ibv_rereg_mr PD";
+		} else if (!why && (make_pair(&p, pd, pd) ||
+				    post_write(p.a, 10, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)r2 + 64, rk) ||
+				    wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS ||
+				    !all_bytes(r2 + 64, BUF - 64, 0))) {
+			why = "a QP of the old PD still reaches it";
+		}
+		free_pair(&p);
+		if (!why && (make_pair(&p, pd2, pd2) ||
+			     post_write(p.a, 11, (uintptr_t)buf_s, 64, mr_s->lkey, (uintptr_t)r2 + 64, rk) ||
+			     wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			     !all_bytes(r2 + 64, 64, 'S')))
+			why = "a QP of the new PD does not reach it";
+		free_pair(&p);
+rereg_done:
+		if (mr_r)
+			ibv_dereg_mr(mr_r);
+		free(r1);
+		free(r2);
+		if (why)
+			fail("rereg-mr", why);
 		else
 			ok("rereg-mr");
-		free_pair(&p);
-		ibv_dereg_mr(mr_r);
 	}
 
 	/* cq-ex: extended CQs, through the poll API and every accessor of

@@ -242,6 +242,24 @@ static struct ibv_mr *hicain_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 	return &vmr->ibv_mr;
 }
 
+/*
+ * hicain_rereg_mr - ibv_rereg_mr through the kernel: a device of ABI 1.8
+ * changes the MR in place and the keys stay; an older one registers it
+ * anew. Either way the keys of the response are the MR's now
+ * (ibv_cmd_rereg_mr stores them).
+ */
+static int hicain_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+			   size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)
+		return EOPNOTSUPP;
+	return ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr, access, pd, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
+}
+
 static int hicain_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret;
@@ -1416,6 +1434,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.query_qp = hicain_query_qp,
 	.query_srq = hicain_query_srq,
 	.reg_mr = hicain_reg_mr,
+	.rereg_mr = hicain_rereg_mr,
 	.req_notify_cq = hicain_req_notify_cq,
 	.resize_cq = hicain_resize_cq,
 };
