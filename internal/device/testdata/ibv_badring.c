@@ -942,6 +942,46 @@ rereg_done:
 		free_pair(&p);
 	}
 
+	/* rq-full: an RQ takes its depth of receives and no more (ENOMEM),
+	 * although the device has taken them out of the ring meanwhile; a
+	 * completion, once polled, makes room for one.
+	 */
+	{
+		struct ibv_sge rs = { .addr = (uintptr_t)buf_b, .length = 64, .lkey = mr_b->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 40, .sg_list = &rs, .num_sge = 1 }, *rb;
+		struct ibv_sge ss = { .addr = (uintptr_t)buf_a, .length = 64, .lkey = mr_a->lkey };
+		struct ibv_send_wr sw = { .wr_id = 41, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *sb;
+		const char *why = NULL;
+		uint32_t d;
+
+		if (make_pair(&p, pd, pd)) {
+			why = "set-up";
+		} else {
+			d = to_hqp(p.b)->rq.depth;
+			for (k = 0; k < d && !why; k++)
+				if (ibv_post_recv(p.b, &rw, &rb))
+					why = "a receive within the depth was refused";
+			usleep(200000);	/* the device takes them out of the ring */
+			if (!why && ibv_post_recv(p.b, &rw, &rb) != ENOMEM)
+				why = "a receive beyond the depth was not refused with ENOMEM";
+			else if (!why && (ibv_post_send(p.a, &sw, &sb) || wait_wc(p.cq_a, &wc, 5000) ||
+					  wc.status != IBV_WC_SUCCESS || wait_wc(p.cq_b, &wc, 5000) ||
+					  wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV))
+				why = "the send";
+			else if (!why && ibv_post_recv(p.b, &rw, &rb))
+				why = "no room after a receive completed";
+			else if (!why && ibv_post_recv(p.b, &rw, &rb) != ENOMEM)
+				why = "room for two after one receive completed";
+		}
+		if (why)
+			fail("rq-full", why);
+		else
+			ok("rq-full");
+		free_pair(&p);
+		memset(buf_b, 0, BUF);
+	}
+
 	/* qp-ex: the extended post API (qp_ex_case). */
 	{
 		const char *why = qp_ex_case(pd);

@@ -382,6 +382,34 @@ static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
 }
 
 /*
+ * hicain_cq_count_recv - count the receive completions of wc[0..n) to
+ * their QPs' rq_done; under cq->lock. A count never passes the QP's
+ * posts: completions of receives a Reset dropped (modify_qp forgets
+ * those) may still come.
+ */
+static void hicain_cq_count_recv(struct hicain_cq *cq, const struct ibv_wc *wc, int n)
+{
+	struct hicain_qp *qp;
+	uint32_t done;
+	int i;
+
+	if (!cq->rq_qps)
+		return;
+	for (i = 0; i < n; i++) {
+		if (!(wc[i].opcode & IBV_WC_RECV))
+			continue;
+		for (qp = cq->rq_qps; qp; qp = qp->rcq_next) {
+			if (qp->vqp.qp.qp_num != wc[i].qp_num)
+				continue;
+			done = __atomic_load_n(&qp->rq_done, __ATOMIC_RELAXED);
+			if (done != __atomic_load_n(&qp->rq.idx, __ATOMIC_RELAXED))
+				__atomic_store_n(&qp->rq_done, done + 1, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+}
+
+/*
  * hicain_poll_cq - the CQEs up to the device's prod (acquire), then cons
  * handed back (release). When the ring was full the device holds
  * completions back until it sees the room: the CQ doorbell tells it.
@@ -393,8 +421,15 @@ static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	uint32_t prod, start;
 	int n = 0;
 
-	if (!cq->ring.map)
-		return ibv_cmd_poll_cq(ibcq, ne, wc);
+	if (!cq->ring.map) {
+		n = ibv_cmd_poll_cq(ibcq, ne, wc);
+		if (n > 0) {
+			pthread_spin_lock(&cq->lock);
+			hicain_cq_count_recv(cq, wc, n);
+			pthread_spin_unlock(&cq->lock);
+		}
+		return n;
+	}
 	pthread_spin_lock(&cq->lock);
 	prod = hicain_load_acquire(&cq->dbrec->prod);
 	/* An index beyond the ring is the device's bug: take nothing. */
@@ -410,6 +445,7 @@ static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 			continue;
 		hicain_cqe_to_wc(c, &wc[n++]);
 	}
+	hicain_cq_count_recv(cq, wc, n);
 	if (cq->ring.idx != start) {
 		hicain_store_release(&cq->dbrec->cons, cq->ring.idx);
 		if (prod - start == cq->ring.depth) {
@@ -667,7 +703,34 @@ static int hicain_qp_map(struct ibv_context *ibctx, struct hicain_qp *qp, bool s
 		qp->max_inline = qp->sq.stride - sizeof(struct hicain_send_wqe);
 	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	if (qp->rq.map && qp->vqp.qp.recv_cq) {
+		struct hicain_cq *rcq = to_hcq(qp->vqp.qp.recv_cq);
+
+		pthread_spin_lock(&rcq->lock);
+		qp->rcq_next = rcq->rq_qps;
+		rcq->rq_qps = qp;
+		pthread_spin_unlock(&rcq->lock);
+	}
 	return 0;
+}
+
+/* hicain_qp_untrack - take a QP out of its recv CQ's rq_qps. */
+static void hicain_qp_untrack(struct hicain_qp *qp)
+{
+	struct hicain_cq *rcq;
+	struct hicain_qp **pp;
+
+	if (!qp->rq.map || !qp->vqp.qp.recv_cq)
+		return;
+	rcq = to_hcq(qp->vqp.qp.recv_cq);
+	pthread_spin_lock(&rcq->lock);
+	for (pp = &rcq->rq_qps; *pp; pp = &(*pp)->rcq_next) {
+		if (*pp == qp) {
+			*pp = qp->rcq_next;
+			break;
+		}
+	}
+	pthread_spin_unlock(&rcq->lock);
 }
 
 static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
@@ -698,11 +761,20 @@ static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	return &qp->vqp.qp;
 }
 
-static int hicain_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+/* A QP that enters Reset drops its receives: none is outstanding. */
+static int hicain_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
 {
+	struct hicain_qp *qp = to_hqp(ibqp);
 	struct ibv_modify_qp cmd;
+	int ret;
 
-	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (!ret && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && qp->rq.map) {
+		pthread_spin_lock(&qp->rq_lock);
+		__atomic_store_n(&qp->rq_done, qp->rq.idx, __ATOMIC_RELAXED);
+		pthread_spin_unlock(&qp->rq_lock);
+	}
+	return ret;
 }
 
 static int hicain_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
@@ -721,6 +793,7 @@ static int hicain_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
+	hicain_qp_untrack(qp);
 	hicain_cq_clean(ibqp->send_cq, ibqp->qp_num);
 	if (ibqp->recv_cq != ibqp->send_cq)
 		hicain_cq_clean(ibqp->recv_cq, ibqp->qp_num);
@@ -857,10 +930,15 @@ static int hicain_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return ret;
 }
 
-/* hicain_post_wq - receive WQEs into a mapped RQ or SRQ ring. */
+/*
+ * hicain_post_wq - receive WQEs into a mapped RQ or SRQ ring, while the
+ * ring has room and, for an RQ (done: its rq_done), fewer than its depth
+ * are outstanding.
+ */
 static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 			  struct hicain_wq_dbrec *dbrec, pthread_spinlock_t *lock,
-			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+			  const uint32_t *done, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr)
 {
 	struct hicain_context *ctx = to_hctx(ibctx);
 	struct hicain_recv_wqe *w;
@@ -870,7 +948,8 @@ static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 	pthread_spin_lock(lock);
 	start = rq->idx;
 	for (; wr; wr = wr->next) {
-		if (rq->idx - hicain_load_acquire(&dbrec->cons) >= rq->depth) {
+		if (rq->idx - hicain_load_acquire(&dbrec->cons) >= rq->depth ||
+		    (done && rq->idx - __atomic_load_n(done, __ATOMIC_RELAXED) >= rq->depth)) {
 			ret = ENOMEM;
 			break;
 		}
@@ -883,7 +962,7 @@ static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 		w->num_sge = htole32(wr->num_sge);
 		w->rsvd = 0;
 		hicain_write_sges((struct hicain_sge *)(w + 1), wr->sg_list, wr->num_sge);
-		rq->idx++;
+		__atomic_store_n(&rq->idx, rq->idx + 1, __ATOMIC_RELAXED);
 	}
 	if (rq->idx != start) {
 		hicain_store_release(&dbrec->prod, rq->idx);
@@ -910,7 +989,8 @@ static int hicain_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	return hicain_post_wq(ibqp->context, &qp->rq, qp->rq_dbrec, &qp->rq_lock, wr, bad_wr);
+	return hicain_post_wq(ibqp->context, &qp->rq, qp->rq_dbrec, &qp->rq_lock, &qp->rq_done, wr,
+			      bad_wr);
 }
 
 /* ---- the extended post API ---- */
@@ -1176,7 +1256,11 @@ static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 {
 	uint64_t ops;
 
-	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS))
+		return EOPNOTSUPP;
+	/* No create flag is offered; an empty set is no request. */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
 		return EOPNOTSUPP;
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD))
 		return EINVAL;
@@ -1237,13 +1321,14 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
  * binds, atomic write, TSO). The API writes into the mapped SQ, so a
  * QP whose SQ the kernel could not map (a context without the doorbell
  * page, an SQ too large to map) is refused it with EOPNOTSUPP; a plain
- * ibv_create_qp still gives such a QP. Create flags, XRC domains, RSS
- * and TSO are not offered.
+ * ibv_create_qp still gives such a QP. Create flags (the empty set is
+ * taken: pyverbs sends it), XRC domains, RSS and TSO are not offered.
  */
 static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 					  struct ibv_qp_init_attr_ex *attr)
 {
 	struct hicain_create_qp_resp resp = {};
+	struct ibv_qp_init_attr_ex a;
 	struct ibv_create_qp cmd;
 	struct hicain_qp *qp;
 	int ret;
@@ -1258,13 +1343,17 @@ static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd, sizeof(cmd), &resp.core,
+	/* libibverbs' command knows no create flags: the empty set goes. */
+	a = *attr;
+	a.comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, &a, &cmd, sizeof(cmd), &resp.core,
 				   sizeof(resp));
 	if (ret) {
 		free(qp);
 		errno = ret;
 		return NULL;
 	}
+	attr->cap = a.cap;	/* what the QP got */
 	ret = hicain_qp_map(context, qp, attr->srq, &resp);
 	if (!ret && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && !qp->mapped) {
 		hicain_unmap_ring(&qp->sq);
@@ -1391,7 +1480,8 @@ static int hicain_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	if (!srq->ring.map)
 		return ibv_cmd_post_srq_recv(ibsrq, wr, bad_wr);
-	return hicain_post_wq(ibsrq->context, &srq->ring, srq->dbrec, &srq->lock, wr, bad_wr);
+	return hicain_post_wq(ibsrq->context, &srq->ring, srq->dbrec, &srq->lock, NULL, wr,
+			      bad_wr);
 }
 
 /* ---- contexts ---- */

@@ -58,6 +58,7 @@ struct hicain_cq {
 	struct hicain_cq_dbrec *dbrec;
 	uint32_t cqn;
 	struct ibv_wc cur;		/* the completion start/next_poll took */
+	struct hicain_qp *rq_qps;	/* mapped RQs completing here, under lock */
 };
 
 struct hicain_qp {
@@ -76,6 +77,15 @@ struct hicain_qp {
 	 */
 	uint32_t wr_cur;
 	int wr_err;
+	/*
+	 * Receives of the mapped RQ that completed (successful, in error or
+	 * flushed), counted by the recv CQ's poll: the device takes WQEs
+	 * out of the ring before they complete, so the ring's room alone
+	 * would let more than the RQ's depth be outstanding (IBA 11.4.1.2:
+	 * a post beyond it fails). Atomic: poll writes, post reads.
+	 */
+	uint32_t rq_done;
+	struct hicain_qp *rcq_next;	/* in recv_cq's rq_qps */
 };
 
 struct hicain_srq {
