@@ -942,6 +942,48 @@ rereg_done:
 		free_pair(&p);
 	}
 
+	/* parent-domain: QPs, an MR and an extended CQ on a parent domain
+	 * move a write; its PD cannot go before it.
+	 */
+	{
+		struct ibv_parent_domain_init_attr pa = { .pd = pd };
+		struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS,
+						  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD };
+		struct ibv_pd *par = ibv_alloc_parent_domain(ctx, &pa);
+		struct ibv_mr *pm = NULL;
+		struct ibv_cq_ex *pcq = NULL;
+		const char *why = NULL;
+
+		memset(&p, 0, sizeof(p));
+		memset(buf_b, 0, BUF);
+		ca.parent_domain = par;
+		if (!par)
+			why = "ibv_alloc_parent_domain";
+		else if (ibv_dealloc_pd(pd) != EBUSY)
+			why = "the PD under a parent domain was not EBUSY";
+		else if (!(pm = ibv_reg_mr(par, buf_b, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)))
+			why = "an MR on the parent domain";
+		else if (!(pcq = ibv_create_cq_ex(ctx, &ca)))
+			why = "an extended CQ on the parent domain";
+		else if (!(p.cq_a = ibv_cq_ex_to_cq(pcq)) || !(p.cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0)) ||
+			 !(p.a = new_qp(pd, p.cq_a)) || !(p.b = new_qp(par, p.cq_b)) ||
+			 to_rts(p.a, p.b->qp_num) || to_rts(p.b, p.a->qp_num))
+			why = "QPs on the parent domain";
+		else if (post_write(p.a, 50, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b, pm->rkey) ||
+			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_b, 64, 'A'))
+			why = "a write to the parent domain's MR";
+		free_pair(&p);
+		if (pm)
+			ibv_dereg_mr(pm);
+		if (par && ibv_dealloc_pd(par) && !why)
+			why = "dealloc of the parent domain";
+		if (why)
+			fail("parent-domain", why);
+		else
+			ok("parent-domain");
+		memset(buf_b, 0, BUF);
+	}
+
 	/* rq-full: an RQ takes its depth of receives and no more (ENOMEM),
 	 * although the device has taken them out of the ring meanwhile; a
 	 * completion, once polled, makes room for one.

@@ -208,10 +208,57 @@ static struct ibv_pd *hicain_alloc_pd(struct ibv_context *context)
 	return &pd->ibv_pd;
 }
 
+/*
+ * hicain_alloc_parent_domain - a parent domain over attr->pd: a PD as
+ * far as every verb goes (libibverbs' ibv_initialize_parent_domain: the
+ * same context and uverbs handle), which QPs, SRQs, AHs, MRs and
+ * extended CQs take. Its allocators are accepted and never called: the
+ * provider allocates no queue memory of its own (the rings are the
+ * kernel's, mapped). No thread domains are offered (ibv_alloc_td is
+ * EOPNOTSUPP), so attr->td must be NULL.
+ */
+static struct ibv_pd *hicain_alloc_parent_domain(struct ibv_context *context,
+						 struct ibv_parent_domain_init_attr *attr)
+{
+	struct hicain_pd *pd, *prot;
+
+	if (!attr->pd || attr->pd->context != context || to_hpd(attr->pd)->protection) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->td || (attr->comp_mask & ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+						       IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	prot = to_hpd(attr->pd);
+	pd->ibv_pd.context = context;
+	pd->ibv_pd.handle = attr->pd->handle;
+	pd->pdn = prot->pdn;
+	pd->protection = prot;
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pd->pd_context = attr->pd_context;
+	__atomic_add_fetch(&prot->parents, 1, __ATOMIC_RELAXED);
+	return &pd->ibv_pd;
+}
+
 static int hicain_dealloc_pd(struct ibv_pd *ibpd)
 {
+	struct hicain_pd *pd = to_hpd(ibpd);
 	int ret;
 
+	if (pd->protection) {
+		__atomic_sub_fetch(&pd->protection->parents, 1, __ATOMIC_RELAXED);
+		free(pd);
+		return 0;
+	}
+	if (__atomic_load_n(&pd->parents, __ATOMIC_RELAXED))
+		return EBUSY;
 	ret = ibv_cmd_dealloc_pd(ibpd);
 	if (ret)
 		return ret;
@@ -598,8 +645,9 @@ static uint8_t hicain_cqx_dlid_path_bits(struct ibv_cq_ex *cqx)
 
 /*
  * hicain_create_cq_ex - ibv_create_cq_ex: the fields of ibv_wc
- * (IBV_WC_STANDARD_FLAGS); timestamps, CVLAN, flow tags and tag
- * matching are not offered, nor parent domains or
+ * (IBV_WC_STANDARD_FLAGS), also for a parent domain
+ * (IBV_CQ_INIT_ATTR_MASK_PD, which must be one); timestamps, CVLAN,
+ * flow tags and tag matching are not offered, nor
  * IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN. SINGLE_THREADED is a hint the CQ
  * takes without change.
  */
@@ -613,8 +661,15 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 	void *dbrec = NULL;
 	int ret;
 
+	/* A parent domain may come along; a PD that is none is wrong. */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!attr->parent_domain || attr->parent_domain->context != context ||
+	     !to_hpd(attr->parent_domain)->protection)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	if ((attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS) ||
-	    (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) ||
 	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	     (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
 		errno = EOPNOTSUPP;
@@ -1497,6 +1552,7 @@ static void hicain_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops hicain_ctx_ops = {
+	.alloc_parent_domain = hicain_alloc_parent_domain,
 	.alloc_pd = hicain_alloc_pd,
 	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = hicain_create_ah,

@@ -31,9 +31,17 @@ struct hicain_context {
 	volatile uint32_t *db;		/* the doorbell register in it */
 };
 
+/*
+ * A PD, or a parent domain (ibv_alloc_parent_domain) over one: the same
+ * uverbs handle and device PD, and a reference on the PD, which cannot
+ * go while parent domains use it.
+ */
 struct hicain_pd {
 	struct ibv_pd ibv_pd;
 	uint32_t pdn;
+	struct hicain_pd *protection;	/* a parent domain's PD, or NULL */
+	int parents;			/* parent domains over this PD (atomic) */
+	void *pd_context;		/* a parent domain's, given back by nothing */
 };
 
 /* One mapped ring and its dbrec. */

@@ -143,7 +143,8 @@ struct verbs_context_ops {
 	verbs_unused_op alloc_dm;
 	verbs_unused_op alloc_mw;
 	verbs_unused_op alloc_null_mr;
-	verbs_unused_op alloc_parent_domain;
+	struct ibv_pd *(*alloc_parent_domain)(struct ibv_context *context,
+					      struct ibv_parent_domain_init_attr *attr);
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
 	verbs_unused_op alloc_td;
 	void (*async_event)(struct ibv_context *context, struct ibv_async_event *event);
@@ -349,6 +350,7 @@ HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_qp_ex) == 0x0a0);
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_context) == 648);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context, context) == 320);
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_context_ops) == 76 * sizeof(void *));
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, alloc_parent_domain) == 0x020);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, alloc_pd) == 0x028);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, attach_mcast) == 0x048);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_ah) == 0x068);
