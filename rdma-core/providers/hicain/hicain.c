@@ -816,7 +816,11 @@ static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	return &qp->vqp.qp;
 }
 
-/* A QP that enters Reset drops its receives: none is outstanding. */
+/*
+ * A QP that enters Reset drops its receives (none is outstanding), and
+ * its completions still in mapped CQs go, as mlx5's provider cleans
+ * them: a restarted QP's first poll must not find its old flushes.
+ */
 static int hicain_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
 {
 	struct hicain_qp *qp = to_hqp(ibqp);
@@ -828,6 +832,11 @@ static int hicain_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int a
 		pthread_spin_lock(&qp->rq_lock);
 		__atomic_store_n(&qp->rq_done, qp->rq.idx, __ATOMIC_RELAXED);
 		pthread_spin_unlock(&qp->rq_lock);
+	}
+	if (!ret && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		hicain_cq_clean(ibqp->send_cq, ibqp->qp_num);
+		if (ibqp->recv_cq != ibqp->send_cq)
+			hicain_cq_clean(ibqp->recv_cq, ibqp->qp_num);
 	}
 	return ret;
 }
