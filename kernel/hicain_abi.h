@@ -25,13 +25,14 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	7	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	8	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
 				 * 1.5: SM_CHANGE, CLIENT_REREGISTER;
 				 * 1.6: SET_PORT_CAP;
-				 * 1.7: hicain_cq_dbrec.events */
+				 * 1.7: hicain_cq_dbrec.events;
+				 * 1.8: REREG_MR */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -179,6 +180,9 @@ enum hicain_admin_op {
 	HICAIN_CMD_QUERY_COUNTERS,	/* handle = port -> resp_gpa <- hicain_port_counters */
 	HICAIN_CMD_MAD_IFC,		/* hicain_cmd_mad_ifc -> resp_gpa <- answer MAD */
 	HICAIN_CMD_SET_PORT_CAP,	/* ABI 1.6: handle = port, hicain_cmd_port_cap */
+	HICAIN_CMD_REREG_MR,		/* ABI 1.8: handle = lkey, hicain_cmd_reg_mr:
+					 * the MR's PD, access and pages, in place
+					 * -> out: lkey, rkey (unchanged) */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each

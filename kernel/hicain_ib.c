@@ -1006,28 +1006,73 @@ static int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 
 /* ---- memory regions ---- */
 
-static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
-					u64 virt_addr, int access, struct ib_udata *udata)
+/*
+ * hicain_mr_cmd - REG_MR, or REREG_MR of the MR whose lkey is handle:
+ * the page list of umem for an MR at virt_addr in pd, with access. The
+ * keys come back in cqe.
+ */
+static int hicain_mr_cmd(struct hicain_ibdev *hidev, u16 opcode, u32 handle, struct ib_pd *ibpd,
+			 struct ib_umem *umem, u64 length, u64 virt_addr, int access,
+			 struct hicain_admin_cqe *cqe)
 {
-	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct device *dma_dev = hicain_dma_dev(hidev);
 	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
 	struct ib_block_iter biter;
-	struct hicain_mr *mr;
 	unsigned long pgsz;
 	dma_addr_t list_dma;
 	__le64 *list;
 	size_t npages, i = 0;
 	int ret;
 
-	/* Optional flags (relaxed ordering, which perftest asks for) are
-	 * hints a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL).
-	 */
+	/* The device maps iova to pages[0] + iova % page_size. */
+	pgsz = ib_umem_find_best_pgsz(umem, HICAIN_MR_PGSZ_BITMAP, virt_addr);
+	npages = pgsz ? ib_umem_num_dma_blocks(umem, pgsz) : 0;
+	if (!npages || npages > HICAIN_MR_MAX_PAGES)
+		return -EINVAL;
+	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma, GFP_KERNEL);
+	if (!list)
+		return -ENOMEM;
+	rdma_umem_for_each_dma_block(umem, &biter, pgsz)
+		list[i++] = cpu_to_le64(rdma_block_iter_dma_address(&biter));
+
+	cmd.opcode = cpu_to_le16(opcode);
+	cmd.handle = cpu_to_le32(handle);
+	cmd.reg_mr.pd = cpu_to_le32(to_hpd(ibpd)->pdn);
+	cmd.reg_mr.access = cpu_to_le32(access);
+	cmd.reg_mr.iova = cpu_to_le64(virt_addr);
+	cmd.reg_mr.length = cpu_to_le64(length);
+	cmd.reg_mr.page_list_gpa = cpu_to_le64(list_dma);
+	cmd.reg_mr.npages = cpu_to_le32(npages);
+	cmd.reg_mr.page_shift = cpu_to_le32(order_base_2(pgsz));
+	ret = hicain_admin_exec(hidev->hdev, &cmd, cqe);
+	/* The device copied the list while it executed the command. */
+	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	return ret;
+}
+
+/* Optional flags (relaxed ordering, which perftest asks for) are hints
+ * a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL).
+ */
+static int hicain_mr_access(int access)
+{
 	access &= ~IB_ACCESS_OPTIONAL;
 	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
 		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
-		return ERR_PTR(-EOPNOTSUPP);
+		return -EOPNOTSUPP;
+	return access;
+}
+
+static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+					u64 virt_addr, int access, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
+	struct hicain_admin_cqe cqe;
+	struct hicain_mr *mr;
+	int ret;
+
+	access = hicain_mr_access(access);
+	if (access < 0)
+		return ERR_PTR(access);
 	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
@@ -1037,32 +1082,8 @@ static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 lengt
 		ret = PTR_ERR(mr->umem);
 		goto err_free;
 	}
-	/* The device maps iova to pages[0] + iova % page_size. */
-	pgsz = ib_umem_find_best_pgsz(mr->umem, HICAIN_MR_PGSZ_BITMAP, virt_addr);
-	npages = pgsz ? ib_umem_num_dma_blocks(mr->umem, pgsz) : 0;
-	if (!npages || npages > HICAIN_MR_MAX_PAGES) {
-		ret = -EINVAL;
-		goto err_umem;
-	}
-	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma, GFP_KERNEL);
-	if (!list) {
-		ret = -ENOMEM;
-		goto err_umem;
-	}
-	rdma_umem_for_each_dma_block(mr->umem, &biter, pgsz)
-		list[i++] = cpu_to_le64(rdma_block_iter_dma_address(&biter));
-
-	cmd.opcode = cpu_to_le16(HICAIN_CMD_REG_MR);
-	cmd.reg_mr.pd = cpu_to_le32(to_hpd(ibpd)->pdn);
-	cmd.reg_mr.access = cpu_to_le32(access);
-	cmd.reg_mr.iova = cpu_to_le64(virt_addr);
-	cmd.reg_mr.length = cpu_to_le64(length);
-	cmd.reg_mr.page_list_gpa = cpu_to_le64(list_dma);
-	cmd.reg_mr.npages = cpu_to_le32(npages);
-	cmd.reg_mr.page_shift = cpu_to_le32(order_base_2(pgsz));
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	/* The device copied the list while it executed the command. */
-	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	ret = hicain_mr_cmd(hidev, HICAIN_CMD_REG_MR, 0, ibpd, mr->umem, length, virt_addr, access,
+			    &cqe);
 	if (ret)
 		goto err_umem;
 	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
@@ -1174,18 +1195,26 @@ err_free:
 }
 
 /*
- * hicain_rereg_user_mr - ibv_rereg_mr: a new MR with what the flags
- * change (IB_MR_REREG_TRANS: range and IOVA, _ACCESS, _PD) and what the
- * old one had otherwise. uverbs puts the new MR in the old one's place
- * and deregisters the old, whose keys stop working; the new keys go
- * back to the process (ibv_rereg_mr allows them to change). The device
- * has no command that changes an MR in place.
+ * hicain_rereg_user_mr - ibv_rereg_mr: what the flags change
+ * (IB_MR_REREG_TRANS: range and IOVA, _ACCESS, _PD), the rest as the MR
+ * had it. A device of ABI 1.8 or later changes the MR in place
+ * (REREG_MR) and the keys stay, as applications expect (rdma-core's
+ * tests exchange the rkey once, before the rereg): the pages are pinned
+ * anew for a new range, or for access that makes a read-only MR
+ * writable, and the old pin goes once the device no longer uses it.
+ * uverbs then moves the MR to the new PD and range itself. An older
+ * device gets a new MR, which uverbs puts in the old one's place before
+ * it deregisters the old: the keys change.
  */
 static struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
 					  u64 virt_addr, int access, struct ib_pd *pd,
 					  struct ib_udata *udata)
 {
+	struct hicain_ibdev *hidev = to_hidev(ibmr->device);
 	struct hicain_mr *mr = to_hmr(ibmr);
+	struct ib_umem *umem = mr->umem;
+	struct hicain_admin_cqe cqe;
+	int ret;
 
 	if (!mr->umem)
 		return ERR_PTR(-EOPNOTSUPP);	/* the kernel's DMA MR */
@@ -1198,7 +1227,32 @@ static struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 sta
 		access = mr->access;
 	if (!(flags & IB_MR_REREG_PD))
 		pd = ibmr->pd;
-	return hicain_reg_user_mr(pd, start, length, virt_addr, access, udata);
+	if (!hicain_abi_minor_at_least(hidev, 8))
+		return hicain_reg_user_mr(pd, start, length, virt_addr, access, udata);
+	access = hicain_mr_access(access);
+	if (access < 0)
+		return ERR_PTR(access);
+	if ((flags & IB_MR_REREG_TRANS) || (ib_access_writable(access) && !mr->umem->writable)) {
+		umem = ib_umem_get(ibmr->device, start, length, access);
+		if (IS_ERR(umem))
+			return ERR_CAST(umem);
+	}
+	ret = hicain_mr_cmd(hidev, HICAIN_CMD_REREG_MR, ibmr->lkey, pd, umem, length, virt_addr,
+			    access, &cqe);
+	if (ret) {
+		/* The device keeps the MR as it was. */
+		if (umem != mr->umem)
+			ib_umem_release(umem);
+		return ERR_PTR(ret);
+	}
+	if (umem != mr->umem) {
+		ib_umem_release(mr->umem);
+		mr->umem = umem;
+	}
+	mr->access = access;
+	ibmr->iova = virt_addr;
+	ibmr->length = length;
+	return NULL;
 }
 
 static int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)

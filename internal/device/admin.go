@@ -306,6 +306,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return StEINVAL
 		}
 		return status(s.dev.SetHostCapabilities(PayloadOf[CmdPortCapArgs](c).CapMask))
+	case CmdReregMR:
+		return s.reregMR(c.Handle, PayloadOf[CmdRegMRArgs](c), out)
 	default:
 		return StEINVAL
 	}
@@ -383,20 +385,21 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
 		return StEINVAL
 	}
-	pageSize := uint64(1) << a.PageShift
-	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
-		return StEFAULT
-	}
 	// The budget is charged before the list is read: the copy the
 	// engine keeps is what the MR costs, and this one is as large.
 	cost := mrCost(a.NPages)
 	if !s.mem.charge(cost) {
 		return StENOMEM
 	}
-	st, mr := s.regMRPages(pd, a, pageSize)
+	pageSize, pages, st := s.mrPages(a)
 	if st != StOK {
 		s.mem.refund(cost)
 		return st
+	}
+	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
+	if err != nil {
+		s.mem.refund(cost)
+		return status(err)
 	}
 	s.mrs[mr.LKey] = mr
 	s.mrCost[mr.LKey] = cost
@@ -406,26 +409,29 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	return StOK
 }
 
-// regMRPages reads the page list (little-endian GPAs, as the host's
-// words) into a temporary slice and registers the MR.
-func (s *session) regMRPages(pd *rdma.PD, a *CmdRegMRArgs, pageSize uint64) (uint16, *rdma.MR) {
+// mrPages reads and checks the page list of a REG_MR or REREG_MR
+// (little-endian GPAs, as the host's words).
+func (s *session) mrPages(a *CmdRegMRArgs) (uint64, []uint64, uint16) {
+	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
+		return 0, nil, StEINVAL
+	}
+	pageSize := uint64(1) << a.PageShift
+	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
+		return 0, nil, StEFAULT
+	}
 	pages := make([]uint64, a.NPages)
 	if err := s.v.ram.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 8*len(pages)), a.PageListGPA); err != nil {
-		return StEFAULT, nil
+		return 0, nil, StEFAULT
 	}
 	for _, p := range pages {
 		if p%pageSize != 0 {
-			return StEINVAL, nil
+			return 0, nil, StEINVAL
 		}
 		if !s.ramRange(p, pageSize) {
-			return StEFAULT, nil
+			return 0, nil, StEFAULT
 		}
 	}
-	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
-	if err != nil {
-		return status(err), nil
-	}
-	return StOK, mr
+	return pageSize, pages, StOK
 }
 
 func put32(b []byte, v uint32) {

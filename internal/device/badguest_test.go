@@ -375,7 +375,7 @@ func TestRandomGarbage(t *testing.T) {
 			p := device.PayloadOf[device.CmdCreateQPArgs](&cmd)
 			p.SQDepth &= 255
 			p.RQDepth &= 255
-		case device.CmdRegMR:
+		case device.CmdRegMR, device.CmdReregMR:
 			device.PayloadOf[device.CmdRegMRArgs](&cmd).NPages &= 1023
 		case device.CmdSetAddr:
 			continue // would change the GIDs the QPs of a were connected with

@@ -135,31 +135,74 @@ func (d *Device) RegMR(pd *PD, addr, length uint64, access Access) (*MR, error) 
 // following pageSize-aligned IOVA page to the next entry. pageSize must be
 // a power of two of at least 4 KiB and pages must cover the region.
 func (d *Device) RegMRPages(pd *PD, iova, length, pageSize uint64, pages []uint64, access Access) (*MR, error) {
-	if err := d.checkPD(pd); err != nil {
+	mr, err := d.newPagedMR(pd, iova, length, pageSize, pages, access)
+	if err != nil {
 		return nil, fmt.Errorf("rdma: reg MR pages: %w", err)
 	}
+	return mr, d.insertMR(mr)
+}
+
+// ReregMRPages changes old's PD, access and translation (as RegMRPages
+// takes them) in place, the device side of ibv_rereg_mr: the region keeps
+// its keys. The change is atomic: a work request that looks a key up
+// afterwards finds the returned region, one that took old before goes on
+// with it until its next lookup, which fails; on an error old stays as
+// it was.
+func (d *Device) ReregMRPages(old *MR, pd *PD, iova, length, pageSize uint64, pages []uint64, access Access) (*MR, error) {
+	if old == nil || old.dev != d {
+		return nil, fmt.Errorf("rdma: rereg MR: not this device's: %w", ErrInvalid)
+	}
+	mr, err := d.newPagedMR(pd, iova, length, pageSize, pages, access)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: rereg MR %#x: %w", old.LKey, err)
+	}
+	d.mu.Lock() // orders against PD.Dealloc
+	defer d.mu.Unlock()
+	d.mrMu.Lock()
+	defer d.mrMu.Unlock()
+	idx := old.LKey >> 8
+	if !old.valid.Load() || int(idx) >= len(d.mrs) || d.mrs[idx] != old {
+		return nil, fmt.Errorf("rdma: rereg MR %#x: not registered: %w", old.LKey, ErrInvalid)
+	}
+	if pd.dead.Load() {
+		return nil, fmt.Errorf("rdma: rereg MR %#x: PD %d deallocated: %w", old.LKey, pd.handle, ErrInvalid)
+	}
+	mr.LKey, mr.RKey = old.LKey, old.RKey
+	mr.valid.Store(true)
+	d.mrs[idx] = mr
+	old.valid.Store(false)
+	old.pd.refs.Add(-1)
+	mr.pd.refs.Add(1)
+	return mr, nil
+}
+
+// newPagedMR checks a page-list region and builds it, unregistered.
+func (d *Device) newPagedMR(pd *PD, iova, length, pageSize uint64, pages []uint64, access Access) (*MR, error) {
+	if err := d.checkPD(pd); err != nil {
+		return nil, err
+	}
 	if err := checkMRAccess(access); err != nil {
-		return nil, fmt.Errorf("rdma: reg MR pages: %v: %w", err, ErrInvalid)
+		return nil, fmt.Errorf("%v: %w", err, ErrInvalid)
 	}
 	if pageSize < 4096 || pageSize&(pageSize-1) != 0 {
-		return nil, fmt.Errorf("rdma: reg MR pages: page size %d is not a power of two >= 4096: %w", pageSize, ErrInvalid)
+		return nil, fmt.Errorf("page size %d is not a power of two >= 4096: %w", pageSize, ErrInvalid)
 	}
 	if iova+length < iova {
-		return nil, fmt.Errorf("rdma: reg MR pages [%#x, +%#x): wraps: %w", iova, length, ErrInvalid)
+		return nil, fmt.Errorf("[%#x, +%#x): wraps: %w", iova, length, ErrInvalid)
 	}
 	first := iova & (pageSize - 1)
 	need := (first + length + pageSize - 1) / pageSize
 	if uint64(len(pages)) < need {
-		return nil, fmt.Errorf("rdma: reg MR pages: %d pages given, %d needed for %#x bytes at offset %#x: %w",
+		return nil, fmt.Errorf("%d pages given, %d needed for %#x bytes at offset %#x: %w",
 			len(pages), need, length, first, ErrInvalid)
 	}
 	bounded, checked := d.mem.(Bounded)
 	for i, p := range pages[:need] {
 		if p&(pageSize-1) != 0 {
-			return nil, fmt.Errorf("rdma: reg MR pages: page %d at %#x is not %d-aligned: %w", i, p, pageSize, ErrInvalid)
+			return nil, fmt.Errorf("page %d at %#x is not %d-aligned: %w", i, p, pageSize, ErrInvalid)
 		}
 		if checked && !bounded.Contains(p, pageSize) {
-			return nil, fmt.Errorf("rdma: reg MR pages: page %d at %#x is outside the DMA space: %w", i, p, ErrInvalid)
+			return nil, fmt.Errorf("page %d at %#x is outside the DMA space: %w", i, p, ErrInvalid)
 		}
 	}
 	mr := &MR{
@@ -167,7 +210,7 @@ func (d *Device) RegMRPages(pd *PD, iova, length, pageSize uint64, pages []uint6
 		paged: true, pageShift: uint(bits.TrailingZeros64(pageSize)), pageMask: pageSize - 1,
 		firstOff: first, pages: append([]uint64(nil), pages[:need]...),
 	}
-	return mr, d.insertMR(mr)
+	return mr, nil
 }
 
 func (d *Device) checkPD(pd *PD) error {

@@ -123,22 +123,45 @@ func (g *Guest) query(ctx context.Context, op uint16, handle uint32, out []byte)
 // 4 KiB pages (the memory is contiguous in GPA space here; a kernel
 // driver would pass the umem's pages).
 func (g *Guest) RegMR(ctx context.Context, pd uint32, gpa, iova, length uint64, access uint32) (lkey, rkey uint32, err error) {
+	pages, err := contiguousPages(gpa, iova, length)
+	if err != nil {
+		return 0, 0, err
+	}
+	return g.RegMRPages(ctx, pd, iova, length, 12, pages, access)
+}
+
+// ReregMR gives the MR of lkey the PD pd, access and [gpa, gpa+length)
+// at IOVA iova (REREG_MR, ABI 1.8), as RegMR describes a region.
+func (g *Guest) ReregMR(ctx context.Context, lkey, pd uint32, gpa, iova, length uint64, access uint32) (uint32, uint32, error) {
+	pages, err := contiguousPages(gpa, iova, length)
+	if err != nil {
+		return 0, 0, err
+	}
+	return g.mrCmd(ctx, device.CmdReregMR, lkey, pd, iova, length, 12, pages, access)
+}
+
+func contiguousPages(gpa, iova, length uint64) ([]uint64, error) {
 	const ps = 4096
 	first := gpa &^ (ps - 1)
 	if iova%ps != gpa%ps {
-		return 0, 0, fmt.Errorf("guestsim: iova and gpa must share the page offset")
+		return nil, fmt.Errorf("guestsim: iova and gpa must share the page offset")
 	}
 	n := (gpa + length - first + ps - 1) / ps
 	pages := make([]uint64, n)
 	for i := range pages {
 		pages[i] = first + uint64(i)*ps
 	}
-	return g.RegMRPages(ctx, pd, iova, length, 12, pages, access)
+	return pages, nil
 }
 
 // RegMRPages registers an MR from an explicit page list (any GPAs, for
 // bad-guest tests).
 func (g *Guest) RegMRPages(ctx context.Context, pd uint32, iova, length uint64, pageShift uint32, pages []uint64, access uint32) (lkey, rkey uint32, err error) {
+	return g.mrCmd(ctx, device.CmdRegMR, 0, pd, iova, length, pageShift, pages, access)
+}
+
+func (g *Guest) mrCmd(ctx context.Context, op uint16, handle, pd uint32, iova, length uint64, pageShift uint32,
+	pages []uint64, access uint32) (lkey, rkey uint32, err error) {
 	list, err := g.Alloc(uint64(len(pages))*8, 8, false)
 	if err != nil {
 		return 0, 0, err
@@ -147,7 +170,7 @@ func (g *Guest) RegMRPages(ctx context.Context, pd uint32, iova, length uint64, 
 	if err := g.ram.WriteAt(b, list); err != nil {
 		return 0, 0, err
 	}
-	cmd := device.AdminCmd{Opcode: device.CmdRegMR}
+	cmd := device.AdminCmd{Opcode: op, Handle: handle}
 	*device.PayloadOf[device.CmdRegMRArgs](&cmd) = device.CmdRegMRArgs{PD: pd, Access: access, IOVA: iova,
 		Length: length, PageListGPA: list, NPages: uint32(len(pages)), PageShift: pageShift}
 	c, err := g.Admin(ctx, &cmd)

@@ -11,7 +11,9 @@
  * in an error completion or its QP in the error state, never in data
  * reaching a buffer it should not; and a well-formed transfer still
  * works afterwards. It also checks that a forked child has no mapping
- * and that another context of the same process cannot map its rings.
+ * and that another context of the same process cannot map its rings,
+ * and drives the extended post API (ibv_wr_*), which writes into the
+ * same rings, right and wrong.
  *
  * Every QP is RC, connected to a QP of the same device through GID
  * index 1. Prints BADRING-OK name or BADRING-FAIL name: why per case,
@@ -68,7 +70,8 @@ static int to_rts(struct ibv_qp *qp, uint32_t dest)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 			  IBV_QP_ACCESS_FLAGS))
 		return -1;
@@ -321,13 +324,254 @@ static void fatal_case(const char *name, struct ibv_pd *pd, int kind)
 	free_pair(&p);
 }
 
+/* new_qp_ex - an RC or UD QP of the extended post API with ops. */
+static struct ibv_qp *new_qp_ex(struct ibv_pd *pd, struct ibv_cq *cq, enum ibv_qp_type type,
+				uint64_t ops)
+{
+	struct ibv_qp_init_attr_ex ia;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	ia.qp_type = type;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	ia.cap.max_inline_data = 64;
+	ia.pd = pd;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ia.send_ops_flags = ops;
+	return ibv_create_qp_ex(ctx, &ia);
+}
+
+#define RC_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE | \
+		IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | \
+		IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+/*
+ * qp_ex_case - the ibv_wr_* API between two RC QPs of one PD: one batch
+ * of every operation the device has (write, write with immediate,
+ * inline send, two-SGE send with immediate, read, compare-and-swap,
+ * fetch-and-add) lands right; a batch with a bad entry is dropped
+ * whole; inline data beyond max_inline, operations the device lacks and
+ * posts in Reset are refused.
+ */
+static const char *qp_ex_case(struct ibv_pd *pd)
+{
+	enum { W = 0, WI = 256, SI = 512, S2 = 768, R = 1024, AT = 2048 };
+	uint8_t *src = aligned_alloc(BUF, BUF), *dst = aligned_alloc(BUF, BUF);
+	struct ibv_mr *ms = NULL, *md = NULL;
+	struct ibv_cq *ca = NULL, *cb = NULL;
+	struct ibv_qp *a = NULL, *b = NULL, *x;
+	struct ibv_qp_ex *qx;
+	struct ibv_sge sg2[2], rsge[3];
+	struct ibv_recv_wr rwr[3], *rbad;
+	struct ibv_qp_attr ra = { .qp_state = IBV_QPS_RESET };
+	struct ibv_wc wc[16];
+	const char *why = NULL;
+	uint64_t v;
+	int i, n, got;
+
+	if (!src || !dst)
+		return "buffers";
+	memset(src, 'X', BUF);
+	memset(dst, 0, BUF);
+	memset(src + R, 'R', 256);
+	v = 5;
+	memcpy(dst + AT, &v, 8);	/* compare-and-swap 5 -> 9 */
+	v = 100;
+	memcpy(dst + AT + 8, &v, 8);	/* fetch-and-add 100 + 7 */
+	ms = ibv_reg_mr(pd, src, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	md = ibv_reg_mr(pd, dst, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			IBV_ACCESS_REMOTE_ATOMIC);
+	ca = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	cb = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!ms || !md || !ca || !cb) {
+		why = "MRs and CQs";
+		goto out;
+	}
+	x = new_qp_ex(pd, ca, IBV_QPT_RC, RC_OPS | IBV_QP_EX_WITH_BIND_MW);
+	if (x || errno != EOPNOTSUPP) {
+		why = "a QP with MW binds was not refused with EOPNOTSUPP";
+		if (x)
+			ibv_destroy_qp(x);
+		goto out;
+	}
+	x = new_qp_ex(pd, ca, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE);
+	if (x || errno != EOPNOTSUPP) {
+		why = "a UD QP with RDMA WRITE was not refused with EOPNOTSUPP";
+		if (x)
+			ibv_destroy_qp(x);
+		goto out;
+	}
+	a = new_qp_ex(pd, ca, IBV_QPT_RC, RC_OPS);
+	b = new_qp_ex(pd, cb, IBV_QPT_RC, RC_OPS);
+	if (!a || !b || !(qx = ibv_qp_to_qp_ex(a)) || !ibv_qp_to_qp_ex(b) ||
+	    to_rts(a, b->qp_num) || to_rts(b, a->qp_num)) {
+		why = "extended QPs";
+		goto out;
+	}
+	if (!to_hqp(a)->mapped) {
+		why = "the extended QP is not mapped";
+		goto out;
+	}
+	for (i = 0; i < 3; i++) {
+		rsge[i].addr = (uintptr_t)dst + (i == 0 ? WI : i == 1 ? SI : S2);
+		rsge[i].length = 256;
+		rsge[i].lkey = md->lkey;
+		rwr[i].wr_id = 100 + i;
+		rwr[i].sg_list = &rsge[i];
+		rwr[i].num_sge = 1;
+		rwr[i].next = i < 2 ? &rwr[i + 1] : NULL;
+	}
+	if (ibv_post_recv(b, rwr, &rbad)) {
+		why = "post_recv";
+		goto out;
+	}
+
+	/* A batch with a bad entry (three SGEs on a two-SGE QP) is dropped. */
+	ibv_wr_start(qx);
+	qx->wr_id = 90;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(qx, md->rkey, (uintptr_t)dst);
+	ibv_wr_set_sge(qx, ms->lkey, (uintptr_t)src, 64);
+	ibv_wr_send(qx);
+	ibv_wr_set_sge_list(qx, 3, rsge);
+	if (ibv_wr_complete(qx) != EINVAL) {
+		why = "a batch with three SGEs on a two-SGE QP was not refused with EINVAL";
+		goto out;
+	}
+	/* Inline data beyond max_inline. */
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_inline_data(qx, src, 4096);
+	if (ibv_wr_complete(qx) != ENOMEM) {
+		why = "4096 inline bytes were not refused with ENOMEM";
+		goto out;
+	}
+
+	ibv_wr_start(qx);
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	qx->wr_id = 1;
+	ibv_wr_rdma_write(qx, md->rkey, (uintptr_t)dst + W);
+	ibv_wr_set_sge(qx, ms->lkey, (uintptr_t)src, 200);
+	qx->wr_id = 2;
+	ibv_wr_rdma_write_imm(qx, md->rkey, (uintptr_t)dst + WI, htonl(0xabc));
+	ibv_wr_set_sge(qx, ms->lkey, (uintptr_t)src, 100);
+	qx->wr_id = 3;
+	ibv_wr_send(qx);
+	{
+		struct ibv_data_buf ib[2] = { { (void *)"inline-", 7 }, { (void *)"bytes", 5 } };
+
+		ibv_wr_set_inline_data_list(qx, 2, ib);
+	}
+	qx->wr_id = 4;
+	ibv_wr_send_imm(qx, htonl(0xdef));
+	sg2[0] = (struct ibv_sge){ (uintptr_t)src, 10, ms->lkey };
+	sg2[1] = (struct ibv_sge){ (uintptr_t)src + R, 20, ms->lkey };
+	ibv_wr_set_sge_list(qx, 2, sg2);
+	qx->wr_id = 5;
+	ibv_wr_rdma_read(qx, ms->rkey, (uintptr_t)src + R);
+	ibv_wr_set_sge(qx, md->lkey, (uintptr_t)dst + R, 256);
+	qx->wr_id = 6;
+	ibv_wr_atomic_cmp_swp(qx, md->rkey, (uintptr_t)dst + AT, 5, 9);
+	ibv_wr_set_sge(qx, md->lkey, (uintptr_t)dst + AT + 16, 8);
+	qx->wr_id = 7;
+	ibv_wr_atomic_fetch_add(qx, md->rkey, (uintptr_t)dst + AT + 8, 7);
+	ibv_wr_set_sge(qx, md->lkey, (uintptr_t)dst + AT + 24, 8);
+	if (ibv_wr_complete(qx)) {
+		why = "wr_complete of the batch";
+		goto out;
+	}
+	for (got = 0; got < 7;) {
+		if (wait_wc(ca, &wc[got], 5000)) {
+			why = "the batch's completions did not all come";
+			goto out;
+		}
+		if (wc[got].status != IBV_WC_SUCCESS || wc[got].wr_id != (uint64_t)got + 1) {
+			printf("BADRING-INFO qp-ex: completion %d: wr_id %llu status %d\n", got,
+			       (unsigned long long)wc[got].wr_id, wc[got].status);
+			why = "a completion of the batch is wrong";
+			goto out;
+		}
+		got++;
+	}
+	for (got = 0; got < 3;) {
+		if (wait_wc(cb, &wc[got], 5000) || wc[got].status != IBV_WC_SUCCESS ||
+		    wc[got].wr_id != (uint64_t)100 + got) {
+			why = "the receive completions are wrong";
+			goto out;
+		}
+		got++;
+	}
+	if (wc[0].opcode != IBV_WC_RECV_RDMA_WITH_IMM || ntohl(wc[0].imm_data) != 0xabc ||
+	    wc[1].opcode != IBV_WC_RECV || wc[1].byte_len != 12 ||
+	    wc[2].opcode != IBV_WC_RECV || wc[2].byte_len != 30 || !(wc[2].wc_flags & IBV_WC_WITH_IMM) ||
+	    ntohl(wc[2].imm_data) != 0xdef)
+		why = "the receive completions read wrong";
+	else if (!all_bytes(dst + W, 200, 'X') || !all_bytes(dst + W + 200, WI - W - 200, 0))
+		why = "the write landed wrong";
+	else if (memcmp(dst + SI, "inline-bytes", 12) || !all_bytes(dst + S2, 10, 'X') ||
+		 !all_bytes(dst + S2 + 10, 20, 'R'))
+		why = "the sends landed wrong";
+	else if (!all_bytes(dst + R, 256, 'R'))
+		why = "the read landed wrong";
+	memcpy(&v, dst + AT, 8);
+	if (!why && v != 9)
+		why = "compare-and-swap did not swap";
+	memcpy(&v, dst + AT + 8, 8);
+	if (!why && v != 107)
+		why = "fetch-and-add did not add";
+	memcpy(&v, dst + AT + 16, 8);
+	if (!why && v != 5)
+		why = "compare-and-swap returned the wrong value";
+	memcpy(&v, dst + AT + 24, 8);
+	if (!why && v != 100)
+		why = "fetch-and-add returned the wrong value";
+	if (why)
+		goto out;
+
+	/* In Reset: no send, no receive (EINVAL). */
+	if (ibv_modify_qp(a, &ra, IBV_QP_STATE)) {
+		why = "modify to Reset";
+		goto out;
+	}
+	ibv_wr_start(qx);
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, ms->lkey, (uintptr_t)src, 8);
+	if (ibv_wr_complete(qx) != EINVAL)
+		why = "a send in Reset was not refused with EINVAL";
+	else if (ibv_post_recv(a, rwr, &rbad) != EINVAL)
+		why = "a receive in Reset was not refused with EINVAL";
+	n = ibv_poll_cq(ca, 16, wc);
+	if (!why && n != 0)
+		why = "a dropped batch completed";
+out:
+	if (a)
+		ibv_destroy_qp(a);
+	if (b)
+		ibv_destroy_qp(b);
+	if (ca)
+		ibv_destroy_cq(ca);
+	if (cb)
+		ibv_destroy_cq(cb);
+	if (ms)
+		ibv_dereg_mr(ms);
+	if (md)
+		ibv_dereg_mr(md);
+	free(src);
+	free(dst);
+	return why;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
 	struct ibv_context *ctx2;
 	struct ibv_pd *pd, *pd2;
 	struct ibv_mr *mr_a, *mr_b, *mr_s, *mr_r;
-	uint8_t *buf_a, *buf_b, *buf_s, *buf_c;
+	uint8_t *buf_a, *buf_b, *buf_s;
 	struct ibv_wc wc;
 	struct pair p;
 	struct hicain_qp *q;
@@ -350,7 +594,6 @@ int main(int argc, char **argv)
 	buf_a = aligned_alloc(BUF, BUF);
 	buf_b = aligned_alloc(BUF, BUF);
 	buf_s = aligned_alloc(BUF, BUF);
-	buf_c = aligned_alloc(BUF, BUF);
 	memset(buf_a, 'A', BUF);
 	memset(buf_b, 0, BUF);
 	memset(buf_s, 'S', BUF);
@@ -561,27 +804,74 @@ int main(int argc, char **argv)
 	}
 	free_pair(&p);
 
-	/* rereg-mr: ibv_rereg_mr is refused (EOPNOTSUPP) and the MR keeps
-	 * working. libhicain offers no rereg_mr until rdma-core's pyverbs
-	 * rereg tests pass with it (docs/verbs-driver.md).
+	/* rereg-mr: ibv_rereg_mr changes an MR in place and its keys stay
+	 * (ABI 1.8 REREG_MR). Translation and access: a write through the
+	 * rkey lands in the new buffer only. Access without remote write:
+	 * the same rkey is refused. Another PD: QPs of the old PD no longer
+	 * reach it, QPs of the new one do.
 	 */
-	memset(buf_c, 0, BUF);
-	mr_r = ibv_reg_mr(pd, buf_c, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	if (!mr_r) {
-		fail("rereg-mr", "reg");
-	} else {
-		errno = 0;
-		if (!ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE) ||
-		    errno != EOPNOTSUPP)
-			fail("rereg-mr", "ibv_rereg_mr was not refused with EOPNOTSUPP");
-		else if (make_pair(&p, pd, pd) ||
-			 post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_c, mr_r->rkey) ||
-			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_c, 64, 'A'))
-			fail("rereg-mr", "the MR stopped working after a refused rereg");
+	{
+		uint8_t *r1 = aligned_alloc(BUF, BUF), *r2 = aligned_alloc(BUF, BUF);
+		const char *why = NULL;
+		uint32_t lk, rk;
+
+		memset(r1, 0, BUF);
+		memset(r2, 0, BUF);
+		memset(&p, 0, sizeof(p));
+		mr_r = ibv_reg_mr(pd, r1, BUF, IBV_ACCESS_LOCAL_WRITE);
+		if (!mr_r) {
+			why = "reg";
+			goto rereg_done;
+		}
+		lk = mr_r->lkey;
+		rk = mr_r->rkey;
+		if (ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, NULL,
+				 r2, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+			why = "ibv_rereg_mr translation and access";
+		} else if (mr_r->lkey != lk || mr_r->rkey != rk) {
+			why = "the keys changed";
+		} else if (make_pair(&p, pd, pd) ||
+			   post_write(p.a, 8, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)r2, rk) ||
+			   wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			   !all_bytes(r2, 64, 'A') || !all_bytes(r1, BUF, 0)) {
+			why = "a write to the new translation";
+		}
+		free_pair(&p);
+		if (!why && ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+					 IBV_ACCESS_LOCAL_WRITE)) {
+			why = "ibv_rereg_mr access";
+		} else if (!why && (make_pair(&p, pd, pd) ||
+				    post_write(p.a, 9, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)r2 + 64, rk) ||
+				    wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS ||
+				    !all_bytes(r2 + 64, BUF - 64, 0))) {
+			why = "a write without remote write access went through";
+		}
+		free_pair(&p);
+		if (!why && ibv_rereg_mr(mr_r, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS, pd2, NULL,
+					 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) {
+			why = "ibv_rereg_mr PD";
+		} else if (!why && (make_pair(&p, pd, pd) ||
+				    post_write(p.a, 10, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)r2 + 64, rk) ||
+				    wait_wc(p.cq_a, &wc, 5000) || wc.status == IBV_WC_SUCCESS ||
+				    !all_bytes(r2 + 64, BUF - 64, 0))) {
+			why = "a QP of the old PD still reaches it";
+		}
+		free_pair(&p);
+		if (!why && (make_pair(&p, pd2, pd2) ||
+			     post_write(p.a, 11, (uintptr_t)buf_s, 64, mr_s->lkey, (uintptr_t)r2 + 64, rk) ||
+			     wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			     !all_bytes(r2 + 64, 64, 'S')))
+			why = "a QP of the new PD does not reach it";
+		free_pair(&p);
+rereg_done:
+		if (mr_r)
+			ibv_dereg_mr(mr_r);
+		free(r1);
+		free(r2);
+		if (why)
+			fail("rereg-mr", why);
 		else
 			ok("rereg-mr");
-		free_pair(&p);
-		ibv_dereg_mr(mr_r);
 	}
 
 	/* cq-ex: extended CQs, through the poll API and every accessor of
@@ -650,6 +940,98 @@ int main(int argc, char **argv)
 		else
 			ok("cq-ex");
 		free_pair(&p);
+	}
+
+	/* parent-domain: QPs, an MR and an extended CQ on a parent domain
+	 * move a write; its PD cannot go before it.
+	 */
+	{
+		struct ibv_parent_domain_init_attr pa = { .pd = pd };
+		struct ibv_cq_init_attr_ex ca = { .cqe = 16, .wc_flags = IBV_WC_STANDARD_FLAGS,
+						  .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD };
+		struct ibv_pd *par = ibv_alloc_parent_domain(ctx, &pa);
+		struct ibv_mr *pm = NULL;
+		struct ibv_cq_ex *pcq = NULL;
+		const char *why = NULL;
+
+		memset(&p, 0, sizeof(p));
+		memset(buf_b, 0, BUF);
+		ca.parent_domain = par;
+		if (!par)
+			why = "ibv_alloc_parent_domain";
+		else if (ibv_dealloc_pd(pd) != EBUSY)
+			why = "the PD under a parent domain was not EBUSY";
+		else if (!(pm = ibv_reg_mr(par, buf_b, BUF, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)))
+			why = "an MR on the parent domain";
+		else if (!(pcq = ibv_create_cq_ex(ctx, &ca)))
+			why = "an extended CQ on the parent domain";
+		else if (!(p.cq_a = ibv_cq_ex_to_cq(pcq)) || !(p.cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0)) ||
+			 !(p.a = new_qp(pd, p.cq_a)) || !(p.b = new_qp(par, p.cq_b)) ||
+			 to_rts(p.a, p.b->qp_num) || to_rts(p.b, p.a->qp_num))
+			why = "QPs on the parent domain";
+		else if (post_write(p.a, 50, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b, pm->rkey) ||
+			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_b, 64, 'A'))
+			why = "a write to the parent domain's MR";
+		free_pair(&p);
+		if (pm)
+			ibv_dereg_mr(pm);
+		if (par && ibv_dealloc_pd(par) && !why)
+			why = "dealloc of the parent domain";
+		if (why)
+			fail("parent-domain", why);
+		else
+			ok("parent-domain");
+		memset(buf_b, 0, BUF);
+	}
+
+	/* rq-full: an RQ takes its depth of receives and no more (ENOMEM),
+	 * although the device has taken them out of the ring meanwhile; a
+	 * completion, once polled, makes room for one.
+	 */
+	{
+		struct ibv_sge rs = { .addr = (uintptr_t)buf_b, .length = 64, .lkey = mr_b->lkey };
+		struct ibv_recv_wr rw = { .wr_id = 40, .sg_list = &rs, .num_sge = 1 }, *rb;
+		struct ibv_sge ss = { .addr = (uintptr_t)buf_a, .length = 64, .lkey = mr_a->lkey };
+		struct ibv_send_wr sw = { .wr_id = 41, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+					  .send_flags = IBV_SEND_SIGNALED }, *sb;
+		const char *why = NULL;
+		uint32_t d;
+
+		if (make_pair(&p, pd, pd)) {
+			why = "set-up";
+		} else {
+			d = to_hqp(p.b)->rq.depth;
+			for (k = 0; k < d && !why; k++)
+				if (ibv_post_recv(p.b, &rw, &rb))
+					why = "a receive within the depth was refused";
+			usleep(200000);	/* the device takes them out of the ring */
+			if (!why && ibv_post_recv(p.b, &rw, &rb) != ENOMEM)
+				why = "a receive beyond the depth was not refused with ENOMEM";
+			else if (!why && (ibv_post_send(p.a, &sw, &sb) || wait_wc(p.cq_a, &wc, 5000) ||
+					  wc.status != IBV_WC_SUCCESS || wait_wc(p.cq_b, &wc, 5000) ||
+					  wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV))
+				why = "the send";
+			else if (!why && ibv_post_recv(p.b, &rw, &rb))
+				why = "no room after a receive completed";
+			else if (!why && ibv_post_recv(p.b, &rw, &rb) != ENOMEM)
+				why = "room for two after one receive completed";
+		}
+		if (why)
+			fail("rq-full", why);
+		else
+			ok("rq-full");
+		free_pair(&p);
+		memset(buf_b, 0, BUF);
+	}
+
+	/* qp-ex: the extended post API (qp_ex_case). */
+	{
+		const char *why = qp_ex_case(pd);
+
+		if (why)
+			fail("qp-ex", why);
+		else
+			ok("qp-ex");
 	}
 
 	/* fallback: a CQ too large to map (the device's max_cqe, 4 MiB of

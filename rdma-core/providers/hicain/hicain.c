@@ -208,10 +208,57 @@ static struct ibv_pd *hicain_alloc_pd(struct ibv_context *context)
 	return &pd->ibv_pd;
 }
 
+/*
+ * hicain_alloc_parent_domain - a parent domain over attr->pd: a PD as
+ * far as every verb goes (libibverbs' ibv_initialize_parent_domain: the
+ * same context and uverbs handle), which QPs, SRQs, AHs, MRs and
+ * extended CQs take. Its allocators are accepted and never called: the
+ * provider allocates no queue memory of its own (the rings are the
+ * kernel's, mapped). No thread domains are offered (ibv_alloc_td is
+ * EOPNOTSUPP), so attr->td must be NULL.
+ */
+static struct ibv_pd *hicain_alloc_parent_domain(struct ibv_context *context,
+						 struct ibv_parent_domain_init_attr *attr)
+{
+	struct hicain_pd *pd, *prot;
+
+	if (!attr->pd || attr->pd->context != context || to_hpd(attr->pd)->protection) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->td || (attr->comp_mask & ~(uint32_t)(IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+						       IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	prot = to_hpd(attr->pd);
+	pd->ibv_pd.context = context;
+	pd->ibv_pd.handle = attr->pd->handle;
+	pd->pdn = prot->pdn;
+	pd->protection = prot;
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pd->pd_context = attr->pd_context;
+	__atomic_add_fetch(&prot->parents, 1, __ATOMIC_RELAXED);
+	return &pd->ibv_pd;
+}
+
 static int hicain_dealloc_pd(struct ibv_pd *ibpd)
 {
+	struct hicain_pd *pd = to_hpd(ibpd);
 	int ret;
 
+	if (pd->protection) {
+		__atomic_sub_fetch(&pd->protection->parents, 1, __ATOMIC_RELAXED);
+		free(pd);
+		return 0;
+	}
+	if (__atomic_load_n(&pd->parents, __ATOMIC_RELAXED))
+		return EBUSY;
 	ret = ibv_cmd_dealloc_pd(ibpd);
 	if (ret)
 		return ret;
@@ -240,6 +287,24 @@ static struct ibv_mr *hicain_reg_mr(struct ibv_pd *pd, void *addr, size_t length
 		return NULL;
 	}
 	return &vmr->ibv_mr;
+}
+
+/*
+ * hicain_rereg_mr - ibv_rereg_mr through the kernel: a device of ABI 1.8
+ * changes the MR in place and the keys stay; an older one registers it
+ * anew. Either way the keys of the response are the MR's now
+ * (ibv_cmd_rereg_mr stores them).
+ */
+static int hicain_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd, void *addr,
+			   size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)
+		return EOPNOTSUPP;
+	return ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr, access, pd, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
 }
 
 static int hicain_dereg_mr(struct verbs_mr *vmr)
@@ -364,6 +429,34 @@ static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
 }
 
 /*
+ * hicain_cq_count_recv - count the receive completions of wc[0..n) to
+ * their QPs' rq_done; under cq->lock. A count never passes the QP's
+ * posts: completions of receives a Reset dropped (modify_qp forgets
+ * those) may still come.
+ */
+static void hicain_cq_count_recv(struct hicain_cq *cq, const struct ibv_wc *wc, int n)
+{
+	struct hicain_qp *qp;
+	uint32_t done;
+	int i;
+
+	if (!cq->rq_qps)
+		return;
+	for (i = 0; i < n; i++) {
+		if (!(wc[i].opcode & IBV_WC_RECV))
+			continue;
+		for (qp = cq->rq_qps; qp; qp = qp->rcq_next) {
+			if (qp->vqp.qp.qp_num != wc[i].qp_num)
+				continue;
+			done = __atomic_load_n(&qp->rq_done, __ATOMIC_RELAXED);
+			if (done != __atomic_load_n(&qp->rq.idx, __ATOMIC_RELAXED))
+				__atomic_store_n(&qp->rq_done, done + 1, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+}
+
+/*
  * hicain_poll_cq - the CQEs up to the device's prod (acquire), then cons
  * handed back (release). When the ring was full the device holds
  * completions back until it sees the room: the CQ doorbell tells it.
@@ -375,8 +468,15 @@ static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	uint32_t prod, start;
 	int n = 0;
 
-	if (!cq->ring.map)
-		return ibv_cmd_poll_cq(ibcq, ne, wc);
+	if (!cq->ring.map) {
+		n = ibv_cmd_poll_cq(ibcq, ne, wc);
+		if (n > 0) {
+			pthread_spin_lock(&cq->lock);
+			hicain_cq_count_recv(cq, wc, n);
+			pthread_spin_unlock(&cq->lock);
+		}
+		return n;
+	}
 	pthread_spin_lock(&cq->lock);
 	prod = hicain_load_acquire(&cq->dbrec->prod);
 	/* An index beyond the ring is the device's bug: take nothing. */
@@ -392,6 +492,7 @@ static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 			continue;
 		hicain_cqe_to_wc(c, &wc[n++]);
 	}
+	hicain_cq_count_recv(cq, wc, n);
 	if (cq->ring.idx != start) {
 		hicain_store_release(&cq->dbrec->cons, cq->ring.idx);
 		if (prod - start == cq->ring.depth) {
@@ -544,8 +645,9 @@ static uint8_t hicain_cqx_dlid_path_bits(struct ibv_cq_ex *cqx)
 
 /*
  * hicain_create_cq_ex - ibv_create_cq_ex: the fields of ibv_wc
- * (IBV_WC_STANDARD_FLAGS); timestamps, CVLAN, flow tags and tag
- * matching are not offered, nor parent domains or
+ * (IBV_WC_STANDARD_FLAGS), also for a parent domain
+ * (IBV_CQ_INIT_ATTR_MASK_PD, which must be one); timestamps, CVLAN,
+ * flow tags and tag matching are not offered, nor
  * IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN. SINGLE_THREADED is a hint the CQ
  * takes without change.
  */
@@ -559,8 +661,15 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 	void *dbrec = NULL;
 	int ret;
 
+	/* A parent domain may come along; a PD that is none is wrong. */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!attr->parent_domain || attr->parent_domain->context != context ||
+	     !to_hpd(attr->parent_domain)->protection)) {
+		errno = EINVAL;
+		return NULL;
+	}
 	if ((attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS) ||
-	    (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) ||
 	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	     (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
 		errno = EOPNOTSUPP;
@@ -614,30 +723,22 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 
 /* ---- queue pairs ---- */
 
-static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+/*
+ * hicain_qp_map - map the SQ and RQ of a created QP (resp) and take its
+ * limits. On an error the rings are unmapped again; the caller destroys
+ * the QP.
+ */
+static int hicain_qp_map(struct ibv_context *ibctx, struct hicain_qp *qp, bool srq,
+			 const struct hicain_create_qp_resp *resp)
 {
-	struct hicain_create_qp_resp resp = {};
-	struct ibv_create_qp cmd;
-	struct hicain_qp *qp;
 	void *dbrec = NULL;
 	int ret;
 
-	qp = calloc(1, sizeof(*qp));
-	if (!qp) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd, sizeof(cmd), &resp.core, sizeof(resp));
-	if (ret) {
-		free(qp);
-		errno = ret;
-		return NULL;
-	}
-	ret = hicain_map_ring(pd->context, &resp.drv.sq, resp.drv.max_send_sge,
+	ret = hicain_map_ring(ibctx, &resp->drv.sq, resp->drv.max_send_sge,
 			      sizeof(struct hicain_wq_dbrec), &qp->sq, &dbrec);
 	qp->sq_dbrec = dbrec;
-	if (!ret && qp->sq.map && !attr->srq) {
-		ret = hicain_map_ring(pd->context, &resp.drv.rq, resp.drv.max_recv_sge,
+	if (!ret && qp->sq.map && !srq) {
+		ret = hicain_map_ring(ibctx, &resp->drv.rq, resp->drv.max_recv_sge,
 				      sizeof(struct hicain_wq_dbrec), &qp->rq, &dbrec);
 		qp->rq_dbrec = dbrec;
 		if (!ret && !qp->rq.map)
@@ -649,25 +750,95 @@ static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 	if (ret) {
 		hicain_unmap_ring(&qp->sq);
 		hicain_unmap_ring(&qp->rq);
-		ibv_cmd_destroy_qp(&qp->ibv_qp);
+		return ret;
+	}
+	qp->mapped = qp->sq.map;
+	qp->max_inline = resp->drv.max_inline;
+	if (qp->mapped && qp->max_inline > qp->sq.stride - sizeof(struct hicain_send_wqe))
+		qp->max_inline = qp->sq.stride - sizeof(struct hicain_send_wqe);
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	if (qp->rq.map && qp->vqp.qp.recv_cq) {
+		struct hicain_cq *rcq = to_hcq(qp->vqp.qp.recv_cq);
+
+		pthread_spin_lock(&rcq->lock);
+		qp->rcq_next = rcq->rq_qps;
+		rcq->rq_qps = qp;
+		pthread_spin_unlock(&rcq->lock);
+	}
+	return 0;
+}
+
+/* hicain_qp_untrack - take a QP out of its recv CQ's rq_qps. */
+static void hicain_qp_untrack(struct hicain_qp *qp)
+{
+	struct hicain_cq *rcq;
+	struct hicain_qp **pp;
+
+	if (!qp->rq.map || !qp->vqp.qp.recv_cq)
+		return;
+	rcq = to_hcq(qp->vqp.qp.recv_cq);
+	pthread_spin_lock(&rcq->lock);
+	for (pp = &rcq->rq_qps; *pp; pp = &(*pp)->rcq_next) {
+		if (*pp == qp) {
+			*pp = qp->rcq_next;
+			break;
+		}
+	}
+	pthread_spin_unlock(&rcq->lock);
+}
+
+static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct hicain_create_qp_resp resp = {};
+	struct ibv_create_qp cmd;
+	struct hicain_qp *qp;
+	int ret;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_qp(pd, &qp->vqp.qp, attr, &cmd, sizeof(cmd), &resp.core, sizeof(resp));
+	if (ret) {
 		free(qp);
 		errno = ret;
 		return NULL;
 	}
-	qp->mapped = qp->sq.map;
-	qp->max_inline = resp.drv.max_inline;
-	if (qp->max_inline > qp->sq.stride - sizeof(struct hicain_send_wqe))
-		qp->max_inline = qp->sq.stride - sizeof(struct hicain_send_wqe);
-	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
-	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
-	return &qp->ibv_qp;
+	ret = hicain_qp_map(pd->context, qp, attr->srq, &resp);
+	if (ret) {
+		ibv_cmd_destroy_qp(&qp->vqp.qp);
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	return &qp->vqp.qp;
 }
 
-static int hicain_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask)
+/*
+ * A QP that enters Reset drops its receives (none is outstanding), and
+ * its completions still in mapped CQs go, as mlx5's provider cleans
+ * them: a restarted QP's first poll must not find its old flushes.
+ */
+static int hicain_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
 {
+	struct hicain_qp *qp = to_hqp(ibqp);
 	struct ibv_modify_qp cmd;
+	int ret;
 
-	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (!ret && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET && qp->rq.map) {
+		pthread_spin_lock(&qp->rq_lock);
+		__atomic_store_n(&qp->rq_done, qp->rq.idx, __ATOMIC_RELAXED);
+		pthread_spin_unlock(&qp->rq_lock);
+	}
+	if (!ret && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		hicain_cq_clean(ibqp->send_cq, ibqp->qp_num);
+		if (ibqp->recv_cq != ibqp->send_cq)
+			hicain_cq_clean(ibqp->recv_cq, ibqp->qp_num);
+	}
+	return ret;
 }
 
 static int hicain_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
@@ -686,6 +857,7 @@ static int hicain_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
+	hicain_qp_untrack(qp);
 	hicain_cq_clean(ibqp->send_cq, ibqp->qp_num);
 	if (ibqp->recv_cq != ibqp->send_cq)
 		hicain_cq_clean(ibqp->recv_cq, ibqp->qp_num);
@@ -755,7 +927,7 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 	default:
 		return EINVAL;
 	}
-	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		/* A datagram is a SEND through an AH of the QP's PD. */
 		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
 		    !wr->wr.ud.ah)
@@ -822,10 +994,15 @@ static int hicain_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return ret;
 }
 
-/* hicain_post_wq - receive WQEs into a mapped RQ or SRQ ring. */
+/*
+ * hicain_post_wq - receive WQEs into a mapped RQ or SRQ ring, while the
+ * ring has room and, for an RQ (done: its rq_done), fewer than its depth
+ * are outstanding.
+ */
 static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 			  struct hicain_wq_dbrec *dbrec, pthread_spinlock_t *lock,
-			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+			  const uint32_t *done, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr)
 {
 	struct hicain_context *ctx = to_hctx(ibctx);
 	struct hicain_recv_wqe *w;
@@ -835,7 +1012,8 @@ static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 	pthread_spin_lock(lock);
 	start = rq->idx;
 	for (; wr; wr = wr->next) {
-		if (rq->idx - hicain_load_acquire(&dbrec->cons) >= rq->depth) {
+		if (rq->idx - hicain_load_acquire(&dbrec->cons) >= rq->depth ||
+		    (done && rq->idx - __atomic_load_n(done, __ATOMIC_RELAXED) >= rq->depth)) {
 			ret = ENOMEM;
 			break;
 		}
@@ -848,7 +1026,7 @@ static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 		w->num_sge = htole32(wr->num_sge);
 		w->rsvd = 0;
 		hicain_write_sges((struct hicain_sge *)(w + 1), wr->sg_list, wr->num_sge);
-		rq->idx++;
+		__atomic_store_n(&rq->idx, rq->idx + 1, __ATOMIC_RELAXED);
 	}
 	if (rq->idx != start) {
 		hicain_store_release(&dbrec->prod, rq->idx);
@@ -867,12 +1045,396 @@ static int hicain_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 
 	if (!qp->mapped)
 		return ibv_cmd_post_recv(ibqp, wr, bad_wr);
-	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5). */
-	if (!qp->rq.map) {
+	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5), and
+	 * a QP in Reset takes none (IBA 10.3.1, the state libibverbs keeps
+	 * from ibv_modify_qp and ibv_query_qp).
+	 */
+	if (!qp->rq.map || ibqp->state == IBV_QPS_RESET) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	return hicain_post_wq(ibqp->context, &qp->rq, qp->rq_dbrec, &qp->rq_lock, wr, bad_wr);
+	return hicain_post_wq(ibqp->context, &qp->rq, qp->rq_dbrec, &qp->rq_lock, &qp->rq_done, wr,
+			      bad_wr);
+}
+
+/* ---- the extended post API ---- */
+
+/*
+ * ibv_wr_start ... ibv_wr_complete on a mapped SQ: each ibv_wr_<op>
+ * writes a WQE header into the next free SQ entry past the provider's
+ * prod (the device reads nothing there until prod moves), the setters
+ * that follow fill its data (SGEs, inline bytes, the UD address), and
+ * wr_complete publishes the batch with one prod store (release) and
+ * one doorbell, as post_send does. The first error drops the whole
+ * batch: wr_complete returns it and prod does not move. wr_abort drops
+ * the batch too. sq_lock is held from wr_start to wr_complete or
+ * wr_abort (the API's own rule: one batch at a time per QP).
+ */
+#define HICAIN_WR_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | \
+			 IBV_SEND_INLINE)
+
+static inline struct hicain_qp *qpx_to_hqp(struct ibv_qp_ex *qpx)
+{
+	return hicain_container_of(qpx, struct hicain_qp, vqp.qp_ex);
+}
+
+static inline struct hicain_send_wqe *hicain_sq_wqe(struct hicain_qp *qp, uint32_t idx)
+{
+	return (struct hicain_send_wqe *)(qp->sq.buf +
+					  (size_t)(idx & (qp->sq.depth - 1)) * qp->sq.stride);
+}
+
+/*
+ * hicain_wr_new - the batch's next WQE, with the wr_id and wr_flags of
+ * qpx; NULL after an earlier error, or when the SQ has no room (ENOMEM,
+ * as post_send). IBV_SEND_INLINE in wr_flags means nothing here: the
+ * data is inline when ibv_wr_set_inline_data(_list) gives it.
+ */
+static struct hicain_send_wqe *hicain_wr_new(struct ibv_qp_ex *qpx, uint8_t opcode)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+	struct hicain_send_wqe *w;
+
+	if (qp->wr_err)
+		return NULL;
+	if (qpx->wr_flags & ~HICAIN_WR_FLAGS) {
+		qp->wr_err = EINVAL;
+		return NULL;
+	}
+	if (qp->wr_cur - hicain_load_acquire(&qp->sq_dbrec->cons) >= qp->sq.depth) {
+		qp->wr_err = ENOMEM;
+		return NULL;
+	}
+	w = hicain_sq_wqe(qp, qp->wr_cur++);
+	memset(w, 0, sizeof(*w));
+	w->wr_id = htole64(qpx->wr_id);
+	w->opcode = opcode;
+	w->send_flags = htole16(qpx->wr_flags & ~IBV_SEND_INLINE);
+	return w;
+}
+
+/* hicain_wr_last - the WQE the setters fill; EINVAL before any ibv_wr_<op>. */
+static struct hicain_send_wqe *hicain_wr_last(struct hicain_qp *qp)
+{
+	if (qp->wr_err)
+		return NULL;
+	if (qp->wr_cur == qp->sq.idx) {
+		qp->wr_err = EINVAL;
+		return NULL;
+	}
+	return hicain_sq_wqe(qp, qp->wr_cur - 1);
+}
+
+static void hicain_wr_remote(struct hicain_send_wqe *w, uint32_t rkey, uint64_t remote_addr)
+{
+	w->remote_addr = htole64(remote_addr);
+	w->rkey = htole32(rkey);
+}
+
+static void hicain_wr_send(struct ibv_qp_ex *qpx)
+{
+	hicain_wr_new(qpx, HICAIN_WR_SEND);
+}
+
+static void hicain_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_SEND_IMM);
+
+	if (w)
+		memcpy(&w->imm_data, &imm_data, sizeof(w->imm_data));
+}
+
+static void hicain_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_RDMA_WRITE);
+
+	if (w)
+		hicain_wr_remote(w, rkey, remote_addr);
+}
+
+static void hicain_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+				     __be32 imm_data)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_RDMA_WRITE_IMM);
+
+	if (!w)
+		return;
+	hicain_wr_remote(w, rkey, remote_addr);
+	memcpy(&w->imm_data, &imm_data, sizeof(w->imm_data));
+}
+
+static void hicain_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_RDMA_READ);
+
+	if (w)
+		hicain_wr_remote(w, rkey, remote_addr);
+}
+
+static void hicain_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+				     uint64_t compare, uint64_t swap)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_ATOMIC_CMP_SWP);
+
+	if (!w)
+		return;
+	hicain_wr_remote(w, rkey, remote_addr);
+	w->compare_add = htole64(compare);
+	w->swap = htole64(swap);
+}
+
+static void hicain_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
+				       uint64_t remote_addr, uint64_t add)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_ATOMIC_FETCH_ADD);
+
+	if (!w)
+		return;
+	hicain_wr_remote(w, rkey, remote_addr);
+	w->compare_add = htole64(add);
+}
+
+static void hicain_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t remote_qpn,
+				  uint32_t remote_qkey)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+	struct hicain_send_wqe *w = hicain_wr_last(qp);
+
+	if (!w)
+		return;
+	if (!ah) {
+		qp->wr_err = EINVAL;
+		return;
+	}
+	w->ah = htole32(to_hah(ah)->handle);
+	w->remote_qpn = htole32(remote_qpn);
+	w->remote_qkey = htole32(remote_qkey);
+}
+
+static void hicain_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
+				   const struct ibv_sge *sg_list)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+	struct hicain_send_wqe *w = hicain_wr_last(qp);
+
+	if (!w)
+		return;
+	if (num_sge > qp->sq.max_sge) {
+		qp->wr_err = EINVAL;
+		return;
+	}
+	w->send_flags &= htole16(~IBV_SEND_INLINE);
+	w->inline_len = 0;
+	w->num_sge = num_sge;
+	hicain_write_sges((struct hicain_sge *)(w + 1), sg_list, num_sge);
+}
+
+static void hicain_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
+			      uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	hicain_wr_set_sge_list(qpx, 1, &sge);
+}
+
+/* The bytes are copied now: the caller may reuse its buffers at once. */
+static void hicain_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num_buf,
+					   const struct ibv_data_buf *buf_list)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+	struct hicain_send_wqe *w = hicain_wr_last(qp);
+	uint8_t *data;
+	size_t i, len = 0;
+
+	if (!w)
+		return;
+	data = (uint8_t *)(w + 1);
+	for (i = 0; i < num_buf; i++) {
+		if (buf_list[i].length > qp->max_inline - len) {
+			qp->wr_err = ENOMEM;
+			return;
+		}
+		memcpy(data + len, buf_list[i].addr, buf_list[i].length);
+		len += buf_list[i].length;
+	}
+	w->num_sge = 0;
+	w->inline_len = htole32(len);
+	w->send_flags |= htole16(IBV_SEND_INLINE);
+}
+
+static void hicain_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	hicain_wr_set_inline_data_list(qpx, 1, &buf);
+}
+
+static void hicain_wr_start(struct ibv_qp_ex *qpx)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+
+	pthread_spin_lock(&qp->sq_lock);
+	qp->wr_cur = qp->sq.idx;
+	qp->wr_err = 0;
+}
+
+/*
+ * hicain_wr_complete - publish the batch. A QP in Reset, Init or RTR
+ * takes no send (IBA 10.8.2.3; the state libibverbs keeps): EINVAL, as
+ * the kernel's post_send answers.
+ */
+static int hicain_wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+	struct hicain_context *ctx;
+	int ret = qp->wr_err;
+
+	if (!ret && qp->wr_cur != qp->sq.idx &&
+	    (qpx->qp_base.state == IBV_QPS_RESET || qpx->qp_base.state == IBV_QPS_INIT ||
+	     qpx->qp_base.state == IBV_QPS_RTR))
+		ret = EINVAL;
+	if (!ret && qp->wr_cur != qp->sq.idx) {
+		ctx = to_hctx(qpx->qp_base.context);
+		qp->sq.idx = qp->wr_cur;
+		hicain_store_release(&qp->sq_dbrec->prod, qp->sq.idx);
+		hicain_ring_db(ctx, ctx->caps.db_qp);
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	return ret;
+}
+
+static void hicain_wr_abort(struct ibv_qp_ex *qpx)
+{
+	pthread_spin_unlock(&qpx_to_hqp(qpx)->sq_lock);
+}
+
+/* The send_ops_flags each QP type takes: what the device executes. */
+#define HICAIN_QP_EX_UD_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define HICAIN_QP_EX_UC_OPS (HICAIN_QP_EX_UD_OPS | IBV_QP_EX_WITH_RDMA_WRITE | \
+			     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+#define HICAIN_QP_EX_RC_OPS (HICAIN_QP_EX_UC_OPS | IBV_QP_EX_WITH_RDMA_READ | \
+			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
+{
+	uint64_t ops;
+
+	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS))
+		return EOPNOTSUPP;
+	/* No create flag is offered; an empty set is no request. */
+	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
+		return EOPNOTSUPP;
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD))
+		return EINVAL;
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		return 0;
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+		ops = HICAIN_QP_EX_RC_OPS;
+		break;
+	case IBV_QPT_UC:
+		ops = HICAIN_QP_EX_UC_OPS;
+		break;
+	case IBV_QPT_UD:
+		ops = HICAIN_QP_EX_UD_OPS;
+		break;
+	default:
+		return EOPNOTSUPP;
+	}
+	if (attr->send_ops_flags & ~ops)
+		return EOPNOTSUPP;
+	return 0;
+}
+
+static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
+{
+	struct ibv_qp_ex *qpx = &qp->vqp.qp_ex;
+
+	if (flags & IBV_QP_EX_WITH_SEND)
+		qpx->wr_send = hicain_wr_send;
+	if (flags & IBV_QP_EX_WITH_SEND_WITH_IMM)
+		qpx->wr_send_imm = hicain_wr_send_imm;
+	if (flags & IBV_QP_EX_WITH_RDMA_WRITE)
+		qpx->wr_rdma_write = hicain_wr_rdma_write;
+	if (flags & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+		qpx->wr_rdma_write_imm = hicain_wr_rdma_write_imm;
+	if (flags & IBV_QP_EX_WITH_RDMA_READ)
+		qpx->wr_rdma_read = hicain_wr_rdma_read;
+	if (flags & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		qpx->wr_atomic_cmp_swp = hicain_wr_atomic_cmp_swp;
+	if (flags & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		qpx->wr_atomic_fetch_add = hicain_wr_atomic_fetch_add;
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
+		qpx->wr_set_ud_addr = hicain_wr_set_ud_addr;
+	qpx->wr_set_sge = hicain_wr_set_sge;
+	qpx->wr_set_sge_list = hicain_wr_set_sge_list;
+	qpx->wr_set_inline_data = hicain_wr_set_inline_data;
+	qpx->wr_set_inline_data_list = hicain_wr_set_inline_data_list;
+	qpx->wr_start = hicain_wr_start;
+	qpx->wr_complete = hicain_wr_complete;
+	qpx->wr_abort = hicain_wr_abort;
+}
+
+/*
+ * hicain_create_qp_ex - ibv_create_qp_ex: a QP as create_qp's (the same
+ * command and udata), and with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
+ * ibv_wr_* API for the operations the device executes on the QP's type
+ * (EOPNOTSUPP for others: send with invalidate, local invalidate, MW
+ * binds, atomic write, TSO). The API writes into the mapped SQ, so a
+ * QP whose SQ the kernel could not map (a context without the doorbell
+ * page, an SQ too large to map) is refused it with EOPNOTSUPP; a plain
+ * ibv_create_qp still gives such a QP. Create flags (the empty set is
+ * taken: pyverbs sends it), XRC domains, RSS and TSO are not offered.
+ */
+static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
+					  struct ibv_qp_init_attr_ex *attr)
+{
+	struct hicain_create_qp_resp resp = {};
+	struct ibv_qp_init_attr_ex a;
+	struct ibv_create_qp cmd;
+	struct hicain_qp *qp;
+	int ret;
+
+	ret = hicain_qp_ex_ops(attr);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* libibverbs' command knows no create flags: the empty set goes. */
+	a = *attr;
+	a.comp_mask &= ~(uint32_t)IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, &a, &cmd, sizeof(cmd), &resp.core,
+				   sizeof(resp));
+	if (ret) {
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	attr->cap = a.cap;	/* what the QP got */
+	ret = hicain_qp_map(context, qp, attr->srq, &resp);
+	if (!ret && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && !qp->mapped) {
+		hicain_unmap_ring(&qp->sq);
+		hicain_unmap_ring(&qp->rq);
+		ret = EOPNOTSUPP;
+	}
+	if (ret) {
+		ibv_cmd_destroy_qp(&qp->vqp.qp);
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		hicain_set_qp_ex_ops(qp, attr->send_ops_flags);
+		qp->vqp.comp_mask |= VERBS_QP_EX;
+	}
+	return &qp->vqp.qp;
 }
 
 /* ---- address handles ---- */
@@ -982,7 +1544,8 @@ static int hicain_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	if (!srq->ring.map)
 		return ibv_cmd_post_srq_recv(ibsrq, wr, bad_wr);
-	return hicain_post_wq(ibsrq->context, &srq->ring, srq->dbrec, &srq->lock, wr, bad_wr);
+	return hicain_post_wq(ibsrq->context, &srq->ring, srq->dbrec, &srq->lock, NULL, wr,
+			      bad_wr);
 }
 
 /* ---- contexts ---- */
@@ -998,12 +1561,14 @@ static void hicain_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops hicain_ctx_ops = {
+	.alloc_parent_domain = hicain_alloc_parent_domain,
 	.alloc_pd = hicain_alloc_pd,
 	.attach_mcast = ibv_cmd_attach_mcast,
 	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
 	.create_cq_ex = hicain_create_cq_ex,
 	.create_qp = hicain_create_qp,
+	.create_qp_ex = hicain_create_qp_ex,
 	.create_srq = hicain_create_srq,
 	.dealloc_pd = hicain_dealloc_pd,
 	.dereg_mr = hicain_dereg_mr,
@@ -1024,6 +1589,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.query_qp = hicain_query_qp,
 	.query_srq = hicain_query_srq,
 	.reg_mr = hicain_reg_mr,
+	.rereg_mr = hicain_rereg_mr,
 	.req_notify_cq = hicain_req_notify_cq,
 	.resize_cq = hicain_resize_cq,
 };

@@ -31,9 +31,17 @@ struct hicain_context {
 	volatile uint32_t *db;		/* the doorbell register in it */
 };
 
+/*
+ * A PD, or a parent domain (ibv_alloc_parent_domain) over one: the same
+ * uverbs handle and device PD, and a reference on the PD, which cannot
+ * go while parent domains use it.
+ */
 struct hicain_pd {
 	struct ibv_pd ibv_pd;
 	uint32_t pdn;
+	struct hicain_pd *protection;	/* a parent domain's PD, or NULL */
+	int parents;			/* parent domains over this PD (atomic) */
+	void *pd_context;		/* a parent domain's, given back by nothing */
 };
 
 /* One mapped ring and its dbrec. */
@@ -58,10 +66,11 @@ struct hicain_cq {
 	struct hicain_cq_dbrec *dbrec;
 	uint32_t cqn;
 	struct ibv_wc cur;		/* the completion start/next_poll took */
+	struct hicain_qp *rq_qps;	/* mapped RQs completing here, under lock */
 };
 
 struct hicain_qp {
-	struct ibv_qp ibv_qp;
+	struct verbs_qp vqp;		/* vqp.qp is the ibv_qp */
 	pthread_spinlock_t sq_lock;
 	pthread_spinlock_t rq_lock;
 	struct hicain_ring sq;		/* send WQEs */
@@ -70,6 +79,21 @@ struct hicain_qp {
 	struct hicain_wq_dbrec *rq_dbrec;
 	uint32_t max_inline;
 	bool mapped;
+	/* The ibv_wr_* batch between wr_start and wr_complete, under
+	 * sq_lock: WQEs go into the SQ from sq.idx to wr_cur, published at
+	 * wr_complete; wr_err is the first error, which drops the batch.
+	 */
+	uint32_t wr_cur;
+	int wr_err;
+	/*
+	 * Receives of the mapped RQ that completed (successful, in error or
+	 * flushed), counted by the recv CQ's poll: the device takes WQEs
+	 * out of the ring before they complete, so the ring's room alone
+	 * would let more than the RQ's depth be outstanding (IBA 11.4.1.2:
+	 * a post beyond it fails). Atomic: poll writes, post reads.
+	 */
+	uint32_t rq_done;
+	struct hicain_qp *rcq_next;	/* in recv_cq's rq_qps */
 };
 
 struct hicain_srq {
@@ -105,7 +129,7 @@ static inline struct hicain_cq *to_hcq(struct ibv_cq *ibcq)
 
 static inline struct hicain_qp *to_hqp(struct ibv_qp *ibqp)
 {
-	return hicain_container_of(ibqp, struct hicain_qp, ibv_qp);
+	return hicain_container_of(ibqp, struct hicain_qp, vqp.qp);
 }
 
 static inline struct hicain_srq *to_hsrq(struct ibv_srq *ibsrq)

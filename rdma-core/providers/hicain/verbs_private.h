@@ -114,6 +114,24 @@ struct verbs_mr {
 	int access;
 };
 
+/* verbs_qp.comp_mask */
+enum {
+	VERBS_QP_XRCD = 1 << 0,
+	VERBS_QP_EX = 1 << 1,	/* ibv_qp_to_qp_ex gives qp_ex */
+};
+
+struct verbs_xrcd;
+
+/* A QP of the extended API: libibverbs' ibv_qp_to_qp_ex reads comp_mask. */
+struct verbs_qp {
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qp_ex;
+	};
+	uint32_t comp_mask;
+	struct verbs_xrcd *xrcd;
+};
+
 /* An op this provider leaves to the library's default (EOPNOTSUPP). */
 typedef void (*verbs_unused_op)(void);
 
@@ -125,7 +143,8 @@ struct verbs_context_ops {
 	verbs_unused_op alloc_dm;
 	verbs_unused_op alloc_mw;
 	verbs_unused_op alloc_null_mr;
-	verbs_unused_op alloc_parent_domain;
+	struct ibv_pd *(*alloc_parent_domain)(struct ibv_context *context,
+					      struct ibv_parent_domain_init_attr *attr);
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
 	verbs_unused_op alloc_td;
 	void (*async_event)(struct ibv_context *context, struct ibv_async_event *event);
@@ -143,7 +162,8 @@ struct verbs_context_ops {
 	verbs_unused_op create_flow;
 	verbs_unused_op create_flow_action_esp;
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
-	verbs_unused_op create_qp_ex;
+	struct ibv_qp *(*create_qp_ex)(struct ibv_context *context,
+				       struct ibv_qp_init_attr_ex *attr);
 	verbs_unused_op create_rwq_ind_table;
 	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
 	verbs_unused_op create_srq_ex;
@@ -322,9 +342,15 @@ HICAIN_STATIC_ASSERT(offsetof(struct verbs_device, entry) == 680);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_device, sysfs) == 696);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_device, core_support) == 704);
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_mr) == 56);
+HICAIN_STATIC_ASSERT(offsetof(struct ibv_qp_ex, qp_base) == 0);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_qp_ex) == 352);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_qp, comp_mask) == sizeof(struct ibv_qp_ex));
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_qp, xrcd) == sizeof(struct ibv_qp_ex) + 8);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_qp_ex) == 0x0a0);
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_context) == 648);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context, context) == 320);
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_context_ops) == 76 * sizeof(void *));
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, alloc_parent_domain) == 0x020);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, alloc_pd) == 0x028);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, attach_mcast) == 0x048);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_ah) == 0x068);
@@ -422,6 +448,13 @@ int ibv_cmd_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_qp_init_attr *attr,
 		      struct ibv_create_qp *cmd, size_t cmd_size,
 		      struct ib_uverbs_create_qp_resp *resp, size_t resp_size);
+/* attr->comp_mask: PD, XRCD and SEND_OPS_FLAGS only; the same udata as
+ * ibv_cmd_create_qp's.
+ */
+int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *qp,
+			 struct ibv_qp_init_attr_ex *attr_ex, struct ibv_create_qp *cmd,
+			 size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
+			 size_t resp_size);
 int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 		      struct ibv_modify_qp *cmd, size_t cmd_size);
 int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr, int attr_mask,
