@@ -46,6 +46,11 @@ type SSHOptions struct {
 	// CMIters is the number of pings of rping and of messages of
 	// ucmatose and udaddy, the RDMA CM cases.
 	CMIters int
+	// MPIIters is the round trips per size of the MPI ping-pong (the
+	// allreduce runs a fifth of it, plus one), MPIMaxBytes its largest
+	// message (the allreduce's largest vector is a quarter of it).
+	MPIIters    int
+	MPIMaxBytes int
 	// BasePort is the first TCP port of the tools' out-of-band exchange;
 	// each case uses its own so a lingering server cannot confuse the next.
 	BasePort int
@@ -59,7 +64,7 @@ type SSHOptions struct {
 // DefaultSSHOptions are TCG-sized.
 func DefaultSSHOptions() SSHOptions {
 	return SSHOptions{PingPongIters: 500, BWIters: 500, BWSize: 65536, LatIters: 500, IntegrityBytes: 8 << 20,
-		CMIters: 100, Timeout: 180 * time.Second, BasePort: 18515}
+		CMIters: 100, MPIIters: 50, MPIMaxBytes: 1 << 20, Timeout: 180 * time.Second, BasePort: 18515}
 }
 
 // sshGate holds what the cases share.
@@ -78,6 +83,11 @@ type sshGate struct {
 	// The InfiniBand ports as ibstat shows them, once the ibstat case
 	// (or a case that needs them) has run.
 	ibSrv, ibCli *IBPort
+	// The MPI cases: programs built, the ping-pong's one run.
+	mpiBuilt  bool
+	mpiPPDone bool
+	mpiPP     MPIPingPong
+	mpiPPErr  error
 }
 
 // SSHCases returns the 20 cases of the gate between server and client:
@@ -106,6 +116,12 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 	if o.CMIters == 0 {
 		o.CMIters = DefaultSSHOptions().CMIters
 	}
+	if g.o.MPIIters == 0 {
+		g.o.MPIIters = DefaultSSHOptions().MPIIters
+	}
+	if g.o.MPIMaxBytes == 0 {
+		g.o.MPIMaxBytes = DefaultSSHOptions().MPIMaxBytes
+	}
 	pp := fmt.Sprint(o.PingPongIters)
 	bw := fmt.Sprintf("-n %d -s %d", o.BWIters, o.BWSize)
 	lat := fmt.Sprintf("-n %d", o.LatIters)
@@ -114,7 +130,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 	if g.ib {
 		ib = g.ibCases(o)
 	}
-	return append(append([]Case{
+	return append(append(append([]Case{
 		{Name: "ibv_devices", Run: g.devices},
 		{Name: "ibv_devinfo", Run: g.devinfo},
 	}, ib...), []Case{
@@ -136,7 +152,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
 		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
 		{Name: "pyverbs", Run: g.pyverbs},
-	}...)
+	}...), g.consumerCases()...)
 }
 
 func (g *sshGate) save(name, side, out string) {
