@@ -39,8 +39,9 @@ var BasePackages = []string{
 	"rdma-core", "ibverbs-utils", "ibverbs-providers", "perftest",
 	"infiniband-diags", "opensm", "python3-pyverbs", "rdmacm-utils",
 	// The consumers the gate runs across guests (docs/verify.md): UCX,
-	// libfabric and Open MPI, with mpicc for the gate's MPI programs.
-	"ucx-utils", "libfabric-bin", "openmpi-bin", "libopenmpi-dev",
+	// libfabric and Open MPI, with mpicc (and the gcc it drives) for the
+	// gate's MPI programs.
+	"ucx-utils", "libfabric-bin", "openmpi-bin", "libopenmpi-dev", "gcc",
 }
 
 // Artifact file names inside an image directory.

@@ -146,6 +146,7 @@ func (g *sshGate) mpiBuild(ctx context.Context) error {
 	}
 	var b strings.Builder
 	b.WriteString("set -e\ncommand -v mpicc >/dev/null || { echo 'no mpicc: install libopenmpi-dev'; exit 2; }\n")
+	b.WriteString("command -v gcc >/dev/null || { echo 'mpicc needs gcc: install gcc'; exit 2; }\n")
 	b.WriteString("mkdir -p " + mpiDir + "\n")
 	for name, src := range map[string]string{"pingpong": mpiPingpongSrc, "allreduce": mpiAllreduceSrc} {
 		fmt.Fprintf(&b, "cat > %s/%s.c <<'HINIC_EOF'\n%sHINIC_EOF\n", mpiDir, name, src)
@@ -157,7 +158,7 @@ func (g *sshGate) mpiBuild(ctx context.Context) error {
 		go func() {
 			out, err := h.Run(ctx, script)
 			if err != nil {
-				err = fmt.Errorf("%s: building the MPI programs: %v: %s", h.Name(), err, lastLine(out))
+				err = fmt.Errorf("%s: building the MPI programs: %s", h.Name(), lastLines(out, 4))
 			}
 			errs <- err
 		}()

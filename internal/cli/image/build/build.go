@@ -49,7 +49,8 @@ same suites), or given with --kernel; it is recorded in the manifest.
 
 The image holds openssh-server, iproute2, rdma-core, ibverbs-utils,
 ibverbs-providers, perftest, infiniband-diags, opensm, python3-pyverbs,
-rdmacm-utils, and the .deb files given with --deb. SSH host keys are generated at first boot;
+rdmacm-utils, ucx-utils, libfabric-bin, openmpi-bin, libopenmpi-dev, gcc,
+and the .deb files given with --deb. SSH host keys are generated at first boot;
 no password is set. The root's authorized key is passed at boot as the
 systemd credential ssh.authorized_keys.root (hinic deploy does this), or
 baked in with --authorized-key.
