@@ -2,6 +2,7 @@ package verify
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -109,6 +110,15 @@ func TestParseLat(t *testing.T) {
 	}
 	if _, err := ParseLat(writeBW); !errors.Is(err, ErrNoResult) {
 		t.Errorf("BW table as latency: err %v", err)
+	}
+	// A NaN standard deviation (perftest's sqrt of a rounded-negative
+	// variance) leaves the figures; a NaN typical does not.
+	nanDev := strings.Replace(sendLat, "412.20", "-nan", 1)
+	if l, err := ParseLat(nanDev); err != nil || l.Typical != 730.60 || !math.IsNaN(l.Stdev) {
+		t.Errorf("-nan stdev: %+v, %v", l, err)
+	}
+	if _, err := ParseLat(strings.Replace(sendLat, "730.60", "-nan", 1)); err == nil {
+		t.Error("a NaN typical latency was accepted")
 	}
 }
 
