@@ -491,13 +491,21 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
 		return StEFAULT
 	}
+	// The work the guest posted before this command counts: its WQEs
+	// are taken and its completions moved into the ring first, so that
+	// what the CQ holds is known (ibv_resize_cq fails below it, and a
+	// user-space post reaches the device only through its doorbell).
+	if s.live() {
+		s.serviceQPs()
+		s.moveCQ(cq)
+	}
 	ram := s.v.ram
 	cons, err := ram.Load32(cq.dbrec + 4)
 	if err != nil {
 		return StEFAULT
 	}
 	pending := cq.prod - cons
-	if pending > cq.depth || pending > a.Depth {
+	if pending > cq.depth || uint64(pending)+uint64(cq.cq.Len()) > uint64(a.Depth) {
 		return StEINVAL // a bad consumer index, or the new ring is too small
 	}
 	cost := cqCost(a.Depth)

@@ -123,6 +123,13 @@ func (cq *CQ) Resize(cqe int) error {
 	return nil
 }
 
+// Len is how many completions the CQ holds.
+func (cq *CQ) Len() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.count
+}
+
 // Poll moves up to len(wc) completions, oldest first, into wc and returns
 // how many it moved (ibv_poll_cq).
 func (cq *CQ) Poll(wc []WC) int {
