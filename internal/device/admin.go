@@ -382,18 +382,8 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	if !ok {
 		return StENOENT
 	}
-	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
-		return StEINVAL
-	}
-	// The budget is charged before the list is read: the copy the
-	// engine keeps is what the MR costs, and this one is as large.
-	cost := mrCost(a.NPages)
-	if !s.mem.charge(cost) {
-		return StENOMEM
-	}
-	pageSize, pages, st := s.mrPages(a)
+	cost, pageSize, pages, st := s.chargedPages(a)
 	if st != StOK {
-		s.mem.refund(cost)
 		return st
 	}
 	mr, err := s.dev.RegMRPages(pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
@@ -407,6 +397,26 @@ func (s *session) regMR(a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	put32(out.Out[0:], mr.LKey)
 	put32(out.Out[4:], mr.RKey)
 	return StOK
+}
+
+// chargedPages charges the budget for the page list of a REG_MR or
+// REREG_MR, then reads and checks it; on an error nothing stays
+// charged. The charge comes before the read: the copy the engine keeps
+// is what the MR costs, and this one is as large.
+func (s *session) chargedPages(a *CmdRegMRArgs) (cost int64, pageSize uint64, pages []uint64, st uint16) {
+	if a.PageShift < 12 || a.PageShift > 30 || a.NPages == 0 || a.NPages > maxPageList || a.Length == 0 {
+		return 0, 0, nil, StEINVAL
+	}
+	cost = mrCost(a.NPages)
+	if !s.mem.charge(cost) {
+		return 0, 0, nil, StENOMEM
+	}
+	pageSize, pages, st = s.mrPages(a)
+	if st != StOK {
+		s.mem.refund(cost)
+		return 0, 0, nil, st
+	}
+	return cost, pageSize, pages, StOK
 }
 
 // mrPages reads and checks the page list of a REG_MR or REREG_MR

@@ -17,16 +17,8 @@ func (s *session) reregMR(lkey uint32, a *CmdRegMRArgs, out *AdminCQE) uint16 {
 	if !ok {
 		return StENOENT
 	}
-	if a.NPages > maxPageList {
-		return StEINVAL
-	}
-	cost := mrCost(a.NPages)
-	if !s.mem.charge(cost) {
-		return StENOMEM
-	}
-	pageSize, pages, st := s.mrPages(a)
+	cost, pageSize, pages, st := s.chargedPages(a)
 	if st != StOK {
-		s.mem.refund(cost)
 		return st
 	}
 	mr, err := s.dev.ReregMRPages(old, pd, a.IOVA, a.Length, pageSize, pages, rdma.Access(a.Access))
