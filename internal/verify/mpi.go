@@ -33,26 +33,42 @@ type MPIPingPong struct {
 
 // MPIPingPongRow is one message size.
 type MPIPingPongRow struct {
-	Bytes   int64
-	Iters   int
-	LatUS   float64
-	BWMiBs  float64
-	Checked bool
+	Bytes  int64
+	Iters  int
+	LatUS  float64
+	BWMiBs float64
 }
 
 var (
 	mpiPPRow = regexp.MustCompile(`(?m)^pingpong bytes=(\d+) iters=(\d+) lat_us=([0-9.]+) bw_mibs=([0-9.]+)\s*$`)
 	mpiARRow = regexp.MustCompile(`(?m)^allreduce count=(\d+) bytes=(\d+) iters=(\d+) us=([0-9.]+) busbw_mibs=([0-9.]+)\s*$`)
+	mpiPPBad = regexp.MustCompile(`(?m)^pingpong MISMATCH.*$`)
+	mpiARBad = regexp.MustCompile(`(?m)^allreduce (MISMATCH|FAILED).*$`)
 )
+
+// mpiVerdict is the error of an MPI program's output, or nil: its first
+// line of bad, else no rows, else no final "PROG ok" line (the run did
+// not finish).
+func mpiVerdict(out, prog string, bad *regexp.Regexp, rows int) error {
+	if m := bad.FindString(out); m != "" {
+		return fmt.Errorf("%s", m)
+	}
+	if rows == 0 {
+		return fmt.Errorf("no %s rows in the output", prog)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == prog+" ok" {
+			return nil
+		}
+	}
+	return fmt.Errorf("no \"%s ok\": the run did not finish", prog)
+}
 
 // ParseMPIPingPong reads hinic-mpi-pingpong's output. It fails unless the
 // program said "pingpong ok" (every byte of every message checked) and
 // printed at least one size.
 func ParseMPIPingPong(out string) (MPIPingPong, error) {
 	var p MPIPingPong
-	if m := regexp.MustCompile(`(?m)^pingpong MISMATCH.*$`).FindString(out); m != "" {
-		return p, fmt.Errorf("%s", m)
-	}
 	for _, m := range mpiPPRow.FindAllStringSubmatch(out, -1) {
 		var r MPIPingPongRow
 		r.Bytes, _ = strconv.ParseInt(m[1], 10, 64)
@@ -61,13 +77,7 @@ func ParseMPIPingPong(out string) (MPIPingPong, error) {
 		r.BWMiBs, _ = strconv.ParseFloat(m[4], 64)
 		p.Rows = append(p.Rows, r)
 	}
-	if len(p.Rows) == 0 {
-		return p, fmt.Errorf("no pingpong rows in the output")
-	}
-	if !regexp.MustCompile(`(?m)^pingpong ok\s*$`).MatchString(out) {
-		return p, fmt.Errorf("no \"pingpong ok\": the run did not finish")
-	}
-	return p, nil
+	return p, mpiVerdict(out, "pingpong", mpiPPBad, len(p.Rows))
 }
 
 // MPIAllreduce is hinic-mpi-allreduce's output: one row per count.
@@ -87,9 +97,6 @@ type MPIAllreduceRow struct {
 // every rank's every element matched ("allreduce ok").
 func ParseMPIAllreduce(out string) (MPIAllreduce, error) {
 	var a MPIAllreduce
-	if m := regexp.MustCompile(`(?m)^allreduce (MISMATCH|FAILED).*$`).FindString(out); m != "" {
-		return a, fmt.Errorf("%s", m)
-	}
 	for _, m := range mpiARRow.FindAllStringSubmatch(out, -1) {
 		var r MPIAllreduceRow
 		r.Count, _ = strconv.ParseInt(m[1], 10, 64)
@@ -99,13 +106,7 @@ func ParseMPIAllreduce(out string) (MPIAllreduce, error) {
 		r.BusBWMiBs, _ = strconv.ParseFloat(m[5], 64)
 		a.Rows = append(a.Rows, r)
 	}
-	if len(a.Rows) == 0 {
-		return a, fmt.Errorf("no allreduce rows in the output")
-	}
-	if !regexp.MustCompile(`(?m)^allreduce ok\s*$`).MatchString(out) {
-		return a, fmt.Errorf("no \"allreduce ok\": the run did not finish")
-	}
-	return a, nil
+	return a, mpiVerdict(out, "allreduce", mpiARBad, len(a.Rows))
 }
 
 // commonPrefix is the smallest IPv4 network holding both addresses:
