@@ -34,7 +34,8 @@
 #                mixed/hicain-to-rxe/ and mixed/rxe-to-hicain/ (the same
 #                for each direction of the interop rack),
 #                debs/, pkg-cycle.txt, compare.txt, compare.json,
-#                compare-ib.txt, compare-ib.json, timings.txt
+#                compare-ib.txt, compare-ib.json, timings.txt, and
+#                failures.txt (what failed, also printed last) on failure
 #   E2E_RACK     Soft-RoCE rack spec (default testdata/racks/two-rxe.yaml)
 #   E2E_HRACK    HiNIC rack spec (default testdata/racks/two-hicain.yaml)
 #   E2E_IRACK    InfiniBand rack spec (default testdata/racks/two-ib.yaml)
@@ -77,6 +78,17 @@ down() {
 trap down EXIT
 
 failed=0
+declare -a failures
+# fail WHAT [GATE_TXT]: records a failure, with the failing cases of a
+# gate's table when given, for the summary printed last (CI logs often
+# keep only the tail).
+fail() {
+	failed=1
+	failures+=("$1")
+	if [[ -n ${2:-} && -f $2 ]]; then
+		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(awk '$2 == "fail" || $2 == "error"' "$2")
+	fi
+}
 # rack NAME SPEC IMAGE: deploy, status, gate, leaving the rack up; the
 # gate's failure is recorded, not fatal, so that down and the comparison
 # still run.
@@ -98,7 +110,7 @@ rack() {
 	stage "$name gate" "$t"
 	if ((rc != 0)); then
 		echo "e2e: the $name gate failed (exit $rc)" >&2
-		failed=1
+		fail "the $name gate (exit $rc), $OUT/$name/gate.txt:" "$OUT/$name/gate.txt"
 	fi
 }
 
@@ -130,7 +142,7 @@ interop() {
 		stage "mixed $dir" "$t"
 		if ((rc != 0)); then
 			echo "e2e: the interop gate $dir failed (exit $rc)" >&2
-			failed=1
+			fail "the interop gate $dir (exit $rc), $OUT/mixed/$dir/gate.txt:" "$OUT/mixed/$dir/gate.txt"
 		fi
 	done
 	rack_down mixed
@@ -184,7 +196,8 @@ if [[ -z $ONLY || $ONLY == hicain ]]; then
 	stage "pkg cycle" "$t"
 	if ((rc != 0)); then
 		echo "e2e: the packages' life cycle in vm-b failed (exit $rc)" >&2
-		failed=1
+		fail "the packages' life cycle in vm-b (exit $rc), $OUT/pkg-cycle.txt ends:"
+		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(tail -n 5 "$OUT/pkg-cycle.txt")
 	fi
 	rack_down hicain
 fi
@@ -215,4 +228,9 @@ fi
 
 trap - EXIT
 printf '%s\n' "${times[@]}" | tee "$OUT/timings.txt"
+if ((failed)); then
+	echo
+	echo "e2e: FAILED:"
+	printf '  %s\n' "${failures[@]}" | tee "$OUT/failures.txt"
+fi
 exit "$failed"
