@@ -25,14 +25,15 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	8	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	9	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
 				 * 1.5: SM_CHANGE, CLIENT_REREGISTER;
 				 * 1.6: SET_PORT_CAP;
 				 * 1.7: hicain_cq_dbrec.events;
-				 * 1.8: REREG_MR */
+				 * 1.8: REREG_MR;
+				 * 1.9: paged CQ rings (HICAIN_CQ_F_PAGED) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -250,11 +251,20 @@ struct hicain_cmd_reg_mr {
 };
 
 struct hicain_cmd_create_cq {
-	__le64 ring_gpa;		/* depth x hicain_cqe */
+	__le64 ring_gpa;		/* depth x hicain_cqe; with HICAIN_CQ_F_PAGED
+					 * the page table: depth x 64 / 4096
+					 * __le64 GPAs of 4 KiB pages, in order */
 	__le64 dbrec_gpa;		/* struct hicain_cq_dbrec */
 	__le32 depth;			/* power of two */
 	__le32 comp_vector;		/* MSI-X HICAIN_IRQ_CQ_BASE + n */
+	__le32 flags;			/* 1.9: HICAIN_CQ_F_*; before, 0 */
+	__le32 rsvd;
 };
+
+/* hicain_cmd_create_cq.flags (also RESIZE_CQ's) */
+#define HICAIN_CQ_F_PAGED	0x1	/* ring_gpa is a page table (1.9) */
+#define HICAIN_CQ_PAGE_SIZE	4096
+#define HICAIN_CQ_MAX_PAGES	16384	/* a page table of at most 128 KiB */
 
 struct hicain_cmd_create_qp {
 	__le32 pd;

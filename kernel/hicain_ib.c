@@ -47,6 +47,7 @@
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
+#include <linux/vmalloc.h>
 #include <asm/unaligned.h>
 #include <net/addrconf.h>
 #include <rdma/ib_addr.h>
@@ -174,15 +175,27 @@ struct hicain_mmap_entry {
 	unsigned long pfn;		/* DB: BAR0's page */
 	void *cpu;			/* QUEUE: the pages */
 	size_t size;
+	bool vmem;			/* QUEUE: cpu is vmalloc_user memory */
 };
 
-/* struct hicain_uq - the memory of one mapped user queue. */
+/*
+ * struct hicain_uq - the memory of one mapped user queue: contiguous
+ * pages (dma is the ring's address), or, for a CQ ring larger than
+ * alloc_pages_exact gives (ABI 1.9), vmalloc_user pages mapped one by one
+ * with a page table for the device (dma is the table's address; pg_dma
+ * the pages', the last one the dbrec's).
+ */
 struct hicain_uq {
 	void *cpu;
 	dma_addr_t dma;
 	size_t size;			/* whole pages */
 	u32 dbrec_off;
+	dma_addr_t dbrec_dma;
 	struct hicain_mmap_entry *entry;	/* NULL: not mapped */
+	dma_addr_t *pg_dma;		/* paged: size / PAGE_SIZE pages */
+	__le64 *tbl;			/* paged: the ring's page table */
+	dma_addr_t tbl_dma;
+	size_t tbl_size;
 };
 
 struct hicain_ucontext {
@@ -782,15 +795,91 @@ static struct hicain_ucontext *to_huctx(struct ib_udata *udata)
 /* The largest queue memory alloc_pages_exact hands out. */
 #define HICAIN_UQ_MAX	(PAGE_SIZE << (MAX_ORDER - 1))
 
+static void hicain_uq_unmap_pages(struct device *dma_dev, struct hicain_uq *uq, size_t n)
+{
+	while (n--)
+		dma_unmap_page(dma_dev, uq->pg_dma[n], PAGE_SIZE, DMA_BIDIRECTIONAL);
+	kvfree(uq->pg_dma);
+	uq->pg_dma = NULL;
+}
+
+/*
+ * hicain_uq_alloc_paged - a CQ ring of ring_bytes (whole pages) too large
+ * for alloc_pages_exact: vmalloc_user pages, each DMA-mapped, a page
+ * table the device reads once at CREATE_CQ (HICAIN_CQ_F_PAGED), and the
+ * dbrec on a page of its own after the ring. Returns 1 when the device
+ * or the sizes do not allow it.
+ */
+static int hicain_uq_alloc_paged(struct hicain_ibdev *hidev, struct ib_udata *udata,
+				 struct hicain_uq *uq, size_t ring_bytes)
+{
+	struct device *dma_dev = hicain_dma_dev(hidev);
+	size_t nring = ring_bytes / PAGE_SIZE, n = nring + 1, i;
+	struct hicain_mmap_entry *e;
+	int ret = -ENOMEM;
+
+	if (PAGE_SIZE != HICAIN_CQ_PAGE_SIZE || ring_bytes % PAGE_SIZE ||
+	    nring > HICAIN_CQ_MAX_PAGES || !hicain_abi_minor_at_least(hidev, 9))
+		return 1;
+	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	if (!e)
+		return -ENOMEM;
+	uq->size = n * PAGE_SIZE;
+	uq->dbrec_off = ring_bytes;
+	uq->cpu = vmalloc_user(uq->size);	/* zeroed */
+	if (!uq->cpu)
+		goto err_entry;
+	uq->pg_dma = kvcalloc(n, sizeof(*uq->pg_dma), GFP_KERNEL);
+	if (!uq->pg_dma)
+		goto err_vfree;
+	for (i = 0; i < n; i++) {
+		uq->pg_dma[i] = dma_map_page(dma_dev, vmalloc_to_page(uq->cpu + i * PAGE_SIZE), 0,
+					     PAGE_SIZE, DMA_BIDIRECTIONAL);
+		if (dma_mapping_error(dma_dev, uq->pg_dma[i])) {
+			hicain_uq_unmap_pages(dma_dev, uq, i);
+			goto err_vfree;
+		}
+	}
+	uq->tbl_size = nring * sizeof(*uq->tbl);
+	uq->tbl = dma_alloc_coherent(dma_dev, uq->tbl_size, &uq->tbl_dma, GFP_KERNEL);
+	if (!uq->tbl)
+		goto err_unmap;
+	for (i = 0; i < nring; i++)
+		uq->tbl[i] = cpu_to_le64(uq->pg_dma[i]);
+	uq->dma = uq->tbl_dma;
+	uq->dbrec_dma = uq->pg_dma[nring];
+	e->type = HICAIN_MMAP_QUEUE;
+	e->cpu = uq->cpu;
+	e->size = uq->size;
+	e->vmem = true;
+	ret = rdma_user_mmap_entry_insert(&to_huctx(udata)->ibuc, &e->rdma, uq->size);
+	if (ret)
+		goto err_tbl;
+	uq->entry = e;
+	return 0;
+
+err_tbl:
+	dma_free_coherent(dma_dev, uq->tbl_size, uq->tbl, uq->tbl_dma);
+	uq->tbl = NULL;
+err_unmap:
+	hicain_uq_unmap_pages(dma_dev, uq, n);
+err_vfree:
+	vfree(uq->cpu);
+	uq->cpu = NULL;
+err_entry:
+	kfree(e);
+	return ret;
+}
+
 /*
  * hicain_uq_alloc - pages for a user queue of ring_bytes and a dbrec of
  * dbrec_bytes, and the mmap entry the process maps them through.
  * Returns 1 when the queue cannot be mapped (the context has no
- * doorbell page, or the queue is larger than HICAIN_UQ_MAX): it then
- * takes the kernel path.
+ * doorbell page, or the queue is larger than HICAIN_UQ_MAX and not a
+ * paged CQ ring): it then takes the kernel path.
  */
 static int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
-			   struct hicain_uq *uq, size_t ring_bytes, size_t dbrec_bytes)
+			   struct hicain_uq *uq, size_t ring_bytes, size_t dbrec_bytes, bool paged)
 {
 	struct device *dma_dev = hicain_dma_dev(hidev);
 	struct hicain_mmap_entry *e;
@@ -798,8 +887,10 @@ static int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
 	int ret;
 
 	memset(uq, 0, sizeof(*uq));
-	if (!udata || !to_huctx(udata)->db || PAGE_ALIGN(off + dbrec_bytes) > HICAIN_UQ_MAX)
+	if (!udata || !to_huctx(udata)->db)
 		return 1;
+	if (PAGE_ALIGN(off + dbrec_bytes) > HICAIN_UQ_MAX)
+		return paged ? hicain_uq_alloc_paged(hidev, udata, uq, ring_bytes) : 1;
 	uq->size = PAGE_ALIGN(off + dbrec_bytes);
 	uq->dbrec_off = off;
 	e = kzalloc(sizeof(*e), GFP_KERNEL);
@@ -818,6 +909,7 @@ static int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
 		ret = -ENOMEM;
 		goto err_free;
 	}
+	uq->dbrec_dma = uq->dma + off;
 	e->type = HICAIN_MMAP_QUEUE;
 	e->cpu = uq->cpu;
 	e->size = uq->size;
@@ -843,9 +935,17 @@ err_free:
  */
 static void hicain_uq_free(struct hicain_ibdev *hidev, struct hicain_uq *uq)
 {
+	struct device *dma_dev = hicain_dma_dev(hidev);
+
 	if (!uq->entry)
 		return;
-	dma_unmap_single(hicain_dma_dev(hidev), uq->dma, uq->size, DMA_BIDIRECTIONAL);
+	if (uq->tbl) {
+		dma_free_coherent(dma_dev, uq->tbl_size, uq->tbl, uq->tbl_dma);
+		hicain_uq_unmap_pages(dma_dev, uq, uq->size / PAGE_SIZE);
+		uq->tbl = NULL;
+	} else {
+		dma_unmap_single(dma_dev, uq->dma, uq->size, DMA_BIDIRECTIONAL);
+	}
 	rdma_user_mmap_entry_remove(&uq->entry->rdma);
 	uq->entry = NULL;
 	uq->cpu = NULL;
@@ -867,7 +967,9 @@ static void hicain_mmap_free(struct rdma_user_mmap_entry *re)
 {
 	struct hicain_mmap_entry *e = container_of(re, struct hicain_mmap_entry, rdma);
 
-	if (e->type == HICAIN_MMAP_QUEUE)
+	if (e->type == HICAIN_MMAP_QUEUE && e->vmem)
+		vfree(e->cpu);
+	else if (e->type == HICAIN_MMAP_QUEUE)
 		free_pages_exact(e->cpu, e->size);
 	kfree(e);
 }
@@ -899,8 +1001,11 @@ static int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 		ret = rdma_user_mmap_io(ibuc, vma, e->pfn, PAGE_SIZE,
 					pgprot_noncached(vma->vm_page_prot), re);
 	} else {
-		for (i = 0, va = vma->vm_start; va < vma->vm_end && !ret; va += PAGE_SIZE, i++)
-			ret = vm_insert_page(vma, va, virt_to_page(e->cpu + i * PAGE_SIZE));
+		for (i = 0, va = vma->vm_start; va < vma->vm_end && !ret; va += PAGE_SIZE, i++) {
+			void *p = e->cpu + i * PAGE_SIZE;
+
+			ret = vm_insert_page(vma, va, e->vmem ? vmalloc_to_page(p) : virt_to_page(p));
+		}
 	}
 	rdma_user_mmap_entry_put(re);
 	return ret;
@@ -1295,14 +1400,14 @@ static int hicain_cq_alloc_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 	size_t ring = cq->depth * sizeof(*cq->ring);
 	int ret;
 
-	ret = hicain_uq_alloc(hidev, udata, &cq->uq, ring, sizeof(*cq->dbrec));
+	ret = hicain_uq_alloc(hidev, udata, &cq->uq, ring, sizeof(*cq->dbrec), true);
 	if (ret < 0)
 		return ret;
 	if (!ret) {
 		cq->ring = cq->uq.cpu;
 		cq->ring_dma = cq->uq.dma;
 		cq->dbrec = cq->uq.cpu + cq->uq.dbrec_off;
-		cq->dbrec_dma = cq->uq.dma + cq->uq.dbrec_off;
+		cq->dbrec_dma = cq->uq.dbrec_dma;
 		return 0;
 	}
 	cq->ring = dma_alloc_coherent(dma_dev, ring, &cq->ring_dma, GFP_KERNEL);
@@ -1348,6 +1453,7 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 	cmd.create_cq.dbrec_gpa = cpu_to_le64(cq->dbrec_dma);
 	cmd.create_cq.depth = cpu_to_le32(cq->depth);
 	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
+	cmd.create_cq.flags = cpu_to_le32(cq->uq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
 	if (ret) {
 		hicain_cq_free_ring(hidev, cq);
@@ -1418,15 +1524,16 @@ static int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	depth = roundup_pow_of_two(cqe);
 	if (depth > max_cqe)
 		return -EINVAL;
-	ret = hicain_uq_alloc(hidev, udata, &nq, depth * sizeof(*cq->ring), sizeof(*cq->dbrec));
+	ret = hicain_uq_alloc(hidev, udata, &nq, depth * sizeof(*cq->ring), sizeof(*cq->dbrec), true);
 	if (ret)
 		return ret < 0 ? ret : -EINVAL;
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_RESIZE_CQ);
 	cmd.handle = cpu_to_le32(cq->cqn);
 	cmd.create_cq.ring_gpa = cpu_to_le64(nq.dma);
-	cmd.create_cq.dbrec_gpa = cpu_to_le64(nq.dma + nq.dbrec_off);
+	cmd.create_cq.dbrec_gpa = cpu_to_le64(nq.dbrec_dma);
 	cmd.create_cq.depth = cpu_to_le32(depth);
 	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
+	cmd.create_cq.flags = cpu_to_le32(nq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
 	if (ret) {
 		hicain_uq_free(hidev, &nq);
@@ -1439,7 +1546,7 @@ static int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cq->ring = nq.cpu;
 	cq->ring_dma = nq.dma;
 	cq->dbrec = nq.cpu + nq.dbrec_off;
-	cq->dbrec_dma = nq.dma + nq.dbrec_off;
+	cq->dbrec_dma = nq.dbrec_dma;
 	cq->depth = depth;
 	spin_unlock_irqrestore(&hidev->cq_lock, flags);
 	hicain_uq_free(hidev, &old);
@@ -1585,7 +1692,7 @@ static int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *uda
 	int ret;
 
 	ret = hicain_uq_alloc(hidev, udata, &wq->uq, (size_t)wq->depth * wq->stride,
-			      sizeof(struct hicain_wq_dbrec));
+			      sizeof(struct hicain_wq_dbrec), false);
 	if (ret)
 		return ret;
 	wq->ring = wq->uq.cpu;

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 8
+	ABIMinor       = 9
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -68,6 +68,12 @@ const (
 
 	CQArmNext      = 1
 	CQArmSolicited = 2
+
+	// CQFPaged (ABI 1.9): a CQ's ring_gpa is a page table of
+	// depth x 64 / CQPageSize page GPAs, at most CQMaxPages.
+	CQFPaged   = 0x1
+	CQPageSize = 4096
+	CQMaxPages = 16384
 
 	SendInline = 0x8
 	// SendAV (ABI 1.3): a WQEAV follows the send WQE header of a UD,
@@ -269,6 +275,8 @@ type CmdCreateCQArgs struct {
 	DBRecGPA   uint64 `c:"dbrec_gpa"`
 	Depth      uint32 `c:"depth"`
 	CompVector uint32 `c:"comp_vector"`
+	Flags      uint32 `c:"flags"`
+	Rsvd       uint32 `c:"rsvd"`
 }
 
 // CmdCreateQPArgs is struct hicain_cmd_create_qp.

@@ -1,6 +1,7 @@
 package device
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"sync/atomic"
@@ -448,6 +449,52 @@ func put32(b []byte, v uint32) {
 	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
+// cqRing checks the ring and dbrec of a CREATE_CQ or RESIZE_CQ, and
+// reads a paged ring's page table (CQFPaged, ABI 1.9): each page is
+// CQPageSize-aligned guest RAM, read once here, so the guest cannot move
+// the ring afterwards. nil pages: a contiguous ring at RingGPA.
+func (s *session) cqRing(a *CmdCreateCQArgs) ([]uint64, uint16) {
+	if a.Flags&^CQFPaged != 0 || a.Rsvd != 0 || a.DBRecGPA%16 != 0 {
+		return nil, StEINVAL
+	}
+	if !s.ramRange(a.DBRecGPA, 16) {
+		return nil, StEFAULT
+	}
+	bytes := uint64(a.Depth) * cqeSize
+	if a.Flags&CQFPaged == 0 {
+		if a.RingGPA%64 != 0 {
+			return nil, StEINVAL
+		}
+		if !s.ramRange(a.RingGPA, bytes) {
+			return nil, StEFAULT
+		}
+		return nil, StOK
+	}
+	n := bytes / CQPageSize
+	if bytes%CQPageSize != 0 || n > CQMaxPages || a.RingGPA%8 != 0 {
+		return nil, StEINVAL
+	}
+	if !s.ramRange(a.RingGPA, n*8) {
+		return nil, StEFAULT
+	}
+	tbl := make([]byte, n*8)
+	if s.v.ram.ReadAt(tbl, a.RingGPA) != nil {
+		return nil, StEFAULT
+	}
+	pages := make([]uint64, n)
+	for i := range pages {
+		p := binary.LittleEndian.Uint64(tbl[i*8:])
+		if p%CQPageSize != 0 {
+			return nil, StEINVAL
+		}
+		if !s.ramRange(p, CQPageSize) {
+			return nil, StEFAULT
+		}
+		pages[i] = p
+	}
+	return pages, StOK
+}
+
 func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	if !isPow2(a.Depth) || a.Depth > s.lim.maxCQE {
 		return StEINVAL
@@ -455,13 +502,11 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	if int(a.CompVector)+IRQCQBase >= s.v.cfg.Vectors {
 		return StEINVAL
 	}
-	if a.RingGPA%64 != 0 || a.DBRecGPA%16 != 0 {
-		return StEINVAL
+	pages, st := s.cqRing(a)
+	if st != StOK {
+		return st
 	}
-	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
-		return StEFAULT
-	}
-	cost := cqCost(a.Depth)
+	cost := cqCost(a.Depth) + int64(len(pages))*8
 	if len(s.cqs) >= int(s.lim.maxCQ) || !s.mem.charge(cost) {
 		return StENOMEM
 	}
@@ -476,7 +521,7 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 		return status(err)
 	}
 	n := nextHandle(&s.nextCQ, s.cqs)
-	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, dbrec: a.DBRecGPA, depth: a.Depth,
+	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, pages: pages, dbrec: a.DBRecGPA, depth: a.Depth,
 		vector: IRQCQBase + int(a.CompVector), cost: cost}
 	out.Handle = n
 	return StOK
@@ -495,11 +540,9 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if !isPow2(a.Depth) || a.Depth > s.lim.maxCQE || IRQCQBase+int(a.CompVector) != cq.vector {
 		return StEINVAL
 	}
-	if a.RingGPA%64 != 0 || a.DBRecGPA%16 != 0 {
-		return StEINVAL
-	}
-	if !s.ramRange(a.RingGPA, uint64(a.Depth)*cqeSize) || !s.ramRange(a.DBRecGPA, 16) {
-		return StEFAULT
+	pages, st := s.cqRing(a)
+	if st != StOK {
+		return st
 	}
 	// The work the guest posted before this command counts: its WQEs
 	// are taken and its completions moved into the ring first, so that
@@ -518,7 +561,7 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	if pending > cq.depth || uint64(pending)+uint64(cq.cq.Len()) > uint64(a.Depth) {
 		return StEINVAL // a bad consumer index, or the new ring is too small
 	}
-	cost := cqCost(a.Depth)
+	cost := cqCost(a.Depth) + int64(len(pages))*8
 	if !s.mem.charge(cost) {
 		return StENOMEM
 	}
@@ -528,10 +571,10 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	}
 	s.mem.refund(cq.cost)
 	cq.cost = cost
+	nr := &gcq{ring: a.RingGPA, pages: pages, depth: a.Depth}
 	var e [cqeSize]byte
 	for i := uint32(0); i < pending; i++ {
-		if ram.ReadAt(e[:], cq.ring+uint64((cons+i)&(cq.depth-1))*cqeSize) != nil ||
-			ram.WriteAt(e[:], a.RingGPA+uint64(i)*cqeSize) != nil {
+		if ram.ReadAt(e[:], cq.slot(cons+i)) != nil || ram.WriteAt(e[:], nr.slot(i)) != nil {
 			return StEFAULT
 		}
 	}
@@ -539,7 +582,7 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	ram.Store32(a.DBRecGPA+8, 0)
 	ram.Store32(a.DBRecGPA+12, cq.events) // the count goes on (ABI 1.7)
 	ram.Store32(a.DBRecGPA, pending)      // release: the entries are in place
-	cq.ring, cq.dbrec, cq.depth, cq.prod = a.RingGPA, a.DBRecGPA, a.Depth, pending
+	cq.ring, cq.pages, cq.dbrec, cq.depth, cq.prod = a.RingGPA, pages, a.DBRecGPA, a.Depth, pending
 	s.moveCQ(cq)
 	return StOK
 }

@@ -106,6 +106,41 @@ func TestBadAdminCommands(t *testing.T) {
 		_, err = g.Admin(ctx, &cmd)
 		wantStatus(t, err, device.StEINVAL)
 	})
+	t.Run("paged CQ ring", func(t *testing.T) {
+		tbl, err := g.Alloc(64, 64, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := g.Alloc(device.CQPageSize, device.CQPageSize, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		create := func(flags uint32, depth uint32, pages ...uint64) error {
+			for i, p := range pages {
+				g.RAM().Store32(tbl+uint64(i)*8, uint32(p))
+				g.RAM().Store32(tbl+uint64(i)*8+4, uint32(p>>32))
+			}
+			cmd := device.AdminCmd{Opcode: device.CmdCreateCQ}
+			*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: tbl,
+				DBRecGPA: buf, Depth: depth, Flags: flags}
+			_, err := g.Admin(ctx, &cmd)
+			return err
+		}
+		wantStatus(t, create(device.CQFPaged, 64, page+64), device.StEINVAL) // a page not aligned
+		wantStatus(t, create(device.CQFPaged, 64, testRAM), device.StEFAULT) // a page outside RAM
+		wantStatus(t, create(device.CQFPaged, 64, testRAM-device.CQPageSize/2), device.StEINVAL)
+		wantStatus(t, create(device.CQFPaged, 32, page), device.StEINVAL)    // half a page
+		wantStatus(t, create(device.CQFPaged, 1<<21, page), device.StEINVAL) // past max_cqe and the page table
+		wantStatus(t, create(0x2, 64, page), device.StEINVAL)                // an unknown flag
+		cmd := device.AdminCmd{Opcode: device.CmdCreateCQ}
+		*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: testRAM - 8,
+			DBRecGPA: buf, Depth: 128, Flags: device.CQFPaged}
+		_, err = g.Admin(ctx, &cmd)
+		wantStatus(t, err, device.StEFAULT) // the page table outside RAM
+		if err := create(device.CQFPaged, 64, page); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("query response outside RAM", func(t *testing.T) {
 		_, err := g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdQueryDevice, RespGPA: testRAM - 8, RespLen: 200})
 		wantStatus(t, err, device.StEFAULT)

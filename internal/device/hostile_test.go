@@ -57,7 +57,7 @@ func TestLimitsHeldInBackend(t *testing.T) {
 	cmd := device.AdminCmd{Opcode: device.CmdCreateCQ}
 	ring, _ := g.Alloc(64*1024, 4096, false)
 	*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: ring, DBRecGPA: ring,
-		Depth: 1 << 20} // above max_cqe, within the guest's RAM
+		Depth: 1 << 21} // above max_cqe
 	_, err = g.Admin(ctx, &cmd)
 	wantStatus(t, err, device.StEINVAL)
 	stillServes(t, g)

@@ -331,7 +331,7 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 		e := CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
 			ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
 			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits}
-		if err := ram.WriteAt(AsBytes(&e), cq.ring+uint64(cq.prod&(cq.depth-1))*cqeSize); err != nil {
+		if err := ram.WriteAt(AsBytes(&e), cq.slot(cq.prod)); err != nil {
 			return false
 		}
 		cq.prod++

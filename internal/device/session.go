@@ -108,7 +108,8 @@ func nextHandle[V any](next *atomic.Uint32, used map[uint32]V) uint32 {
 type gcq struct {
 	cqn     uint32
 	cq      *rdma.CQ
-	ring    uint64
+	ring    uint64   // the ring's GPA, when pages is nil
+	pages   []uint64 // the ring's pages in order (CQFPaged), checked at creation
 	dbrec   uint64
 	depth   uint32
 	vector  int
@@ -117,6 +118,16 @@ type gcq struct {
 	stalled bool
 	users   int
 	cost    int64 // budget charged
+}
+
+// slot is the GPA of CQE i of the ring (any index: it wraps). A CQE
+// never straddles a page of a paged ring.
+func (c *gcq) slot(i uint32) uint64 {
+	off := uint64(i&(c.depth-1)) * cqeSize
+	if c.pages == nil {
+		return c.ring + off
+	}
+	return c.pages[off/CQPageSize] + off%CQPageSize
 }
 
 // gqp is a guest QP: an engine QP fed from the SQ and RQ rings in guest

@@ -641,3 +641,64 @@ func TestResizeCQ(t *testing.T) {
 		}
 	}
 }
+
+// TestPagedCQ: a CQ whose ring is scattered 4 KiB pages named by a page
+// table (ABI 1.9). The pending completions move from a contiguous ring
+// into a paged one on RESIZE_CQ, and the completions that follow wrap
+// around the paged ring across its pages, in order.
+func TestPagedCQ(t *testing.T) {
+	tb := newTestbed(t, 2)
+	a, b := connectPair(t, tb, false)
+	ctx := testCtx(t)
+	for i := 0; i < 3; i++ {
+		b.qp.PostRecv(uint64(i), []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
+		a.qp.PostSend(device.SendWQE{WRID: uint64(i), Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		prod, _ := b.g.RAM().Load32(b.rcq.DBRec())
+		if prod == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d receive CQEs written, want 3", prod)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.rcq.ResizePaged(ctx, 128); err != nil { // 2 pages
+		t.Fatal(err)
+	}
+	next := uint64(0)
+	check := func(got []device.CQE) {
+		t.Helper()
+		for _, e := range got {
+			if e.WRID != next || e.Status != uint32(rdma.WCSuccess) {
+				t.Fatalf("completion %d: %+v", next, e)
+			}
+			next++
+		}
+	}
+	got, err := b.rcq.Wait(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(got)
+	for round := 0; round < 5; round++ { // 500 completions: the ring wraps 3 times
+		for i := 0; i < 100; i++ {
+			id := uint64(3 + round*100 + i)
+			b.qp.PostRecv(id, []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
+			a.qp.PostSend(device.SendWQE{WRID: id, Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
+			if i%32 == 0 {
+				waitRecvTaken(t, b.qp)
+			}
+		}
+		got, err := b.rcq.Wait(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(got)
+	}
+	if next != 503 {
+		t.Fatalf("%d completions, want 503", next)
+	}
+}

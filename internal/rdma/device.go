@@ -15,7 +15,7 @@ const (
 	DefaultMaxMR         = 4096
 	DefaultMaxPD         = 1024
 	DefaultMaxQPWR       = 16384
-	DefaultMaxCQE        = 65536
+	DefaultMaxCQE        = 1 << 20
 	DefaultMaxSGE        = 32 // rxe's max_sge
 	DefaultMaxInline     = 256
 	DefaultMaxQPRDAtomic = 128 // outstanding READs and atomics per QP, both directions, as rxe

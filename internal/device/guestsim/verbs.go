@@ -2,6 +2,7 @@ package guestsim
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -190,16 +191,68 @@ type CQ struct {
 	g      *Guest
 	CQN    uint32
 	ring   uint64
+	pages  []uint64 // a paged ring's pages (device.CQFPaged), else nil
 	dbrec  uint64
 	depth  uint32
 	cons   uint32
 	vector int
 }
 
+// cqRing allocates a ring of depth CQEs: contiguous, or (paged) as
+// separate pages whose page table it writes in guest memory, the pages
+// allocated in reverse order so the ring is not contiguous.
+func (g *Guest) cqRing(depth uint32, paged bool) (ring uint64, pages []uint64, flags uint32, err error) {
+	bytes := uint64(depth) * 64
+	if !paged {
+		ring, err = g.Alloc(bytes, 64, false)
+		return ring, nil, 0, err
+	}
+	n := (bytes + device.CQPageSize - 1) / device.CQPageSize
+	pages = make([]uint64, n)
+	for i := int(n) - 1; i >= 0; i-- {
+		if pages[i], err = g.Alloc(device.CQPageSize, device.CQPageSize, false); err != nil {
+			return 0, nil, 0, err
+		}
+		// A hole between pages, so that no two are adjacent.
+		if _, err = g.Alloc(64, 64, false); err != nil {
+			return 0, nil, 0, err
+		}
+	}
+	if ring, err = g.Alloc(n*8, 8, false); err != nil {
+		return 0, nil, 0, err
+	}
+	tbl := make([]byte, n*8)
+	for i, p := range pages {
+		binary.LittleEndian.PutUint64(tbl[i*8:], p)
+	}
+	if err := g.ram.WriteAt(tbl, ring); err != nil {
+		return 0, nil, 0, err
+	}
+	return ring, pages, device.CQFPaged, nil
+}
+
+func (cq *CQ) slot(i uint32) uint64 {
+	off := uint64(i&(cq.depth-1)) * 64
+	if cq.pages == nil {
+		return cq.ring + off
+	}
+	return cq.pages[off/device.CQPageSize] + off%device.CQPageSize
+}
+
 // CreateCQ creates a CQ of depth entries (a power of two) whose
 // interrupts come on comp vector compVector.
 func (g *Guest) CreateCQ(ctx context.Context, depth uint32, compVector uint32) (*CQ, error) {
-	ring, err := g.Alloc(uint64(depth)*64, 64, false)
+	return g.createCQ(ctx, depth, compVector, false)
+}
+
+// CreatePagedCQ is CreateCQ with the ring in separate 4 KiB pages
+// named by a page table (ABI 1.9); depth x 64 is a multiple of 4 KiB.
+func (g *Guest) CreatePagedCQ(ctx context.Context, depth uint32, compVector uint32) (*CQ, error) {
+	return g.createCQ(ctx, depth, compVector, true)
+}
+
+func (g *Guest) createCQ(ctx context.Context, depth uint32, compVector uint32, paged bool) (*CQ, error) {
+	ring, pages, flags, err := g.cqRing(depth, paged)
 	if err != nil {
 		return nil, err
 	}
@@ -209,12 +262,12 @@ func (g *Guest) CreateCQ(ctx context.Context, depth uint32, compVector uint32) (
 	}
 	cmd := device.AdminCmd{Opcode: device.CmdCreateCQ}
 	*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: ring, DBRecGPA: db,
-		Depth: depth, CompVector: compVector}
+		Depth: depth, CompVector: compVector, Flags: flags}
 	c, err := g.Admin(ctx, &cmd)
 	if err != nil {
 		return nil, err
 	}
-	return &CQ{g: g, CQN: c.Handle, ring: ring, dbrec: db, depth: depth,
+	return &CQ{g: g, CQN: c.Handle, ring: ring, pages: pages, dbrec: db, depth: depth,
 		vector: device.IRQCQBase + int(compVector)}, nil
 }
 
@@ -224,7 +277,16 @@ func (cq *CQ) DBRec() uint64 { return cq.dbrec }
 // Resize moves the CQ to a new ring of depth entries (RESIZE_CQ). The
 // completions not yet polled come first in the new ring.
 func (cq *CQ) Resize(ctx context.Context, depth uint32) error {
-	ring, err := cq.g.Alloc(uint64(depth)*64, 64, false)
+	return cq.resize(ctx, depth, false)
+}
+
+// ResizePaged is Resize to a paged ring (ABI 1.9).
+func (cq *CQ) ResizePaged(ctx context.Context, depth uint32) error {
+	return cq.resize(ctx, depth, true)
+}
+
+func (cq *CQ) resize(ctx context.Context, depth uint32, paged bool) error {
+	ring, pages, flags, err := cq.g.cqRing(depth, paged)
 	if err != nil {
 		return err
 	}
@@ -234,11 +296,11 @@ func (cq *CQ) Resize(ctx context.Context, depth uint32) error {
 	}
 	cmd := device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: cq.CQN}
 	*device.PayloadOf[device.CmdCreateCQArgs](&cmd) = device.CmdCreateCQArgs{RingGPA: ring, DBRecGPA: db,
-		Depth: depth, CompVector: uint32(cq.vector - device.IRQCQBase)}
+		Depth: depth, CompVector: uint32(cq.vector - device.IRQCQBase), Flags: flags}
 	if _, err := cq.g.Admin(ctx, &cmd); err != nil {
 		return err
 	}
-	cq.ring, cq.dbrec, cq.depth, cq.cons = ring, db, depth, 0
+	cq.ring, cq.pages, cq.dbrec, cq.depth, cq.cons = ring, pages, db, depth, 0
 	return nil
 }
 
@@ -249,7 +311,7 @@ func (cq *CQ) Poll() []device.CQE {
 	var out []device.CQE
 	for ; cq.cons != prod; cq.cons++ {
 		var e device.CQE
-		ram.ReadAt(device.AsBytes(&e), cq.ring+uint64(cq.cons&(cq.depth-1))*64)
+		ram.ReadAt(device.AsBytes(&e), cq.slot(cq.cons))
 		out = append(out, e)
 	}
 	ram.Store32(cq.dbrec+4, cq.cons) // release

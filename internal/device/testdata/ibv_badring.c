@@ -1034,39 +1034,47 @@ rereg_done:
 			ok("qp-ex");
 	}
 
-	/* fallback: a CQ too large to map (the device's max_cqe, 4 MiB of
-	 * CQEs and its dbrec) stays on the uverbs commands, next to mapped
-	 * QPs, and works: the kernel polls it.
+	/* paged-cq: a CQ larger than one contiguous allocation (ofi_rxm's
+	 * 98304 entries: a ring of 131072, 8 MiB) is mapped page by page
+	 * (device ABI 1.9), next to mapped QPs, and its completions cross
+	 * pages in order, before and after a resize to a larger paged ring.
 	 */
 	{
 		struct ibv_device_attr da;
 		struct ibv_cq *big = NULL;
 		const char *why = NULL;
+		int i;
 
 		memset(&p, 0, sizeof(p));
-		if (ibv_query_device(ctx, &da) || da.max_cqe < 65536)
-			why = "the device's max_cqe is below 65536";
-		else if (!(big = ibv_create_cq(ctx, da.max_cqe, NULL, NULL, 0)))
-			why = "the largest CQ";
-		else if (to_hcq(big)->ring.map)
-			why = "a 4 MiB CQ was mapped";
+		if (ibv_query_device(ctx, &da) || da.max_cqe < 131072)
+			why = "the device's max_cqe is below 131072";
+		else if (!(big = ibv_create_cq(ctx, 98304, NULL, NULL, 0)))
+			why = "a CQ of 98304 entries";
+		else if (!to_hcq(big)->ring.map || to_hcq(big)->ring.depth != 131072)
+			why = "the 8 MiB CQ was not mapped";
 		else if (!(p.cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0)) ||
 			 !(p.a = new_qp(pd, big)) || !(p.b = new_qp(pd, p.cq_b)) ||
 			 to_rts(p.a, p.b->qp_num) || to_rts(p.b, p.a->qp_num))
 			why = "set-up";
 		else if (!to_hqp(p.a)->mapped)
 			why = "the QP was not mapped";
-		else if ((memset(buf_b, 0, BUF), 0) ||
-			 post_write(p.a, 30, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b,
-				    mr_b->rkey))
-			why = "post";
-		else if (wait_wc(big, &wc, 5000) || wc.status != IBV_WC_SUCCESS || wc.wr_id != 30 ||
-			 !all_bytes(buf_b, 64, 'A'))
-			why = "the write through the kernel-polled CQ";
+		for (i = 0; !why && i < 200; i++) { /* 64 CQEs a page: four pages */
+			memset(buf_b, 0, 64);
+			if (post_write(p.a, 1000 + i, (uintptr_t)buf_a, 64, mr_a->lkey,
+				       (uintptr_t)buf_b, mr_b->rkey))
+				why = "post";
+			else if (wait_wc(big, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+				 wc.wr_id != (uint64_t)(1000 + i) || !all_bytes(buf_b, 64, 'A'))
+				why = "a write through the paged CQ";
+			/* halfway, a resize to another paged ring (16 MiB) */
+			if (!why && i == 99 && (ibv_resize_cq(big, 200000) || big->cqe < 200000 ||
+						!to_hcq(big)->ring.map))
+				why = "a resize of the paged CQ";
+		}
 		if (why)
-			fail("fallback", why);
+			fail("paged-cq", why);
 		else
-			ok("fallback");
+			ok("paged-cq");
 		free_pair(&p);
 		if (big)
 			ibv_destroy_cq(big);
