@@ -284,6 +284,7 @@ func (g *sshGate) consumerCases() []Case {
 	return append(cs,
 		Case{Name: "fi_info", Run: g.fiInfo},
 		Case{Name: "fi_pingpong_msg", Run: g.fiPingpong("verbs", "msg")},
+		Case{Name: "fi_pingpong_rdm", Run: g.fiPingpong("verbs;ofi_rxm", "rdm")},
 		Case{Name: "mpi_pingpong_lat", Run: func(ctx context.Context) (Outcome, error) { return g.baselineUnsupported(g.mpiLat(ctx)) }},
 		Case{Name: "mpi_pingpong_bw", Run: func(ctx context.Context) (Outcome, error) { return g.baselineUnsupported(g.mpiBW(ctx)) }},
 		Case{Name: "mpi_allreduce", Run: func(ctx context.Context) (Outcome, error) { return g.baselineUnsupported(g.mpiAllreduce(ctx)) }},
