@@ -192,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 		sc.Port = append(sc.Port, pc)
 	}
 	fab, err := fabric.New(fabric.Config{RunDir: runDir, Ports: ports, Switches: []fabric.SwitchConfig{sc},
-		Pcap: cfg.Pcap, Logger: cfg.Logger})
+		Pcap: cfg.Pcap, Logger: cfg.Logger, ShmNoPoll: true})
 	if err != nil {
 		r.removeTmp()
 		return nil, fmt.Errorf("rack: %w", err)
@@ -232,7 +232,14 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	if ib {
 		hello.LinkLayer, hello.MAC, hello.PortGUID = proto.HelloLinkInfiniBand, [6]byte{}, guid+1
 	}
-	opts := fabric.DialOptions{Shm: cfg.Port == PortShm, ShmOptions: shmport.Options{Poll: shmport.DefaultPoll}}
+	// No polling on either side of the rings (the switch's too, above):
+	// here both ends of every ring, the engines and the workloads share
+	// one process and its few Ps, so a side polling for a frame takes
+	// the CPU from the goroutine that would produce it and keeps the
+	// netpoller from running the sleepers it would wake. Measured on
+	// 2 cores: ib_send_lat 2 B 17.7 -> 11.2 us, ib_write_bw 64 B
+	// 32 -> 40 MiB/s with polling off.
+	opts := fabric.DialOptions{Shm: cfg.Port == PortShm, ShmOptions: shmport.Options{Poll: 0}}
 	pc, _, err := fabric.DialPortWith(ctx, sw.SocketPath(i+1), hello, opts)
 	if err != nil {
 		return nil, fmt.Errorf("rack: attach %s: %w", h.Name, err)
@@ -285,10 +292,13 @@ func (p connPort) Send(frame []byte) error {
 }
 
 // shmPort is the engine's Port over a ring pair: Send copies the frame
-// into the next slot, waiting while the ring is full.
+// into the next slot, waiting while the ring is full, and the engine's
+// Flush after each round of work wakes the switch once for the round's
+// frames (an rdma.FlushPort).
 type shmPort struct{ c *shmport.Conn }
 
-func (p shmPort) Send(frame []byte) error { return p.c.Send(frame) }
+func (p shmPort) Send(frame []byte) error { return p.c.SendDeferred(frame) }
+func (p shmPort) Flush() error            { return p.c.Flush() }
 
 // nicSocketBuffer is the socket buffer size asked for at a host's end.
 const nicSocketBuffer = 4 << 20
