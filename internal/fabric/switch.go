@@ -84,7 +84,7 @@ func newSwitch(s switchSettings, c *Config) (*Switch, error) {
 		if newIB == nil {
 			newIB = defaultIB
 		}
-		ib, err := newIB(IBConfig{NodeGUID: s.nodeGUID, NumPorts: len(s.ports), Description: "HiSwitch " + s.name})
+		ib, err := newIB(IBConfig{NodeGUID: s.nodeGUID, NumPorts: len(s.ports), Description: "HiSwitch " + s.name, Clock: c.Clock})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("fabric: switch %s: IB engine: %w", s.name, err)
