@@ -276,6 +276,12 @@ func (sw *Switch) ethIngress(p *port, f *frame, now time.Time) {
 	}
 	eth := pkt.Eth
 	if pkt.Type == proto.FrameMACControl {
+		// PAUSE and PFC stop this port's egress: only a trusted peer
+		// may send them (a guest that could would stall the port).
+		if !p.cfg.trustPause {
+			sw.drop(p, f, DropMACControl)
+			return
+		}
 		p.onMACControl(pkt.MACControl, now)
 		sw.pool.put(f)
 		return
