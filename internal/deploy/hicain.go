@@ -132,6 +132,10 @@ func guestMTU(r *Rack, g Guest) int {
 func DeviceArgs(r *Rack) []string {
 	args := []string{"device", "serve", "--control", DeviceControl(r)}
 	for _, g := range r.hicainGuests() {
+		trust := ""
+		if g.TrustPause {
+			trust = ",trust-pause=true"
+		}
 		args = append(args, "--vnic", strings.Join([]string{
 			"name=" + g.Name + "/hicain0",
 			"socket=" + IvshmemSocket(r, g),
@@ -144,7 +148,7 @@ func DeviceArgs(r *Rack) []string {
 			"link=" + cmp.Or(g.Link, LinkEth),
 			fmt.Sprintf("vectors=%d", hicainVectors),
 			fmt.Sprintf("mtu=%d", guestMTU(r, g)),
-		}, ","))
+		}, ",")+trust)
 	}
 	return args
 }

@@ -367,9 +367,10 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
 // port of a hicain guest a seqpacket port (the device backend's).
 func FabricConfig(r *Rack) []byte {
 	type port struct {
-		Num  int    `yaml:"num"`
-		Kind string `yaml:"kind,omitempty"`
-		Link string `yaml:"link,omitempty"`
+		Num        int    `yaml:"num"`
+		Kind       string `yaml:"kind,omitempty"`
+		Link       string `yaml:"link,omitempty"`
+		TrustPause bool   `yaml:"trust-pause,omitempty"`
 	}
 	type sw struct {
 		Name  string `yaml:"name"`
@@ -400,7 +401,9 @@ func FabricConfig(r *Rack) []byte {
 			if g.NIC == NICHicain {
 				kind = fabric.KindSeqpacket
 			}
-			pc := port{Num: g.Port, Kind: kind}
+			// A hicain guest's frames pass its vNIC's filter first
+			// (DeviceArgs); the seqpacket port trusts the backend.
+			pc := port{Num: g.Port, Kind: kind, TrustPause: g.TrustPause && kind == fabric.KindQEMUStream}
 			if g.Link == LinkIB {
 				pc.Link = fabric.LinkIB
 			}

@@ -92,6 +92,10 @@ type Guest struct {
 	Debs []string `yaml:"debs" json:"debs"`
 	// Files are copied to the guest: "LOCAL:REMOTE".
 	Files []string `yaml:"files" json:"files"`
+	// TrustPause lets the guest's PAUSE and PFC frames act on the
+	// switch: trust-pause on its fabric port (rxe) or on its vNIC
+	// (hicain). Off, they are dropped and counted.
+	TrustPause bool `yaml:"trust-pause" json:"trust_pause"`
 }
 
 // Link is an inter-switch cable, "sw0:10" to "sw1:10".

@@ -82,6 +82,37 @@ func TestFabricConfig(t *testing.T) {
 	if got := PortSocket(r, "sw0", 2); got != "/tmp/x/fab/sw0-port2.sock" {
 		t.Errorf("PortSocket = %s", got)
 	}
+	if p := f.Switches[0].Port; p[0].TrustPause || p[1].TrustPause {
+		t.Errorf("trust-pause without the guest asking: %+v", p)
+	}
+}
+
+// TestRackTrustPause: a guest's trust-pause reaches its switch port (rxe,
+// a qemu-stream port) or its vNIC (hicain), and nothing else.
+func TestRackTrustPause(t *testing.T) {
+	r := &Rack{RunDir: "/tmp/x", Guests: []Guest{
+		{Name: "a", NIC: NICRxe, TrustPause: true},
+		{Name: "b", NIC: NICHicain, TrustPause: true},
+		{Name: "c", NIC: NICHicain},
+	}}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range readFabricConfig(t, r).Switches[0].Port {
+		if want := p.Num == r.Guests[0].Port; p.TrustPause != want {
+			t.Errorf("port %d (%s): trust-pause %v, want %v", p.Num, p.Kind, p.TrustPause, want)
+		}
+	}
+	var vnics []string
+	args := DeviceArgs(r)
+	for i, a := range args {
+		if a == "--vnic" {
+			vnics = append(vnics, args[i+1])
+		}
+	}
+	if len(vnics) != 2 || !strings.HasSuffix(vnics[0], ",trust-pause=true") || strings.Contains(vnics[1], "trust-pause") {
+		t.Errorf("vNICs %q", vnics)
+	}
 }
 
 // TestIBRackSpec reads the InfiniBand example: link ib guests on two
@@ -160,9 +191,10 @@ type fabricConfig struct {
 		Name  string `yaml:"name"`
 		Ports int    `yaml:"ports"`
 		Port  []struct {
-			Num  int    `yaml:"num"`
-			Kind string `yaml:"kind"`
-			Link string `yaml:"link"`
+			Num        int    `yaml:"num"`
+			Kind       string `yaml:"kind"`
+			Link       string `yaml:"link"`
+			TrustPause bool   `yaml:"trust-pause"`
 		} `yaml:"port"`
 	} `yaml:"switches"`
 	Links []struct{ A, B string } `yaml:"links"`

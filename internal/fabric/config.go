@@ -227,6 +227,14 @@ type PortConfig struct {
 	VLANs    []int        `mapstructure:"vlans"`
 	MaxFrame int          `mapstructure:"max-frame"`
 	Faults   FaultsConfig `mapstructure:"faults"`
+	// TrustPause makes the switch obey MAC Control frames (EtherType
+	// 0x8808: 802.3x PAUSE, 802.1Qbb PFC) the port receives; an
+	// untrusted port drops and counts them (drop reason mac-control).
+	// Unset, a qemu-stream port (a stock guest's virtio-net, under the
+	// guest's control) is untrusted and a seqpacket port (a device
+	// backend, which filters its guests' PAUSE itself, or another
+	// switch sending PFC) is trusted.
+	TrustPause *bool `mapstructure:"trust-pause"`
 }
 
 // FaultsConfig injects faults into the frames a port receives; every
@@ -300,6 +308,8 @@ type portSettings struct {
 	vlans    []uint16 // nil: all
 	maxFrame int
 	faults   FaultsConfig
+	// trustPause: obey PAUSE/PFC received here (else drop them).
+	trustPause bool
 }
 
 func (p *portSettings) member(vlan uint16) bool {
@@ -545,7 +555,7 @@ func (c *Config) resolveSwitch(sc *SwitchConfig, idx int) (switchSettings, error
 		s.ports[i] = portSettings{
 			num: i + 1, link: LinkEthernet, kind: KindSeqpacket,
 			path:  filepath.Join(c.RunDir, fmt.Sprintf("%s-port%d.sock", s.name, i+1)),
-			speed: DefaultSpeed, pvid: 1, maxFrame: maxFrame,
+			speed: DefaultSpeed, pvid: 1, maxFrame: maxFrame, trustPause: true,
 		}
 	}
 	for _, pc := range sc.Port {
@@ -597,6 +607,10 @@ func applyPort(p *portSettings, pc *PortConfig) error {
 		}
 	default:
 		return fmt.Errorf("kind %q: must be seqpacket or qemu-stream", pc.Kind)
+	}
+	p.trustPause = p.kind != KindQEMUStream
+	if pc.TrustPause != nil {
+		p.trustPause = *pc.TrustPause
 	}
 	if pc.Path != "" {
 		p.path = pc.Path

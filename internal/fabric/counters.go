@@ -16,11 +16,13 @@ const (
 	DropFault                        // fault injection
 	DropLinkLayer                    // Ethernet frame for an IB port or the reverse
 	DropUnroutable                   // IB: ibsw did not forward it
+	DropMACControl                   // PAUSE/PFC (EtherType 0x8808) from a port without trust-pause
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "oversize", "vlan", "filtered", "queue-full", "link-down", "fault", "link-layer", "unroutable",
+	"mac-control",
 }
 
 // String returns the reason's name as status shows it.

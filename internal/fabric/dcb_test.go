@@ -282,3 +282,64 @@ func TestECNMarking(t *testing.T) {
 	}
 	t.Logf("%d of %d marked", marked, n)
 }
+
+// TestPauseUntrusted: a port without trust-pause drops the PFC and PAUSE
+// frames it receives and counts them (drop reason mac-control): the
+// switch's egress to it is not paused and its traffic still flows.
+func TestPauseUntrusted(t *testing.T) {
+	untrusted := false
+	clk := NewManualClock(time.Unix(0, 0))
+	f := startFabric(t, Config{Clock: clk, Switches: []SwitchConfig{{
+		Ports: 2, Port: []PortConfig{{Num: 1, TrustPause: &untrusted}},
+	}}})
+	sw := f.Switches()[0]
+	a, b := connect(t, sw, 1, 1), connect(t, sw, 2, 2)
+	a.send(ethFrame(bcast, a.mac, -1, 0, 60, 0))
+	b.recvData(time.Second)
+
+	pfcBuf := make([]byte, 64)
+	pf := proto.PFCFields{Enable: 0xFF}
+	for i := range pf.Time {
+		pf.Time[i] = 0xFFFF
+	}
+	n, err := proto.BuildPFC(pfcBuf, a.mac, &pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := make([]byte, 60)
+	proto.Ethernet(pause).Encode(&proto.EthernetFields{Dst: proto.PFCDestMAC, Src: a.mac, EtherType: proto.EtherTypeMACControl})
+	proto.MACControl(pause[14:]).EncodePause(0xFFFF)
+	for i, fr := range [][]byte{pfcBuf[:n], pause} {
+		a.send(fr)
+		waitFor(t, "mac-control drop", func() bool { return portStatus(sw, 1).Drops["mac-control"] == uint64(i+1) })
+	}
+	// Frames sent after the two dropped ones: the port was not paused.
+	fr := seqFrame(a.mac, b.mac, 3, 1)
+	b.send(fr)
+	a.expectFrame(fr)
+	if ps := portStatus(sw, 1); len(ps.Paused) != 0 || ps.PFCRecv != 0 || ps.PauseRecv != 0 {
+		t.Errorf("untrusted MAC Control obeyed: paused %v, pfc %d, pause %d", ps.Paused, ps.PFCRecv, ps.PauseRecv)
+	}
+}
+
+// TestTrustPauseDefaults: a qemu-stream port (a stock guest) distrusts
+// PAUSE/PFC unless trust-pause says otherwise; a seqpacket port (a device
+// backend or another switch) trusts them unless told not to.
+func TestTrustPauseDefaults(t *testing.T) {
+	yes, no := true, false
+	c := Config{RunDir: t.TempDir(), Switches: []SwitchConfig{{Ports: 5, Port: []PortConfig{
+		{Num: 1, Kind: KindQEMUStream},
+		{Num: 2, Kind: KindQEMUStream, TrustPause: &yes},
+		{Num: 3, TrustPause: &no},
+		{Num: 4, PVID: 2},
+	}}}}
+	sws, err := c.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true, false, true, true} {
+		if got := sws[0].ports[i].trustPause; got != want {
+			t.Errorf("port %d: trust-pause %v, want %v", i+1, got, want)
+		}
+	}
+}

@@ -26,6 +26,9 @@ type IBConfig struct {
 	NodeGUID    uint64
 	NumPorts    int
 	Description string
+	// Clock is the switch's clock (Config.Clock), for the engine's
+	// timers (the SMA's M_Key lease).
+	Clock Clock
 }
 
 // IBStatus is the InfiniBand part of a switch's status.

@@ -13,7 +13,7 @@ type ibswEngine struct {
 // defaultIB makes the IB engine of a switch with IB ports when the
 // Config names none: package ibsw.
 func defaultIB(cfg IBConfig) (IBSwitch, error) {
-	s, err := ibsw.New(ibsw.Config{NodeGUID: cfg.NodeGUID, NumPorts: cfg.NumPorts, Description: cfg.Description})
+	s, err := ibsw.New(ibsw.Config{NodeGUID: cfg.NodeGUID, NumPorts: cfg.NumPorts, Description: cfg.Description, Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func newSwitch(s switchSettings, c *Config) (*Switch, error) {
 		if newIB == nil {
 			newIB = defaultIB
 		}
-		ib, err := newIB(IBConfig{NodeGUID: s.nodeGUID, NumPorts: len(s.ports), Description: "HiSwitch " + s.name})
+		ib, err := newIB(IBConfig{NodeGUID: s.nodeGUID, NumPorts: len(s.ports), Description: "HiSwitch " + s.name, Clock: c.Clock})
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("fabric: switch %s: IB engine: %w", s.name, err)
@@ -276,6 +276,12 @@ func (sw *Switch) ethIngress(p *port, f *frame, now time.Time) {
 	}
 	eth := pkt.Eth
 	if pkt.Type == proto.FrameMACControl {
+		// PAUSE and PFC stop this port's egress: only a trusted peer
+		// may send them (a guest that could would stall the port).
+		if !p.cfg.trustPause {
+			sw.drop(p, f, DropMACControl)
+			return
+		}
 		p.onMACControl(pkt.MACControl, now)
 		sw.pool.put(f)
 		return

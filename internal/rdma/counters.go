@@ -77,6 +77,7 @@ type Counters struct {
 	MADsSent     uint64 // MADs the SMA and PMA sent (answers)
 	VL15Dropped  uint64 // VL15 packets dropped (malformed, not for us, no SM behind QP0)
 	QP1Dropped   uint64 // QP1 packets dropped (bad Q_Key, not a MAD, no GSI consumer)
+	SMPMKeyDrops uint64 // SMPs the SMA dropped for a wrong M_Key (IBA 14.2.4)
 
 	CompletionErrors uint64 // work completions with a status other than success
 	CQOverflows      uint64 // completions lost because a CQ was full
@@ -104,7 +105,7 @@ type counters struct {
 
 	ceReceived, cnpsSent, cnpsSuppressed, cnpsReceived, rateDecreases, rateRecoveries, pacingStalls atomic.Uint64
 
-	smpsAnswered, madsAnswered, vl15Dropped, qp1Dropped atomic.Uint64
+	smpsAnswered, madsAnswered, vl15Dropped, qp1Dropped, smpMKeyDrops atomic.Uint64
 
 	completionErrors, cqOverflows, asyncEvents, asyncEventsLost atomic.Uint64
 }
@@ -142,6 +143,7 @@ func (c *counters) snapshot() Counters {
 
 		SMPsAnswered: c.smpsAnswered.Load(), MADsSent: c.madsAnswered.Load(),
 		VL15Dropped: c.vl15Dropped.Load(), QP1Dropped: c.qp1Dropped.Load(),
+		SMPMKeyDrops: c.smpMKeyDrops.Load(),
 
 		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
 		AsyncEvents: c.asyncEvents.Load(), AsyncEventsLost: c.asyncEventsLost.Load(),

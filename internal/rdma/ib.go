@@ -52,6 +52,9 @@ type ibPort struct {
 	mu    sync.Mutex
 	pi    proto.PortInfoFields
 	pkeys [ibPartitionCap]uint16
+	// mkey is the M_Key lease timer, under mu like pi (any goroutine
+	// reading pi applies its expiry).
+	mkey proto.MKeyLease
 	// Engine-owned copies for the data path.
 	lid   uint16
 	state uint8
@@ -123,11 +126,13 @@ func (d *Device) initIB() error {
 	return nil
 }
 
-// portInfo returns a copy of PortInfo (any goroutine).
+// portInfo returns a copy of PortInfo (any goroutine), with an M_Key
+// lease that ran out applied.
 func (d *Device) portInfo() proto.PortInfoFields {
 	p := &d.port1
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.mkey.Expire(&p.pi, d.clock.Now())
 	return p.pi
 }
 
@@ -380,7 +385,9 @@ func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
 		smp.SetHopPointer(hc + 1)
 		resp := make([]byte, proto.MADSize)
 		copy(resp, smp)
-		d.sma(resp)
+		if !d.sma(resp) {
+			return
+		}
 		r := proto.SMP(resp)
 		r.SetHopPointer(hc)
 		e.sendMAD(0, lrh.SLID(), 0, 0, 0, resp)
@@ -397,8 +404,9 @@ func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
 	}
 	resp := make([]byte, proto.MADSize)
 	copy(resp, smp)
-	d.sma(resp)
-	e.sendMAD(0, lrh.SLID(), 0, 0, 0, resp)
+	if d.sma(resp) {
+		e.sendMAD(0, lrh.SLID(), 0, 0, 0, resp)
+	}
 }
 
 // forSM reports whether an SMP request that reached this port is the
@@ -504,18 +512,36 @@ func (e *engine) sendMAD(qpn uint32, dlid uint16, sl uint8, destQP uint32, pkey 
 }
 
 // sma turns the SMP request in m into its answer in place (engine): the
-// attributes an HCA's SMA answers for an SM (IBA 14.2.5).
-func (d *Device) sma(m []byte) {
+// attributes an HCA's SMA answers for an SM (IBA 14.2.5). It reports
+// whether m now holds an answer to send: not for a response, a method
+// without one (Trap, TrapRepress), or an M_Key violation.
+//
+// The M_Key in PortInfo is checked first (IBA 14.2.4, the rules of
+// proto.MKeyLease, shared with the switch's SMA), whichever way the SMP
+// came: LID-routed, directed, or from the host (LocalSMP, QP0 HopCount
+// 0), as Linux's software SMAs check process_mad's SMPs. With M_Key 0,
+// the power-on value, nothing is checked. A violation is dropped,
+// counted in PortInfo.M_KeyViolations and Counters.SMPMKeyDrops, and
+// starts the lease, timed by the device's Clock. No Bad M_Key trap is
+// sent (the port sends no traps).
+func (d *Device) sma(m []byte) bool {
 	smp := proto.SMP(m)
 	if smp.IsResponse() {
-		return
+		return false
+	}
+	p := &d.port1
+	p.mu.Lock()
+	verdict := p.mkey.Check(&p.pi, d.clock.Now(), smp.Method(), smp.MKey())
+	p.mu.Unlock()
+	if verdict == proto.MKeyViolation {
+		d.ctr.smpMKeyDrops.Add(1)
+		return false
 	}
 	set := smp.Method() == proto.MADMethodSet
 	status := uint16(proto.MADStatusOK)
 	data := smp.Data()
 	am := smp.AttributeModifier()
 	c := &d.cfg
-	p := &d.port1
 	switch {
 	case smp.Method() != proto.MADMethodGet && !set:
 		status = proto.MADStatusMethodUnsupported
@@ -555,6 +581,9 @@ func (d *Device) sma(m []byte) {
 				status = d.setPortInfo(proto.PortInfo(data).Fields())
 			}
 			pi := d.portInfo()
+			if verdict == proto.MKeyMask {
+				pi.MKey = 0
+			}
 			proto.PortInfo(data).Encode(&pi)
 		case proto.SMPAttrPKeyTable:
 			if _, block := proto.PKeyTableAttrModParts(am); block != 0 {
@@ -580,8 +609,11 @@ func (d *Device) sma(m []byte) {
 			status = proto.MADStatusMethodAttrUnsupported
 		}
 	}
-	smp.MakeResponse(status)
+	if !smp.MakeResponse(status) {
+		return false
+	}
 	d.ctr.smpsAnswered.Add(1)
+	return true
 }
 
 // setPortInfo applies a PortInfo Set with the IBA state rules (Armed only
@@ -615,6 +647,9 @@ func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 	}
 	oldLID, oldSM := p.pi.LID, p.pi.MasterSMLID
 	p.pi.MKey = f.MKey
+	p.pi.MKeyProtectBits = f.MKeyProtectBits
+	p.pi.MKeyLeasePeriod = f.MKeyLeasePeriod
+	p.pi.MKeyViolations = f.MKeyViolations
 	p.pi.GIDPrefix = f.GIDPrefix
 	p.pi.LID = f.LID
 	p.pi.MasterSMLID = f.MasterSMLID
@@ -766,11 +801,12 @@ func (d *Device) LocalSMP(mad []byte) ([]byte, error) {
 	}
 	resp := make([]byte, proto.MADSize)
 	copy(resp, mad)
-	if err := d.eng.do(func() { d.sma(resp) }); err != nil {
+	var answered bool
+	if err := d.eng.do(func() { answered = d.sma(resp) }); err != nil {
 		return nil, fmt.Errorf("rdma: local SMP: %w", err)
 	}
-	if !proto.MAD(resp).IsResponse() {
-		return nil, nil // a method without a response (Trap, TrapRepress)
+	if !answered {
+		return nil, nil // a method without a response (Trap, TrapRepress), an M_Key violation
 	}
 	if m.MgmtClass() == proto.MgmtClassSubnDirectedRoute {
 		proto.SMP(resp).SetHopPointer(0)

@@ -77,6 +77,26 @@ func FuzzDeliverIB(f *testing.F) {
 	f.Add(smp(proto.MgmtClassSubnLID, 2, proto.SMPAttrNodeInfo))
 	f.Add(smp(proto.MgmtClassSubnLID, 2, proto.SMPAttrPortInfo))
 	f.Add(smp(proto.MgmtClassSubnDirectedRoute, 0xFFFF, proto.SMPAttrNodeDescription))
+	// A PortInfo Set that gives the port an M_Key with protection, and
+	// a TrapRepress carrying a key: the M_Key check and lease paths.
+	mk := smp(proto.MgmtClassSubnLID, 2, proto.SMPAttrPortInfo)
+	if pkt, err := proto.Parse(mk, proto.LinkIB); err == nil {
+		m := proto.SMP(pkt.Payload)
+		m.SetMethod(proto.MADMethodSet)
+		proto.PortInfo(m.Data()).Encode(&proto.PortInfoFields{LID: 2, MKey: 0x77, MKeyProtectBits: 3, MKeyLeasePeriod: 1})
+		proto.PutICRC(pkt.ICRC, pkt.ComputeICRC())
+		proto.PutVCRC(pkt.VCRC, proto.VCRC(mk[:len(mk)-len(pkt.VCRC)]))
+		f.Add(mk)
+	}
+	rep := smp(proto.MgmtClassSubnDirectedRoute, 0xFFFF, proto.SMPAttrPortInfo)
+	if pkt, err := proto.Parse(rep, proto.LinkIB); err == nil {
+		m := proto.SMP(pkt.Payload)
+		m.SetMethod(proto.MADMethodTrapRepress)
+		m.SetMKey(0x77)
+		proto.PutICRC(pkt.ICRC, pkt.ComputeICRC())
+		proto.PutVCRC(pkt.VCRC, proto.VCRC(rep[:len(rep)-len(pkt.VCRC)]))
+		f.Add(rep)
+	}
 	pma := make([]byte, proto.MADSize)
 	pma[0], pma[1], pma[2], pma[3] = proto.MADBaseVersion, proto.MgmtClassPerfMgt, 1, proto.MADMethodGet
 	pma[16], pma[17] = byte(proto.PMAAttrPortCounters>>8), byte(proto.PMAAttrPortCounters)

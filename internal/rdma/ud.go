@@ -449,9 +449,10 @@ func (qp *QP) smiSend(mad []byte) bool {
 	if smp.HopCount() == 0 {
 		resp := make([]byte, proto.MADSize)
 		copy(resp, mad)
-		qp.dev.sma(resp)
-		proto.SMP(resp).SetHopPointer(0)
-		qp.udDeliver(resp, nil, WC{SLID: qp.dev.port1.lid}, false)
+		if qp.dev.sma(resp) {
+			proto.SMP(resp).SetHopPointer(0)
+			qp.udDeliver(resp, nil, WC{SLID: qp.dev.port1.lid}, false)
+		}
 		return true
 	}
 	if smp.HopPointer() == 0 {

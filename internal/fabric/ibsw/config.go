@@ -3,6 +3,7 @@ package ibsw
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
 )
@@ -93,7 +94,21 @@ type Config struct {
 	// VLCapVL0To14) are advertised in every port's PortInfo.
 	MTUCap uint8
 	VLCap  uint8
+
+	// Clock times the M_Key lease (IBA 14.2.4.2); nil is the system
+	// clock. Tests pass a manual one.
+	Clock Clock
 }
+
+// Clock is where the switch reads the time. The switch only compares
+// readings with deadlines it computed, on the goroutine that owns it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
 
 // ErrConfig is wrapped by every error New returns.
 var ErrConfig = errors.New("ibsw: bad config")
@@ -161,6 +176,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if proto.VLCapNumVLs(c.VLCap) == 0 {
 		return bad("VLCap %d is not a VLCap encoding", c.VLCap)
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
 	}
 	return c, nil
 }

@@ -53,6 +53,7 @@ type Drops struct {
 	DirectedRoute   uint64 // directed-route hop checks failed (C14-9/C14-13)
 	DRUnsupported   uint64 // directed route with a LID-routed part (DrSLID/DrDLID not 0xFFFF)
 	MAD             uint64 // MAD for port 0 that gets no answer (response, trap, bad BaseVersion, bad Q_Key)
+	MKey            uint64 // SMP dropped for a wrong M_Key (an M_Key violation, IBA 14.2.4)
 	NoQP            uint64 // packet for port 0 to a QP other than 0 and 1
 }
 

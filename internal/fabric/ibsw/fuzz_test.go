@@ -53,6 +53,10 @@ func FuzzIngress(f *testing.F) {
 	f.Add(uint8(3), all, drPacket(drFields{method: proto.MADMethodGet, attr: proto.SMPAttrNodeInfo, hc: 3, hp: 1, initial: []byte{1, 2, 1}}))
 	f.Add(uint8(3), all, drPacket(drFields{method: proto.MADMethodGetResp, dir: true, hc: 3, hp: 2, initial: []byte{1, 3, 1}, ret: []byte{2, 3, 1}}))
 	f.Add(uint8(1), all, drPacket(drFields{method: proto.MADMethodSet, attr: proto.SMPAttrMulticastForwardingTable, am: 0x10000001, hc: 1, hp: 1, initial: []byte{1}}))
+	// An SM setting an M_Key with protection, and an SMP carrying one.
+	f.Add(uint8(2), all, drPacket(drFields{method: proto.MADMethodSet, attr: proto.SMPAttrPortInfo, hc: 1, hp: 1, initial: []byte{1},
+		data: portInfoData(proto.PortInfoFields{LID: 10, MKey: 0x77, MKeyProtectBits: 3, MKeyLeasePeriod: 1})}))
+	f.Add(uint8(2), all, drPacket(drFields{method: proto.MADMethodTrapRepress, attr: proto.SMPAttrPortInfo, hc: 1, hp: 1, initial: []byte{1}, mkey: 0x77}))
 	// LID-routed SMP and PMA GMP to the switch's LID.
 	f.Add(uint8(3), all, smpPacket(10, 3, lidMAD(proto.MADMethodGet, proto.SMPAttrPortInfo, 2, nil)))
 	f.Add(uint8(3), all, ibswtest.GMPPacket(10, 3, 0, 0xFFFF,

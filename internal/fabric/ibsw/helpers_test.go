@@ -48,6 +48,7 @@ type drFields struct {
 	drDLID   uint16 // 0: permissive
 	tid      uint64
 	classVer uint8 // 0: 1
+	mkey     uint64
 }
 
 // drMAD builds a directed-route SMP.
@@ -67,7 +68,7 @@ func drMAD(f drFields) []byte {
 	sf := proto.SMPFields{
 		BaseVersion: proto.MADBaseVersion, MgmtClass: proto.MgmtClassSubnDirectedRoute,
 		ClassVersion: f.classVer, Method: f.method, TransactionID: f.tid,
-		AttributeID: f.attr, AttributeModifier: f.am,
+		AttributeID: f.attr, AttributeModifier: f.am, MKey: f.mkey,
 		Direction: f.dir, HopPointer: f.hp, HopCount: f.hc,
 		DrSLID: f.drSLID, DrDLID: f.drDLID,
 	}

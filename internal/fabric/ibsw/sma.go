@@ -44,14 +44,22 @@ func (s *Switch) port0SMP(in int, pkt []byte, p *proto.Packet, emit func(int, []
 // method (including SMInfo: the switch runs no SM), 0x001C bad attribute
 // modifier or field value (a rejected Set changes nothing).
 //
-// M_Keys are not checked: every request is accepted whatever its M_Key
-// (the switch implements no M_Key protection, as if ProtectBits were 0),
-// and an M_Key the SM sets is stored and reported back.
+// The M_Key is checked first, on LID-routed and directed-route SMPs alike,
+// against the switch's M_Key in port 0's PortInfo (IBA 14.2.4; the rules
+// are proto.MKeyLease's): a violation gets no answer and is counted in
+// M_KeyViolations and Drops.MKey. With M_Key 0, the power-on value,
+// nothing is checked. No Bad M_Key trap (IBA 14.2.4.1) is sent: the
+// switch sends no traps.
 func (s *Switch) smaProcess(in int, req proto.SMP) bool {
 	copy(s.mad[:], req)
 	m := proto.SMP(s.mad[:])
 	if m.BaseVersion() != proto.MADBaseVersion || m.IsResponse() {
 		s.drops.MAD++
+		return false
+	}
+	verdict := s.mkey.Check(&s.ports[0].pi, s.cfg.Clock.Now(), m.Method(), m.MKey())
+	if verdict == proto.MKeyViolation {
+		s.drops.MKey++
 		return false
 	}
 	var status uint16
@@ -61,7 +69,7 @@ func (s *Switch) smaProcess(in int, req proto.SMP) bool {
 			status = proto.MADStatusBadVersion
 			break
 		}
-		status = s.smaAttr(in, m, method == proto.MADMethodSet)
+		status = s.smaAttr(in, m, method == proto.MADMethodSet, verdict == proto.MKeyMask)
 	case proto.MADMethodTrap, proto.MADMethodTrapRepress:
 		s.drops.MAD++
 		return false
@@ -80,8 +88,8 @@ func (s *Switch) smaProcess(in int, req proto.SMP) bool {
 }
 
 // smaAttr answers one Get or Set in place in m.Data() and returns the
-// status.
-func (s *Switch) smaAttr(in int, m proto.SMP, set bool) uint16 {
+// status. maskMKey makes a PortInfo answer carry M_Key 0.
+func (s *Switch) smaAttr(in int, m proto.SMP, set, maskMKey bool) uint16 {
 	data := m.Data()
 	am := m.AttributeModifier()
 	switch m.AttributeID() {
@@ -122,6 +130,9 @@ func (s *Switch) smaAttr(in int, m proto.SMP, set bool) uint16 {
 			st = s.setPortInfo(int(n), proto.PortInfo(data))
 		}
 		f := s.portInfo(int(n), in)
+		if maskMKey {
+			f.MKey = 0
+		}
 		proto.PortInfo(data).Encode(&f)
 		return st
 	case proto.SMPAttrPKeyTable:
@@ -212,7 +223,8 @@ func (s *Switch) portInfo(n, in int) proto.PortInfoFields {
 //
 // Port 0 (base switch port 0) takes the addressing and SM fields: M_Key,
 // GidPrefix, LID, MasterSMLID, MasterSMSL, LMC, M_KeyProtectBits,
-// M_KeyLeasePeriod, SubnetTimeOut. Its link fields are fixed: it is always
+// M_KeyLeasePeriod, M_KeyViolations (the SM may reset the counter),
+// SubnetTimeOut. A Set reaches here only with the right M_Key. Its link fields are fixed: it is always
 // Active/LinkUp, so PortState and PhysState in a Set are ignored.
 //
 // External ports take the link fields: PortState, PortPhysicalState,
@@ -253,6 +265,7 @@ func (s *Switch) setPortInfo(n int, d proto.PortInfo) uint16 {
 		pi.LMC = f.LMC
 		pi.MKeyProtectBits = f.MKeyProtectBits
 		pi.MKeyLeasePeriod = f.MKeyLeasePeriod
+		pi.MKeyViolations = f.MKeyViolations
 		pi.SubnetTimeOut = f.SubnetTimeOut
 		return proto.MADStatusOK
 	}

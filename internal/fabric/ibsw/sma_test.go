@@ -234,9 +234,17 @@ func TestSMASetAnswersCurrentAttribute(t *testing.T) {
 		if pi := proto.PortInfo(r.Data()).Fields(); pi.LID != 0 || pi.MKey != 0 || pi.VLCap != DefaultVLCap || pi.MTUCap != DefaultMTUCap {
 			t.Errorf("port 2: %+v", pi)
 		}
-		// Multicast LIDs are not port LIDs.
-		if r := sma(t, s, 1, proto.MADMethodSet, proto.SMPAttrPortInfo, 0, portInfoData(proto.PortInfoFields{LID: 0xC000})); r.Status() != 0x001C {
-			t.Errorf("multicast LID accepted")
+		// Multicast LIDs are not port LIDs. From here on a Set needs
+		// the M_Key 0xDEAD (TestMKeyProtection); the last one clears it.
+		for _, c := range []struct {
+			lid    uint16
+			status uint16
+		}{{0xC000, 0x001C}, {0x22, 0}} {
+			out := ingress(s, 1, drPacket(drFields{method: proto.MADMethodSet, attr: proto.SMPAttrPortInfo, hc: 1, hp: 1, initial: []byte{1},
+				mkey: 0xDEAD, data: portInfoData(proto.PortInfoFields{LID: c.lid, GIDPrefix: 0xFE80000000000000})}))
+			if len(out) != 1 || answerSMP(t, out[0].pkt).Status() != c.status {
+				t.Errorf("Set LID %#x with the M_Key: want status %#x", c.lid, c.status)
+			}
 		}
 	})
 	t.Run("NodeDescription and GUIDInfo", func(t *testing.T) {

@@ -22,6 +22,12 @@ type Snapshot struct {
 	LinearFDBTop    uint16
 	MulticastFDBTop uint16
 	LifeTimeValue   uint8
+	// MKeyProtectBits and MKeyViolations are port 0's M_Key state
+	// (IBA 14.2.4): the protection level the SM set (0 again once the
+	// lease ran out) and the count of SMPs dropped for a wrong M_Key.
+	// The M_Key itself is not shown.
+	MKeyProtectBits uint8
+	MKeyViolations  uint16
 	// Ports holds port 0 (the management port) and the external ports
 	// 1..NumPorts, indexed by port number.
 	Ports []PortStatus
@@ -58,6 +64,7 @@ type MFTEntry struct {
 // be called by the goroutine that owns the switch.
 func (s *Switch) Snapshot() Snapshot {
 	p0 := &s.ports[0].pi
+	s.mkey.Expire(p0, s.cfg.Clock.Now())
 	snap := Snapshot{
 		NodeGUID:        s.cfg.NodeGUID,
 		Description:     s.cfg.Description,
@@ -68,6 +75,8 @@ func (s *Switch) Snapshot() Snapshot {
 		LinearFDBTop:    s.si.LinearFDBTop,
 		MulticastFDBTop: s.si.MulticastFDBTop,
 		LifeTimeValue:   s.si.LifeTimeValue,
+		MKeyProtectBits: p0.MKeyProtectBits,
+		MKeyViolations:  p0.MKeyViolations,
 		Ports:           make([]PortStatus, len(s.ports)),
 		Drops:           s.drops,
 	}

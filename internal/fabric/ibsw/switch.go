@@ -74,6 +74,10 @@ type Switch struct {
 
 	drops Drops
 
+	// mkey is the M_Key lease timer of port 0, whose PortInfo holds the
+	// switch's M_Key (IBA 14.2.4: a switch has one, on port 0).
+	mkey proto.MKeyLease
+
 	// Scratch space for building answers; Ingress is not reentrant.
 	mad  [proto.MADSize]byte
 	resp [MaxResponseSize]byte
