@@ -595,29 +595,34 @@ func TestQueryDeviceABI11(t *testing.T) {
 
 // TestResizeCQ: completions the guest has not polled survive a
 // RESIZE_CQ, in order, and the larger CQ takes more; a ring too small for
-// them is refused.
-func TestResizeCQ(t *testing.T) {
-	tb := newTestbed(t, 2)
-	a, b := connectPair(t, tb, false)
-	ctx := testCtx(t)
+
+// threePending sends three messages from a to b and waits until the
+// device wrote b's three receive CQEs, which stay unpolled.
+func threePending(t *testing.T, a, b *rcEnd) {
+	t.Helper()
 	for i := 0; i < 3; i++ {
 		b.qp.PostRecv(uint64(i), []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
-	}
-	for i := 0; i < 3; i++ {
 		a.qp.PostSend(device.SendWQE{WRID: uint64(i), Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
 	}
-	// Wait until the device wrote the three receive CQEs (not polled).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		prod, _ := b.g.RAM().Load32(b.rcq.DBRec())
 		if prod == 3 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d receive CQEs written, want 3", prod)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// them is refused.
+func TestResizeCQ(t *testing.T) {
+	tb := newTestbed(t, 2)
+	a, b := connectPair(t, tb, false)
+	ctx := testCtx(t)
+	threePending(t, a, b)
 	if err := b.rcq.Resize(ctx, 2); err == nil {
 		t.Fatal("a ring of 2 for 3 pending completions was accepted")
 	}
@@ -650,21 +655,7 @@ func TestPagedCQ(t *testing.T) {
 	tb := newTestbed(t, 2)
 	a, b := connectPair(t, tb, false)
 	ctx := testCtx(t)
-	for i := 0; i < 3; i++ {
-		b.qp.PostRecv(uint64(i), []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
-		a.qp.PostSend(device.SendWQE{WRID: uint64(i), Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		prod, _ := b.g.RAM().Load32(b.rcq.DBRec())
-		if prod == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d receive CQEs written, want 3", prod)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	threePending(t, a, b)
 	if err := b.rcq.ResizePaged(ctx, 128); err != nil { // 2 pages
 		t.Fatal(err)
 	}
