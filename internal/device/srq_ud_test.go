@@ -596,6 +596,18 @@ func TestQueryDeviceABI11(t *testing.T) {
 // TestResizeCQ: completions the guest has not polled survive a
 // RESIZE_CQ, in order, and the larger CQ takes more; a ring too small for
 
+// waitSQRoom waits until qp's SQ has a free slot, as PostSend requires.
+func waitSQRoom(t *testing.T, qp *guestsim.QP) {
+	t.Helper()
+	ctx := testCtx(t)
+	for qp.SQFree() == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("QP %d: the device took no send WQE", qp.QPN)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // threePending sends three messages from a to b and waits until the
 // device wrote b's three receive CQEs, which stay unpolled.
 func threePending(t *testing.T, a, b *rcEnd) {
@@ -630,6 +642,7 @@ func TestResizeCQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 3; i < 100; i++ {
+		waitSQRoom(t, a.qp)
 		b.qp.PostRecv(uint64(i), []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
 		a.qp.PostSend(device.SendWQE{WRID: uint64(i), Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
 		if i%32 == 0 {
@@ -677,6 +690,7 @@ func TestPagedCQ(t *testing.T) {
 	for round := 0; round < 5; round++ { // 500 completions: the ring wraps 3 times
 		for i := 0; i < 100; i++ {
 			id := uint64(3 + round*100 + i)
+			waitSQRoom(t, a.qp)
 			b.qp.PostRecv(id, []device.SGE{{Addr: b.buf, Length: 64, LKey: b.lkey}})
 			a.qp.PostSend(device.SendWQE{WRID: id, Opcode: uint8(rdma.WRSend)}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
 			if i%32 == 0 {
