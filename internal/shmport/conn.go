@@ -371,22 +371,7 @@ func (c *Conn) enter(in *atomic.Int32) bool {
 
 // Send copies frame into the next slot and publishes it, waiting while
 // the ring is full. It wakes the peer when the peer sleeps.
-func (c *Conn) Send(frame []byte) error {
-	if !c.enter(&c.txIn) {
-		return ErrClosed
-	}
-	defer c.txIn.Add(-1)
-	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
-		return ErrTooBig
-	}
-	if err := c.reserve(); err != nil {
-		return err
-	}
-	c.tx.put(frame)
-	c.tx.publish()
-	c.kickConsumer()
-	return nil
-}
+func (c *Conn) Send(frame []byte) error { return c.send(frame, false) }
 
 // SendDeferred is Send without the wake-up: the frame is published at
 // once (a consumer that is running or polling takes it), but a consumer
@@ -396,7 +381,10 @@ func (c *Conn) Send(frame []byte) error {
 // stops sending for a while. A full ring wakes the consumer before
 // waiting for room, so SendDeferred never waits on a consumer it left
 // asleep.
-func (c *Conn) SendDeferred(frame []byte) error {
+func (c *Conn) SendDeferred(frame []byte) error { return c.send(frame, true) }
+
+// send publishes one frame, and wakes the consumer unless deferred.
+func (c *Conn) send(frame []byte, deferred bool) error {
 	if !c.enter(&c.txIn) {
 		return ErrClosed
 	}
@@ -409,7 +397,11 @@ func (c *Conn) SendDeferred(frame []byte) error {
 	}
 	c.tx.put(frame)
 	c.tx.publish()
-	c.txLate = true
+	if deferred {
+		c.txLate = true
+	} else {
+		c.kickConsumer()
+	}
 	return nil
 }
 
