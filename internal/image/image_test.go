@@ -14,33 +14,33 @@ func TestHostMirrors(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte(
 		"# old style\ndeb [arch=amd64] http://ftp.example.org/debian bookworm main contrib\ndeb http://other/ubuntu jammy main\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/apt/sources.list.d/debian.sources"), []byte(`Types: deb
-# http://snapshot.debian.org/archive/debian/20250520T000000Z
-URIs: http://deb.debian.org/debian
+# http://snapshot.example/archive/debian/20250520T000000Z
+URIs: http://mirror.example/debian
 Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 Types: deb
-URIs: http://deb.debian.org/debian-security
+URIs: http://mirror.example/debian-security
 Suites: bookworm-security
 Components: main
 
 Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: http://mirror.example/debian
 Suites: bookworm
 Components: main
 `), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/apt/sources.list.d/node.sources"), []byte(
-		"Types: deb\nURIs: https://deb.nodesource.com/node_20.x\nSuites: nodistro\nComponents: main\n"), 0o644)
+		"Types: deb\nURIs: https://node.example/node_20.x\nSuites: nodistro\nComponents: main\n"), 0o644)
 	got, err := HostMirrors(root, "bookworm")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"deb http://ftp.example.org/debian bookworm main contrib",
-		"deb http://deb.debian.org/debian bookworm main",
-		"deb http://deb.debian.org/debian bookworm-updates main",
-		"deb http://deb.debian.org/debian-security bookworm-security main",
+		"deb http://mirror.example/debian bookworm main",
+		"deb http://mirror.example/debian bookworm-updates main",
+		"deb http://mirror.example/debian-security bookworm-security main",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -15,7 +15,7 @@ func TestFlags(t *testing.T) {
 	var got *Options
 	cmd := NewCmdBuild(f, func(o *Options) error { got = o; return nil })
 	cmd.SetArgs([]string{"--name", "g1", "--kernel", "linux-image-6.1.0-57-amd64", "--package", "gdb",
-		"--mirror", "deb http://deb.debian.org/debian bookworm main"})
+		"--mirror", "deb http://mirror.example/debian bookworm main"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
