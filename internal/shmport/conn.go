@@ -371,20 +371,7 @@ func (c *Conn) enter(in *atomic.Int32) bool {
 
 // Send copies frame into the next slot and publishes it, waiting while
 // the ring is full. It wakes the peer when the peer sleeps.
-func (c *Conn) Send(frame []byte) error { return c.send(frame, false) }
-
-// SendDeferred is Send without the wake-up: the frame is published at
-// once (a consumer that is running or polling takes it), but a consumer
-// asleep on its eventfd is woken only by the next Flush, Send or
-// SendBatch, so a sender that emits several frames in a burst pays for
-// one wake-up instead of one each. The sender must call Flush before it
-// stops sending for a while. A full ring wakes the consumer before
-// waiting for room, so SendDeferred never waits on a consumer it left
-// asleep.
-func (c *Conn) SendDeferred(frame []byte) error { return c.send(frame, true) }
-
-// send publishes one frame, and wakes the consumer unless deferred.
-func (c *Conn) send(frame []byte, deferred bool) error {
+func (c *Conn) Send(frame []byte) error {
 	if !c.enter(&c.txIn) {
 		return ErrClosed
 	}
@@ -397,11 +384,32 @@ func (c *Conn) send(frame []byte, deferred bool) error {
 	}
 	c.tx.put(frame)
 	c.tx.publish()
-	if deferred {
-		c.txLate = true
-	} else {
-		c.kickConsumer()
+	c.kickConsumer()
+	return nil
+}
+
+// SendDeferred is Send without the wake-up: the frame is published at
+// once (a consumer that is running or polling takes it), but a consumer
+// asleep on its eventfd is woken only by the next Flush, Send or
+// SendBatch, so a sender that emits several frames in a burst pays for
+// one wake-up instead of one each. The sender must call Flush before it
+// stops sending for a while. A full ring wakes the consumer before
+// waiting for room, so SendDeferred never waits on a consumer it left
+// asleep.
+func (c *Conn) SendDeferred(frame []byte) error {
+	if !c.enter(&c.txIn) {
+		return ErrClosed
 	}
+	defer c.txIn.Add(-1)
+	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
+		return ErrTooBig
+	}
+	if err := c.reserve(); err != nil {
+		return err
+	}
+	c.tx.put(frame)
+	c.tx.publish()
+	c.txLate = true
 	return nil
 }
 
