@@ -292,13 +292,10 @@ func (p connPort) Send(frame []byte) error {
 }
 
 // shmPort is the engine's Port over a ring pair: Send copies the frame
-// into the next slot, waiting while the ring is full, and the engine's
-// Flush after each round of work wakes the switch once for the round's
-// frames (an rdma.FlushPort).
+// into the next slot, waiting while the ring is full.
 type shmPort struct{ c *shmport.Conn }
 
-func (p shmPort) Send(frame []byte) error { return p.c.SendDeferred(frame) }
-func (p shmPort) Flush() error            { return p.c.Flush() }
+func (p shmPort) Send(frame []byte) error { return p.c.Send(frame) }
 
 // nicSocketBuffer is the socket buffer size asked for at a host's end.
 const nicSocketBuffer = 4 << 20

@@ -205,7 +205,6 @@ type PortAttr struct {
 type Device struct {
 	cfg       DeviceConfig
 	port      Port
-	flushPort FlushPort // port, when it defers wake-ups; else nil
 	mem       Memory
 	clock     Clock
 	activeMTU MTU
@@ -333,7 +332,6 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		mrs:       make([]*MR, 1, 64),
 		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
-	d.flushPort, _ = port.(FlushPort)
 	t, err := newAddrTable(cfg.MAC, cfg.IPv4, cfg.IPv6)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: new device %q: %w", cfg.Name, err)

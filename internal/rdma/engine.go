@@ -223,10 +223,6 @@ func (e *engine) run() {
 		if e.sendRound() {
 			worked = true
 		}
-		if e.d.flushPort != nil {
-			// An error is a closed port, whose frames are lost anyway.
-			_ = e.d.flushPort.Flush()
-		}
 		if worked {
 			e.activity.Add(1)
 			continue

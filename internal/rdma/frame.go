@@ -19,16 +19,6 @@ type Port interface {
 	Send(frame []byte) error
 }
 
-// FlushPort is a Port whose Send may hold back the wake-up of the
-// receiving side (shared-memory rings: one eventfd write per burst
-// instead of one per frame). The engine calls Flush from its goroutine
-// after every round of work and before it waits, so no frame waits
-// longer than one round. Flush follows Send's rules.
-type FlushPort interface {
-	Port
-	Flush() error
-}
-
 // txPath is a QP's precomputed addressing: the parts of every frame the QP
 // sends that do not change per packet (Ethernet, IP and UDP headers, the
 // BTH's P_Key and destination QP). It is built from the AV when the QP goes

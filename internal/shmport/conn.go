@@ -41,10 +41,7 @@ type Conn struct {
 	// the peer's producer.
 	txData, txSpace, rxData, rxSpace *os.File
 
-	txBuf [8]byte // owned by the sender
-	// txLate is set while frames published by SendDeferred have not
-	// been followed by a wake-up check; owned by the sender.
-	txLate  bool
+	txBuf   [8]byte // owned by the sender
 	rxBuf   [8]byte // owned by the receiver
 	rxBatch [][]byte
 
@@ -388,46 +385,6 @@ func (c *Conn) Send(frame []byte) error {
 	return nil
 }
 
-// SendDeferred is Send without the wake-up: the frame is published at
-// once (a consumer that is running or polling takes it), but a consumer
-// asleep on its eventfd is woken only by the next Flush, Send or
-// SendBatch, so a sender that emits several frames in a burst pays for
-// one wake-up instead of one each. The sender must call Flush before it
-// stops sending for a while. A full ring wakes the consumer before
-// waiting for room, so SendDeferred never waits on a consumer it left
-// asleep.
-func (c *Conn) SendDeferred(frame []byte) error {
-	if !c.enter(&c.txIn) {
-		return ErrClosed
-	}
-	defer c.txIn.Add(-1)
-	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
-		return ErrTooBig
-	}
-	if err := c.reserve(); err != nil {
-		return err
-	}
-	c.tx.put(frame)
-	c.tx.publish()
-	c.txLate = true
-	return nil
-}
-
-// Flush wakes the peer's consumer, when it sleeps, for the frames
-// SendDeferred published since the last wake-up check. It is cheap when
-// there are none.
-func (c *Conn) Flush() error {
-	if !c.txLate {
-		return nil
-	}
-	if !c.enter(&c.txIn) {
-		return ErrClosed
-	}
-	defer c.txIn.Add(-1)
-	c.kickConsumer()
-	return nil
-}
-
 // SendBatch sends every frame of frames that fits a slot, publishing as
 // it goes and waking the peer once per batch; it returns how many frames
 // it dropped for being empty or too big.
@@ -471,9 +428,6 @@ func (c *Conn) reserve() error {
 	if err != nil || n > 0 {
 		return err
 	}
-	// The consumer must see what is waiting before this side waits for
-	// it to make room.
-	c.kickConsumer()
 	if c.poll > 0 {
 		deadline := time.Now().Add(c.poll)
 		for i := 0; ; i++ {
@@ -509,7 +463,6 @@ func (c *Conn) reserve() error {
 // pairs with the consumer's store of the word before its load of head,
 // so a frame is never left unseen by a sleeping consumer.
 func (c *Conn) kickConsumer() {
-	c.txLate = false
 	if c.tx.r.consWait.Load() != 0 {
 		c.kicks.Add(1)
 		c.txData.Write(c.txBuf[:])

@@ -26,15 +26,12 @@ func frameOf(i, size int) []byte {
 }
 
 // TestPairOrder sends frames of every size both ways at once, with
-// polling on and off and in single, batched and deferred sends (whose
-// sender flushes only every few frames, so it fills the ring with a
-// consumer it has not woken), and checks each arrives once, in order,
-// intact.
+// polling on and off and in single and batched sends, and checks each
+// arrives once, in order, intact.
 func TestPairOrder(t *testing.T) {
 	for _, poll := range []time.Duration{0, DefaultPoll} {
-		for _, mode := range []string{"single", "batch", "deferred"} {
-			batch := mode == "batch"
-			t.Run(fmt.Sprintf("poll=%v/%s", poll, mode), func(t *testing.T) {
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("poll=%v/batch=%v", poll, batch), func(t *testing.T) {
 				a, b, err := Pair(testGeo, Options{Poll: poll})
 				if err != nil {
 					t.Fatal(err)
@@ -49,17 +46,6 @@ func TestPairOrder(t *testing.T) {
 					var pend [][]byte
 					for i := range n {
 						f := frameOf(i, 4+i%int(testGeo.BufSize-4))
-						if mode == "deferred" {
-							err := c.SendDeferred(f)
-							if err == nil && (i%5 == 4 || i == n-1) {
-								err = c.Flush()
-							}
-							if err != nil {
-								errs <- err
-								return
-							}
-							continue
-						}
 						if !batch {
 							if err := c.Send(f); err != nil {
 								errs <- err
@@ -107,59 +93,6 @@ func TestPairOrder(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestFlushWakes checks that frames sent with SendDeferred to a consumer
-// asleep on an empty ring cost one wake-up, at Flush, and all arrive.
-func TestFlushWakes(t *testing.T) {
-	a, b, err := Pair(testGeo, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
-	got := make(chan int, 1)
-	go func() {
-		n := 0
-		for n < 10 {
-			k, _, err := b.Recv(16, func([][]byte) {})
-			if err != nil {
-				break
-			}
-			n += k
-		}
-		got <- n
-	}()
-	// The consumer announces its sleep in the shared word.
-	for a.tx.r.consWait.Load() == 0 {
-		time.Sleep(50 * time.Microsecond)
-	}
-	for i := range 10 {
-		if err := a.SendDeferred(frameOf(i, 64)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if k := a.Stats().Kicks; k != 0 {
-		t.Fatalf("%d kicks before Flush", k)
-	}
-	if err := a.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if n := <-got; n != 10 {
-		t.Fatalf("%d of 10 frames arrived", n)
-	}
-	// One kick, or none if the consumer woke before it slept and took
-	// the burst itself; never one per frame.
-	k1 := a.Stats().Kicks
-	if k1 > 1 {
-		t.Fatalf("%d kicks for one flushed burst, want at most 1", k1)
-	}
-	if err := a.Flush(); err != nil { // nothing pending: no kick
-		t.Fatal(err)
-	}
-	if k := a.Stats().Kicks; k != k1 {
-		t.Fatalf("an empty Flush kicked: %d kicks, was %d", k, k1)
 	}
 }
 
