@@ -1,7 +1,6 @@
 package device
 
 import (
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"sync/atomic"
@@ -427,22 +426,30 @@ func (s *session) mrPages(a *CmdRegMRArgs) (uint64, []uint64, uint16) {
 		return 0, nil, StEINVAL
 	}
 	pageSize := uint64(1) << a.PageShift
-	if !s.ramRange(a.PageListGPA, 8*uint64(a.NPages)) {
-		return 0, nil, StEFAULT
+	pages, st := s.pageList(a.PageListGPA, uint64(a.NPages), pageSize)
+	return pageSize, pages, st
+}
+
+// pageList reads and checks a list of n page GPAs at gpa (little-endian,
+// as the host's words; n > 0): each page is pageSize-aligned guest RAM.
+// The list is read once, so the guest cannot change it afterwards.
+func (s *session) pageList(gpa, n, pageSize uint64) ([]uint64, uint16) {
+	if !s.ramRange(gpa, 8*n) {
+		return nil, StEFAULT
 	}
-	pages := make([]uint64, a.NPages)
-	if err := s.v.ram.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 8*len(pages)), a.PageListGPA); err != nil {
-		return 0, nil, StEFAULT
+	pages := make([]uint64, n)
+	if err := s.v.ram.ReadAt(unsafe.Slice((*byte)(unsafe.Pointer(&pages[0])), 8*len(pages)), gpa); err != nil {
+		return nil, StEFAULT
 	}
 	for _, p := range pages {
 		if p%pageSize != 0 {
-			return 0, nil, StEINVAL
+			return nil, StEINVAL
 		}
 		if !s.ramRange(p, pageSize) {
-			return 0, nil, StEFAULT
+			return nil, StEFAULT
 		}
 	}
-	return pageSize, pages, StOK
+	return pages, StOK
 }
 
 func put32(b []byte, v uint32) {
@@ -450,9 +457,8 @@ func put32(b []byte, v uint32) {
 }
 
 // cqRing checks the ring and dbrec of a CREATE_CQ or RESIZE_CQ, and
-// reads a paged ring's page table (CQFPaged, ABI 1.9): each page is
-// CQPageSize-aligned guest RAM, read once here, so the guest cannot move
-// the ring afterwards. nil pages: a contiguous ring at RingGPA.
+// reads a paged ring's page table (CQFPaged, ABI 1.9) with pageList.
+// nil pages: a contiguous ring at RingGPA.
 func (s *session) cqRing(a *CmdCreateCQArgs) ([]uint64, uint16) {
 	if a.Flags&^CQFPaged != 0 || a.Rsvd != 0 || a.DBRecGPA%16 != 0 {
 		return nil, StEINVAL
@@ -474,25 +480,7 @@ func (s *session) cqRing(a *CmdCreateCQArgs) ([]uint64, uint16) {
 	if bytes%CQPageSize != 0 || n > CQMaxPages || a.RingGPA%8 != 0 {
 		return nil, StEINVAL
 	}
-	if !s.ramRange(a.RingGPA, n*8) {
-		return nil, StEFAULT
-	}
-	tbl := make([]byte, n*8)
-	if s.v.ram.ReadAt(tbl, a.RingGPA) != nil {
-		return nil, StEFAULT
-	}
-	pages := make([]uint64, n)
-	for i := range pages {
-		p := binary.LittleEndian.Uint64(tbl[i*8:])
-		if p%CQPageSize != 0 {
-			return nil, StEINVAL
-		}
-		if !s.ramRange(p, CQPageSize) {
-			return nil, StEFAULT
-		}
-		pages[i] = p
-	}
-	return pages, StOK
+	return s.pageList(a.RingGPA, n, CQPageSize)
 }
 
 func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
