@@ -175,7 +175,6 @@ struct hicain_mmap_entry {
 	unsigned long pfn;		/* DB: BAR0's page */
 	void *cpu;			/* QUEUE: the pages */
 	size_t size;
-	bool vmem;			/* QUEUE: cpu is vmalloc_user memory */
 };
 
 /*
@@ -851,7 +850,6 @@ static int hicain_uq_alloc_paged(struct hicain_ibdev *hidev, struct ib_udata *ud
 	e->type = HICAIN_MMAP_QUEUE;
 	e->cpu = uq->cpu;
 	e->size = uq->size;
-	e->vmem = true;
 	ret = rdma_user_mmap_entry_insert(&to_huctx(udata)->ibuc, &e->rdma, uq->size);
 	if (ret)
 		goto err_tbl;
@@ -967,8 +965,8 @@ static void hicain_mmap_free(struct rdma_user_mmap_entry *re)
 {
 	struct hicain_mmap_entry *e = container_of(re, struct hicain_mmap_entry, rdma);
 
-	if (e->type == HICAIN_MMAP_QUEUE && e->vmem)
-		vfree(e->cpu);
+	if (e->type == HICAIN_MMAP_QUEUE && is_vmalloc_addr(e->cpu))
+		vfree(e->cpu);		/* a paged CQ ring */
 	else if (e->type == HICAIN_MMAP_QUEUE)
 		free_pages_exact(e->cpu, e->size);
 	kfree(e);
@@ -1004,7 +1002,7 @@ static int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 		for (i = 0, va = vma->vm_start; va < vma->vm_end && !ret; va += PAGE_SIZE, i++) {
 			void *p = e->cpu + i * PAGE_SIZE;
 
-			ret = vm_insert_page(vma, va, e->vmem ? vmalloc_to_page(p) : virt_to_page(p));
+			ret = vm_insert_page(vma, va, is_vmalloc_addr(p) ? vmalloc_to_page(p) : virt_to_page(p));
 		}
 	}
 	rdma_user_mmap_entry_put(re);
