@@ -132,11 +132,7 @@ func guestMTU(r *Rack, g Guest) int {
 func DeviceArgs(r *Rack) []string {
 	args := []string{"device", "serve", "--control", DeviceControl(r)}
 	for _, g := range r.hicainGuests() {
-		trust := ""
-		if g.TrustPause {
-			trust = ",trust-pause=true"
-		}
-		args = append(args, "--vnic", strings.Join([]string{
+		opts := []string{
 			"name=" + g.Name + "/hicain0",
 			"socket=" + IvshmemSocket(r, g),
 			"ram=" + GuestRAM(r, g),
@@ -148,7 +144,11 @@ func DeviceArgs(r *Rack) []string {
 			"link=" + cmp.Or(g.Link, LinkEth),
 			fmt.Sprintf("vectors=%d", hicainVectors),
 			fmt.Sprintf("mtu=%d", guestMTU(r, g)),
-		}, ",")+trust)
+		}
+		if g.TrustPause {
+			opts = append(opts, "trust-pause=true")
+		}
+		args = append(args, "--vnic", strings.Join(opts, ","))
 	}
 	return args
 }
