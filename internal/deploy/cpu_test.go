@@ -34,6 +34,15 @@ func TestCPUSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Start returns once the child called execve, which can be before
+	// the kernel set up its new argv: /proc/PID/cmdline is empty for
+	// that moment, so wait for it.
+	for start := time.Now(); !alive(cmd.Process.Pid, fabricProc(&r)); {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the process never showed the fabric's arguments")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	st := &State{Rack: r, FabricPID: cmd.Process.Pid, Guests: []GuestState{{Name: "vm-a", PID: os.Getpid()}}}
 	first := st.CPUSeconds()
 	if _, ok := first["fabric"]; !ok {
