@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
@@ -45,6 +46,13 @@ const (
 	// RoCE MTU, 4096, after the RoCEv2 headers (ib_core's iboe_get_mtu
 	// needs a netdev MTU of at least 4192 for it).
 	MaxNetdevMTU = 9000
+	// rxBatch is the most frames the fabric rx loop reads at once.
+	rxBatch = 64
+	// nicSocketBuffer is the socket buffer asked for at the backend's
+	// end of the fabric port, each way: room for a burst of the
+	// engine's window, so the engine's writes and the switch's do not
+	// stall on a full buffer first.
+	nicSocketBuffer = 4 << 20
 )
 
 // VNICConfig describes one emulated NIC.
@@ -284,6 +292,8 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 			ram.Close()
 			return nil, err
 		}
+		_ = c.SetReadBuffer(nicSocketBuffer)
+		_ = c.SetWriteBuffer(nicSocketBuffer)
 		v.fabric = c
 		v.wg.Add(1)
 		go v.receive()
@@ -397,35 +407,53 @@ func (v *VNIC) endSession(s *session) {
 
 // receive is the fabric rx loop: RoCEv2 frames to this NIC's MAC go to
 // the engine (as a RoCE NIC steers them to its transport), every other
-// frame to the guest's L2 RX ring, where the netdev filters as usual.
+// frame to the guest's L2 RX ring, where the netdev filters as usual. It
+// reads a batch at a time (recvmmsg into fixed buffers) and hands the
+// engine's frames of a batch over in one DeliverBatch, so that the
+// engine coalesces its ACKs over them.
 func (v *VNIC) receive() {
 	defer v.wg.Done()
-	buf := make([]byte, 64<<10)
+	bio, err := mmsg.New(v.fabric, rxBatch)
+	if err != nil {
+		v.dropLink(err)
+		return
+	}
+	bufs, roce := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
+	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
+	for i := range bufs {
+		// One byte over the largest frame, so a longer one shows: the
+		// engine and the L2 ring both drop it.
+		bufs[i] = make([]byte, maxFrame+1)
+	}
 	for {
-		n, err := v.fabric.Read(buf)
+		n, err := bio.ReadBatch(bufs, sizes, trunc)
 		if err != nil {
 			v.dropLink(err)
 			return
 		}
-		if n == 0 {
-			continue
-		}
-		frame := buf[:n]
+		roce = roce[:0]
 		v.mu.RLock()
 		s := v.sess
-		if s != nil {
+		for i := range n {
+			frame := bufs[i][:min(sizes[i], len(bufs[i]))]
+			if s == nil || len(frame) == 0 {
+				continue
+			}
 			if v.cfg.ib() {
 				// An InfiniBand port carries only IB packets: all of
 				// them are the engine's (its SMA and PMA included).
 				v.stats.roceRx.Add(1)
-				s.rxDev.Load().Deliver(frame)
+				roce = append(roce, frame)
 			} else if isRoCEv2(frame) && s.forEngine(frame) {
 				v.stats.roceRx.Add(1)
 				s.portCtr.Load().mcastRx.Add(groupFrame(frame))
-				s.rxDev.Load().Deliver(frame)
+				roce = append(roce, frame)
 			} else {
 				s.l2Receive(frame)
 			}
+		}
+		if s != nil && len(roce) > 0 {
+			s.rxDev.Load().DeliverBatch(roce)
 		}
 		v.mu.RUnlock()
 	}

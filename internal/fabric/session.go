@@ -230,7 +230,7 @@ func (p *port) rxPacket(s *session) {
 		for i := range frames {
 			bufs[i] = frames[i].buf[:limit]
 		}
-		got, err := bio.readBatch(bufs, sizes, trunc)
+		got, err := bio.ReadBatch(bufs, sizes, trunc)
 		if err != nil {
 			return
 		}
@@ -348,7 +348,7 @@ func (p *port) txLoop(s *session) {
 		if err != nil {
 			return
 		}
-		write = bio.writeBatch
+		write = bio.WriteBatch
 	}
 	var timer Timer
 	var timerAt time.Time

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/shmport"
@@ -305,30 +306,41 @@ const rxBatch = 64
 
 // receive is the host's rx goroutine: it hands every frame from the fabric
 // to the engine (which copies what it keeps) until Close closes the
-// connection. On rings the frames are delivered where they lie.
+// connection, a batch at a time: recvmmsg into fixed buffers on a
+// socket, frames where they lie on rings, each batch to the engine in
+// one DeliverBatch so that its ACKs coalesce.
 func (r *Rack) receive(h *Host) {
 	defer r.wg.Done()
 	if h.Shm != nil {
-		deliver := func(frames [][]byte) {
-			for _, f := range frames {
-				h.Device.Deliver(f)
-			}
-		}
+		deliver := h.Device.DeliverBatch
 		for {
 			if _, _, err := h.Shm.Recv(rxBatch, deliver); err != nil {
 				return
 			}
 		}
 	}
-	buf := make([]byte, 64<<10)
+	bio, err := mmsg.New(h.Conn, rxBatch)
+	if err != nil {
+		return
+	}
+	bufs, frames := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
+	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
+	for i := range bufs {
+		// One byte over the largest frame, so a longer one shows.
+		bufs[i] = make([]byte, maxFrame+1)
+	}
 	for {
-		n, err := h.Conn.Read(buf)
+		n, err := bio.ReadBatch(bufs, sizes, trunc)
 		if err != nil {
 			return
 		}
-		if n > 0 {
-			h.Device.Deliver(buf[:n])
+		frames = frames[:0]
+		for i := range n {
+			// A truncated frame is passed on at one byte over the
+			// engine's largest: it counts it malformed and drops it.
+			frames = append(frames, bufs[i][:min(sizes[i], len(bufs[i]))])
 		}
+		h.Device.DeliverBatch(frames)
 	}
 }
 
