@@ -44,22 +44,25 @@ func (s *session) serviceSQ(q *gqp) {
 		s.qpFatal(q, QPFatalRing)
 		return
 	}
+	if prod == q.sqCons && !q.sqBlocked {
+		return // nothing posted: the common case of a doorbell for another queue
+	}
 	if prod-q.sqCons > q.sqDepth {
 		s.qpFatal(q, QPFatalSQIndex)
 		return
 	}
-	var sges [32]rdma.SGE
-	var raw [32 * 16]byte
-	var avBuf WQEAV
+	sc := &s.scratch
+	sges, raw := sc.sges[:], sc.raw[:]
 	q.sqBlocked = false
 	for q.sqCons != prod {
 		at := q.sq + uint64(q.sqCons&(q.sqDepth-1))*uint64(q.sqStride)
-		var w SendWQE
-		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+		w := &sc.send
+		if err := ram.ReadAt(AsBytes(w), at); err != nil {
 			s.qpFatal(q, QPFatalRing)
 			return
 		}
-		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
+		wr := &sc.sendWR[0]
+		*wr = rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
 			SendFlags: rdma.SendFlags(w.SendFlags &^ SendAV), ImmData: w.ImmData, RemoteAddr: w.RemoteAddr,
 			RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
 		data := at + sendHdrSize // the SGEs or the inline data
@@ -68,13 +71,13 @@ func (s *session) serviceSQ(q *gqp) {
 		if w.SendFlags&SendAV != 0 {
 			if !q.datagram() {
 				// Connected QPs have their address vector in the QP.
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			// A send stride is at least 128 bytes (a multiple of 64
 			// with room for one SGE), so the AV fits; the data after it
 			// is checked against what is left.
-			av = &avBuf
+			av = &sc.av
 			if err := ram.ReadAt(AsBytes(av), data); err != nil {
 				s.qpFatal(q, QPFatalRing)
 				return
@@ -89,7 +92,7 @@ func (s *session) serviceSQ(q *gqp) {
 			// opcode UD does not have.
 			a, ok := s.ahs[w.AH]
 			if (av == nil && (!ok || a.pd != q.pd)) || (wr.Opcode != rdma.WRSend && wr.Opcode != rdma.WRSendWithImm) {
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			if av == nil {
@@ -129,12 +132,12 @@ func (s *session) serviceSQ(q *gqp) {
 			// An AH for this request only, checked as CREATE_AH checks
 			// one (an invalid vector is a bad AH handle).
 			if avAH, err = s.dev.CreateAH(s.pds[q.pd], ahFromABI(&av.Attr)); err != nil {
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			wr.AH = avAH
 		}
-		err := q.qp.PostSend([]rdma.SendWR{wr})
+		err := q.qp.PostSend(sc.sendWR[:])
 		if avAH != nil {
 			// The posted request keeps the AH's frame template: the
 			// engine's WQE points at the AH, and destroying an AH only
@@ -203,17 +206,20 @@ func (s *session) serviceRQ(q *gqp) {
 		s.qpFatal(q, QPFatalRing)
 		return
 	}
+	if prod == q.rqCons && !q.rqBlocked {
+		return
+	}
 	if prod-q.rqCons > q.rqDepth {
 		s.qpFatal(q, QPFatalRQIndex)
 		return
 	}
-	var sges [32]rdma.SGE
-	var raw [32 * 16]byte
+	sc := &s.scratch
+	sges, raw := sc.sges[:], sc.raw[:]
 	q.rqBlocked = false
 	for q.rqCons != prod {
 		at := q.rq + uint64(q.rqCons&(q.rqDepth-1))*uint64(q.rqStride)
-		var w RecvWQE
-		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+		w := &sc.recv
+		if err := ram.ReadAt(AsBytes(w), at); err != nil {
 			s.qpFatal(q, QPFatalRing)
 			return
 		}
@@ -230,7 +236,8 @@ func (s *session) serviceRQ(q *gqp) {
 			e := (*SGE)(unsafe.Pointer(&raw[i*16]))
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
-		if err := q.qp.PostRecv([]rdma.RecvWR{{WRID: w.WRID, SGList: sges[:n]}}); errors.Is(err, rdma.ErrNoResources) {
+		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
+		if err := q.qp.PostRecv(sc.recvWR[:]); errors.Is(err, rdma.ErrNoResources) {
 			q.rqBlocked = true
 			break
 		} else if err != nil {
@@ -265,17 +272,20 @@ func (s *session) serviceSRQ(q *gsrq) {
 // SRQ, with the checks of an RQ: index range, SGE count, ring readable.
 func (s *session) takeSRQ(q *gsrq, prod uint32) {
 	ram := s.v.ram
+	if prod == q.cons && !q.blocked {
+		return
+	}
 	if prod-q.cons > q.depth {
 		s.srqFatal(q, QPFatalRQIndex)
 		return
 	}
-	var sges [32]rdma.SGE
-	var raw [32 * 16]byte
+	sc := &s.scratch
+	sges, raw := sc.sges[:], sc.raw[:]
 	q.blocked = false
 	for q.cons != prod {
 		at := q.ring + uint64(q.cons&(q.depth-1))*uint64(q.stride)
-		var w RecvWQE
-		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+		w := &sc.recv
+		if err := ram.ReadAt(AsBytes(w), at); err != nil {
 			s.srqFatal(q, QPFatalRing)
 			return
 		}
@@ -292,7 +302,8 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 			e := (*SGE)(unsafe.Pointer(&raw[i*16]))
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
-		if err := q.srq.PostRecv([]rdma.RecvWR{{WRID: w.WRID, SGList: sges[:n]}}); errors.Is(err, rdma.ErrNoResources) {
+		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
+		if err := q.srq.PostRecv(sc.recvWR[:]); errors.Is(err, rdma.ErrNoResources) {
 			// The engine SRQ holds max_wr WRs: the rest wait in the ring
 			// until QPs take some.
 			q.blocked = true

@@ -73,6 +73,20 @@ type session struct {
 	devMTU    int
 	lim       limits
 	mem       budget
+	scratch   wqeScratch
+}
+
+// wqeScratch is where the worker decodes a WQE on its way to the engine,
+// so that taking work from the rings allocates nothing. The engine copies
+// what it keeps (the SGE list) when the WR is posted.
+type wqeScratch struct {
+	send   SendWQE
+	recv   RecvWQE
+	av     WQEAV
+	sendWR [1]rdma.SendWR
+	recvWR [1]rdma.RecvWR
+	sges   [32]rdma.SGE
+	raw    [32 * sgeSize]byte
 }
 
 // MaxAH is the number of address handles one guest may hold.
