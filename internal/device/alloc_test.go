@@ -1,7 +1,7 @@
 package device_test
 
 import (
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
