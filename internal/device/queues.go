@@ -138,6 +138,12 @@ func (s *session) serviceSQ(q *gqp) {
 			wr.AH = avAH
 		}
 		err := q.qp.PostSend(sc.sendWR[:])
+		if errors.Is(err, rdma.ErrNoResources) {
+			// Say so before looking again: a completion from now on
+			// wakes the worker, one before made the room this finds.
+			s.blocked.Store(true)
+			err = q.qp.PostSend(sc.sendWR[:])
+		}
 		if avAH != nil {
 			// The posted request keeps the AH's frame template: the
 			// engine's WQE points at the AH, and destroying an AH only
@@ -237,7 +243,12 @@ func (s *session) serviceRQ(q *gqp) {
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
 		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
-		if err := q.qp.PostRecv(sc.recvWR[:]); errors.Is(err, rdma.ErrNoResources) {
+		err := q.qp.PostRecv(sc.recvWR[:])
+		if errors.Is(err, rdma.ErrNoResources) {
+			s.blocked.Store(true) // as in serviceSQ
+			err = q.qp.PostRecv(sc.recvWR[:])
+		}
+		if errors.Is(err, rdma.ErrNoResources) {
 			q.rqBlocked = true
 			break
 		} else if err != nil {
@@ -303,7 +314,12 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
 		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
-		if err := q.srq.PostRecv(sc.recvWR[:]); errors.Is(err, rdma.ErrNoResources) {
+		err := q.srq.PostRecv(sc.recvWR[:])
+		if errors.Is(err, rdma.ErrNoResources) {
+			s.blocked.Store(true) // as in serviceSQ
+			err = q.srq.PostRecv(sc.recvWR[:])
+		}
+		if errors.Is(err, rdma.ErrNoResources) {
 			// The engine SRQ holds max_wr WRs: the rest wait in the ring
 			// until QPs take some.
 			q.blocked = true
@@ -318,28 +334,33 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 }
 
 // errorCQE writes a completion the device made itself (a request the
-// engine refused) to a guest CQ.
+// engine refused) to a guest CQ (worker).
 func (s *session) errorCQE(cq *gcq, wc rdma.WC) {
-	if !s.writeCQEs(cq, []rdma.WC{wc}) {
+	cq.mu.Lock()
+	ok := s.writeCQEs(cq, unsafe.Slice(&wc, 1))
+	s.notifyCQ(cq)
+	cq.mu.Unlock()
+	if !ok {
 		s.v.stats.cqOverflows.Add(1)
 		s.postEvent(EvCQErr, cq.cqn, CQErrOverrun)
 	}
-	s.notifyCQ(cq)
 }
 
 // writeCQEs appends completions to the guest ring, reporting false when
-// there is no room for all of them.
+// there is no room for all of them; cq.mu is held. It allocates nothing.
 func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 	ram := s.v.ram
 	cons, err := ram.Load32(cq.dbrec + 4)
 	if err != nil {
 		return false
 	}
-	for _, wc := range wcs {
+	var e CQE
+	for i := range wcs {
+		wc := &wcs[i]
 		if cq.prod-cons >= cq.depth {
 			return false
 		}
-		e := CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
+		e = CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
 			ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
 			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits}
 		if err := ram.WriteAt(AsBytes(&e), cq.slot(cq.prod)); err != nil {
@@ -351,17 +372,8 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 	return true
 }
 
-// room returns how many CQEs fit in the guest ring now.
-func (s *session) room(cq *gcq) uint32 {
-	cons, err := s.v.ram.Load32(cq.dbrec + 4)
-	if err != nil || cq.prod-cons > cq.depth {
-		return 0
-	}
-	return cq.depth - (cq.prod - cons)
-}
-
 // notifyCQ raises the CQ's vector if the guest armed it and there are
-// completions it has not consumed.
+// completions it has not consumed; cq.mu is held.
 func (s *session) notifyCQ(cq *gcq) {
 	ram := s.v.ram
 	arm, err := ram.Load32(cq.dbrec + 8)
@@ -383,43 +395,21 @@ func (s *session) notifyCQ(cq *gcq) {
 	}
 }
 
-// moveCompletions copies a CQ's completions from the engine to the guest
-// ring, then re-arms the engine CQ and looks again (a completion that
-// arrived between the last poll and the arming has no event).
-func (s *session) moveCompletions(rcq *rdma.CQ) {
-	for _, cq := range s.cqs {
-		if cq.cq == rcq {
-			s.moveCQ(cq)
-			return
-		}
-	}
-}
-
+// moveCQ hands the guest ring the completions the engine CQ held while
+// the ring was full (the guest has consumed since), in order, then
+// raises the interrupt if the guest armed the CQ (worker). What does
+// not fit stays held, and the CQ stays stalled.
 func (s *session) moveCQ(cq *gcq) {
-	var wcs [16]rdma.WC
-	for pass := 0; pass < 2; pass++ {
-		for {
-			r := min(s.room(cq), uint32(len(wcs)))
-			if r == 0 {
-				cq.stalled = true
-				break
-			}
-			n := cq.cq.Poll(wcs[:r])
-			if n == 0 {
-				cq.stalled = false
-				break
-			}
-			s.writeCQEs(cq, wcs[:n])
-		}
-		if pass == 0 {
-			_ = cq.cq.ReqNotify(false)
-		}
-	}
+	cq.cq.Flush() // calls cq.Complete: not under cq.mu
+	cq.mu.Lock()
 	s.notifyCQ(cq)
+	cq.mu.Unlock()
 }
 
 // retryBlocked takes the WQEs left in rings whose engine queue was full.
+// The queues still full set blocked again.
 func (s *session) retryBlocked() {
+	s.blocked.Store(false)
 	for _, q := range s.srqs {
 		if q.blocked && !q.fatal {
 			s.serviceSRQ(q)
@@ -437,10 +427,14 @@ func (s *session) retryBlocked() {
 // doorbell, checks the arm words.
 func (s *session) moveAllCQs(armed bool) {
 	for _, cq := range s.cqs {
-		if cq.stalled {
-			s.moveCQ(cq)
-		} else if armed {
+		cq.mu.Lock()
+		stalled := cq.stalled
+		if !stalled && armed {
 			s.notifyCQ(cq)
+		}
+		cq.mu.Unlock()
+		if stalled {
+			s.moveCQ(cq)
 		}
 	}
 }

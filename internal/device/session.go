@@ -18,10 +18,11 @@ import (
 // session is one connected guest on a vNIC: its BAR2 (shared memory),
 // eventfds, engine device and verbs objects.
 //
-// Ownership: the worker goroutine owns the object tables, the admin and
-// work queue consumer state and the CQ rings (it is the only writer of
-// guest CQEs); the epoll goroutine only reads doorbell eventfds and wakes
-// the worker; the vNIC's fabric rx goroutine owns the L2 RX ring (l2mu).
+// Ownership: the worker goroutine owns the object tables and the admin
+// and work queue consumer state; the epoll goroutine only reads doorbell
+// eventfds and wakes the worker; the vNIC's fabric rx goroutine owns the
+// L2 RX ring (l2mu). The CQ rings are shared (gcq.mu): the engine writes
+// its completions there itself, the worker those it makes or held back.
 // The event queue is shared (eqMu), and so are the LIVE and LINK_UP bits
 // of dev_status with the events that announce them (goLive, portDown).
 // Engine async events reach the worker through the engine's channel.
@@ -41,10 +42,14 @@ type session struct {
 	// portCtr are the port counters of rxDev (QUERY_COUNTERS).
 	portCtr atomic.Pointer[portCounters]
 	mac     atomic.Uint64 // the engine's MAC, for RoCE steering
-	ch      *rdma.CompChannel
 
 	pending atomic.Uint32 // doorbell vectors rung, bit per vector
+	// blocked says some queue left WQEs in its ring because the engine
+	// queue was full (worker sets, retryBlocked clears): completions
+	// then wake the worker to retry.
+	blocked atomic.Bool
 	kick    chan struct{}
+	retry   chan struct{} // completions freed room a blocked queue waits for
 	done    chan struct{}
 	wg      sync.WaitGroup
 
@@ -117,11 +122,25 @@ func nextHandle[V any](next *atomic.Uint32, used map[uint32]V) uint32 {
 	}
 }
 
-// gcq is a guest CQ: an engine CQ whose completions the worker copies to
-// the ring in guest memory.
+// gcq is a guest CQ: an engine CQ whose completions go straight into the
+// ring in guest memory (gcq is the engine CQ's sink), written by the
+// goroutine that completes the work: the engine's, or the worker for the
+// completions it makes itself (errorCQE) and those the engine CQ held
+// while the ring was full (moveCQ).
+//
+// Locking: mu guards the ring state below (prod, events, stalled and,
+// while a sink is attached, the ring's place and size), because the
+// engine and the worker both write the ring. The engine calls Complete
+// with the engine CQ's lock held, so the order is engine CQ, then mu:
+// nothing holding mu calls into the engine CQ.
 type gcq struct {
-	cqn     uint32
-	cq      *rdma.CQ
+	s     *session
+	cqn   uint32
+	cq    *rdma.CQ
+	users int
+	cost  int64 // budget charged
+
+	mu      sync.Mutex
 	ring    uint64   // the ring's GPA, when pages is nil
 	pages   []uint64 // the ring's pages in order (CQFPaged), checked at creation
 	dbrec   uint64
@@ -129,9 +148,28 @@ type gcq struct {
 	vector  int
 	prod    uint32
 	events  uint32 // interrupts raised: dbrec events (ABI 1.7)
-	stalled bool
-	users   int
-	cost    int64 // budget charged
+	stalled bool   // the ring was full: the engine CQ holds completions
+}
+
+// Complete writes one engine completion to the guest ring and raises the
+// CQ's interrupt if the guest armed it (rdma.CQSink: engine goroutine,
+// or the worker in moveCQ). With the ring full it refuses: the engine CQ
+// keeps the completion and the ring is stalled until the guest consumes
+// (doorbell 3 or the worker's tick). It wakes the worker when a queue
+// waits for room in the engine, which completions make.
+func (c *gcq) Complete(wc rdma.WC) bool {
+	s := c.s
+	c.mu.Lock()
+	ok := s.writeCQEs(c, unsafe.Slice(&wc, 1))
+	c.stalled = !ok
+	if ok {
+		s.notifyCQ(c)
+	}
+	c.mu.Unlock()
+	if ok && s.blocked.Load() {
+		s.wake()
+	}
+	return ok
 }
 
 // slot is the GPA of CQE i of the ring (any index: it wraps). A CQE
@@ -193,7 +231,7 @@ type gsrq struct {
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
-		kick: make(chan struct{}, 1), done: make(chan struct{}),
+		kick: make(chan struct{}, 1), retry: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
 	s.nextCQ.Store(1)
@@ -265,7 +303,6 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	s.dev = dev
 	s.portCtr.Store(pc)
 	s.rxDev.Store(dev)
-	s.ch = dev.NewCompChannel()
 	if old != nil {
 		old.Close()
 	}
@@ -381,7 +418,9 @@ func (s *session) epollLoop() {
 	}
 }
 
-// worker runs the doorbells and moves completions.
+// worker runs the doorbells, retries queues blocked on a full engine
+// queue when completions free room, and hands a stalled CQ's held
+// completions to its ring when the guest has consumed.
 func (s *session) worker() {
 	defer s.wg.Done()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -404,9 +443,8 @@ func (s *session) worker() {
 				}
 				s.moveAllCQs(p&(1<<DBCQ) != 0)
 			}
-		case cq := <-s.ch.Events():
+		case <-s.retry:
 			if s.live() {
-				s.moveCompletions(cq)
 				s.retryBlocked()
 			}
 		case ev := <-s.dev.AsyncEvents():
@@ -421,6 +459,14 @@ func (s *session) worker() {
 				s.retryBlocked()
 			}
 		}
+	}
+}
+
+// wake asks the worker to retry the blocked queues (any goroutine).
+func (s *session) wake() {
+	select {
+	case s.retry <- struct{}{}:
+	default:
 	}
 }
 
