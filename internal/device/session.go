@@ -18,10 +18,11 @@ import (
 // session is one connected guest on a vNIC: its BAR2 (shared memory),
 // eventfds, engine device and verbs objects.
 //
-// Ownership: the worker goroutine owns the object tables and the admin
-// and work queue consumer state; the epoll goroutine only reads doorbell
-// eventfds and wakes the worker; the vNIC's fabric rx goroutine owns the
-// L2 RX ring (l2mu). The CQ rings are shared (gcq.mu): the engine writes
+// Ownership: whoever holds work owns the object tables and the admin and
+// work queue consumer state: the epoll goroutine, which runs the
+// doorbells it wakes for itself, or the worker (retries, the tick, engine
+// async events); the vNIC's fabric rx goroutine owns the L2 RX ring
+// (l2mu). The CQ rings are shared (gcq.mu): the engine writes
 // its completions there itself, the worker those it makes or held back.
 // The event queue is shared (eqMu), and so are the LIVE and LINK_UP bits
 // of dev_status with the events that announce them (goLive, portDown).
@@ -37,21 +38,25 @@ type session struct {
 	irqFDs []int // backend writes: guest MSI-X vectors
 	stopFD int
 	epfd   int
-	dev    *rdma.Device                // worker-owned
+	dev    *rdma.Device                // worker-owned (under work)
 	rxDev  atomic.Pointer[rdma.Device] // what the fabric rx goroutine delivers to
 	// portCtr are the port counters of rxDev (QUERY_COUNTERS).
 	portCtr atomic.Pointer[portCounters]
 	mac     atomic.Uint64 // the engine's MAC, for RoCE steering
 
-	pending atomic.Uint32 // doorbell vectors rung, bit per vector
 	// blocked says some queue left WQEs in its ring because the engine
 	// queue was full (worker sets, retryBlocked clears): completions
 	// then wake the worker to retry.
 	blocked atomic.Bool
-	kick    chan struct{}
 	retry   chan struct{} // completions freed room a blocked queue waits for
 	done    chan struct{}
 	wg      sync.WaitGroup
+
+	// work is held by the goroutine running the device: the epoll
+	// goroutine for doorbells, the worker for retries, the tick and
+	// async events. It guards the fields marked "Worker-owned" below,
+	// the object tables and s.dev.
+	work sync.Mutex
 
 	eqMu sync.Mutex
 
@@ -231,7 +236,7 @@ type gsrq struct {
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
-		kick: make(chan struct{}, 1), retry: make(chan struct{}, 1), done: make(chan struct{}),
+		retry: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
 	s.nextCQ.Store(1)
@@ -305,6 +310,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	s.rxDev.Store(dev)
 	if old != nil {
 		old.Close()
+		s.wake() // the worker waits on the old device's events
 	}
 	return nil
 }
@@ -388,7 +394,10 @@ func (s *session) release() {
 	s.conn.Close()
 }
 
-// epollLoop waits on the doorbell eventfds and wakes the worker.
+// epollLoop waits on the doorbell eventfds and runs the doorbells
+// itself (run to completion): the thread the guest's doorbell wakes
+// reads the rings and posts to the engine, with no hand-off to another
+// goroutine on the way.
 func (s *session) epollLoop() {
 	defer s.wg.Done()
 	events := make([]unix.EpollEvent, len(s.dbFDs)+1)
@@ -400,6 +409,7 @@ func (s *session) epollLoop() {
 			}
 			return
 		}
+		var rung uint32 // doorbell vectors rung, bit per vector
 		for _, ev := range events[:n] {
 			i := int(ev.Fd)
 			if i == len(s.dbFDs) {
@@ -408,56 +418,69 @@ func (s *session) epollLoop() {
 			if drainEventfd(s.dbFDs[i]) {
 				s.v.stats.doorbells.Add(1)
 				atomic.AddUint64(&s.hdr.Doorbells, 1)
-				s.pending.Or(1 << min(i, 31))
+				rung |= 1 << min(i, 31)
 			}
 		}
-		select {
-		case s.kick <- struct{}{}:
-		default:
+		if rung != 0 {
+			s.work.Lock()
+			s.doorbells(rung)
+			s.work.Unlock()
 		}
 	}
 }
 
-// worker runs the doorbells, retries queues blocked on a full engine
-// queue when completions free room, and hands a stalled CQ's held
-// completions to its ring when the guest has consumed.
+// doorbells does what the rung vectors ask for; s.work is held.
+func (s *session) doorbells(rung uint32) {
+	if rung&(1<<DBCtrl) != 0 {
+		s.control()
+	}
+	if s.live() {
+		if rung&(1<<DBQP) != 0 {
+			s.serviceQPs()
+		}
+		if rung&(1<<DBL2) != 0 {
+			s.l2Transmit()
+		}
+		s.moveAllCQs(rung&(1<<DBCQ) != 0)
+	}
+}
+
+// worker retries queues blocked on a full engine queue when completions
+// free room, hands a stalled CQ's held completions to its ring when the
+// guest has consumed (the 10 ms tick: a guest need not ring for that),
+// and turns engine async events into event queue entries.
 func (s *session) worker() {
 	defer s.wg.Done()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// s.dev changes only under s.work (reset, SET_ADDR), which
+		// then wakes this loop to read the new device's channel.
+		s.work.Lock()
+		async := s.dev.AsyncEvents()
+		s.work.Unlock()
 		select {
 		case <-s.done:
 			return
-		case <-s.kick:
-			p := s.pending.Swap(0)
-			if p&(1<<DBCtrl) != 0 {
-				s.control()
-			}
-			if s.live() {
-				if p&(1<<DBQP) != 0 {
-					s.serviceQPs()
-				}
-				if p&(1<<DBL2) != 0 {
-					s.l2Transmit()
-				}
-				s.moveAllCQs(p&(1<<DBCQ) != 0)
-			}
 		case <-s.retry:
+			s.work.Lock()
 			if s.live() {
 				s.retryBlocked()
 			}
-		case ev := <-s.dev.AsyncEvents():
-			// The engine's event channel is the handoff: the worker
-			// owns the tables that map engine objects to guest handles.
-			// s.dev changes only here (reset, SET_ADDR), so the next
-			// iteration reads the new device's channel.
+			s.work.Unlock()
+		case ev := <-async:
+			// The engine's event channel is the handoff: the tables
+			// that map engine objects to guest handles are s.work's.
+			s.work.Lock()
 			s.asyncEvent(ev)
+			s.work.Unlock()
 		case <-tick.C:
+			s.work.Lock()
 			if s.live() {
 				s.moveAllCQs(false)
 				s.retryBlocked()
 			}
+			s.work.Unlock()
 		}
 	}
 }
