@@ -297,7 +297,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 			PortGUID: cfg.PortGUID, Description: cfg.Name, MTU: mtu, Memory: s.v.ram}
 	}
 	pc := new(portCounters)
-	dev, err := rdma.NewDevice(dc, fabricPort{c: s.v.fabric, ctr: pc, ib: cfg.ib()})
+	dev, err := rdma.NewDevice(dc, newFabricPort(s.v.fabric, pc, cfg.ib()))
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}

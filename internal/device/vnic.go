@@ -46,8 +46,13 @@ const (
 	// RoCE MTU, 4096, after the RoCEv2 headers (ib_core's iboe_get_mtu
 	// needs a netdev MTU of at least 4192 for it).
 	MaxNetdevMTU = 9000
-	// rxBatch is the most frames the fabric rx loop reads at once.
-	rxBatch = 64
+	// rxBatch is the most frames the fabric rx loop reads at once;
+	// txBatch the most the engine's port gathers for one sendmmsg, in
+	// buffers of rdmaMaxFrame bytes (the engine's largest frame: a
+	// 4096-byte MTU and its headers).
+	rxBatch      = 64
+	txBatch      = 64
+	rdmaMaxFrame = 4096 + 256
 	// nicSocketBuffer is the socket buffer asked for at the backend's
 	// end of the fabric port, each way: room for a burst of the
 	// engine's window, so the engine's writes and the switch's do not
@@ -560,22 +565,41 @@ func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 	return uc, nil
 }
 
-// fabricPort is the engine's Port: one frame per SEQPACKET message.
+// fabricPort is the engine's Port: one frame per SEQPACKET message,
+// gathered over a round of the engine's work and sent with one sendmmsg
+// (an rdma.FlushPort). Owned by the engine goroutine.
 type fabricPort struct {
-	c   *net.UnixConn
+	w   *mmsg.Writer // nil without a fabric connection
 	ctr *portCounters
 	ib  bool // IB packets: no MAC to tell multicast by
 }
 
-func (p fabricPort) Send(frame []byte) error {
-	if p.c == nil {
+func newFabricPort(c *net.UnixConn, ctr *portCounters, ib bool) *fabricPort {
+	p := &fabricPort{ctr: ctr, ib: ib}
+	if c != nil {
+		if bio, err := mmsg.New(c, txBatch); err == nil {
+			p.w = mmsg.NewWriter(bio, rdmaMaxFrame)
+		}
+	}
+	return p
+}
+
+func (p *fabricPort) Send(frame []byte) error {
+	if p.w == nil {
 		return errors.New("device: link down")
 	}
-	_, err := p.c.Write(frame)
+	err := p.w.Send(frame)
 	if err == nil && !p.ib {
 		p.ctr.mcastTx.Add(groupFrame(frame))
 	}
 	return err
+}
+
+func (p *fabricPort) Flush() error {
+	if p.w == nil {
+		return nil
+	}
+	return p.w.Flush()
 }
 
 // portCounters are what the port sees of the engine's frames beyond the

@@ -145,3 +145,60 @@ func (b *Conn) WriteBatch(bufs [][]byte) error {
 	}
 	return nil
 }
+
+// Writer gathers frames for WriteBatch: Send copies a frame into the next
+// of its fixed buffers and sends the batch when they are all used; Flush
+// sends what is gathered. It is an rdma.FlushPort's send side: the
+// engine's Send reuses its buffer, hence the copy, and the engine calls
+// Flush after every round of work. Owned by one goroutine.
+type Writer struct {
+	c    *Conn
+	slot [][]byte // the fixed buffers, each of the slot size
+	out  [][]byte // the gathered frames, views of slot
+}
+
+// NewWriter returns a Writer over c with c.Batch() buffers of size bytes.
+func NewWriter(c *Conn, size int) *Writer {
+	w := &Writer{c: c, slot: make([][]byte, c.Batch()), out: make([][]byte, 0, c.Batch())}
+	for i := range w.slot {
+		w.slot[i] = make([]byte, size)
+	}
+	return w
+}
+
+// Send gathers a copy of frame (non-empty), sending the batch first when
+// every buffer is used. A frame larger than a buffer goes at once, after
+// the frames gathered before it. An error is the batch's: the frames
+// gathered with it are lost.
+func (w *Writer) Send(frame []byte) error {
+	if len(frame) > len(w.slot[0]) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		w.out = append(w.out, frame)
+		return w.Flush()
+	}
+	if len(w.out) == len(w.slot) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	i := len(w.out)
+	w.out = append(w.out, w.slot[i][:copy(w.slot[i], frame)])
+	return nil
+}
+
+// Flush sends the gathered frames, in order, with one sendmmsg when the
+// socket has room (waiting while it has none).
+func (w *Writer) Flush() error {
+	if len(w.out) == 0 {
+		return nil
+	}
+	err := w.c.WriteBatch(w.out)
+	clear(w.out) // no view of a caller's frame stays
+	w.out = w.out[:0]
+	return err
+}
+
+// Pending is how many frames are gathered and not yet sent.
+func (w *Writer) Pending() int { return len(w.out) }

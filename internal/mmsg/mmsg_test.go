@@ -123,3 +123,67 @@ func TestBatchAllocs(t *testing.T) {
 		t.Errorf("%v allocations per batch, want 0", n)
 	}
 }
+
+// TestWriter: frames gathered by Send arrive whole and in order, a full
+// batch goes by itself, Flush sends the rest, an oversize frame goes at
+// once after the ones before it, and none of it allocates.
+func TestWriter(t *testing.T) {
+	a, b := pair(t)
+	wc, _ := New(a, 4)
+	rb, _ := New(b, 16)
+	w := NewWriter(wc, 128)
+	want := frames(6) // 60..95 bytes
+	big := bytes.Repeat([]byte{0xee}, 300)
+	for _, f := range want[:5] {
+		if err := w.Send(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Pending() != 1 {
+		t.Fatalf("pending %d after 5 frames in batches of 4, want 1", w.Pending())
+	}
+	if err := w.Send(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(want[5]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	order := append(append(append([][]byte{}, want[:5]...), big), want[5])
+	bufs := make([][]byte, 16)
+	for i := range bufs {
+		bufs[i] = make([]byte, 512)
+	}
+	sizes, trunc := make([]int, 16), make([]bool, 16)
+	got := 0
+	for got < len(order) {
+		n, err := rb.ReadBatch(bufs[got:], sizes[got:], trunc[got:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	for i, f := range order {
+		if !bytes.Equal(bufs[i][:sizes[i]], f) {
+			t.Errorf("frame %d: %d bytes, want %d", i, sizes[i], len(f))
+		}
+	}
+	n := testing.AllocsPerRun(100, func() {
+		for _, f := range want[:4] {
+			_ = w.Send(f)
+		}
+		_ = w.Flush()
+		for got := 0; got < 4; {
+			k, err := rb.ReadBatch(bufs, sizes, trunc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += k
+		}
+	})
+	if n != 0 {
+		t.Errorf("%v allocations per batch, want 0", n)
+	}
+}

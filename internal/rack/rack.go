@@ -267,9 +267,16 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 		dc = rdma.DeviceConfig{Name: "hicain0", LinkLayer: rdma.LinkLayerInfiniBand, NodeGUID: guid, PortGUID: guid + 1,
 			Description: h.Name + " hicain0", MTU: cfg.MTU, Memory: h.Memory}
 	}
-	var port rdma.Port = connPort{conn}
+	var port rdma.Port
 	if h.Shm != nil {
 		port = shmPort{h.Shm}
+	} else {
+		bio, err := mmsg.New(conn, txBatch)
+		if err != nil {
+			pc.Close()
+			return nil, fmt.Errorf("rack: %s: %w", h.Name, err)
+		}
+		port = connPort{mmsg.NewWriter(bio, maxFrame)}
 	}
 	dev, err := rdma.NewDevice(dc, port)
 	if err != nil {
@@ -282,15 +289,14 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	return h, nil
 }
 
-// connPort is the engine's Port: one frame per SEQPACKET message. Write
-// blocks while the socket buffer is full, which is the back-pressure a NIC
-// gets from its link.
-type connPort struct{ c *net.UnixConn }
+// connPort is the engine's Port over the socket: one frame per SEQPACKET
+// message, gathered over a round of the engine's work and sent with one
+// sendmmsg (an rdma.FlushPort). Sending blocks while the socket buffer is
+// full, which is the back-pressure a NIC gets from its link.
+type connPort struct{ w *mmsg.Writer }
 
-func (p connPort) Send(frame []byte) error {
-	_, err := p.c.Write(frame)
-	return err
-}
+func (p connPort) Send(frame []byte) error { return p.w.Send(frame) }
+func (p connPort) Flush() error            { return p.w.Flush() }
 
 // shmPort is the engine's Port over a ring pair: Send copies the frame
 // into the next slot, waiting while the ring is full.
@@ -301,8 +307,12 @@ func (p shmPort) Send(frame []byte) error { return p.c.Send(frame) }
 // nicSocketBuffer is the socket buffer size asked for at a host's end.
 const nicSocketBuffer = 4 << 20
 
-// rxBatch is the most frames the rx goroutine takes at once.
-const rxBatch = 64
+// rxBatch is the most frames the rx goroutine takes at once; txBatch the
+// most frames an engine's socket port gathers for one sendmmsg.
+const (
+	rxBatch = 64
+	txBatch = 64
+)
 
 // receive is the host's rx goroutine: it hands every frame from the fabric
 // to the engine (which copies what it keeps) until Close closes the

@@ -234,6 +234,11 @@ func (e *engine) run() {
 		if e.sendRound() {
 			worked = true
 		}
+		if e.d.flushPort != nil {
+			if err := e.d.flushPort.Flush(); err != nil {
+				e.d.ctr.txErrors.Add(1)
+			}
+		}
 		if worked {
 			e.activity.Add(1)
 			continue
