@@ -99,6 +99,7 @@ func (b *Conn) ReadBatch(bufs [][]byte, sizes []int, trunc []bool) (int, error) 
 	if err := b.rc.Read(b.rfn); err != nil {
 		return 0, err
 	}
+	raceAcquire()
 	if b.rerr != 0 {
 		return 0, os.NewSyscallError("recvmmsg", b.rerr)
 	}
@@ -137,6 +138,7 @@ func (b *Conn) WriteBatch(bufs [][]byte) error {
 		b.wiov[i].SetLen(len(bufs[i]))
 	}
 	b.wn, b.wgot, b.werr = n, 0, 0
+	raceRelease()
 	if err := b.rc.Write(b.wfn); err != nil {
 		return err
 	}
