@@ -11,7 +11,7 @@
 // # Goroutines and ownership
 //
 // Every connected port runs two goroutines: rx reads frames from the peer
-// (recvmmsg batches into pooled buffers) and runs the ingress pipeline
+// (recvmmsg batches into pooled buffers, package mmsg) and runs the ingress pipeline
 // inline, handing each frame to the egress queue of the port it leaves
 // by; tx drains that port's queues in scheduler order and writes them
 // (sendmmsg batches). A buffer has one owner at a time: rx owns it from
