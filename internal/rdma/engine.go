@@ -48,10 +48,18 @@ const (
 
 // frameBuf is a pooled frame buffer. Ownership moves with the pointer:
 // Deliver fills it and passes it to the engine through rxq; the engine
-// returns it to the free list when done.
+// returns it to the free list when done. b is own, except for the
+// engine's lent buffer, whose b is a transmit slot a FramePort lent.
 type frameBuf struct {
-	n int
-	b [maxFrameSize]byte
+	n   int
+	b   []byte
+	own [maxFrameSize]byte
+}
+
+func newFrameBuf() *frameBuf {
+	b := new(frameBuf)
+	b.b = b.own[:]
+	return b
 }
 
 type ctlReq struct {
@@ -86,6 +94,7 @@ type engine struct {
 	loopHead int
 	pending  *frameBuf // taken from rxq while idle, handled next
 	tx       frameBuf  // transmit buffer for Port.Send
+	lent     frameBuf  // a frame built in a FramePort's slot
 	ipID     uint16
 }
 
@@ -99,6 +108,7 @@ func (e *engine) init(d *Device) {
 	e.done = make(chan struct{})
 	e.qps = make(map[uint32]*QP)
 	e.mcast = make(map[[16]byte][]*QP)
+	e.tx.b = e.tx.own[:]
 }
 
 func (e *engine) getBuf() *frameBuf {
@@ -106,7 +116,7 @@ func (e *engine) getBuf() *frameBuf {
 	case b := <-e.free:
 		return b
 	default:
-		return new(frameBuf)
+		return newFrameBuf()
 	}
 }
 
