@@ -38,12 +38,14 @@ type Conn struct {
 	rerr syscall.Errno
 	rfn  func(fd uintptr) bool // bound once, so each call does not allocate
 
-	whdr []unix.Mmsghdr
-	wiov []unix.Iovec
-	wn   int
-	wgot int
-	werr syscall.Errno
-	wfn  func(fd uintptr) bool
+	whdr   []unix.Mmsghdr
+	wiov   []unix.Iovec
+	wn     int
+	wgot   int
+	werr   syscall.Errno
+	wfn    func(fd uintptr) bool
+	tfn    func(fd uintptr) bool // TryWrite's: never waits
+	wagain bool
 }
 
 // New returns a Conn over c moving at most batch messages per call.
@@ -66,6 +68,7 @@ func New(c *net.UnixConn, batch int) (*Conn, error) {
 	}
 	b.rfn = b.recv
 	b.wfn = b.send
+	b.tfn = b.trySend
 	return b, nil
 }
 
@@ -127,6 +130,34 @@ func (b *Conn) send(fd uintptr) bool {
 	}
 	b.wgot += int(r)
 	return b.wgot >= b.wn
+}
+
+func (b *Conn) trySend(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdr[0])), 1, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	switch {
+	case e == unix.EAGAIN || e == unix.EINTR || (e == 0 && r == 0):
+		b.wagain = true
+	case e != 0:
+		b.werr = e
+	}
+	return true
+}
+
+// TryWrite sends one message (non-empty) if the socket has room now and
+// reports whether it did; it never waits. It shares WriteBatch's headers:
+// the two are never called at once.
+func (b *Conn) TryWrite(buf []byte) (bool, error) {
+	b.wiov[0].Base = &buf[0]
+	b.wiov[0].SetLen(len(buf))
+	b.werr, b.wagain = 0, false
+	raceRelease()
+	if err := b.rc.Write(b.tfn); err != nil {
+		return false, err
+	}
+	if b.werr != 0 {
+		return false, os.NewSyscallError("sendmmsg", b.werr)
+	}
+	return !b.wagain, nil
 }
 
 // WriteBatch sends every message of bufs (at most Batch; every one

@@ -187,3 +187,39 @@ func TestWriter(t *testing.T) {
 		t.Errorf("%v allocations per batch, want 0", n)
 	}
 }
+
+// TestTryWrite: TryWrite sends while the socket has room and reports
+// false, without waiting, once it has none; after the reader takes a
+// message it sends again.
+func TestTryWrite(t *testing.T) {
+	a, b := pair(t)
+	wa, _ := New(a, 4)
+	rb, _ := New(b, 1)
+	msg := bytes.Repeat([]byte{7}, 2048)
+	sent := 0
+	for {
+		ok, err := wa.TryWrite(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if sent++; sent > 1<<16 {
+			t.Fatal("the socket never filled")
+		}
+	}
+	if sent == 0 {
+		t.Fatal("nothing sent into an empty socket")
+	}
+	buf := [][]byte{make([]byte, 4096)}
+	sizes, trunc := make([]int, 1), make([]bool, 1)
+	for got := 0; got < 8; got++ { // room for at least one message again
+		if _, err := rb.ReadBatch(buf, sizes, trunc); err != nil || sizes[0] != len(msg) {
+			t.Fatalf("read %d bytes, %v", sizes[0], err)
+		}
+	}
+	if ok, err := wa.TryWrite(msg); !ok || err != nil {
+		t.Fatalf("TryWrite after the reader made room: %v, %v", ok, err)
+	}
+}
