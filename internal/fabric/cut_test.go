@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// TestCutThrough: a frame that finds its egress port idle (nothing
+// TestCutThrough: a lone frame that finds its egress port idle (nothing
 // queued, the writer free, its class not paused) is written by the
 // forwarding goroutine itself; one that finds the writer busy, a queue
-// holding frames, its class paused, or a peer with no room is queued and
-// left to the tx goroutine, so no queue's order changes.
+// holding frames, its class paused, or a peer with no room, or that
+// came in a batch, is queued and left to the tx goroutine, so no
+// queue's order changes.
 func TestCutThrough(t *testing.T) {
 	sw := newBareSwitch(t, SwitchConfig{Ports: 2})
 	now := time.Unix(0, 0)
@@ -27,6 +28,7 @@ func TestCutThrough(t *testing.T) {
 		sw.ports[1].sent(f, now)
 		return true
 	})
+	sw.ports[0].lone = true
 	send := func(size int) {
 		f := sw.pool.get()
 		fr := roceFrame(t, b, a, 26<<2|2, size, 0)
@@ -95,6 +97,15 @@ func TestCutThrough(t *testing.T) {
 	}
 	eg.pause(0xff, 0, now)
 	drain(sw, now)
+	// A frame that came in a batch with others is queued: the stream
+	// keeps its hop's rx and tx goroutines working in parallel.
+	sw.ports[0].lone = false
+	send(750)
+	if len(cut) != 1 || queued() != 1 {
+		t.Fatalf("batched: cut %v, %d queued", cut, queued())
+	}
+	drain(sw, now)
+	sw.ports[0].lone = true
 	// Without a writer (no session), frames queue as before.
 	eg.setCut(nil)
 	send(800)

@@ -16,9 +16,10 @@
 // by; tx drains that port's queues in scheduler order and writes them
 // (sendmmsg batches). A buffer has one owner at a time: rx owns it from
 // the read until it is enqueued, the egress queue until tx dequeues it,
-// tx until it is written and returned to the pool. A frame that finds its
-// egress port idle (nothing queued, the writer free) is written by rx
-// itself, with a write that never waits (cut-through, egress.enqueue). Flooding copies the
+// tx until it is written and returned to the pool. A frame that came
+// alone in its read and finds its egress port idle (nothing queued, the
+// writer free) is written by rx itself, with a write that never waits
+// (cut-through, egress.enqueue). Flooding copies the
 // frame once per extra egress port, so no buffer is ever shared.
 //
 // Each listening port has an accept loop; each accepted connection gets a

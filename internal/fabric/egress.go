@@ -147,10 +147,10 @@ func (e *egress) enqueue(f *frame, in *port, now time.Time) enqResult {
 		}
 		res = enqMarked
 	}
-	if e.cut != nil && !e.busy && e.empty() && e.paused&(1<<f.tc) == 0 {
-		// Nothing waits and the writer is free: the rx goroutine sends
-		// the frame itself, sparing the tx goroutine's wake-up. A
-		// frame the peer cannot take now is queued as usual.
+	if in != nil && in.lone && e.cut != nil && !e.busy && e.empty() && e.paused&(1<<f.tc) == 0 {
+		// A lone frame, nothing waits and the writer is free: the rx
+		// goroutine sends the frame itself, sparing the tx goroutine's
+		// wake-up. A frame the peer cannot take now is queued as usual.
 		cut := e.cut
 		e.busy = true
 		e.mu.Unlock()

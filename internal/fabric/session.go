@@ -235,6 +235,7 @@ func (p *port) rxPacket(s *session) {
 			return
 		}
 		now := sw.clock.Now()
+		p.lone = got == 1
 		for i := range got {
 			f := frames[i]
 			if trunc[i] || sizes[i] > p.cfg.maxFrame {
@@ -257,6 +258,7 @@ func (p *port) rxShm(s *session) {
 	sw := p.sw
 	handle := func(frames [][]byte) {
 		now := sw.clock.Now()
+		p.lone = len(frames) == 1
 		for _, b := range frames {
 			if len(b) > p.cfg.maxFrame {
 				p.ctr.rxFrames.Add(1)
