@@ -298,16 +298,11 @@ type connPort struct{ w *mmsg.Writer }
 func (p connPort) Send(frame []byte) error { return p.w.Send(frame) }
 func (p connPort) Flush() error            { return p.w.Flush() }
 
-// shmPort is the engine's Port over a ring pair: the engine builds its
-// frames in the next slot (an rdma.FramePort: the payload is read from
-// memory straight into the ring), waiting while the ring is full; Send
-// copies a frame built elsewhere. Rack.Close closes the ring only after
-// the engine has stopped.
+// shmPort is the engine's Port over a ring pair: Send copies the frame
+// into the next slot, waiting while the ring is full.
 type shmPort struct{ c *shmport.Conn }
 
 func (p shmPort) Send(frame []byte) error { return p.c.Send(frame) }
-func (p shmPort) Frame() ([]byte, error)  { return p.c.Frame() }
-func (p shmPort) SendFrame(n int) error   { return p.c.SendFrame(n) }
 
 // nicSocketBuffer is the socket buffer size asked for at a host's end.
 const nicSocketBuffer = 4 << 20

@@ -206,7 +206,6 @@ type Device struct {
 	cfg       DeviceConfig
 	port      Port
 	flushPort FlushPort // port, when it batches its sends; else nil
-	framePort FramePort // port, when it lends transmit slots; else nil
 	mem       Memory
 	clock     Clock
 	activeMTU MTU
@@ -335,7 +334,6 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
 	d.flushPort, _ = port.(FlushPort)
-	d.framePort, _ = port.(FramePort)
 	t, err := newAddrTable(cfg.MAC, cfg.IPv4, cfg.IPv6)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: new device %q: %w", cfg.Name, err)

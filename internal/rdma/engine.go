@@ -48,18 +48,10 @@ const (
 
 // frameBuf is a pooled frame buffer. Ownership moves with the pointer:
 // Deliver fills it and passes it to the engine through rxq; the engine
-// returns it to the free list when done. b is own, except for the
-// engine's lent buffer, whose b is a transmit slot a FramePort lent.
+// returns it to the free list when done.
 type frameBuf struct {
-	n   int
-	b   []byte
-	own [maxFrameSize]byte
-}
-
-func newFrameBuf() *frameBuf {
-	b := new(frameBuf)
-	b.b = b.own[:]
-	return b
+	n int
+	b [maxFrameSize]byte
 }
 
 type ctlReq struct {
@@ -94,7 +86,6 @@ type engine struct {
 	loopHead int
 	pending  *frameBuf // taken from rxq while idle, handled next
 	tx       frameBuf  // transmit buffer for Port.Send
-	lent     frameBuf  // a frame built in a FramePort's slot
 	ipID     uint16
 }
 
@@ -108,7 +99,6 @@ func (e *engine) init(d *Device) {
 	e.done = make(chan struct{})
 	e.qps = make(map[uint32]*QP)
 	e.mcast = make(map[[16]byte][]*QP)
-	e.tx.b = e.tx.own[:]
 }
 
 func (e *engine) getBuf() *frameBuf {
@@ -116,7 +106,7 @@ func (e *engine) getBuf() *frameBuf {
 	case b := <-e.free:
 		return b
 	default:
-		return newFrameBuf()
+		return new(frameBuf)
 	}
 }
 

@@ -29,21 +29,6 @@ type FlushPort interface {
 	Flush() error
 }
 
-// FramePort is a Port that lends the engine the buffer a frame is built
-// in, so that the payload is read from memory straight into the slot the
-// frame leaves from (a shared-memory ring) instead of being built in the
-// engine's buffer and copied. Frame returns the next transmit slot,
-// waiting while there is none; the engine builds a frame of at most
-// len(slot) bytes there and sends it with SendFrame(n). A slot not sent
-// is lent again by the next Frame. Both follow Send's rules (engine
-// goroutine only, no calls back into the engine); on an error from Frame
-// the engine builds in its own buffer and uses Send.
-type FramePort interface {
-	Port
-	Frame() ([]byte, error)
-	SendFrame(n int) error
-}
-
 // txPath is a QP's precomputed addressing: the parts of every frame the QP
 // sends that do not change per packet (Ethernet, IP and UDP headers, the
 // BTH's P_Key and destination QP). It is built from the AV when the QP goes
@@ -180,11 +165,6 @@ func (qp *QP) txBeginOn(p *txPath, f *proto.PacketFields, ect bool) (*frameBuf, 
 	fb := &e.tx
 	if p.loopback {
 		fb = e.getBuf()
-	} else if fp := qp.dev.framePort; fp != nil {
-		if slot, err := fp.Frame(); err == nil && len(slot) >= maxFrameSize {
-			e.lent.b = slot[:maxFrameSize]
-			fb = &e.lent
-		}
 	}
 	f.Payload = nil
 	off := f.Len() - proto.ICRCSize // the headers; the payload goes right after
@@ -221,10 +201,6 @@ func (qp *QP) txEndOn(p *txPath, f *proto.PacketFields, fb *frameBuf, payload []
 		} else {
 			fb.n = n
 			e.loopQ = append(e.loopQ, fb)
-		}
-	} else if fb == &e.lent {
-		if err := d.framePort.SendFrame(n); err != nil {
-			d.ctr.txErrors.Add(1)
 		}
 	} else if err := d.port.Send(fb.b[:n]); err != nil {
 		d.ctr.txErrors.Add(1)

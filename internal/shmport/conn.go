@@ -406,43 +406,6 @@ func (c *Conn) TrySend(frame []byte) (bool, error) {
 	return true, nil
 }
 
-// Frame lends the next transmit slot, waiting while the ring is full:
-// the caller builds a frame of at most len(slot) bytes in it and sends
-// it with SendFrame (an rdma.FramePort, so the engine reads a payload
-// straight into the ring). Until SendFrame the peer sees nothing of it;
-// a slot not sent is lent again by the next Frame. Send's goroutine only,
-// and the slot is written only while the Conn is open: whoever closes it
-// does so after the sending goroutine has stopped (Close unmaps it).
-func (c *Conn) Frame() ([]byte, error) {
-	if !c.enter(&c.txIn) {
-		return nil, ErrClosed
-	}
-	defer c.txIn.Add(-1)
-	if err := c.reserve(); err != nil {
-		return nil, err
-	}
-	return c.tx.slot(), nil
-}
-
-// SendFrame publishes the first n bytes of the slot Frame lent and wakes
-// the peer when it sleeps.
-func (c *Conn) SendFrame(n int) error {
-	if !c.enter(&c.txIn) {
-		return ErrClosed
-	}
-	defer c.txIn.Add(-1)
-	if n <= 0 || n > int(c.geo.BufSize) {
-		return ErrTooBig
-	}
-	if c.tx.free == 0 {
-		return ErrNoSlot // the ring is full: no Frame came first
-	}
-	c.tx.putLen(n)
-	c.tx.publish()
-	c.kickConsumer()
-	return nil
-}
-
 // SendBatch sends every frame of frames that fits a slot, publishing as
 // it goes and waking the peer once per batch; it returns how many frames
 // it dropped for being empty or too big.

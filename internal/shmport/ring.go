@@ -67,25 +67,6 @@ func (p *producer) put(frame []byte) {
 	p.free--
 }
 
-// slot returns the next slot's buffer, to build a frame in place; the
-// caller has made sure a slot is free. Nothing of it is visible to the
-// peer before putLen and publish.
-func (p *producer) slot() []byte {
-	off := (p.head & p.r.mask) * p.r.bufSize
-	return p.r.bufs[off : off+p.r.bufSize]
-}
-
-// putLen describes the next slot as holding a frame of n bytes built in
-// it (slot), as put does after its copy.
-func (p *producer) putLen(n int) {
-	slot := p.head & p.r.mask
-	d := p.r.desc[slot*descSize : slot*descSize+descSize]
-	binary.LittleEndian.PutUint32(d[0:], slot*p.r.bufSize)
-	binary.LittleEndian.PutUint32(d[4:], uint32(n))
-	p.head++
-	p.free--
-}
-
 // publish makes the frames put so far visible to the consumer.
 func (p *producer) publish() {
 	raceRelease()

@@ -26,14 +26,12 @@ func frameOf(i, size int) []byte {
 }
 
 // TestPairOrder sends frames of every size both ways at once, with
-// polling on and off, in single and batched sends and built in lent
-// slots (Frame, SendFrame; every third slot is first abandoned with
-// garbage in it), and checks each arrives once, in order, intact.
+// polling on and off and in single and batched sends, and checks each
+// arrives once, in order, intact.
 func TestPairOrder(t *testing.T) {
 	for _, poll := range []time.Duration{0, DefaultPoll} {
-		for _, mode := range []string{"single", "batch", "frame"} {
-			batch := mode == "batch"
-			t.Run(fmt.Sprintf("poll=%v/%s", poll, mode), func(t *testing.T) {
+		for _, batch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("poll=%v/batch=%v", poll, batch), func(t *testing.T) {
 				a, b, err := Pair(testGeo, Options{Poll: poll})
 				if err != nil {
 					t.Fatal(err)
@@ -48,21 +46,6 @@ func TestPairOrder(t *testing.T) {
 					var pend [][]byte
 					for i := range n {
 						f := frameOf(i, 4+i%int(testGeo.BufSize-4))
-						if mode == "frame" {
-							slot, err := c.Frame()
-							if err == nil && i%3 == 0 {
-								copy(slot, bytes.Repeat([]byte{0xa5}, 64)) // abandoned
-								slot, err = c.Frame()
-							}
-							if err == nil {
-								err = c.SendFrame(copy(slot, f))
-							}
-							if err != nil {
-								errs <- err
-								return
-							}
-							continue
-						}
 						if !batch {
 							if err := c.Send(f); err != nil {
 								errs <- err

@@ -95,7 +95,6 @@ var (
 	ErrCorrupt   = errors.New("shmport: peer's ring index out of range")
 	ErrTooBig    = errors.New("shmport: frame larger than a slot")
 	ErrClosed    = errors.New("shmport: closed")
-	ErrNoSlot    = errors.New("shmport: SendFrame without a slot from Frame")
 )
 
 // Geometry is the shape of a ring pair: Entries slots per ring (a power
