@@ -175,6 +175,8 @@ func checkPaths(r *Rack) error {
 		socks = append(socks, PortSocket(r, g.Switch, g.Port))
 		if g.NIC == NICHicain {
 			socks = append(socks, IvshmemSocket(r, g))
+		} else {
+			socks = append(socks, StreamSocket(r, g))
 		}
 	}
 	if len(r.hicainGuests()) > 0 {
