@@ -152,8 +152,8 @@ type VNIC struct {
 	log *slog.Logger
 	ln  *net.UnixListener
 
-	fabric   *net.UnixConn // nil when no fabric port is configured
-	linkLost atomic.Bool   // the fabric connection dropped (no redial)
+	fabric   *fabricLink // nil when no fabric port is configured
+	linkLost atomic.Bool // the fabric connection is down (redialling, link.go)
 
 	mu      sync.RWMutex // guards sess, nextID, closing
 	sess    *session
@@ -284,7 +284,7 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 			ram.Close()
 			return nil, err
 		}
-		v.fabric = c
+		v.fabric = newFabricLink(cfg.FabricPort, hello, c)
 		v.wg.Add(1)
 		go v.receive()
 	}
@@ -353,6 +353,8 @@ func (v *VNIC) accept(ctx context.Context) {
 		v.sess = s
 		if !v.linkUp() {
 			s.portDown() // the link dropped after the header was built
+		} else {
+			s.portUp() // or came back (link.go)
 		}
 		v.mu.Unlock()
 		v.stats.sessions.Add(1)
@@ -404,7 +406,9 @@ func (v *VNIC) receive() {
 	for {
 		n, err := v.fabric.Read(buf)
 		if err != nil {
-			v.dropLink(err)
+			if v.relink(err) {
+				continue
+			}
 			return
 		}
 		if n == 0 {
@@ -439,8 +443,7 @@ func (v *VNIC) linkUp() bool { return v.fabric != nil && !v.linkLost.Load() }
 
 // dropLink marks the link down after the fabric connection failed (the
 // switch went away) and tells the guest: LINK_UP cleared, PORT_ERR, port
-// state DOWN. The backend does not redial; the link stays down until it
-// restarts.
+// state DOWN. The link stays down until the redial (relink) succeeds.
 func (v *VNIC) dropLink(err error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -448,7 +451,7 @@ func (v *VNIC) dropLink(err error) {
 		return
 	}
 	v.linkLost.Store(true)
-	v.log.Warn("fabric port connection lost; the link stays down", "port", v.cfg.FabricPort, "err", err)
+	v.log.Warn("fabric port connection lost; redialling", "port", v.cfg.FabricPort, "err", err)
 	if v.sess != nil {
 		v.sess.portDown()
 	}
@@ -534,7 +537,7 @@ func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 
 // fabricPort is the engine's Port: one frame per SEQPACKET message.
 type fabricPort struct {
-	c   *net.UnixConn
+	c   *fabricLink
 	ctr *portCounters
 	ib  bool // IB packets: no MAC to tell multicast by
 }
