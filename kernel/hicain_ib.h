@@ -88,8 +88,8 @@ struct hicain_ibdev {
 	atomic_t epoch;
 	struct xarray qps;		/* qpn -> hicain_qp, IRQ-safe lock */
 	struct xarray srqs;		/* srqn -> hicain_srq, IRQ-safe lock */
-	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
-	struct list_head cqs;
+	struct xarray cqs;		/* cqn -> hicain_cq, IRQ-safe lock */
+	struct xarray *vec_cqs;		/* per comp vector: cqn -> hicain_cq */
 	struct mutex addr_lock;		/* addrs, refreshing gids, cap_set */
 	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
 	/*
@@ -185,7 +185,6 @@ struct hicain_cq {
 	spinlock_t lock;		/* cons, polling */
 	u32 cons;
 	bool armed;
-	struct list_head list;		/* hicain_ibdev.cqs */
 	/* A mapped user CQ: the process polls and arms it; the interrupt
 	 * compares dbrec->events with events_seen (ABI 1.7).
 	 */

@@ -43,6 +43,7 @@
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
+#include <linux/slab.h>
 #include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
 
@@ -141,6 +142,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	struct net_device *ndev = hdev->netdev;
 	struct hicain_ibdev *hidev;
 	struct ib_device *ibdev;
+	unsigned int i;
 	int ret;
 
 	hidev = ib_alloc_device(hicain_ibdev, ibdev);
@@ -153,8 +155,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	atomic_set(&hidev->epoch, 0);
 	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&hidev->srqs, XA_FLAGS_LOCK_IRQ);
-	spin_lock_init(&hidev->cq_lock);
-	INIT_LIST_HEAD(&hidev->cqs);
+	xa_init_flags(&hidev->cqs, XA_FLAGS_LOCK_IRQ);
 	mutex_init(&hidev->addr_lock);
 	spin_lock_init(&hidev->gid_lock);
 	spin_lock_init(&hidev->ah_free_lock);
@@ -168,6 +169,13 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
 	ibdev->num_comp_vectors = max(hdev->num_comp_vectors, 1U);
+	hidev->vec_cqs = kcalloc(ibdev->num_comp_vectors, sizeof(*hidev->vec_cqs), GFP_KERNEL);
+	if (!hidev->vec_cqs) {
+		ret = -ENOMEM;
+		goto err_dealloc;
+	}
+	for (i = 0; i < ibdev->num_comp_vectors; i++)
+		xa_init_flags(&hidev->vec_cqs[i], XA_FLAGS_LOCK_IRQ);
 	ibdev->dev.parent = &hdev->pdev->dev;
 	ibdev->node_guid = cpu_to_be64(le64_to_cpu(READ_ONCE(hdev->hdr->node_guid)));
 	if (!ibdev->node_guid && !hidev->ib)
@@ -213,6 +221,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	return 0;
 
 err_dealloc:
+	kfree(hidev->vec_cqs);
 	ib_dealloc_device(ibdev);
 	return ret;
 }
@@ -220,6 +229,7 @@ err_dealloc:
 static void hicain_ib_remove(struct hicain_dev *hdev)
 {
 	struct hicain_ibdev *hidev = hdev->client_priv;
+	unsigned int i;
 
 	if (!hidev)
 		return;
@@ -231,6 +241,10 @@ static void hicain_ib_remove(struct hicain_dev *hdev)
 	flush_work(&hidev->ah_free_work);
 	xa_destroy(&hidev->qps);
 	xa_destroy(&hidev->srqs);
+	xa_destroy(&hidev->cqs);
+	for (i = 0; i < hidev->ibdev.num_comp_vectors; i++)
+		xa_destroy(&hidev->vec_cqs[i]);
+	kfree(hidev->vec_cqs);
 	ib_dealloc_device(&hidev->ibdev);
 	hdev->client_priv = NULL;
 }
@@ -285,23 +299,21 @@ static void hicain_ib_srq_event(struct hicain_ibdev *hidev, u32 srqn, enum ib_ev
 	xa_unlock(&hidev->srqs);
 }
 
-/* hicain_ib_cq_event - as hicain_ib_qp_event, under the CQ list lock. */
+/* hicain_ib_cq_event - as hicain_ib_qp_event, for a CQ. */
 static void hicain_ib_cq_event(struct hicain_ibdev *hidev, u32 cqn, enum ib_event_type type)
 {
 	struct hicain_cq *cq;
 	struct ib_event ev;
 
-	spin_lock(&hidev->cq_lock);
-	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->cqn != cqn || !cq->ibcq.event_handler)
-			continue;
+	xa_lock(&hidev->cqs);
+	cq = xa_load(&hidev->cqs, cqn);
+	if (cq && cq->ibcq.event_handler) {
 		ev.device = &hidev->ibdev;
 		ev.event = type;
 		ev.element.cq = &cq->ibcq;
 		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
-		break;
 	}
-	spin_unlock(&hidev->cq_lock);
+	xa_unlock(&hidev->cqs);
 }
 
 static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
@@ -344,40 +356,54 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 }
 
 /*
+ * hicain_ib_cq_fired - whether the device signalled cq. It cleared the
+ * arm word of each CQ it signalled: a CQ that req_notify_cq armed and
+ * whose word is clear fired, and so did a mapped CQ whose event count
+ * moved.
+ */
+static bool hicain_ib_cq_fired(struct hicain_cq *cq)
+{
+	u32 ev;
+
+	if (cq->uq.entry) {
+		/* Armed by its process, without the kernel: the device's
+		 * event count says whether it fired.
+		 */
+		ev = le32_to_cpu(READ_ONCE(cq->dbrec->events));
+		if (ev == cq->events_seen)
+			return false;
+		cq->events_seen = ev;
+		return true;
+	}
+	if (!READ_ONCE(cq->armed) || READ_ONCE(cq->dbrec->arm))
+		return false;
+	WRITE_ONCE(cq->armed, false);
+	return true;
+}
+
+/*
  * hicain_ib_cq_irq - completion interrupt of comp_vector, in hard IRQ
- * context. The device cleared the arm word of each CQ it signalled; a
- * CQ that req_notify_cq armed and whose word is clear gets its event,
- * and so does a mapped CQ whose event count moved.
+ * context: the CQs of the vector (vec_cqs) that fired get their
+ * completion event. The handlers run under the vector's xarray lock, so
+ * destroy_cq (which erases the CQ under that lock first) never frees a
+ * CQ a handler still uses.
  */
 static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
 {
 	struct hicain_ibdev *hidev = hdev->client_priv;
 	struct hicain_cq *cq;
+	struct xarray *cqs;
+	unsigned long cqn;
 
-	spin_lock(&hidev->cq_lock);
-	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->vector != comp_vector)
-			continue;
-		if (cq->uq.entry) {
-			/* Armed by its process, without the kernel: the
-			 * device's event count says whether it fired.
-			 */
-			u32 ev = le32_to_cpu(READ_ONCE(cq->dbrec->events));
-
-			if (ev == cq->events_seen)
-				continue;
-			cq->events_seen = ev;
-			if (cq->ibcq.comp_handler)
-				cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
-			continue;
-		}
-		if (!READ_ONCE(cq->armed) || READ_ONCE(cq->dbrec->arm))
-			continue;
-		WRITE_ONCE(cq->armed, false);
-		if (cq->ibcq.comp_handler)
+	if (comp_vector >= hidev->ibdev.num_comp_vectors)
+		return;
+	cqs = &hidev->vec_cqs[comp_vector];
+	xa_lock(cqs);
+	xa_for_each(cqs, cqn, cq) {
+		if (hicain_ib_cq_fired(cq) && cq->ibcq.comp_handler)
 			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
 	}
-	spin_unlock(&hidev->cq_lock);
+	xa_unlock(cqs);
 }
 
 static void hicain_ib_reset(struct hicain_dev *hdev, bool done)

@@ -702,6 +702,58 @@ static int hicain_cq_alloc_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 	return 0;
 }
 
+/*
+ * hicain_cq_xa_store - enter cq in xa by its cqn. A CQ of an earlier
+ * epoch may hold the cqn still (a reset device hands its handles out
+ * again, and that CQ's user has not destroyed it yet): it gets no more
+ * events, which the device would not raise for it anyway, and cq takes
+ * its place.
+ */
+static int hicain_cq_xa_store(struct xarray *xa, struct hicain_cq *cq)
+{
+	struct hicain_cq *old;
+	int ret;
+
+	xa_lock_irq(xa);
+	old = xa_load(xa, cq->cqn);
+	if (old && old->epoch == cq->epoch)
+		ret = -EBUSY;
+	else
+		ret = xa_err(__xa_store(xa, cq->cqn, cq, GFP_KERNEL));
+	xa_unlock_irq(xa);
+	return ret;
+}
+
+/* hicain_cq_xa_erase - remove cq from xa, unless a newer CQ took its place. */
+static void hicain_cq_xa_erase(struct xarray *xa, struct hicain_cq *cq)
+{
+	xa_cmpxchg_irq(xa, cq->cqn, cq, NULL, 0);
+}
+
+/*
+ * hicain_cq_track - make cq known to the event interrupt (by cqn) and to
+ * its vector's completion interrupt.
+ */
+static int hicain_cq_track(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	int ret;
+
+	ret = hicain_cq_xa_store(&hidev->cqs, cq);
+	if (ret)
+		return ret;
+	ret = hicain_cq_xa_store(&hidev->vec_cqs[cq->vector], cq);
+	if (ret)
+		hicain_cq_xa_erase(&hidev->cqs, cq);
+	return ret;
+}
+
+/* hicain_cq_untrack - after this no interrupt looks at cq. */
+static void hicain_cq_untrack(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	hicain_cq_xa_erase(&hidev->vec_cqs[cq->vector], cq);
+	hicain_cq_xa_erase(&hidev->cqs, cq);
+}
+
 int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct ib_udata *udata)
 {
@@ -711,7 +763,6 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct hicain_ib_create_cq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_admin_cqe cqe;
-	unsigned long flags;
 	int ret;
 
 	if (attr->flags)
@@ -724,7 +775,6 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	cq->vector = attr->comp_vector % ibcq->device->num_comp_vectors;
 	cq->epoch = atomic_read(&hidev->epoch);
 	spin_lock_init(&cq->lock);
-	INIT_LIST_HEAD(&cq->list);
 	ret = hicain_cq_alloc_ring(hidev, cq, udata);
 	if (ret)
 		return ret;
@@ -736,42 +786,39 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
 	cmd.create_cq.flags = cpu_to_le32(cq->uq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret) {
-		hicain_cq_free_ring(hidev, cq);
-		return ret;
-	}
+	if (ret)
+		goto err_free;
 	cq->cqn = le32_to_cpu(cqe.handle);
 	ibcq->cqe = cq->depth;
 	if (udata) {
 		resp.cqn = cq->cqn;
 		hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn, NULL);
-			hicain_cq_free_ring(hidev, cq);
-			return ret;
-		}
+		if (ret)
+			goto err_destroy;
 	}
-	spin_lock_irqsave(&hidev->cq_lock, flags);
-	list_add_tail(&cq->list, &hidev->cqs);
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	ret = hicain_cq_track(hidev, cq);
+	if (ret)
+		goto err_destroy;
 	return 0;
+
+err_destroy:
+	hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn, NULL);
+err_free:
+	hicain_cq_free_ring(hidev, cq);
+	return ret;
 }
 
 int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
-	unsigned long flags;
 	int ret;
 
 	ret = hicain_destroy_handle(hidev, cq->epoch, HICAIN_CMD_DESTROY_CQ, cq->cqn);
 	if (ret)
 		return ret;
-	/* After this no interrupt looks at the CQ. */
-	spin_lock_irqsave(&hidev->cq_lock, flags);
-	list_del(&cq->list);
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	hicain_cq_untrack(hidev, cq);
 	hicain_cq_free_ring(hidev, cq);
 	return 0;
 }
@@ -820,8 +867,8 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 		hicain_uq_free(hidev, &nq);
 		return ret;
 	}
-	/* The interrupt reads the dbrec under the CQ list lock. */
-	spin_lock_irqsave(&hidev->cq_lock, flags);
+	/* The interrupt reads the dbrec under its vector's xarray lock. */
+	xa_lock_irqsave(&hidev->vec_cqs[cq->vector], flags);
 	old = cq->uq;
 	cq->uq = nq;
 	cq->ring = nq.cpu;
@@ -829,7 +876,7 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cq->dbrec = nq.cpu + nq.dbrec_off;
 	cq->dbrec_dma = nq.dbrec_dma;
 	cq->depth = depth;
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	xa_unlock_irqrestore(&hidev->vec_cqs[cq->vector], flags);
 	hicain_uq_free(hidev, &old);
 	ibcq->cqe = depth;
 	resp.cqn = cq->cqn;
