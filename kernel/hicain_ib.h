@@ -129,6 +129,7 @@ enum hicain_mmap_type {
 struct hicain_mmap_entry {
 	struct rdma_user_mmap_entry rdma;
 	enum hicain_mmap_type type;
+	bool kept;			/* QUEUE: never freed (hicain_uq_keep) */
 	unsigned long pfn;		/* DB: BAR0's page */
 	void *cpu;			/* QUEUE: the pages */
 	size_t size;
@@ -325,6 +326,7 @@ int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 		       void *out, size_t len);
 int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 			struct hicain_admin_cqe *cqe);
+bool hicain_undo_create(struct hicain_ibdev *hidev, u16 opcode, u32 handle);
 int hicain_destroy_handle(struct hicain_ibdev *hidev, int epoch, u16 opcode, u32 handle);
 
 /* hicain_ib_verbs.c: verbs */
@@ -390,6 +392,7 @@ bool hicain_db_page(struct pci_dev *pdev);
 int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
 		    struct hicain_uq *uq, size_t ring_bytes, size_t dbrec_bytes, bool paged);
 void hicain_uq_free(struct hicain_ibdev *hidev, struct hicain_uq *uq);
+size_t hicain_uq_keep(struct hicain_uq *uq);
 void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
 		    struct hicain_ib_queue *q);
 void hicain_mmap_free(struct rdma_user_mmap_entry *re);

@@ -274,7 +274,10 @@ static int hicain_process_smp(struct hicain_ibdev *hidev, const struct ib_mad *i
 	reply = !ret && (cqe.out[0] & HICAIN_MAD_IFC_REPLY);
 	if (reply)
 		memcpy(out, buf + HICAIN_MAD_SIZE, HICAIN_MAD_SIZE);
-	dma_free_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, buf, dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, 2 * HICAIN_MAD_SIZE);
+	else
+		dma_free_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, buf, dma);
 	if (ret) {
 		/* No answer: the SM's request times out (and is retried). */
 		ibdev_dbg(&hidev->ibdev, "SMA: MAD_IFC failed: %d\n", ret);

@@ -281,6 +281,16 @@ out:
 }
 EXPORT_SYMBOL_GPL(hicain_admin_exec);
 
+void hicain_admin_keep(struct hicain_dev *hdev, size_t bytes)
+{
+	s64 total = atomic64_add_return(bytes, &hdev->admin_kept);
+
+	dev_warn_ratelimited(&hdev->pdev->dev,
+			     "keeping %zu bytes of DMA memory of a timed-out admin command (%lld in all)\n",
+			     bytes, total);
+}
+EXPORT_SYMBOL_GPL(hicain_admin_keep);
+
 /* hicain_query_port - QUERY_PORT into a coherent buffer (resp_gpa). */
 static int hicain_query_port(struct hicain_dev *hdev, struct hicain_port_attr *attr)
 {
@@ -299,7 +309,10 @@ static int hicain_query_port(struct hicain_dev *hdev, struct hicain_port_attr *a
 	ret = hicain_admin_exec(hdev, &cmd, NULL);
 	if (!ret)
 		*attr = *resp;
-	dma_free_coherent(&hdev->pdev->dev, sizeof(*resp), resp, dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hdev, sizeof(*resp));
+	else
+		dma_free_coherent(&hdev->pdev->dev, sizeof(*resp), resp, dma);
 	return ret;
 }
 

@@ -57,6 +57,7 @@ struct hicain_dev {
 	u32 admin_sq_prod;
 	u32 admin_cq_cons;
 	u32 admin_seq;
+	atomic64_t admin_kept;		/* bytes hicain_admin_keep accounted */
 	spinlock_t eq_lock;		/* eq_cons, against reset */
 	u32 eq_cons;
 	u32 reset_count;
@@ -92,6 +93,28 @@ void hicain_unregister_client(struct hicain_client *client);
  */
 int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
 		      struct hicain_admin_cqe *cqe);
+
+/*
+ * hicain_admin_lost - whether a command that failed with ret may still
+ * run in the device: it timed out, and stays in the queue, which the
+ * device executes in order. Whatever memory the command names (a
+ * response or page list buffer, the rings of the object it creates)
+ * the device may still read and write: the caller must not free it, and
+ * keeps it instead (hicain_admin_keep). Every other failure left the
+ * command unposted, completed, or to a fatal device, which takes no
+ * more commands before the reset that forgets them.
+ */
+static inline bool hicain_admin_lost(int ret)
+{
+	return ret == -ETIMEDOUT;
+}
+
+/*
+ * hicain_admin_keep - account bytes of DMA memory that a caller leaves
+ * allocated, never to be freed, because the device may still use it
+ * (hicain_admin_lost), and log it.
+ */
+void hicain_admin_keep(struct hicain_dev *hdev, size_t bytes);
 
 /* hicain_ring_doorbell - ring doorbell vector db (HICAIN_DB_*). */
 void hicain_ring_doorbell(struct hicain_dev *hdev, unsigned int db);
