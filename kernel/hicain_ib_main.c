@@ -137,21 +137,26 @@ static int hicain_ib_tables(struct hicain_ibdev *hidev)
 	return 0;
 }
 
-static int hicain_ib_add(struct hicain_dev *hdev)
-{
-	struct net_device *ndev = hdev->netdev;
-	struct hicain_ibdev *hidev;
-	struct ib_device *ibdev;
-	unsigned int i;
-	int ret;
+/*
+ * Probe in stages, each undone by remove in reverse order:
+ *   1. hicain_ib_init_dev: the ib_device's fields, locks and xarrays;
+ *   2. hicain_ib_alloc_vec_cqs: the completion vectors' CQ xarrays;
+ *   3. hicain_ib_setup_port: the port (InfiniBand: its tables; RoCE:
+ *      its netdev and the device's addresses), undone by
+ *      ib_dealloc_device, which drops the netdev;
+ *   4. ib_register_device;
+ *   5. client_priv, through which hicain_net's callbacks find it.
+ */
 
-	hidev = ib_alloc_device(hicain_ibdev, ibdev);
-	if (!hidev)
-		return -ENOMEM;
+/* hicain_ib_init_dev - stage 1, which cannot fail. */
+static void hicain_ib_init_dev(struct hicain_ibdev *hidev, struct hicain_dev *hdev)
+{
+	struct ib_device *ibdev = &hidev->ibdev;
+
 	hidev->hdev = hdev;
 	hidev->ib = hdev->ib_link;
 	if (!hidev->ib)
-		hidev->netdev = ndev;
+		hidev->netdev = hdev->netdev;
 	atomic_set(&hidev->epoch, 0);
 	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&hidev->srqs, XA_FLAGS_LOCK_IRQ);
@@ -164,22 +169,14 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	mutex_init(&hidev->pma_lock);
 	hidev->db_mappable = hicain_db_page(hdev->pdev);
 	hidev->db_pfn = pci_resource_start(hdev->pdev, 0) >> PAGE_SHIFT;
-	ibdev = &hidev->ibdev;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
 	ibdev->num_comp_vectors = max(hdev->num_comp_vectors, 1U);
-	hidev->vec_cqs = kcalloc(ibdev->num_comp_vectors, sizeof(*hidev->vec_cqs), GFP_KERNEL);
-	if (!hidev->vec_cqs) {
-		ret = -ENOMEM;
-		goto err_dealloc;
-	}
-	for (i = 0; i < ibdev->num_comp_vectors; i++)
-		xa_init_flags(&hidev->vec_cqs[i], XA_FLAGS_LOCK_IRQ);
 	ibdev->dev.parent = &hdev->pdev->dev;
 	ibdev->node_guid = cpu_to_be64(le64_to_cpu(READ_ONCE(hdev->hdr->node_guid)));
 	if (!ibdev->node_guid && !hidev->ib)
-		addrconf_addr_eui48((u8 *)&ibdev->node_guid, ndev->dev_addr);
+		addrconf_addr_eui48((u8 *)&ibdev->node_guid, hidev->netdev->dev_addr);
 	strscpy(ibdev->node_desc, "HiNIC hicain", sizeof(ibdev->node_desc));
 	/* Post, poll and notify go through write() commands, which ib_core
 	 * leaves out of the default mask (device-facts 3.6).
@@ -190,63 +187,128 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV);
 	ib_set_device_ops(ibdev, &hicain_ib_dev_ops);
-
-	if (hidev->ib) {
-		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
-		ret = hicain_ib_tables(hidev);
-		if (ret)
-			goto err_dealloc;
-	} else {
-		ret = ib_device_set_netdev(ibdev, ndev, 1);
-		if (ret)
-			goto err_dealloc;
-		/* Registration opens QP1 (ib_mad takes a PD, a CQ and the
-		 * DMA MR), after which an older device refuses SET_ADDR: the
-		 * addresses the netdev already has go first.
-		 */
-		hicain_sync_addrs(hidev);
-	}
-	ret = ib_register_device(ibdev, "hicain_%d", &hdev->pdev->dev);
-	if (ret)
-		goto err_dealloc;
-	hdev->client_priv = hidev;
 	if (hidev->ib)
-		dev_info(&hdev->pdev->dev, "registered %s, InfiniBand port\n", dev_name(&ibdev->dev));
-	else
-		dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
-	if (!hidev->db_mappable)
-		dev_info(&hdev->pdev->dev, "BAR0 shares its page: user queues use system calls\n");
-	else if (!hicain_abi_minor_at_least(hidev, 7))
-		dev_info(&hdev->pdev->dev, "device ABI before 1.7: user queues use system calls\n");
-	return 0;
-
-err_dealloc:
-	kfree(hidev->vec_cqs);
-	ib_dealloc_device(ibdev);
-	return ret;
+		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
 }
 
-static void hicain_ib_remove(struct hicain_dev *hdev)
+/*
+ * hicain_ib_fini_dev - undoes stage 1 once no object is left: the
+ * DESTROY_AH commands of AHs destroyed in atomic context go first, while
+ * the device still takes commands.
+ */
+static void hicain_ib_fini_dev(struct hicain_ibdev *hidev)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	flush_work(&hidev->ah_free_work);
+	xa_destroy(&hidev->cqs);
+	xa_destroy(&hidev->srqs);
+	xa_destroy(&hidev->qps);
+	mutex_destroy(&hidev->pma_lock);
+	mutex_destroy(&hidev->addr_lock);
+}
+
+/* hicain_ib_alloc_vec_cqs - stage 2: an xarray of CQs per completion vector. */
+static int hicain_ib_alloc_vec_cqs(struct hicain_ibdev *hidev)
+{
+	unsigned int i, n = hidev->ibdev.num_comp_vectors;
+
+	hidev->vec_cqs = kcalloc(n, sizeof(*hidev->vec_cqs), GFP_KERNEL);
+	if (!hidev->vec_cqs)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		xa_init_flags(&hidev->vec_cqs[i], XA_FLAGS_LOCK_IRQ);
+	return 0;
+}
+
+static void hicain_ib_free_vec_cqs(struct hicain_ibdev *hidev)
+{
 	unsigned int i;
 
-	if (!hidev)
-		return;
-	/* Before the netdev goes: the port holds a reference to it. */
-	ib_unregister_device(&hidev->ibdev);
-	/* The DESTROY_AH commands of AHs destroyed in atomic context,
-	 * while the device still takes commands.
-	 */
-	flush_work(&hidev->ah_free_work);
-	xa_destroy(&hidev->qps);
-	xa_destroy(&hidev->srqs);
-	xa_destroy(&hidev->cqs);
 	for (i = 0; i < hidev->ibdev.num_comp_vectors; i++)
 		xa_destroy(&hidev->vec_cqs[i]);
 	kfree(hidev->vec_cqs);
+	hidev->vec_cqs = NULL;
+}
+
+/*
+ * hicain_ib_setup_port - stage 3: an InfiniBand port's table sizes, or a
+ * RoCE port's netdev, whose addresses the device gets now: registration
+ * opens QP1 (ib_mad takes a PD, a CQ and the DMA MR), after which an
+ * older device refuses SET_ADDR.
+ */
+static int hicain_ib_setup_port(struct hicain_ibdev *hidev)
+{
+	int ret;
+
+	if (hidev->ib)
+		return hicain_ib_tables(hidev);
+	ret = ib_device_set_netdev(&hidev->ibdev, hidev->netdev, 1);
+	if (ret)
+		return ret;
+	hicain_sync_addrs(hidev);
+	return 0;
+}
+
+static void hicain_ib_announce(struct hicain_ibdev *hidev)
+{
+	struct device *dev = &hidev->hdev->pdev->dev;
+	const char *name = dev_name(&hidev->ibdev.dev);
+
+	if (hidev->ib)
+		dev_info(dev, "registered %s, InfiniBand port\n", name);
+	else
+		dev_info(dev, "registered %s on %s\n", name, hidev->netdev->name);
+	if (!hidev->db_mappable)
+		dev_info(dev, "BAR0 shares its page: user queues use system calls\n");
+	else if (!hicain_abi_minor_at_least(hidev, 7))
+		dev_info(dev, "device ABI before 1.7: user queues use system calls\n");
+}
+
+static int hicain_ib_add(struct hicain_dev *hdev)
+{
+	struct hicain_ibdev *hidev;
+	int ret;
+
+	hidev = ib_alloc_device(hicain_ibdev, ibdev);
+	if (!hidev)
+		return -ENOMEM;
+	hicain_ib_init_dev(hidev, hdev);
+	ret = hicain_ib_alloc_vec_cqs(hidev);
+	if (ret)
+		goto err_fini_dev;
+	ret = hicain_ib_setup_port(hidev);
+	if (ret)
+		goto err_free_vec_cqs;
+	ret = ib_register_device(&hidev->ibdev, "hicain_%d", &hdev->pdev->dev);
+	if (ret)
+		goto err_free_vec_cqs;
+	hdev->client_priv = hidev;
+	hicain_ib_announce(hidev);
+	return 0;
+
+err_free_vec_cqs:
+	hicain_ib_free_vec_cqs(hidev);
+err_fini_dev:
+	hicain_ib_fini_dev(hidev);
 	ib_dealloc_device(&hidev->ibdev);
+	return ret;
+}
+
+/*
+ * hicain_ib_remove - hicain_ib_add's stages undone in reverse order. No
+ * callback of hicain_net runs any more (hicain_detach).
+ */
+static void hicain_ib_remove(struct hicain_dev *hdev)
+{
+	struct hicain_ibdev *hidev = hdev->client_priv;
+
+	if (!hidev)
+		return;
 	hdev->client_priv = NULL;
+	/* Before the netdev goes: the port holds a reference to it. */
+	ib_unregister_device(&hidev->ibdev);
+	hicain_ib_free_vec_cqs(hidev);
+	hicain_ib_fini_dev(hidev);
+	ib_dealloc_device(&hidev->ibdev);
 }
 
 static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type type)
