@@ -20,8 +20,6 @@
 #include "hicain_net.h"
 #include "hicain_uverbs_abi.h"
 
-#define DRV_NAME "hicain_ib"
-
 /* ib_core's GID table per port: the default link-local GID, the IPv4 and
  * IPv6 addresses of the netdev (RoCE v2 GIDs, IBA annex A17).
  */

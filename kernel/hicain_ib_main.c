@@ -2,8 +2,9 @@
 /*
  * hicain_ib - RDMA verbs driver of the HiNIC emulated RDMA NIC.
  *
- * A client of hicain_net (hicain_net.h): for every bound HiNIC function
- * it registers an ib_device "hicain_%d" whose verbs are admin commands of
+ * The auxiliary driver of the RDMA devices of hicain_net (hicain_net.h,
+ * "hicain_net.rdma.<n>"): for every bound HiNIC function it registers
+ * an ib_device "hicain_%d" whose verbs are admin commands of
  * the device (hicain_abi.h, docs/device-abi.md). A RoCE port is RoCE v2
  * on the function's netdev: ib_core builds the GID table from the
  * netdev's addresses (ib_device_set_netdev), and the add_gid/del_gid
@@ -40,6 +41,7 @@
  * ib_unregister_device until the users closed their files.
  */
 
+#include <linux/auxiliary_bus.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
@@ -113,7 +115,7 @@ static const struct ib_device_ops hicain_ib_port_ops = {
 	.query_gid = hicain_query_gid,
 };
 
-/* ---- hicain_net client ---- */
+/* ---- probe stages ---- */
 
 /*
  * hicain_ib_tables - an InfiniBand port's GID and P_Key table sizes, the
@@ -145,7 +147,7 @@ static int hicain_ib_tables(struct hicain_ibdev *hidev)
  *      its netdev and the device's addresses), undone by
  *      ib_dealloc_device, which drops the netdev;
  *   4. ib_register_device;
- *   5. client_priv, through which hicain_net's callbacks find it.
+ *   5. hicain_set_rdma_ops: hicain_net's events, interrupts and resets.
  */
 
 /* hicain_ib_init_dev - stage 1, which cannot fail. */
@@ -263,54 +265,6 @@ static void hicain_ib_announce(struct hicain_ibdev *hidev)
 		dev_info(dev, "device ABI before 1.7: user queues use system calls\n");
 }
 
-static int hicain_ib_add(struct hicain_dev *hdev)
-{
-	struct hicain_ibdev *hidev;
-	int ret;
-
-	hidev = ib_alloc_device(hicain_ibdev, ibdev);
-	if (!hidev)
-		return -ENOMEM;
-	hicain_ib_init_dev(hidev, hdev);
-	ret = hicain_ib_alloc_vec_cqs(hidev);
-	if (ret)
-		goto err_fini_dev;
-	ret = hicain_ib_setup_port(hidev);
-	if (ret)
-		goto err_free_vec_cqs;
-	ret = ib_register_device(&hidev->ibdev, "hicain_%d", &hdev->pdev->dev);
-	if (ret)
-		goto err_free_vec_cqs;
-	hdev->client_priv = hidev;
-	hicain_ib_announce(hidev);
-	return 0;
-
-err_free_vec_cqs:
-	hicain_ib_free_vec_cqs(hidev);
-err_fini_dev:
-	hicain_ib_fini_dev(hidev);
-	ib_dealloc_device(&hidev->ibdev);
-	return ret;
-}
-
-/*
- * hicain_ib_remove - hicain_ib_add's stages undone in reverse order. No
- * callback of hicain_net runs any more (hicain_detach).
- */
-static void hicain_ib_remove(struct hicain_dev *hdev)
-{
-	struct hicain_ibdev *hidev = hdev->client_priv;
-
-	if (!hidev)
-		return;
-	hdev->client_priv = NULL;
-	/* Before the netdev goes: the port holds a reference to it. */
-	ib_unregister_device(&hidev->ibdev);
-	hicain_ib_free_vec_cqs(hidev);
-	hicain_ib_fini_dev(hidev);
-	ib_dealloc_device(&hidev->ibdev);
-}
-
 static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type type)
 {
 	struct ib_event ev = {
@@ -380,7 +334,7 @@ static void hicain_ib_cq_event(struct hicain_ibdev *hidev, u32 cqn, enum ib_even
 
 static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_ibdev *hidev = hdev->rdma_priv;
 	u32 handle = le32_to_cpu(eqe->handle);
 
 	switch (le32_to_cpu(eqe->type)) {
@@ -452,7 +406,7 @@ static bool hicain_ib_cq_fired(struct hicain_cq *cq)
  */
 static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_ibdev *hidev = hdev->rdma_priv;
 	struct hicain_cq *cq;
 	struct xarray *cqs;
 	unsigned long cqn;
@@ -470,7 +424,7 @@ static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
 
 static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_ibdev *hidev = hdev->rdma_priv;
 	struct ib_event ev = { .device = &hidev->ibdev };
 
 	if (done) {
@@ -499,27 +453,72 @@ static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
 	ib_dispatch_event(&ev);
 }
 
-static struct hicain_client hicain_ib_client = {
-	.name = DRV_NAME,
-	.add = hicain_ib_add,
-	.remove = hicain_ib_remove,
+static const struct hicain_rdma_ops hicain_ib_rdma_ops = {
 	.event = hicain_ib_event,
 	.cq_irq = hicain_ib_cq_irq,
 	.reset = hicain_ib_reset,
 };
 
-static int __init hicain_ib_init(void)
+/* ---- auxiliary driver ---- */
+
+static int hicain_ib_probe(struct auxiliary_device *adev, const struct auxiliary_device_id *id)
 {
-	return hicain_register_client(&hicain_ib_client);
+	struct hicain_dev *hdev = hicain_adev_hdev(adev);
+	struct hicain_ibdev *hidev;
+	int ret;
+
+	hidev = ib_alloc_device(hicain_ibdev, ibdev);
+	if (!hidev)
+		return -ENOMEM;
+	hicain_ib_init_dev(hidev, hdev);
+	ret = hicain_ib_alloc_vec_cqs(hidev);
+	if (ret)
+		goto err_fini_dev;
+	ret = hicain_ib_setup_port(hidev);
+	if (ret)
+		goto err_free_vec_cqs;
+	ret = ib_register_device(&hidev->ibdev, "hicain_%d", &hdev->pdev->dev);
+	if (ret)
+		goto err_free_vec_cqs;
+	auxiliary_set_drvdata(adev, hidev);
+	hicain_set_rdma_ops(hdev, &hicain_ib_rdma_ops, hidev);
+	hicain_ib_announce(hidev);
+	return 0;
+
+err_free_vec_cqs:
+	hicain_ib_free_vec_cqs(hidev);
+err_fini_dev:
+	hicain_ib_fini_dev(hidev);
+	ib_dealloc_device(&hidev->ibdev);
+	return ret;
 }
 
-static void __exit hicain_ib_exit(void)
+/* hicain_ib_remove - hicain_ib_probe's stages undone in reverse order. */
+static void hicain_ib_remove(struct auxiliary_device *adev)
 {
-	hicain_unregister_client(&hicain_ib_client);
+	struct hicain_ibdev *hidev = auxiliary_get_drvdata(adev);
+
+	hicain_clear_rdma_ops(hidev->hdev);
+	/* Before the netdev goes: the port holds a reference to it. */
+	ib_unregister_device(&hidev->ibdev);
+	hicain_ib_free_vec_cqs(hidev);
+	hicain_ib_fini_dev(hidev);
+	ib_dealloc_device(&hidev->ibdev);
 }
 
-module_init(hicain_ib_init);
-module_exit(hicain_ib_exit);
+static const struct auxiliary_device_id hicain_ib_id_table[] = {
+	{ .name = "hicain_net." HICAIN_ADEV_RDMA },
+	{ }
+};
+MODULE_DEVICE_TABLE(auxiliary, hicain_ib_id_table);
+
+/* Unnamed: the driver is "hicain_ib" on the auxiliary bus. */
+static struct auxiliary_driver hicain_ib_driver = {
+	.probe = hicain_ib_probe,
+	.remove = hicain_ib_remove,
+	.id_table = hicain_ib_id_table,
+};
+module_auxiliary_driver(hicain_ib_driver);
 
 MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
 MODULE_AUTHOR("PacketFive");

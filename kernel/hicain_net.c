@@ -10,21 +10,25 @@
  * their guest-physical (DMA) addresses.
  *
  * This module binds the function, does the driver-ready handshake,
- * registers an Ethernet netdev on the L2 rings and exports the admin
- * queue and interrupt callbacks to hicain_ib (hicain_net.h).
+ * registers an Ethernet netdev on the L2 rings, exports the admin queue
+ * (hicain_net.h) and creates the auxiliary device that hicain_ib binds,
+ * which gets the function's events and interrupts.
  */
 
+#include <linux/auxiliary_bus.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/etherdevice.h>
 #include <linux/if_vlan.h>
 #include <linux/interrupt.h>
+#include <linux/idr.h>
 #include <linux/io.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
-#include <linux/rculist.h>
+#include <linux/rcupdate.h>
 #include <linux/skbuff.h>
+#include <linux/slab.h>
 #include <linux/u64_stats_sync.h>
 #include <linux/workqueue.h>
 
@@ -97,9 +101,7 @@ struct hicain_priv {
 	char irq_names[HICAIN_MAX_VECTORS][24];
 };
 
-static LIST_HEAD(hicain_devices);
-static DEFINE_MUTEX(hicain_list_lock);	/* hicain_devices, hicain_client */
-static struct hicain_client *hicain_the_client;
+static DEFINE_IDA(hicain_adev_ida);	/* the ids of the auxiliary devices */
 
 static inline struct hicain_priv *hdev_priv(struct hicain_dev *hdev)
 {
@@ -316,73 +318,106 @@ static int hicain_query_port(struct hicain_dev *hdev, struct hicain_port_attr *a
 	return ret;
 }
 
-/* ---- client registration ---- */
+/* ---- the RDMA auxiliary device ---- */
 
-static void hicain_attach(struct hicain_dev *hdev, struct hicain_client *c)
+void hicain_set_rdma_ops(struct hicain_dev *hdev, const struct hicain_rdma_ops *ops, void *priv)
 {
-	int ret;
-
-	if (!c || !c->add)
-		return;
-	ret = c->add(hdev);
-	if (ret) {
-		dev_warn(&hdev->pdev->dev, "%s: attach failed: %d\n", c->name, ret);
-		return;
-	}
-	rcu_assign_pointer(hdev->client, c);
+	hdev->rdma_priv = priv;
+	rcu_assign_pointer(hdev->rdma_ops, ops);
 }
+EXPORT_SYMBOL_GPL(hicain_set_rdma_ops);
 
-static void hicain_detach(struct hicain_dev *hdev)
+void hicain_clear_rdma_ops(struct hicain_dev *hdev)
 {
-	struct hicain_client *c = rcu_dereference_protected(hdev->client,
-						lockdep_is_held(&hicain_list_lock));
-
-	if (!c)
-		return;
-	RCU_INIT_POINTER(hdev->client, NULL);
+	RCU_INIT_POINTER(hdev->rdma_ops, NULL);
 	/* No event or CQ callback runs after this. */
 	synchronize_rcu();
-	if (c->remove)
-		c->remove(hdev);
+	hdev->rdma_priv = NULL;
 }
+EXPORT_SYMBOL_GPL(hicain_clear_rdma_ops);
 
-int hicain_register_client(struct hicain_client *client)
+static void hicain_adev_release(struct device *dev)
 {
-	struct hicain_dev *hdev;
+	struct hicain_adev *hadev = container_of(to_auxiliary_dev(dev), struct hicain_adev, adev);
 
-	mutex_lock(&hicain_list_lock);
-	if (hicain_the_client) {
-		mutex_unlock(&hicain_list_lock);
-		return -EBUSY;
-	}
-	hicain_the_client = client;
-	list_for_each_entry(hdev, &hicain_devices, list)
-		hicain_attach(hdev, client);
-	mutex_unlock(&hicain_list_lock);
-	return 0;
+	ida_free(&hicain_adev_ida, hadev->adev.id);
+	kfree(hadev);
 }
-EXPORT_SYMBOL_GPL(hicain_register_client);
 
-void hicain_unregister_client(struct hicain_client *client)
+/*
+ * hicain_adev_create - the function's RDMA auxiliary device, last in
+ * probe. Without it the function is an Ethernet NIC only.
+ */
+static void hicain_adev_create(struct hicain_dev *hdev)
 {
-	struct hicain_dev *hdev;
+	struct hicain_adev *hadev;
+	int ret;
 
-	mutex_lock(&hicain_list_lock);
-	if (hicain_the_client == client) {
-		list_for_each_entry(hdev, &hicain_devices, list)
-			hicain_detach(hdev);
-		hicain_the_client = NULL;
+	hadev = kzalloc(sizeof(*hadev), GFP_KERNEL);
+	if (!hadev)
+		goto err;
+	ret = ida_alloc(&hicain_adev_ida, GFP_KERNEL);
+	if (ret < 0) {
+		kfree(hadev);
+		goto err;
 	}
-	mutex_unlock(&hicain_list_lock);
+	hadev->hdev = hdev;
+	hadev->adev.name = HICAIN_ADEV_RDMA;
+	hadev->adev.id = ret;
+	hadev->adev.dev.parent = &hdev->pdev->dev;
+	hadev->adev.dev.release = hicain_adev_release;
+	if (auxiliary_device_init(&hadev->adev)) {
+		ida_free(&hicain_adev_ida, hadev->adev.id);
+		kfree(hadev);
+		goto err;
+	}
+	if (auxiliary_device_add(&hadev->adev)) {
+		auxiliary_device_uninit(&hadev->adev);	/* releases it */
+		goto err;
+	}
+	mutex_lock(&hdev->adev_lock);
+	hdev->adev = hadev;
+	mutex_unlock(&hdev->adev_lock);
+	return;
+
+err:
+	dev_warn(&hdev->pdev->dev, "no RDMA auxiliary device: Ethernet only\n");
 }
-EXPORT_SYMBOL_GPL(hicain_unregister_client);
+
+/* hicain_adev_destroy - first in remove: unbinds hicain_ib. */
+static void hicain_adev_destroy(struct hicain_dev *hdev)
+{
+	struct hicain_adev *hadev;
+
+	mutex_lock(&hdev->adev_lock);
+	hadev = hdev->adev;
+	hdev->adev = NULL;
+	mutex_unlock(&hdev->adev_lock);
+	if (!hadev)
+		return;
+	auxiliary_device_delete(&hadev->adev);
+	auxiliary_device_uninit(&hadev->adev);
+}
+
+/* hicain_adev_get - a reference to the RDMA auxiliary device, or NULL. */
+static struct hicain_adev *hicain_adev_get(struct hicain_dev *hdev)
+{
+	struct hicain_adev *hadev;
+
+	mutex_lock(&hdev->adev_lock);
+	hadev = hdev->adev;
+	if (hadev)
+		get_device(&hadev->adev.dev);
+	mutex_unlock(&hdev->adev_lock);
+	return hadev;
+}
 
 /* ---- event queue and interrupts ---- */
 
 static void hicain_dispatch_event(struct hicain_dev *hdev, const struct hicain_eqe *e)
 {
 	struct hicain_priv *priv = hdev_priv(hdev);
-	struct hicain_client *c;
+	const struct hicain_rdma_ops *ops;
 
 	switch (le32_to_cpu(e->type)) {
 	case HICAIN_EV_PORT_ACTIVE:
@@ -397,9 +432,9 @@ static void hicain_dispatch_event(struct hicain_dev *hdev, const struct hicain_e
 		break;
 	}
 	rcu_read_lock();
-	c = rcu_dereference(hdev->client);
-	if (c && c->event)
-		c->event(hdev, e);
+	ops = rcu_dereference(hdev->rdma_ops);
+	if (ops && ops->event)
+		ops->event(hdev, e);
 	rcu_read_unlock();
 }
 
@@ -451,12 +486,12 @@ static irqreturn_t hicain_l2_irq(int irq, void *data)
 static irqreturn_t hicain_cq_irq(int irq, void *data)
 {
 	struct hicain_cq_vec *v = data;
-	struct hicain_client *c;
+	const struct hicain_rdma_ops *ops;
 
 	rcu_read_lock();
-	c = rcu_dereference(v->hdev->client);
-	if (c && c->cq_irq)
-		c->cq_irq(v->hdev, v->comp_vector);
+	ops = rcu_dereference(v->hdev->rdma_ops);
+	if (ops && ops->cq_irq)
+		ops->cq_irq(v->hdev, v->comp_vector);
 	rcu_read_unlock();
 	return IRQ_HANDLED;
 }
@@ -920,15 +955,24 @@ static const struct net_device_ops hicain_netdev_ops = {
 
 /* ---- fatal state and reset ---- */
 
+/*
+ * hicain_notify_reset - tell the RDMA driver, under its auxiliary
+ * device's lock: not while it probes or removes, which set and clear its
+ * ops under that lock.
+ */
 static void hicain_notify_reset(struct hicain_dev *hdev, bool done)
 {
-	struct hicain_client *c;
+	struct hicain_adev *hadev = hicain_adev_get(hdev);
+	const struct hicain_rdma_ops *ops;
 
-	mutex_lock(&hicain_list_lock);
-	c = rcu_dereference_protected(hdev->client, lockdep_is_held(&hicain_list_lock));
-	if (c && c->reset)
-		c->reset(hdev, done);
-	mutex_unlock(&hicain_list_lock);
+	if (!hadev)
+		return;
+	device_lock(&hadev->adev.dev);
+	ops = rcu_dereference_protected(hdev->rdma_ops, lockdep_is_held(&hadev->adev.dev.mutex));
+	if (ops && ops->reset)
+		ops->reset(hdev, done);
+	device_unlock(&hadev->adev.dev);
+	put_device(&hadev->adev.dev);
 }
 
 /*
@@ -1067,8 +1111,8 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	hdev->bar2_len = len;
 	hdev->hdr = bar2 + HICAIN_HDR_OFF;
 	hdev->ib_link = READ_ONCE(hdev->hdr->link_layer) == HICAIN_LINK_INFINIBAND;
-	INIT_LIST_HEAD(&hdev->list);
 	mutex_init(&hdev->admin_lock);
+	mutex_init(&hdev->adev_lock);
 	init_waitqueue_head(&hdev->admin_wq);
 	spin_lock_init(&hdev->eq_lock);
 	INIT_WORK(&priv->reset_work, hicain_reset_work);
@@ -1164,10 +1208,7 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 			    netif_carrier_ok(ndev) ? ", link up" : "");
 	}
 
-	mutex_lock(&hicain_list_lock);
-	list_add_tail(&hdev->list, &hicain_devices);
-	hicain_attach(hdev, hicain_the_client);
-	mutex_unlock(&hicain_list_lock);
+	hicain_adev_create(hdev);
 	return 0;
 
 err_reset:
@@ -1204,10 +1245,7 @@ static void hicain_remove(struct pci_dev *pdev)
 	struct net_device *ndev = priv->ndev;
 	void *bar2 = hdev->bar2;
 
-	mutex_lock(&hicain_list_lock);
-	hicain_detach(hdev);
-	list_del(&hdev->list);
-	mutex_unlock(&hicain_list_lock);
+	hicain_adev_destroy(hdev);
 
 	if (!hdev->ib_link)
 		unregister_netdev(ndev);
