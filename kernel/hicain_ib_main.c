@@ -51,6 +51,17 @@
 
 #include "hicain_ib.h"
 
+MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
+MODULE_AUTHOR("PacketFive");
+MODULE_LICENSE("GPL");
+
+/* hicain_net's RDMA auxiliary devices, "hicain_net.rdma.<n>". */
+static const struct auxiliary_device_id hicain_ib_id_table[] = {
+	{ .name = "hicain_net." HICAIN_ADEV_RDMA },
+	{ }
+};
+MODULE_DEVICE_TABLE(auxiliary, hicain_ib_id_table);
+
 static const struct ib_device_ops hicain_ib_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,	/* libibverbs matches by name */
@@ -276,60 +287,64 @@ static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type 
 	ib_dispatch_event(&ev);	/* queues work: fine in hard IRQ context */
 }
 
+/* hicain_ib_event_xa - the xarray of the objects of an event type. */
+static struct xarray *hicain_ib_event_xa(struct hicain_ibdev *hidev, enum ib_event_type type)
+{
+	switch (type) {
+	case IB_EVENT_CQ_ERR:
+		return &hidev->cqs;
+	case IB_EVENT_SRQ_ERR:
+	case IB_EVENT_SRQ_LIMIT_REACHED:
+		return &hidev->srqs;
+	default:
+		return &hidev->qps;
+	}
+}
+
+/* hicain_ib_deliver - ev to the handler of obj, a CQ, SRQ or QP by ev's type. */
+static void hicain_ib_deliver(struct ib_event *ev, void *obj)
+{
+	struct hicain_srq *srq = obj;
+	struct hicain_cq *cq = obj;
+	struct hicain_qp *qp = obj;
+
+	switch (ev->event) {
+	case IB_EVENT_CQ_ERR:
+		ev->element.cq = &cq->ibcq;
+		if (cq->ibcq.event_handler)
+			cq->ibcq.event_handler(ev, cq->ibcq.cq_context);
+		break;
+	case IB_EVENT_SRQ_ERR:
+	case IB_EVENT_SRQ_LIMIT_REACHED:
+		ev->element.srq = &srq->ibsrq;
+		if (srq->ibsrq.event_handler)
+			srq->ibsrq.event_handler(ev, srq->ibsrq.srq_context);
+		break;
+	default:
+		ev->element.qp = &qp->ibqp;
+		if (qp->ibqp.event_handler)
+			qp->ibqp.event_handler(ev, qp->ibqp.qp_context);
+	}
+}
+
 /*
- * hicain_ib_qp_event - an asynchronous QP event, in hard IRQ context.
- * The handler runs under the xarray lock, so destroy_qp (which erases
- * the QP under that lock first) never frees a QP a handler still uses.
- * uverbs' handler only queues the event for the process.
+ * hicain_ib_obj_event - an asynchronous event of the CQ, SRQ or QP
+ * handle, in hard IRQ context. The handler runs under the xarray lock,
+ * so destroy (which erases the object under that lock first) never
+ * frees an object a handler still uses. uverbs' handler only queues the
+ * event for the process.
  */
-static void hicain_ib_qp_event(struct hicain_ibdev *hidev, u32 qpn, enum ib_event_type type)
+static void hicain_ib_obj_event(struct hicain_ibdev *hidev, u32 handle, enum ib_event_type type)
 {
-	struct hicain_qp *qp;
-	struct ib_event ev;
+	struct xarray *xa = hicain_ib_event_xa(hidev, type);
+	struct ib_event ev = { .device = &hidev->ibdev, .event = type };
+	void *obj;
 
-	xa_lock(&hidev->qps);
-	qp = xa_load(&hidev->qps, qpn);
-	if (qp && qp->ibqp.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.qp = &qp->ibqp;
-		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
-	}
-	xa_unlock(&hidev->qps);
-}
-
-/* hicain_ib_srq_event - as hicain_ib_qp_event, for an SRQ. */
-static void hicain_ib_srq_event(struct hicain_ibdev *hidev, u32 srqn, enum ib_event_type type)
-{
-	struct hicain_srq *srq;
-	struct ib_event ev;
-
-	xa_lock(&hidev->srqs);
-	srq = xa_load(&hidev->srqs, srqn);
-	if (srq && srq->ibsrq.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.srq = &srq->ibsrq;
-		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
-	}
-	xa_unlock(&hidev->srqs);
-}
-
-/* hicain_ib_cq_event - as hicain_ib_qp_event, for a CQ. */
-static void hicain_ib_cq_event(struct hicain_ibdev *hidev, u32 cqn, enum ib_event_type type)
-{
-	struct hicain_cq *cq;
-	struct ib_event ev;
-
-	xa_lock(&hidev->cqs);
-	cq = xa_load(&hidev->cqs, cqn);
-	if (cq && cq->ibcq.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.cq = &cq->ibcq;
-		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
-	}
-	xa_unlock(&hidev->cqs);
+	xa_lock(xa);
+	obj = xa_load(xa, handle);
+	if (obj)
+		hicain_ib_deliver(&ev, obj);
+	xa_unlock(xa);
 }
 
 static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
@@ -354,19 +369,19 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 		hicain_ib_port_event(hidev, IB_EVENT_CLIENT_REREGISTER);
 		break;
 	case HICAIN_EV_QP_FATAL:
-		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_FATAL);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_QP_FATAL);
 		break;
 	case HICAIN_EV_CQ_ERR:
-		hicain_ib_cq_event(hidev, handle, IB_EVENT_CQ_ERR);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_CQ_ERR);
 		break;
 	case HICAIN_EV_QP_LAST_WQE:
-		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
 		break;
 	case HICAIN_EV_SRQ_LIMIT:
-		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
 		break;
 	case HICAIN_EV_SRQ_ERR:
-		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_ERR);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_SRQ_ERR);
 		break;
 	}
 }
@@ -506,12 +521,6 @@ static void hicain_ib_remove(struct auxiliary_device *adev)
 	ib_dealloc_device(&hidev->ibdev);
 }
 
-static const struct auxiliary_device_id hicain_ib_id_table[] = {
-	{ .name = "hicain_net." HICAIN_ADEV_RDMA },
-	{ }
-};
-MODULE_DEVICE_TABLE(auxiliary, hicain_ib_id_table);
-
 /* Unnamed: the driver is "hicain_ib" on the auxiliary bus. */
 static struct auxiliary_driver hicain_ib_driver = {
 	.probe = hicain_ib_probe,
@@ -519,7 +528,3 @@ static struct auxiliary_driver hicain_ib_driver = {
 	.id_table = hicain_ib_id_table,
 };
 module_auxiliary_driver(hicain_ib_driver);
-
-MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
-MODULE_AUTHOR("PacketFive");
-MODULE_LICENSE("GPL");
