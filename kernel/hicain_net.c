@@ -92,6 +92,7 @@ struct hicain_priv {
 	u32 rx_clean;		/* NAPI */
 	unsigned int rx_buf_len;
 	bool rx_ready;		/* every RX slot holds a mapped buffer */
+	bool rx_kept;		/* the device did not reset: never free RX */
 
 	struct hicain_stats rx_stats;	/* NAPI */
 	struct hicain_stats tx_stats;	/* NAPI completions */
@@ -1057,50 +1058,60 @@ static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, s
 	return 0;
 }
 
-static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+/*
+ * Probe in stages, each undone in reverse order by the error path and by
+ * hicain_remove, its mirror image:
+ *   1. pci_enable_device;
+ *   2. pci_request_regions;
+ *   3. hicain_map_bar2: BAR2 mapped, its header checked, DMA mask;
+ *   4. hicain_alloc_priv: the netdev that holds hicain_priv, its NAPI;
+ *   5. pci_iomap of BAR0, and a reset of a device left live;
+ *   6. hicain_alloc_vectors: the MSI-X vectors;
+ *   7. hicain_rx_alloc_all: the RX buffers;
+ *   8. hicain_up: interrupts, RX posted, handshake (hicain_down resets
+ *      the device, and keeps the RX buffers if it does not answer);
+ *   9. hicain_register: QUERY_PORT and the netdev (RoCE only);
+ *  10. hicain_adev_create: the RDMA auxiliary device.
+ */
+
+/* hicain_map_bar2 - stage 3: BAR2 holds a HiNIC header this driver speaks. */
+static int hicain_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
 {
-	struct hicain_port_attr port = {};
-	struct net_device *ndev;
-	struct hicain_priv *priv;
-	struct hicain_dev *hdev;
-	unsigned int max_mtu, nvec;
-	void *bar2;
-	size_t len;
 	int ret;
 
-	ret = pci_enable_device(pdev);
-	if (ret)
-		return ret;
-	len = pci_resource_len(pdev, 2);
-	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || len < sizeof(struct hicain_dev_hdr)) {
-		ret = -ENODEV;
-		goto err_disable;
-	}
-	ret = pci_request_regions(pdev, DRV_NAME);
-	if (ret)
-		goto err_disable;
+	*len = pci_resource_len(pdev, 2);
+	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || *len < sizeof(struct hicain_dev_hdr))
+		return -ENODEV;
 	/* BAR2 is RAM on the host side, shared with the backend process. */
-	bar2 = memremap(pci_resource_start(pdev, 2), len, MEMREMAP_WB);
-	if (!bar2) {
-		ret = -ENOMEM;
-		goto err_regions;
-	}
-	ret = hicain_check_header(pdev, bar2 + HICAIN_HDR_OFF, len);
+	*bar2 = memremap(pci_resource_start(pdev, 2), *len, MEMREMAP_WB);
+	if (!*bar2)
+		return -ENOMEM;
+	ret = hicain_check_header(pdev, *bar2 + HICAIN_HDR_OFF, *len);
 	if (ret)
-		goto err_unmap2;
-
+		goto err_unmap;
 	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
 	if (ret) {
 		dev_err(&pdev->dev, "no 64-bit DMA\n");
-		goto err_unmap2;
+		goto err_unmap;
 	}
 	pci_set_master(pdev);
+	return 0;
+
+err_unmap:
+	memunmap(*bar2);
+	return ret;
+}
+
+/* hicain_alloc_priv - stage 4: the netdev, the private state it holds. */
+static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, size_t len)
+{
+	struct net_device *ndev;
+	struct hicain_priv *priv;
+	struct hicain_dev *hdev;
 
 	ndev = alloc_etherdev(sizeof(*priv));
-	if (!ndev) {
-		ret = -ENOMEM;
-		goto err_unmap2;
-	}
+	if (!ndev)
+		return NULL;
 	SET_NETDEV_DEV(ndev, &pdev->dev);
 	priv = netdev_priv(ndev);
 	priv->ndev = ndev;
@@ -1121,149 +1132,229 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	u64_stats_init(&priv->xmit_stats.syncp);
 	priv->tx_ring = bar2 + HICAIN_L2_TX_OFF;
 	priv->rx_ring = bar2 + HICAIN_L2_RX_OFF;
+	ndev->max_mtu = min_t(unsigned int, le32_to_cpu(hdev->hdr->max_mtu),
+			      HICAIN_L2_MAX_FRAME - VLAN_ETH_HLEN);
+	if (ndev->max_mtu < ETH_MIN_MTU)
+		ndev->max_mtu = ETH_DATA_LEN;
+	priv->rx_buf_len = ndev->max_mtu + VLAN_ETH_HLEN;
 	/* Before the interrupts: the L2 vector schedules this NAPI (which
 	 * stays disabled until ndo_open) as soon as the device is live.
 	 */
 	netif_napi_add(ndev, &priv->napi, hicain_napi_poll);
 	pci_set_drvdata(pdev, priv);
+	return priv;
+}
 
-	hdev->bar0 = pci_iomap(pdev, 0, 0);
-	if (!hdev->bar0) {
-		ret = -ENOMEM;
-		goto err_free_netdev;
-	}
+static void hicain_free_priv(struct hicain_priv *priv)
+{
+	netif_napi_del(&priv->napi);
+	free_netdev(priv->ndev);
+}
 
-	/* A previous driver left the device live (or it went fatal): start
-	 * from a clean device, with its indices at 0.
-	 */
+/*
+ * hicain_map_bar0 - stage 5: the doorbell register, and a clean device
+ * with its indices at 0 when a previous driver left it live (or it went
+ * fatal).
+ */
+static int hicain_map_bar0(struct hicain_dev *hdev)
+{
+	int ret;
+
+	hdev->bar0 = pci_iomap(hdev->pdev, 0, 0);
+	if (!hdev->bar0)
+		return -ENOMEM;
 	hdev->reset_count = hdr_load(&hdev->hdr->reset_count);
-	if (hicain_dev_status(hdev) & (HICAIN_DEV_LIVE | HICAIN_DEV_FATAL)) {
-		ret = hicain_hw_reset(hdev);
-		if (ret)
-			goto err_iounmap;
-	}
+	if (!(hicain_dev_status(hdev) & (HICAIN_DEV_LIVE | HICAIN_DEV_FATAL)))
+		return 0;
+	ret = hicain_hw_reset(hdev);
+	if (ret)
+		pci_iounmap(hdev->pdev, hdev->bar0);
+	return ret;
+}
+
+/* hicain_alloc_vectors - stage 6: at least the control and L2 vectors; the rest serve CQs. */
+static int hicain_alloc_vectors(struct hicain_dev *hdev)
+{
+	unsigned int nvec;
+	int ret;
 
 	nvec = min_t(unsigned int, le32_to_cpu(hdev->hdr->num_vectors), HICAIN_MAX_VECTORS);
-	/* At least the control and L2 vectors; the rest serve CQs. */
-	ret = pci_alloc_irq_vectors(pdev, HICAIN_IRQ_L2 + 1, max(nvec, HICAIN_IRQ_L2 + 1U),
+	ret = pci_alloc_irq_vectors(hdev->pdev, HICAIN_IRQ_L2 + 1, max(nvec, HICAIN_IRQ_L2 + 1U),
 				    PCI_IRQ_MSIX);
 	if (ret < 0) {
-		dev_err(&pdev->dev, "MSI-X: %d\n", ret);
-		goto err_iounmap;
+		dev_err(&hdev->pdev->dev, "MSI-X: %d\n", ret);
+		return ret;
 	}
 	hdev->num_vectors = ret;
 	hdev->num_comp_vectors = ret - HICAIN_IRQ_CQ_BASE;
+	return 0;
+}
+
+/*
+ * hicain_down - undoes hicain_up: no interrupt and no reset work, and the
+ * device back to READY, which drops every index and buffer of ours. If
+ * it does not answer, the RX buffers stay allocated (rx_kept) rather
+ * than be written after free.
+ */
+static void hicain_down(struct hicain_priv *priv)
+{
+	struct hicain_dev *hdev = &priv->hdev;
+
+	hicain_free_irqs(hdev);
+	cancel_work_sync(&priv->reset_work);
+	if (hicain_hw_reset(hdev))
+		priv->rx_kept = true;
+	hicain_tx_drop_all(priv);
+}
+
+/*
+ * hicain_up - stage 8: the interrupts, then the RX buffers posted (the
+ * rings are empty until the device is live, and no frame after LIVE may
+ * find the ring empty), then the handshake.
+ */
+static int hicain_up(struct hicain_priv *priv)
+{
+	int ret;
+
 	ret = hicain_request_irqs(priv);
 	if (ret)
-		goto err_vectors;
-
-	max_mtu = min_t(unsigned int, le32_to_cpu(hdev->hdr->max_mtu),
-			HICAIN_L2_MAX_FRAME - VLAN_ETH_HLEN);
-	if (max_mtu < ETH_MIN_MTU)
-		max_mtu = ETH_DATA_LEN;
-	priv->rx_buf_len = max_mtu + VLAN_ETH_HLEN;
-	ret = hicain_rx_alloc_all(priv);
-	if (ret)
-		goto err_irqs;
-	/* The rings are empty until the device is live; post the buffers
-	 * first so that no frame after LIVE finds the ring empty.
-	 */
+		return ret;
 	hicain_rx_start(priv);
-	ret = hicain_hw_start(hdev);
+	ret = hicain_hw_start(&priv->hdev);
 	if (ret)
-		goto err_reset;
+		hicain_down(priv);
+	return ret;
+}
+
+/* hicain_rx_release - undoes stage 7, unless the device may still write the buffers. */
+static void hicain_rx_release(struct hicain_priv *priv)
+{
+	if (priv->rx_kept)
+		dev_warn(&priv->hdev.pdev->dev, "device did not reset; keeping its RX buffers\n");
+	else
+		hicain_rx_free_all(priv);
+}
+
+/*
+ * hicain_register - stage 9: the netdev of a RoCE function. An
+ * InfiniBand port carries no Ethernet: the device serves no L2 rings
+ * (no HICAIN_CAP_L2), so there is no netdev to show. IPoIB, if wanted,
+ * runs on the ib_device.
+ */
+static int hicain_register(struct hicain_priv *priv)
+{
+	struct hicain_port_attr port = {};
+	struct hicain_dev *hdev = &priv->hdev;
+	struct net_device *ndev = priv->ndev;
+	int ret;
 
 	ret = hicain_query_port(hdev, &port);
 	if (ret)
-		dev_warn(&pdev->dev, "QUERY_PORT: %d\n", ret);
-
+		dev_warn(&hdev->pdev->dev, "QUERY_PORT: %d\n", ret);
 	ndev->netdev_ops = &hicain_netdev_ops;
 	ndev->min_mtu = ETH_MIN_MTU;
-	ndev->max_mtu = max_mtu;
-	ndev->mtu = min_t(unsigned int, ETH_DATA_LEN, max_mtu);
+	ndev->mtu = min_t(unsigned int, ETH_DATA_LEN, ndev->max_mtu);
 	eth_hw_addr_set(ndev, hdev->hdr->mac);
 	if (!is_valid_ether_addr(ndev->dev_addr)) {
-		dev_warn(&pdev->dev, "device MAC %pM is not valid, using a random one\n",
+		dev_warn(&hdev->pdev->dev, "device MAC %pM is not valid, using a random one\n",
 			 hdev->hdr->mac);
 		eth_hw_addr_random(ndev);
 	}
 	netif_carrier_off(ndev);
 	if (hdev->ib_link) {
-		/* An InfiniBand port carries no Ethernet: the device serves
-		 * no L2 rings (no HICAIN_CAP_L2), so there is no netdev to
-		 * show. IPoIB, if wanted, runs on the ib_device.
-		 */
-		dev_info(&pdev->dev, "HiNIC ABI %u.%u, InfiniBand, %u MSI-X vectors, port state %u\n",
+		dev_info(&hdev->pdev->dev, "HiNIC ABI %u.%u, InfiniBand, %u MSI-X vectors, port state %u\n",
 			 le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
 			 hdev->num_vectors, le32_to_cpu(port.state));
-	} else {
-		ret = register_netdev(ndev);
-		if (ret)
-			goto err_reset;
-		hicain_update_carrier(priv);
-
-		netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
-			    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
-			    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), max_mtu,
-			    netif_carrier_ok(ndev) ? ", link up" : "");
+		return 0;
 	}
+	ret = register_netdev(ndev);
+	if (ret)
+		return ret;
+	hicain_update_carrier(priv);
+	netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
+		    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
+		    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), ndev->max_mtu,
+		    netif_carrier_ok(ndev) ? ", link up" : "");
+	return 0;
+}
 
-	hicain_adev_create(hdev);
+static void hicain_unregister(struct hicain_priv *priv)
+{
+	if (!priv->hdev.ib_link)
+		unregister_netdev(priv->ndev);
+}
+
+static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct hicain_priv *priv;
+	void *bar2;
+	size_t len;
+	int ret;
+
+	ret = pci_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pci_request_regions(pdev, DRV_NAME);
+	if (ret)
+		goto err_disable;
+	ret = hicain_map_bar2(pdev, &bar2, &len);
+	if (ret)
+		goto err_release_regions;
+	priv = hicain_alloc_priv(pdev, bar2, len);
+	if (!priv) {
+		ret = -ENOMEM;
+		goto err_unmap_bar2;
+	}
+	ret = hicain_map_bar0(&priv->hdev);
+	if (ret)
+		goto err_free_priv;
+	ret = hicain_alloc_vectors(&priv->hdev);
+	if (ret)
+		goto err_unmap_bar0;
+	ret = hicain_rx_alloc_all(priv);
+	if (ret)
+		goto err_free_vectors;
+	ret = hicain_up(priv);
+	if (ret)
+		goto err_rx_release;
+	ret = hicain_register(priv);
+	if (ret)
+		goto err_down;
+	hicain_adev_create(&priv->hdev);
 	return 0;
 
-err_reset:
-	hicain_free_irqs(hdev);
-	cancel_work_sync(&priv->reset_work);
-	/* The device must forget the RX buffers before they are freed. */
-	if (hicain_hw_reset(hdev))
-		priv->rx_ready = false;
-	else
-		hicain_rx_free_all(priv);
-err_irqs:
-	hicain_free_irqs(hdev);
-	cancel_work_sync(&priv->reset_work);
-err_vectors:
+err_down:
+	hicain_down(priv);
+err_rx_release:
+	hicain_rx_release(priv);
+err_free_vectors:
 	pci_free_irq_vectors(pdev);
-err_iounmap:
-	pci_iounmap(pdev, hdev->bar0);
-err_free_netdev:
-	netif_napi_del(&priv->napi);
-	free_netdev(ndev);
-err_unmap2:
+err_unmap_bar0:
+	pci_iounmap(pdev, priv->hdev.bar0);
+err_free_priv:
+	hicain_free_priv(priv);
+err_unmap_bar2:
 	memunmap(bar2);
-err_regions:
+err_release_regions:
 	pci_release_regions(pdev);
 err_disable:
 	pci_disable_device(pdev);
 	return ret;
 }
 
+/* hicain_remove - hicain_probe's stages undone in reverse order. */
 static void hicain_remove(struct pci_dev *pdev)
 {
 	struct hicain_priv *priv = pci_get_drvdata(pdev);
-	struct hicain_dev *hdev = &priv->hdev;
-	struct net_device *ndev = priv->ndev;
-	void *bar2 = hdev->bar2;
+	void *bar2 = priv->hdev.bar2;
 
-	hicain_adev_destroy(hdev);
-
-	if (!hdev->ib_link)
-		unregister_netdev(ndev);
-	hicain_free_irqs(hdev);
-	cancel_work_sync(&priv->reset_work);
-	/* Back to READY: the device drops every index and buffer of ours
-	 * and raises no more interrupts. If it does not answer, the RX
-	 * buffers stay allocated rather than be written after free.
-	 */
-	if (hicain_hw_reset(hdev))
-		dev_warn(&pdev->dev, "device did not reset; keeping its RX buffers\n");
-	else
-		hicain_rx_free_all(priv);
-	hicain_tx_drop_all(priv);
-	netif_napi_del(&priv->napi);
+	hicain_adev_destroy(&priv->hdev);
+	hicain_unregister(priv);
+	hicain_down(priv);
+	hicain_rx_release(priv);
 	pci_free_irq_vectors(pdev);
-	pci_iounmap(pdev, hdev->bar0);
-	free_netdev(ndev);
+	pci_iounmap(pdev, priv->hdev.bar0);
+	hicain_free_priv(priv);
 	memunmap(bar2);
 	pci_release_regions(pdev);
 	pci_disable_device(pdev);
