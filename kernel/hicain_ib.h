@@ -20,8 +20,6 @@
 #include "hicain_net.h"
 #include "hicain_uverbs_abi.h"
 
-#define DRV_NAME "hicain_ib"
-
 /* ib_core's GID table per port: the default link-local GID, the IPv4 and
  * IPv6 addresses of the netdev (RoCE v2 GIDs, IBA annex A17).
  */
@@ -88,8 +86,8 @@ struct hicain_ibdev {
 	atomic_t epoch;
 	struct xarray qps;		/* qpn -> hicain_qp, IRQ-safe lock */
 	struct xarray srqs;		/* srqn -> hicain_srq, IRQ-safe lock */
-	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
-	struct list_head cqs;
+	struct xarray cqs;		/* cqn -> hicain_cq, IRQ-safe lock */
+	struct xarray *vec_cqs;		/* per comp vector: cqn -> hicain_cq */
 	struct mutex addr_lock;		/* addrs, refreshing gids, cap_set */
 	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
 	/*
@@ -129,6 +127,7 @@ enum hicain_mmap_type {
 struct hicain_mmap_entry {
 	struct rdma_user_mmap_entry rdma;
 	enum hicain_mmap_type type;
+	bool kept;			/* QUEUE: never freed (hicain_uq_keep) */
 	unsigned long pfn;		/* DB: BAR0's page */
 	void *cpu;			/* QUEUE: the pages */
 	size_t size;
@@ -185,7 +184,6 @@ struct hicain_cq {
 	spinlock_t lock;		/* cons, polling */
 	u32 cons;
 	bool armed;
-	struct list_head list;		/* hicain_ibdev.cqs */
 	/* A mapped user CQ: the process polls and arms it; the interrupt
 	 * compares dbrec->events with events_seen (ABI 1.7).
 	 */
@@ -326,6 +324,7 @@ int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 		       void *out, size_t len);
 int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 			struct hicain_admin_cqe *cqe);
+bool hicain_undo_create(struct hicain_ibdev *hidev, u16 opcode, u32 handle);
 int hicain_destroy_handle(struct hicain_ibdev *hidev, int epoch, u16 opcode, u32 handle);
 
 /* hicain_ib_verbs.c: verbs */
@@ -391,6 +390,7 @@ bool hicain_db_page(struct pci_dev *pdev);
 int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
 		    struct hicain_uq *uq, size_t ring_bytes, size_t dbrec_bytes, bool paged);
 void hicain_uq_free(struct hicain_ibdev *hidev, struct hicain_uq *uq);
+size_t hicain_uq_keep(struct hicain_uq *uq);
 void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
 		    struct hicain_ib_queue *q);
 void hicain_mmap_free(struct rdma_user_mmap_entry *re);

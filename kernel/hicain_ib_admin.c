@@ -32,7 +32,10 @@ int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
 	if (!ret)
 		memcpy(out, buf, len);
-	dma_free_coherent(dma_dev, len, buf, dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, len);
+	else
+		dma_free_coherent(dma_dev, len, buf, dma);
 	return ret;
 }
 
@@ -45,6 +48,16 @@ int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 	cmd.opcode = cpu_to_le16(opcode);
 	cmd.handle = cpu_to_le32(handle);
 	return hicain_admin_exec(hidev->hdev, &cmd, cqe);
+}
+
+/*
+ * hicain_undo_create - destroy an object that create could not hand out
+ * after all. Returns whether the device no longer has it, so that the
+ * memory it used may be freed.
+ */
+bool hicain_undo_create(struct hicain_ibdev *hidev, u16 opcode, u32 handle)
+{
+	return !hicain_destroy_status(hicain_admin_handle(hidev, opcode, handle, NULL));
 }
 
 /*

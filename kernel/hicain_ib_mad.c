@@ -140,6 +140,35 @@ static u32 hicain_pma_clear_mask(__be16 sel)
 }
 
 /*
+ * hicain_pma_get - the start of a PortCounters or PortCountersExtended
+ * answer, which both begin with PortSelect and CounterSelect: the
+ * counters of view v, after a Set cleared those in clear, and the data
+ * after CounterSelect zeroed. Returns a MAD status or a negative errno.
+ */
+static int hicain_pma_get(struct hicain_ibdev *hidev, u32 port, struct ib_pma_mad *pmp,
+			  enum hicain_pma_view v, u32 clear, u64 *val)
+{
+	struct ib_pma_portcounters *p = (struct ib_pma_portcounters *)pmp->data;
+	const size_t keep = offsetofend(struct ib_pma_portcounters, counter_select);
+	int ret;
+
+	BUILD_BUG_ON(offsetof(struct ib_pma_portcounters_ext, port_select) !=
+		     offsetof(struct ib_pma_portcounters, port_select));
+	BUILD_BUG_ON(offsetof(struct ib_pma_portcounters_ext, counter_select) !=
+		     offsetof(struct ib_pma_portcounters, counter_select));
+	if (p->port_select != port)
+		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
+	if (pmp->mad_hdr.method != IB_MGMT_METHOD_SET)
+		clear = 0;
+	ret = hicain_pma_counters(hidev, port, v, clear, val);
+	if (ret)
+		return ret;
+	p->reserved = 0;
+	memset(pmp->data + keep, 0, sizeof(pmp->data) - keep);
+	return IB_MGMT_MAD_STATUS_SUCCESS;
+}
+
+/*
  * hicain_pma_port_counters - PortCounters (IBA 16.1.3.5). Data counts
  * 4-octet words; the counters the port has no source for (symbol and
  * link integrity errors, relay errors, PortXmitWait) stay 0. Returns a
@@ -148,22 +177,13 @@ static u32 hicain_pma_clear_mask(__be16 sel)
 static int hicain_pma_port_counters(struct hicain_ibdev *hidev, u32 port, struct ib_pma_mad *pmp)
 {
 	struct ib_pma_portcounters *p = (struct ib_pma_portcounters *)pmp->data;
-	u8 port_select = p->port_select;
-	__be16 sel = p->counter_select;
 	u64 val[HICAIN_PMA_NR];
-	u32 clear = 0;
 	int ret;
 
-	if (port_select != port)
-		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
-	if (pmp->mad_hdr.method == IB_MGMT_METHOD_SET)
-		clear = hicain_pma_clear_mask(sel);
-	ret = hicain_pma_counters(hidev, port, HICAIN_PMA_VIEW_COUNTERS, clear, val);
+	ret = hicain_pma_get(hidev, port, pmp, HICAIN_PMA_VIEW_COUNTERS,
+			     hicain_pma_clear_mask(p->counter_select), val);
 	if (ret)
 		return ret;
-	memset(pmp->data, 0, sizeof(pmp->data));
-	p->port_select = port_select;
-	p->counter_select = sel;
 	p->link_downed_counter = hicain_pma_sat8(val[HICAIN_PMA_LINK_DOWNED]);
 	p->port_rcv_errors = hicain_pma_sat16(val[HICAIN_PMA_RCV_ERRORS]);
 	p->port_xmit_discards = hicain_pma_sat16(val[HICAIN_PMA_XMIT_DISCARDS]);
@@ -185,23 +205,14 @@ static int hicain_pma_port_counters_ext(struct hicain_ibdev *hidev, u32 port,
 					struct ib_pma_mad *pmp)
 {
 	struct ib_pma_portcounters_ext *p = (struct ib_pma_portcounters_ext *)pmp->data;
-	u8 port_select = p->port_select;
-	__be16 sel = p->counter_select;
 	u64 val[HICAIN_PMA_NR];
-	u32 clear = 0;
 	int ret;
 
-	if (port_select != port)
-		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
 	/* Bits 0..7 select the counters of the same enum positions. */
-	if (pmp->mad_hdr.method == IB_MGMT_METHOD_SET)
-		clear = be16_to_cpu(sel) & 0xff;
-	ret = hicain_pma_counters(hidev, port, HICAIN_PMA_VIEW_EXT, clear, val);
+	ret = hicain_pma_get(hidev, port, pmp, HICAIN_PMA_VIEW_EXT,
+			     be16_to_cpu(p->counter_select) & 0xff, val);
 	if (ret)
 		return ret;
-	memset(pmp->data, 0, sizeof(pmp->data));
-	p->port_select = port_select;
-	p->counter_select = sel;
 	p->port_xmit_data = cpu_to_be64(val[HICAIN_PMA_XMIT_DATA] / 4);
 	p->port_rcv_data = cpu_to_be64(val[HICAIN_PMA_RCV_DATA] / 4);
 	p->port_xmit_packets = cpu_to_be64(val[HICAIN_PMA_XMIT_PKTS]);
@@ -274,7 +285,10 @@ static int hicain_process_smp(struct hicain_ibdev *hidev, const struct ib_mad *i
 	reply = !ret && (cqe.out[0] & HICAIN_MAD_IFC_REPLY);
 	if (reply)
 		memcpy(out, buf + HICAIN_MAD_SIZE, HICAIN_MAD_SIZE);
-	dma_free_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, buf, dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, 2 * HICAIN_MAD_SIZE);
+	else
+		dma_free_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, buf, dma);
 	if (ret) {
 		/* No answer: the SM's request times out (and is retried). */
 		ibdev_dbg(&hidev->ibdev, "SMA: MAD_IFC failed: %d\n", ret);

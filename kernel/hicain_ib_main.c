@@ -2,8 +2,9 @@
 /*
  * hicain_ib - RDMA verbs driver of the HiNIC emulated RDMA NIC.
  *
- * A client of hicain_net (hicain_net.h): for every bound HiNIC function
- * it registers an ib_device "hicain_%d" whose verbs are admin commands of
+ * The auxiliary driver of the RDMA devices of hicain_net (hicain_net.h,
+ * "hicain_net.rdma.<n>"): for every bound HiNIC function it registers
+ * an ib_device "hicain_%d" whose verbs are admin commands of
  * the device (hicain_abi.h, docs/device-abi.md). A RoCE port is RoCE v2
  * on the function's netdev: ib_core builds the GID table from the
  * netdev's addresses (ib_device_set_netdev), and the add_gid/del_gid
@@ -40,13 +41,26 @@
  * ib_unregister_device until the users closed their files.
  */
 
+#include <linux/auxiliary_bus.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
+#include <linux/slab.h>
 #include <net/addrconf.h>
 #include <rdma/ib_verbs.h>
 
 #include "hicain_ib.h"
+
+MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
+MODULE_AUTHOR("PacketFive");
+MODULE_LICENSE("GPL");
+
+/* hicain_net's RDMA auxiliary devices, "hicain_net.rdma.<n>". */
+static const struct auxiliary_device_id hicain_ib_id_table[] = {
+	{ .name = "hicain_net." HICAIN_ADEV_RDMA },
+	{ }
+};
+MODULE_DEVICE_TABLE(auxiliary, hicain_ib_id_table);
 
 static const struct ib_device_ops hicain_ib_dev_ops = {
 	.owner = THIS_MODULE,
@@ -112,7 +126,7 @@ static const struct ib_device_ops hicain_ib_port_ops = {
 	.query_gid = hicain_query_gid,
 };
 
-/* ---- hicain_net client ---- */
+/* ---- probe stages ---- */
 
 /*
  * hicain_ib_tables - an InfiniBand port's GID and P_Key table sizes, the
@@ -136,25 +150,30 @@ static int hicain_ib_tables(struct hicain_ibdev *hidev)
 	return 0;
 }
 
-static int hicain_ib_add(struct hicain_dev *hdev)
-{
-	struct net_device *ndev = hdev->netdev;
-	struct hicain_ibdev *hidev;
-	struct ib_device *ibdev;
-	int ret;
+/*
+ * Probe in stages, each undone by remove in reverse order:
+ *   1. hicain_ib_init_dev: the ib_device's fields, locks and xarrays;
+ *   2. hicain_ib_alloc_vec_cqs: the completion vectors' CQ xarrays;
+ *   3. hicain_ib_setup_port: the port (InfiniBand: its tables; RoCE:
+ *      its netdev and the device's addresses), undone by
+ *      ib_dealloc_device, which drops the netdev;
+ *   4. ib_register_device;
+ *   5. hicain_set_rdma_ops: hicain_net's events, interrupts and resets.
+ */
 
-	hidev = ib_alloc_device(hicain_ibdev, ibdev);
-	if (!hidev)
-		return -ENOMEM;
+/* hicain_ib_init_dev - stage 1, which cannot fail. */
+static void hicain_ib_init_dev(struct hicain_ibdev *hidev, struct hicain_dev *hdev)
+{
+	struct ib_device *ibdev = &hidev->ibdev;
+
 	hidev->hdev = hdev;
 	hidev->ib = hdev->ib_link;
 	if (!hidev->ib)
-		hidev->netdev = ndev;
+		hidev->netdev = hdev->netdev;
 	atomic_set(&hidev->epoch, 0);
 	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
 	xa_init_flags(&hidev->srqs, XA_FLAGS_LOCK_IRQ);
-	spin_lock_init(&hidev->cq_lock);
-	INIT_LIST_HEAD(&hidev->cqs);
+	xa_init_flags(&hidev->cqs, XA_FLAGS_LOCK_IRQ);
 	mutex_init(&hidev->addr_lock);
 	spin_lock_init(&hidev->gid_lock);
 	spin_lock_init(&hidev->ah_free_lock);
@@ -163,7 +182,6 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	mutex_init(&hidev->pma_lock);
 	hidev->db_mappable = hicain_db_page(hdev->pdev);
 	hidev->db_pfn = pci_resource_start(hdev->pdev, 0) >> PAGE_SHIFT;
-	ibdev = &hidev->ibdev;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
@@ -171,7 +189,7 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 	ibdev->dev.parent = &hdev->pdev->dev;
 	ibdev->node_guid = cpu_to_be64(le64_to_cpu(READ_ONCE(hdev->hdr->node_guid)));
 	if (!ibdev->node_guid && !hidev->ib)
-		addrconf_addr_eui48((u8 *)&ibdev->node_guid, ndev->dev_addr);
+		addrconf_addr_eui48((u8 *)&ibdev->node_guid, hidev->netdev->dev_addr);
 	strscpy(ibdev->node_desc, "HiNIC hicain", sizeof(ibdev->node_desc));
 	/* Post, poll and notify go through write() commands, which ib_core
 	 * leaves out of the default mask (device-facts 3.6).
@@ -182,57 +200,80 @@ static int hicain_ib_add(struct hicain_dev *hdev)
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV);
 	ib_set_device_ops(ibdev, &hicain_ib_dev_ops);
-
-	if (hidev->ib) {
-		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
-		ret = hicain_ib_tables(hidev);
-		if (ret)
-			goto err_dealloc;
-	} else {
-		ret = ib_device_set_netdev(ibdev, ndev, 1);
-		if (ret)
-			goto err_dealloc;
-		/* Registration opens QP1 (ib_mad takes a PD, a CQ and the
-		 * DMA MR), after which an older device refuses SET_ADDR: the
-		 * addresses the netdev already has go first.
-		 */
-		hicain_sync_addrs(hidev);
-	}
-	ret = ib_register_device(ibdev, "hicain_%d", &hdev->pdev->dev);
-	if (ret)
-		goto err_dealloc;
-	hdev->client_priv = hidev;
 	if (hidev->ib)
-		dev_info(&hdev->pdev->dev, "registered %s, InfiniBand port\n", dev_name(&ibdev->dev));
-	else
-		dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
-	if (!hidev->db_mappable)
-		dev_info(&hdev->pdev->dev, "BAR0 shares its page: user queues use system calls\n");
-	else if (!hicain_abi_minor_at_least(hidev, 7))
-		dev_info(&hdev->pdev->dev, "device ABI before 1.7: user queues use system calls\n");
-	return 0;
-
-err_dealloc:
-	ib_dealloc_device(ibdev);
-	return ret;
+		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
 }
 
-static void hicain_ib_remove(struct hicain_dev *hdev)
+/*
+ * hicain_ib_fini_dev - undoes stage 1 once no object is left: the
+ * DESTROY_AH commands of AHs destroyed in atomic context go first, while
+ * the device still takes commands.
+ */
+static void hicain_ib_fini_dev(struct hicain_ibdev *hidev)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
-
-	if (!hidev)
-		return;
-	/* Before the netdev goes: the port holds a reference to it. */
-	ib_unregister_device(&hidev->ibdev);
-	/* The DESTROY_AH commands of AHs destroyed in atomic context,
-	 * while the device still takes commands.
-	 */
 	flush_work(&hidev->ah_free_work);
-	xa_destroy(&hidev->qps);
+	xa_destroy(&hidev->cqs);
 	xa_destroy(&hidev->srqs);
-	ib_dealloc_device(&hidev->ibdev);
-	hdev->client_priv = NULL;
+	xa_destroy(&hidev->qps);
+	mutex_destroy(&hidev->pma_lock);
+	mutex_destroy(&hidev->addr_lock);
+}
+
+/* hicain_ib_alloc_vec_cqs - stage 2: an xarray of CQs per completion vector. */
+static int hicain_ib_alloc_vec_cqs(struct hicain_ibdev *hidev)
+{
+	unsigned int i, n = hidev->ibdev.num_comp_vectors;
+
+	hidev->vec_cqs = kcalloc(n, sizeof(*hidev->vec_cqs), GFP_KERNEL);
+	if (!hidev->vec_cqs)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		xa_init_flags(&hidev->vec_cqs[i], XA_FLAGS_LOCK_IRQ);
+	return 0;
+}
+
+static void hicain_ib_free_vec_cqs(struct hicain_ibdev *hidev)
+{
+	unsigned int i;
+
+	for (i = 0; i < hidev->ibdev.num_comp_vectors; i++)
+		xa_destroy(&hidev->vec_cqs[i]);
+	kfree(hidev->vec_cqs);
+	hidev->vec_cqs = NULL;
+}
+
+/*
+ * hicain_ib_setup_port - stage 3: an InfiniBand port's table sizes, or a
+ * RoCE port's netdev, whose addresses the device gets now: registration
+ * opens QP1 (ib_mad takes a PD, a CQ and the DMA MR), after which an
+ * older device refuses SET_ADDR.
+ */
+static int hicain_ib_setup_port(struct hicain_ibdev *hidev)
+{
+	int ret;
+
+	if (hidev->ib)
+		return hicain_ib_tables(hidev);
+	ret = ib_device_set_netdev(&hidev->ibdev, hidev->netdev, 1);
+	if (ret)
+		return ret;
+	hicain_sync_addrs(hidev);
+	return 0;
+}
+
+static void hicain_ib_announce(struct hicain_ibdev *hidev)
+{
+	struct device *dev = &hidev->hdev->pdev->dev;
+	const char *name = dev_name(&hidev->ibdev.dev);
+
+	if (hidev->ib)
+		dev_info(dev, "registered %s, InfiniBand port\n", name);
+	else
+		dev_info(dev, "registered %s on %s\n", name, hidev->netdev->name);
+	if (!hidev->db_mappable)
+		dev_info(dev, "BAR0 shares its page: user queues use system calls\n");
+	else if (!hicain_abi_minor_at_least(hidev, 7))
+		dev_info(dev, "device ABI before 1.7: user queues use system calls\n");
 }
 
 static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type type)
@@ -246,67 +287,69 @@ static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type 
 	ib_dispatch_event(&ev);	/* queues work: fine in hard IRQ context */
 }
 
-/*
- * hicain_ib_qp_event - an asynchronous QP event, in hard IRQ context.
- * The handler runs under the xarray lock, so destroy_qp (which erases
- * the QP under that lock first) never frees a QP a handler still uses.
- * uverbs' handler only queues the event for the process.
- */
-static void hicain_ib_qp_event(struct hicain_ibdev *hidev, u32 qpn, enum ib_event_type type)
+/* hicain_ib_event_xa - the xarray of the objects of an event type. */
+static struct xarray *hicain_ib_event_xa(struct hicain_ibdev *hidev, enum ib_event_type type)
 {
-	struct hicain_qp *qp;
-	struct ib_event ev;
-
-	xa_lock(&hidev->qps);
-	qp = xa_load(&hidev->qps, qpn);
-	if (qp && qp->ibqp.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.qp = &qp->ibqp;
-		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+	switch (type) {
+	case IB_EVENT_CQ_ERR:
+		return &hidev->cqs;
+	case IB_EVENT_SRQ_ERR:
+	case IB_EVENT_SRQ_LIMIT_REACHED:
+		return &hidev->srqs;
+	default:
+		return &hidev->qps;
 	}
-	xa_unlock(&hidev->qps);
 }
 
-/* hicain_ib_srq_event - as hicain_ib_qp_event, for an SRQ. */
-static void hicain_ib_srq_event(struct hicain_ibdev *hidev, u32 srqn, enum ib_event_type type)
+/* hicain_ib_deliver - ev to the handler of obj, a CQ, SRQ or QP by ev's type. */
+static void hicain_ib_deliver(struct ib_event *ev, void *obj)
 {
-	struct hicain_srq *srq;
-	struct ib_event ev;
+	struct hicain_srq *srq = obj;
+	struct hicain_cq *cq = obj;
+	struct hicain_qp *qp = obj;
 
-	xa_lock(&hidev->srqs);
-	srq = xa_load(&hidev->srqs, srqn);
-	if (srq && srq->ibsrq.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.srq = &srq->ibsrq;
-		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
-	}
-	xa_unlock(&hidev->srqs);
-}
-
-/* hicain_ib_cq_event - as hicain_ib_qp_event, under the CQ list lock. */
-static void hicain_ib_cq_event(struct hicain_ibdev *hidev, u32 cqn, enum ib_event_type type)
-{
-	struct hicain_cq *cq;
-	struct ib_event ev;
-
-	spin_lock(&hidev->cq_lock);
-	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->cqn != cqn || !cq->ibcq.event_handler)
-			continue;
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.cq = &cq->ibcq;
-		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
+	switch (ev->event) {
+	case IB_EVENT_CQ_ERR:
+		ev->element.cq = &cq->ibcq;
+		if (cq->ibcq.event_handler)
+			cq->ibcq.event_handler(ev, cq->ibcq.cq_context);
 		break;
+	case IB_EVENT_SRQ_ERR:
+	case IB_EVENT_SRQ_LIMIT_REACHED:
+		ev->element.srq = &srq->ibsrq;
+		if (srq->ibsrq.event_handler)
+			srq->ibsrq.event_handler(ev, srq->ibsrq.srq_context);
+		break;
+	default:
+		ev->element.qp = &qp->ibqp;
+		if (qp->ibqp.event_handler)
+			qp->ibqp.event_handler(ev, qp->ibqp.qp_context);
 	}
-	spin_unlock(&hidev->cq_lock);
+}
+
+/*
+ * hicain_ib_obj_event - an asynchronous event of the CQ, SRQ or QP
+ * handle, in hard IRQ context. The handler runs under the xarray lock,
+ * so destroy (which erases the object under that lock first) never
+ * frees an object a handler still uses. uverbs' handler only queues the
+ * event for the process.
+ */
+static void hicain_ib_obj_event(struct hicain_ibdev *hidev, u32 handle, enum ib_event_type type)
+{
+	struct xarray *xa = hicain_ib_event_xa(hidev, type);
+	struct ib_event ev = { .device = &hidev->ibdev, .event = type };
+	void *obj;
+
+	xa_lock(xa);
+	obj = xa_load(xa, handle);
+	if (obj)
+		hicain_ib_deliver(&ev, obj);
+	xa_unlock(xa);
 }
 
 static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_ibdev *hidev = hdev->rdma_priv;
 	u32 handle = le32_to_cpu(eqe->handle);
 
 	switch (le32_to_cpu(eqe->type)) {
@@ -326,63 +369,77 @@ static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eq
 		hicain_ib_port_event(hidev, IB_EVENT_CLIENT_REREGISTER);
 		break;
 	case HICAIN_EV_QP_FATAL:
-		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_FATAL);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_QP_FATAL);
 		break;
 	case HICAIN_EV_CQ_ERR:
-		hicain_ib_cq_event(hidev, handle, IB_EVENT_CQ_ERR);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_CQ_ERR);
 		break;
 	case HICAIN_EV_QP_LAST_WQE:
-		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
 		break;
 	case HICAIN_EV_SRQ_LIMIT:
-		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
 		break;
 	case HICAIN_EV_SRQ_ERR:
-		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_ERR);
+		hicain_ib_obj_event(hidev, handle, IB_EVENT_SRQ_ERR);
 		break;
 	}
 }
 
 /*
+ * hicain_ib_cq_fired - whether the device signalled cq. It cleared the
+ * arm word of each CQ it signalled: a CQ that req_notify_cq armed and
+ * whose word is clear fired, and so did a mapped CQ whose event count
+ * moved.
+ */
+static bool hicain_ib_cq_fired(struct hicain_cq *cq)
+{
+	u32 ev;
+
+	if (cq->uq.entry) {
+		/* Armed by its process, without the kernel: the device's
+		 * event count says whether it fired.
+		 */
+		ev = le32_to_cpu(READ_ONCE(cq->dbrec->events));
+		if (ev == cq->events_seen)
+			return false;
+		cq->events_seen = ev;
+		return true;
+	}
+	if (!READ_ONCE(cq->armed) || READ_ONCE(cq->dbrec->arm))
+		return false;
+	WRITE_ONCE(cq->armed, false);
+	return true;
+}
+
+/*
  * hicain_ib_cq_irq - completion interrupt of comp_vector, in hard IRQ
- * context. The device cleared the arm word of each CQ it signalled; a
- * CQ that req_notify_cq armed and whose word is clear gets its event,
- * and so does a mapped CQ whose event count moved.
+ * context: the CQs of the vector (vec_cqs) that fired get their
+ * completion event. The handlers run under the vector's xarray lock, so
+ * destroy_cq (which erases the CQ under that lock first) never frees a
+ * CQ a handler still uses.
  */
 static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_ibdev *hidev = hdev->rdma_priv;
 	struct hicain_cq *cq;
+	struct xarray *cqs;
+	unsigned long cqn;
 
-	spin_lock(&hidev->cq_lock);
-	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->vector != comp_vector)
-			continue;
-		if (cq->uq.entry) {
-			/* Armed by its process, without the kernel: the
-			 * device's event count says whether it fired.
-			 */
-			u32 ev = le32_to_cpu(READ_ONCE(cq->dbrec->events));
-
-			if (ev == cq->events_seen)
-				continue;
-			cq->events_seen = ev;
-			if (cq->ibcq.comp_handler)
-				cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
-			continue;
-		}
-		if (!READ_ONCE(cq->armed) || READ_ONCE(cq->dbrec->arm))
-			continue;
-		WRITE_ONCE(cq->armed, false);
-		if (cq->ibcq.comp_handler)
+	if (comp_vector >= hidev->ibdev.num_comp_vectors)
+		return;
+	cqs = &hidev->vec_cqs[comp_vector];
+	xa_lock(cqs);
+	xa_for_each(cqs, cqn, cq) {
+		if (hicain_ib_cq_fired(cq) && cq->ibcq.comp_handler)
 			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
 	}
-	spin_unlock(&hidev->cq_lock);
+	xa_unlock(cqs);
 }
 
 static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
 {
-	struct hicain_ibdev *hidev = hdev->client_priv;
+	struct hicain_ibdev *hidev = hdev->rdma_priv;
 	struct ib_event ev = { .device = &hidev->ibdev };
 
 	if (done) {
@@ -411,28 +468,63 @@ static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
 	ib_dispatch_event(&ev);
 }
 
-static struct hicain_client hicain_ib_client = {
-	.name = DRV_NAME,
-	.add = hicain_ib_add,
-	.remove = hicain_ib_remove,
+static const struct hicain_rdma_ops hicain_ib_rdma_ops = {
 	.event = hicain_ib_event,
 	.cq_irq = hicain_ib_cq_irq,
 	.reset = hicain_ib_reset,
 };
 
-static int __init hicain_ib_init(void)
+/* ---- auxiliary driver ---- */
+
+static int hicain_ib_probe(struct auxiliary_device *adev, const struct auxiliary_device_id *id)
 {
-	return hicain_register_client(&hicain_ib_client);
+	struct hicain_dev *hdev = hicain_adev_hdev(adev);
+	struct hicain_ibdev *hidev;
+	int ret;
+
+	hidev = ib_alloc_device(hicain_ibdev, ibdev);
+	if (!hidev)
+		return -ENOMEM;
+	hicain_ib_init_dev(hidev, hdev);
+	ret = hicain_ib_alloc_vec_cqs(hidev);
+	if (ret)
+		goto err_fini_dev;
+	ret = hicain_ib_setup_port(hidev);
+	if (ret)
+		goto err_free_vec_cqs;
+	ret = ib_register_device(&hidev->ibdev, "hicain_%d", &hdev->pdev->dev);
+	if (ret)
+		goto err_free_vec_cqs;
+	auxiliary_set_drvdata(adev, hidev);
+	hicain_set_rdma_ops(hdev, &hicain_ib_rdma_ops, hidev);
+	hicain_ib_announce(hidev);
+	return 0;
+
+err_free_vec_cqs:
+	hicain_ib_free_vec_cqs(hidev);
+err_fini_dev:
+	hicain_ib_fini_dev(hidev);
+	ib_dealloc_device(&hidev->ibdev);
+	return ret;
 }
 
-static void __exit hicain_ib_exit(void)
+/* hicain_ib_remove - hicain_ib_probe's stages undone in reverse order. */
+static void hicain_ib_remove(struct auxiliary_device *adev)
 {
-	hicain_unregister_client(&hicain_ib_client);
+	struct hicain_ibdev *hidev = auxiliary_get_drvdata(adev);
+
+	hicain_clear_rdma_ops(hidev->hdev);
+	/* Before the netdev goes: the port holds a reference to it. */
+	ib_unregister_device(&hidev->ibdev);
+	hicain_ib_free_vec_cqs(hidev);
+	hicain_ib_fini_dev(hidev);
+	ib_dealloc_device(&hidev->ibdev);
 }
 
-module_init(hicain_ib_init);
-module_exit(hicain_ib_exit);
-
-MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
-MODULE_AUTHOR("PacketFive");
-MODULE_LICENSE("GPL");
+/* Unnamed: the driver is "hicain_ib" on the auxiliary bus. */
+static struct auxiliary_driver hicain_ib_driver = {
+	.probe = hicain_ib_probe,
+	.remove = hicain_ib_remove,
+	.id_table = hicain_ib_id_table,
+};
+module_auxiliary_driver(hicain_ib_driver);

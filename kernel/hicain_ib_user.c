@@ -218,6 +218,27 @@ void hicain_uq_free(struct hicain_ibdev *hidev, struct hicain_uq *uq)
 	uq->cpu = NULL;
 }
 
+/*
+ * hicain_uq_keep - instead of hicain_uq_free while the device may still
+ * use the queue (hicain_admin_lost): no new mapping, but the pages, their
+ * DMA mappings and page table stay, never freed. Returns their size.
+ */
+size_t hicain_uq_keep(struct hicain_uq *uq)
+{
+	size_t bytes = uq->size;
+
+	if (!uq->entry)
+		return 0;
+	if (uq->tbl)
+		bytes += uq->tbl_size;
+	uq->entry->kept = true;
+	rdma_user_mmap_entry_remove(&uq->entry->rdma);
+	uq->entry = NULL;
+	uq->cpu = NULL;
+	uq->tbl = NULL;
+	return bytes;
+}
+
 void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
 		    struct hicain_ib_queue *q)
 {
@@ -234,10 +255,12 @@ void hicain_mmap_free(struct rdma_user_mmap_entry *re)
 {
 	struct hicain_mmap_entry *e = container_of(re, struct hicain_mmap_entry, rdma);
 
-	if (e->type == HICAIN_MMAP_QUEUE && is_vmalloc_addr(e->cpu))
-		vfree(e->cpu);		/* a paged CQ ring */
-	else if (e->type == HICAIN_MMAP_QUEUE)
-		free_pages_exact(e->cpu, e->size);
+	if (e->type == HICAIN_MMAP_QUEUE && !e->kept) {
+		if (is_vmalloc_addr(e->cpu))
+			vfree(e->cpu);		/* a paged CQ ring */
+		else
+			free_pages_exact(e->cpu, e->size);
+	}
 	kfree(e);
 }
 

@@ -432,7 +432,10 @@ static int hicain_mr_cmd(struct hicain_ibdev *hidev, u16 opcode, u32 handle, str
 	cmd.reg_mr.page_shift = cpu_to_le32(order_base_2(pgsz));
 	ret = hicain_admin_exec(hidev->hdev, &cmd, cqe);
 	/* The device copied the list while it executed the command. */
-	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, npages * sizeof(*list));
+	else
+		dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
 	return ret;
 }
 
@@ -446,6 +449,15 @@ static int hicain_mr_access(int access)
 		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
 		return -EOPNOTSUPP;
 	return access;
+}
+
+/*
+ * hicain_umem_keep - leave umem pinned for good: a REG_MR or REREG_MR
+ * that timed out may still give the device an MR on its pages.
+ */
+static void hicain_umem_keep(struct hicain_ibdev *hidev, struct ib_umem *umem)
+{
+	hicain_admin_keep(hidev->hdev, ib_umem_num_pages(umem) * PAGE_SIZE);
 }
 
 struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
@@ -470,6 +482,10 @@ struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	}
 	ret = hicain_mr_cmd(hidev, HICAIN_CMD_REG_MR, 0, ibpd, mr->umem, length, virt_addr, access,
 			    &cqe);
+	if (hicain_admin_lost(ret)) {
+		hicain_umem_keep(hidev, mr->umem);
+		goto err_free;
+	}
 	if (ret)
 		goto err_umem;
 	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
@@ -568,7 +584,10 @@ struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
 	cmd.reg_mr.npages = cpu_to_le32(npages);
 	cmd.reg_mr.page_shift = cpu_to_le32(HICAIN_DMA_MR_SHIFT);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, npages * sizeof(*list));
+	else
+		dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
 	if (ret)
 		goto err_free;
 	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
@@ -626,8 +645,12 @@ struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64
 	ret = hicain_mr_cmd(hidev, HICAIN_CMD_REREG_MR, ibmr->lkey, pd, umem, length, virt_addr,
 			    access, &cqe);
 	if (ret) {
-		/* The device keeps the MR as it was. */
-		if (umem != mr->umem)
+		/* The device keeps the MR as it was, unless the command
+		 * timed out and may still move it to umem.
+		 */
+		if (umem != mr->umem && hicain_admin_lost(ret))
+			hicain_umem_keep(hidev, umem);
+		else if (umem != mr->umem)
 			ib_umem_release(umem);
 		return ERR_PTR(ret);
 	}
@@ -671,6 +694,25 @@ static void hicain_cq_free_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 }
 
 /*
+ * hicain_cq_release_ring - free the CQ's ring, or keep it while the
+ * device may still write it (in_use: hicain_admin_lost).
+ */
+static void hicain_cq_release_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq, bool in_use)
+{
+	size_t bytes;
+
+	if (!in_use) {
+		hicain_cq_free_ring(hidev, cq);
+		return;
+	}
+	if (cq->uq.entry)
+		bytes = hicain_uq_keep(&cq->uq);
+	else
+		bytes = cq->depth * sizeof(*cq->ring) + sizeof(*cq->dbrec);
+	hicain_admin_keep(hidev->hdev, bytes);
+}
+
+/*
  * hicain_cq_alloc_ring - a user CQ's ring and dbrec in pages it maps
  * when it can, or coherent memory the kernel polls.
  */
@@ -702,6 +744,58 @@ static int hicain_cq_alloc_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 	return 0;
 }
 
+/*
+ * hicain_cq_xa_store - enter cq in xa by its cqn. A CQ of an earlier
+ * epoch may hold the cqn still (a reset device hands its handles out
+ * again, and that CQ's user has not destroyed it yet): it gets no more
+ * events, which the device would not raise for it anyway, and cq takes
+ * its place.
+ */
+static int hicain_cq_xa_store(struct xarray *xa, struct hicain_cq *cq)
+{
+	struct hicain_cq *old;
+	int ret;
+
+	xa_lock_irq(xa);
+	old = xa_load(xa, cq->cqn);
+	if (old && old->epoch == cq->epoch)
+		ret = -EBUSY;
+	else
+		ret = xa_err(__xa_store(xa, cq->cqn, cq, GFP_KERNEL));
+	xa_unlock_irq(xa);
+	return ret;
+}
+
+/* hicain_cq_xa_erase - remove cq from xa, unless a newer CQ took its place. */
+static void hicain_cq_xa_erase(struct xarray *xa, struct hicain_cq *cq)
+{
+	xa_cmpxchg_irq(xa, cq->cqn, cq, NULL, 0);
+}
+
+/*
+ * hicain_cq_track - make cq known to the event interrupt (by cqn) and to
+ * its vector's completion interrupt.
+ */
+static int hicain_cq_track(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	int ret;
+
+	ret = hicain_cq_xa_store(&hidev->cqs, cq);
+	if (ret)
+		return ret;
+	ret = hicain_cq_xa_store(&hidev->vec_cqs[cq->vector], cq);
+	if (ret)
+		hicain_cq_xa_erase(&hidev->cqs, cq);
+	return ret;
+}
+
+/* hicain_cq_untrack - after this no interrupt looks at cq. */
+static void hicain_cq_untrack(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	hicain_cq_xa_erase(&hidev->vec_cqs[cq->vector], cq);
+	hicain_cq_xa_erase(&hidev->cqs, cq);
+}
+
 int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct ib_udata *udata)
 {
@@ -711,7 +805,6 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct hicain_ib_create_cq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_admin_cqe cqe;
-	unsigned long flags;
 	int ret;
 
 	if (attr->flags)
@@ -724,7 +817,6 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	cq->vector = attr->comp_vector % ibcq->device->num_comp_vectors;
 	cq->epoch = atomic_read(&hidev->epoch);
 	spin_lock_init(&cq->lock);
-	INIT_LIST_HEAD(&cq->list);
 	ret = hicain_cq_alloc_ring(hidev, cq, udata);
 	if (ret)
 		return ret;
@@ -737,7 +829,7 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	cmd.create_cq.flags = cpu_to_le32(cq->uq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
 	if (ret) {
-		hicain_cq_free_ring(hidev, cq);
+		hicain_cq_release_ring(hidev, cq, hicain_admin_lost(ret));
 		return ret;
 	}
 	cq->cqn = le32_to_cpu(cqe.handle);
@@ -746,32 +838,29 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		resp.cqn = cq->cqn;
 		hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn, NULL);
-			hicain_cq_free_ring(hidev, cq);
-			return ret;
-		}
+		if (ret)
+			goto err_destroy;
 	}
-	spin_lock_irqsave(&hidev->cq_lock, flags);
-	list_add_tail(&cq->list, &hidev->cqs);
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	ret = hicain_cq_track(hidev, cq);
+	if (ret)
+		goto err_destroy;
 	return 0;
+
+err_destroy:
+	hicain_cq_release_ring(hidev, cq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn));
+	return ret;
 }
 
 int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
-	unsigned long flags;
 	int ret;
 
 	ret = hicain_destroy_handle(hidev, cq->epoch, HICAIN_CMD_DESTROY_CQ, cq->cqn);
 	if (ret)
 		return ret;
-	/* After this no interrupt looks at the CQ. */
-	spin_lock_irqsave(&hidev->cq_lock, flags);
-	list_del(&cq->list);
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	hicain_cq_untrack(hidev, cq);
 	hicain_cq_free_ring(hidev, cq);
 	return 0;
 }
@@ -816,12 +905,16 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
 	cmd.create_cq.flags = cpu_to_le32(nq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
+	if (hicain_admin_lost(ret)) {
+		hicain_admin_keep(hidev->hdev, hicain_uq_keep(&nq));
+		return ret;
+	}
 	if (ret) {
 		hicain_uq_free(hidev, &nq);
 		return ret;
 	}
-	/* The interrupt reads the dbrec under the CQ list lock. */
-	spin_lock_irqsave(&hidev->cq_lock, flags);
+	/* The interrupt reads the dbrec under its vector's xarray lock. */
+	xa_lock_irqsave(&hidev->vec_cqs[cq->vector], flags);
 	old = cq->uq;
 	cq->uq = nq;
 	cq->ring = nq.cpu;
@@ -829,7 +922,7 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cq->dbrec = nq.cpu + nq.dbrec_off;
 	cq->dbrec_dma = nq.dbrec_dma;
 	cq->depth = depth;
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	xa_unlock_irqrestore(&hidev->vec_cqs[cq->vector], flags);
 	hicain_uq_free(hidev, &old);
 	ibcq->cqe = depth;
 	resp.cqn = cq->cqn;
@@ -1004,6 +1097,38 @@ static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *q
 	qp->dbrecs = NULL;
 }
 
+/* hicain_wq_keep - as hicain_uq_keep, for either kind of ring. */
+static size_t hicain_wq_keep(struct hicain_wq *wq)
+{
+	size_t bytes = 0;
+
+	if (wq->uq.entry)
+		bytes = hicain_uq_keep(&wq->uq);
+	else if (wq->ring)
+		bytes = (size_t)wq->depth * wq->stride;
+	wq->ring = NULL;
+	return bytes;
+}
+
+/*
+ * hicain_qp_release_rings - free the QP's rings, or keep them while the
+ * device may still use them (in_use: hicain_admin_lost).
+ */
+static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+{
+	size_t bytes;
+
+	if (!in_use) {
+		hicain_qp_free_rings(hidev, qp);
+		return;
+	}
+	bytes = hicain_wq_keep(&qp->sq) + hicain_wq_keep(&qp->rq);
+	if (qp->dbrecs)
+		bytes += 2 * sizeof(*qp->dbrecs);
+	qp->dbrecs = NULL;
+	hicain_admin_keep(hidev->hdev, bytes);
+}
+
 /*
  * hicain_qp_alloc_rings - a user QP's SQ and RQ in pages it maps, both
  * or neither; otherwise (a kernel QP, or a queue too large to map) in
@@ -1168,8 +1293,10 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		c->rq_dbrec_gpa = cpu_to_le64(qp->rq.dbrec_dma);
 	}
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
-		goto err_free;
+	if (ret) {
+		hicain_qp_release_rings(hidev, qp, hicain_admin_lost(ret));
+		return ret;
+	}
 	qp->qpn = le32_to_cpu(cqe.handle);
 	ibqp->qp_num = qp->qpn;
 	if (udata) {
@@ -1180,21 +1307,17 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		hicain_uq_resp(&qp->sq.uq, qp->sq.depth, qp->sq.stride, &resp.sq);
 		hicain_uq_resp(&qp->rq.uq, qp->rq.depth, qp->rq.stride, &resp.rq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
-			goto err_free;
-		}
+		if (ret)
+			goto err_destroy;
 	}
 	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
-	if (ret) {
-		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
-		goto err_free;
-	}
+	if (ret)
+		goto err_destroy;
 	init->cap = qp->cap;
 	return 0;
 
-err_free:
-	hicain_qp_free_rings(hidev, qp);
+err_destroy:
+	hicain_qp_release_rings(hidev, qp, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn));
 	return ret;
 }
 
@@ -1845,6 +1968,26 @@ static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *
 	srq->dbrec = NULL;
 }
 
+/*
+ * hicain_srq_release_ring - free the SRQ's ring, or keep it while the
+ * device may still use it (in_use: hicain_admin_lost).
+ */
+static void hicain_srq_release_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq,
+				    bool in_use)
+{
+	size_t bytes;
+
+	if (!in_use) {
+		hicain_srq_free_ring(hidev, srq);
+		return;
+	}
+	bytes = hicain_wq_keep(&srq->wq);
+	if (srq->dbrec)
+		bytes += sizeof(*srq->dbrec);
+	srq->dbrec = NULL;
+	hicain_admin_keep(hidev->hdev, bytes);
+}
+
 int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		      struct ib_udata *udata)
 {
@@ -1901,27 +2044,30 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	c->ring_gpa = cpu_to_le64(srq->wq.ring_dma);
 	c->dbrec_gpa = cpu_to_le64(srq->wq.dbrec_dma);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
-		goto err_free;
+	if (ret) {
+		hicain_srq_release_ring(hidev, srq, hicain_admin_lost(ret));
+		return ret;
+	}
 	srq->srqn = le32_to_cpu(cqe.handle);
 	if (udata) {
 		resp.srqn = srq->srqn;
 		resp.max_sge = max_sge;
 		hicain_uq_resp(&srq->wq.uq, depth, srq->wq.stride, &resp.srq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
-			goto err_free;
-		}
+		if (ret)
+			goto err_destroy;
 	}
 	ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
-	if (ret) {
-		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
-		goto err_free;
-	}
+	if (ret)
+		goto err_destroy;
 	attr->max_wr = depth;
 	attr->max_sge = max_sge;
 	return 0;
+
+err_destroy:
+	hicain_srq_release_ring(hidev, srq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_SRQ,
+							       srq->srqn));
+	return ret;
 
 err_free:
 	hicain_srq_free_ring(hidev, srq);
