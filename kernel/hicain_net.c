@@ -10,21 +10,25 @@
  * their guest-physical (DMA) addresses.
  *
  * This module binds the function, does the driver-ready handshake,
- * registers an Ethernet netdev on the L2 rings and exports the admin
- * queue and interrupt callbacks to hicain_ib (hicain_net.h).
+ * registers an Ethernet netdev on the L2 rings, exports the admin queue
+ * (hicain_net.h) and creates the auxiliary device that hicain_ib binds,
+ * which gets the function's events and interrupts.
  */
 
+#include <linux/auxiliary_bus.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/etherdevice.h>
 #include <linux/if_vlan.h>
 #include <linux/interrupt.h>
+#include <linux/idr.h>
 #include <linux/io.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/pci.h>
-#include <linux/rculist.h>
+#include <linux/rcupdate.h>
 #include <linux/skbuff.h>
+#include <linux/slab.h>
 #include <linux/u64_stats_sync.h>
 #include <linux/workqueue.h>
 
@@ -88,6 +92,7 @@ struct hicain_priv {
 	u32 rx_clean;		/* NAPI */
 	unsigned int rx_buf_len;
 	bool rx_ready;		/* every RX slot holds a mapped buffer */
+	bool rx_kept;		/* the device did not reset: never free RX */
 
 	struct hicain_stats rx_stats;	/* NAPI */
 	struct hicain_stats tx_stats;	/* NAPI completions */
@@ -97,9 +102,7 @@ struct hicain_priv {
 	char irq_names[HICAIN_MAX_VECTORS][24];
 };
 
-static LIST_HEAD(hicain_devices);
-static DEFINE_MUTEX(hicain_list_lock);	/* hicain_devices, hicain_client */
-static struct hicain_client *hicain_the_client;
+static DEFINE_IDA(hicain_adev_ida);	/* the ids of the auxiliary devices */
 
 static inline struct hicain_priv *hdev_priv(struct hicain_dev *hdev)
 {
@@ -281,6 +284,16 @@ out:
 }
 EXPORT_SYMBOL_GPL(hicain_admin_exec);
 
+void hicain_admin_keep(struct hicain_dev *hdev, size_t bytes)
+{
+	s64 total = atomic64_add_return(bytes, &hdev->admin_kept);
+
+	dev_warn_ratelimited(&hdev->pdev->dev,
+			     "keeping %zu bytes of DMA memory of a timed-out admin command (%lld in all)\n",
+			     bytes, total);
+}
+EXPORT_SYMBOL_GPL(hicain_admin_keep);
+
 /* hicain_query_port - QUERY_PORT into a coherent buffer (resp_gpa). */
 static int hicain_query_port(struct hicain_dev *hdev, struct hicain_port_attr *attr)
 {
@@ -299,77 +312,113 @@ static int hicain_query_port(struct hicain_dev *hdev, struct hicain_port_attr *a
 	ret = hicain_admin_exec(hdev, &cmd, NULL);
 	if (!ret)
 		*attr = *resp;
-	dma_free_coherent(&hdev->pdev->dev, sizeof(*resp), resp, dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hdev, sizeof(*resp));
+	else
+		dma_free_coherent(&hdev->pdev->dev, sizeof(*resp), resp, dma);
 	return ret;
 }
 
-/* ---- client registration ---- */
+/* ---- the RDMA auxiliary device ---- */
 
-static void hicain_attach(struct hicain_dev *hdev, struct hicain_client *c)
+void hicain_set_rdma_ops(struct hicain_dev *hdev, const struct hicain_rdma_ops *ops, void *priv)
 {
-	int ret;
-
-	if (!c || !c->add)
-		return;
-	ret = c->add(hdev);
-	if (ret) {
-		dev_warn(&hdev->pdev->dev, "%s: attach failed: %d\n", c->name, ret);
-		return;
-	}
-	rcu_assign_pointer(hdev->client, c);
+	hdev->rdma_priv = priv;
+	rcu_assign_pointer(hdev->rdma_ops, ops);
 }
+EXPORT_SYMBOL_GPL(hicain_set_rdma_ops);
 
-static void hicain_detach(struct hicain_dev *hdev)
+void hicain_clear_rdma_ops(struct hicain_dev *hdev)
 {
-	struct hicain_client *c = rcu_dereference_protected(hdev->client,
-						lockdep_is_held(&hicain_list_lock));
-
-	if (!c)
-		return;
-	RCU_INIT_POINTER(hdev->client, NULL);
+	RCU_INIT_POINTER(hdev->rdma_ops, NULL);
 	/* No event or CQ callback runs after this. */
 	synchronize_rcu();
-	if (c->remove)
-		c->remove(hdev);
+	hdev->rdma_priv = NULL;
 }
+EXPORT_SYMBOL_GPL(hicain_clear_rdma_ops);
 
-int hicain_register_client(struct hicain_client *client)
+static void hicain_adev_release(struct device *dev)
 {
-	struct hicain_dev *hdev;
+	struct hicain_adev *hadev = container_of(to_auxiliary_dev(dev), struct hicain_adev, adev);
 
-	mutex_lock(&hicain_list_lock);
-	if (hicain_the_client) {
-		mutex_unlock(&hicain_list_lock);
-		return -EBUSY;
-	}
-	hicain_the_client = client;
-	list_for_each_entry(hdev, &hicain_devices, list)
-		hicain_attach(hdev, client);
-	mutex_unlock(&hicain_list_lock);
-	return 0;
+	ida_free(&hicain_adev_ida, hadev->adev.id);
+	kfree(hadev);
 }
-EXPORT_SYMBOL_GPL(hicain_register_client);
 
-void hicain_unregister_client(struct hicain_client *client)
+/*
+ * hicain_adev_create - the function's RDMA auxiliary device, last in
+ * probe. Without it the function is an Ethernet NIC only.
+ */
+static void hicain_adev_create(struct hicain_dev *hdev)
 {
-	struct hicain_dev *hdev;
+	struct hicain_adev *hadev;
+	int ret;
 
-	mutex_lock(&hicain_list_lock);
-	if (hicain_the_client == client) {
-		list_for_each_entry(hdev, &hicain_devices, list)
-			hicain_detach(hdev);
-		hicain_the_client = NULL;
+	hadev = kzalloc(sizeof(*hadev), GFP_KERNEL);
+	if (!hadev)
+		goto err;
+	ret = ida_alloc(&hicain_adev_ida, GFP_KERNEL);
+	if (ret < 0) {
+		kfree(hadev);
+		goto err;
 	}
-	mutex_unlock(&hicain_list_lock);
+	hadev->hdev = hdev;
+	hadev->adev.name = HICAIN_ADEV_RDMA;
+	hadev->adev.id = ret;
+	hadev->adev.dev.parent = &hdev->pdev->dev;
+	hadev->adev.dev.release = hicain_adev_release;
+	if (auxiliary_device_init(&hadev->adev)) {
+		ida_free(&hicain_adev_ida, hadev->adev.id);
+		kfree(hadev);
+		goto err;
+	}
+	if (auxiliary_device_add(&hadev->adev)) {
+		auxiliary_device_uninit(&hadev->adev);	/* releases it */
+		goto err;
+	}
+	mutex_lock(&hdev->adev_lock);
+	hdev->adev = hadev;
+	mutex_unlock(&hdev->adev_lock);
+	return;
+
+err:
+	dev_warn(&hdev->pdev->dev, "no RDMA auxiliary device: Ethernet only\n");
 }
-EXPORT_SYMBOL_GPL(hicain_unregister_client);
+
+/* hicain_adev_destroy - first in remove: unbinds hicain_ib. */
+static void hicain_adev_destroy(struct hicain_dev *hdev)
+{
+	struct hicain_adev *hadev;
+
+	mutex_lock(&hdev->adev_lock);
+	hadev = hdev->adev;
+	hdev->adev = NULL;
+	mutex_unlock(&hdev->adev_lock);
+	if (!hadev)
+		return;
+	auxiliary_device_delete(&hadev->adev);
+	auxiliary_device_uninit(&hadev->adev);
+}
+
+/* hicain_adev_get - a reference to the RDMA auxiliary device, or NULL. */
+static struct hicain_adev *hicain_adev_get(struct hicain_dev *hdev)
+{
+	struct hicain_adev *hadev;
+
+	mutex_lock(&hdev->adev_lock);
+	hadev = hdev->adev;
+	if (hadev)
+		get_device(&hadev->adev.dev);
+	mutex_unlock(&hdev->adev_lock);
+	return hadev;
+}
 
 /* ---- event queue and interrupts ---- */
 
 static void hicain_dispatch_event(struct hicain_dev *hdev, const struct hicain_eqe *e)
 {
 	struct hicain_priv *priv = hdev_priv(hdev);
-	struct hicain_client *c;
+	const struct hicain_rdma_ops *ops;
 
 	switch (le32_to_cpu(e->type)) {
 	case HICAIN_EV_PORT_ACTIVE:
@@ -384,9 +433,9 @@ static void hicain_dispatch_event(struct hicain_dev *hdev, const struct hicain_e
 		break;
 	}
 	rcu_read_lock();
-	c = rcu_dereference(hdev->client);
-	if (c && c->event)
-		c->event(hdev, e);
+	ops = rcu_dereference(hdev->rdma_ops);
+	if (ops && ops->event)
+		ops->event(hdev, e);
 	rcu_read_unlock();
 }
 
@@ -438,12 +487,12 @@ static irqreturn_t hicain_l2_irq(int irq, void *data)
 static irqreturn_t hicain_cq_irq(int irq, void *data)
 {
 	struct hicain_cq_vec *v = data;
-	struct hicain_client *c;
+	const struct hicain_rdma_ops *ops;
 
 	rcu_read_lock();
-	c = rcu_dereference(v->hdev->client);
-	if (c && c->cq_irq)
-		c->cq_irq(v->hdev, v->comp_vector);
+	ops = rcu_dereference(v->hdev->rdma_ops);
+	if (ops && ops->cq_irq)
+		ops->cq_irq(v->hdev, v->comp_vector);
 	rcu_read_unlock();
 	return IRQ_HANDLED;
 }
@@ -907,15 +956,24 @@ static const struct net_device_ops hicain_netdev_ops = {
 
 /* ---- fatal state and reset ---- */
 
+/*
+ * hicain_notify_reset - tell the RDMA driver, under its auxiliary
+ * device's lock: not while it probes or removes, which set and clear its
+ * ops under that lock.
+ */
 static void hicain_notify_reset(struct hicain_dev *hdev, bool done)
 {
-	struct hicain_client *c;
+	struct hicain_adev *hadev = hicain_adev_get(hdev);
+	const struct hicain_rdma_ops *ops;
 
-	mutex_lock(&hicain_list_lock);
-	c = rcu_dereference_protected(hdev->client, lockdep_is_held(&hicain_list_lock));
-	if (c && c->reset)
-		c->reset(hdev, done);
-	mutex_unlock(&hicain_list_lock);
+	if (!hadev)
+		return;
+	device_lock(&hadev->adev.dev);
+	ops = rcu_dereference_protected(hdev->rdma_ops, lockdep_is_held(&hadev->adev.dev.mutex));
+	if (ops && ops->reset)
+		ops->reset(hdev, done);
+	device_unlock(&hadev->adev.dev);
+	put_device(&hadev->adev.dev);
 }
 
 /*
@@ -1000,50 +1058,60 @@ static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, s
 	return 0;
 }
 
-static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+/*
+ * Probe in stages, each undone in reverse order by the error path and by
+ * hicain_remove, its mirror image:
+ *   1. pci_enable_device;
+ *   2. pci_request_regions;
+ *   3. hicain_map_bar2: BAR2 mapped, its header checked, DMA mask;
+ *   4. hicain_alloc_priv: the netdev that holds hicain_priv, its NAPI;
+ *   5. pci_iomap of BAR0, and a reset of a device left live;
+ *   6. hicain_alloc_vectors: the MSI-X vectors;
+ *   7. hicain_rx_alloc_all: the RX buffers;
+ *   8. hicain_up: interrupts, RX posted, handshake (hicain_down resets
+ *      the device, and keeps the RX buffers if it does not answer);
+ *   9. hicain_register: QUERY_PORT and the netdev (RoCE only);
+ *  10. hicain_adev_create: the RDMA auxiliary device.
+ */
+
+/* hicain_map_bar2 - stage 3: BAR2 holds a HiNIC header this driver speaks. */
+static int hicain_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
 {
-	struct hicain_port_attr port = {};
-	struct net_device *ndev;
-	struct hicain_priv *priv;
-	struct hicain_dev *hdev;
-	unsigned int max_mtu, nvec;
-	void *bar2;
-	size_t len;
 	int ret;
 
-	ret = pci_enable_device(pdev);
-	if (ret)
-		return ret;
-	len = pci_resource_len(pdev, 2);
-	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || len < sizeof(struct hicain_dev_hdr)) {
-		ret = -ENODEV;
-		goto err_disable;
-	}
-	ret = pci_request_regions(pdev, DRV_NAME);
-	if (ret)
-		goto err_disable;
+	*len = pci_resource_len(pdev, 2);
+	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || *len < sizeof(struct hicain_dev_hdr))
+		return -ENODEV;
 	/* BAR2 is RAM on the host side, shared with the backend process. */
-	bar2 = memremap(pci_resource_start(pdev, 2), len, MEMREMAP_WB);
-	if (!bar2) {
-		ret = -ENOMEM;
-		goto err_regions;
-	}
-	ret = hicain_check_header(pdev, bar2 + HICAIN_HDR_OFF, len);
+	*bar2 = memremap(pci_resource_start(pdev, 2), *len, MEMREMAP_WB);
+	if (!*bar2)
+		return -ENOMEM;
+	ret = hicain_check_header(pdev, *bar2 + HICAIN_HDR_OFF, *len);
 	if (ret)
-		goto err_unmap2;
-
+		goto err_unmap;
 	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
 	if (ret) {
 		dev_err(&pdev->dev, "no 64-bit DMA\n");
-		goto err_unmap2;
+		goto err_unmap;
 	}
 	pci_set_master(pdev);
+	return 0;
+
+err_unmap:
+	memunmap(*bar2);
+	return ret;
+}
+
+/* hicain_alloc_priv - stage 4: the netdev, the private state it holds. */
+static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, size_t len)
+{
+	struct net_device *ndev;
+	struct hicain_priv *priv;
+	struct hicain_dev *hdev;
 
 	ndev = alloc_etherdev(sizeof(*priv));
-	if (!ndev) {
-		ret = -ENOMEM;
-		goto err_unmap2;
-	}
+	if (!ndev)
+		return NULL;
 	SET_NETDEV_DEV(ndev, &pdev->dev);
 	priv = netdev_priv(ndev);
 	priv->ndev = ndev;
@@ -1054,8 +1122,8 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	hdev->bar2_len = len;
 	hdev->hdr = bar2 + HICAIN_HDR_OFF;
 	hdev->ib_link = READ_ONCE(hdev->hdr->link_layer) == HICAIN_LINK_INFINIBAND;
-	INIT_LIST_HEAD(&hdev->list);
 	mutex_init(&hdev->admin_lock);
+	mutex_init(&hdev->adev_lock);
 	init_waitqueue_head(&hdev->admin_wq);
 	spin_lock_init(&hdev->eq_lock);
 	INIT_WORK(&priv->reset_work, hicain_reset_work);
@@ -1064,155 +1132,229 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	u64_stats_init(&priv->xmit_stats.syncp);
 	priv->tx_ring = bar2 + HICAIN_L2_TX_OFF;
 	priv->rx_ring = bar2 + HICAIN_L2_RX_OFF;
+	ndev->max_mtu = min_t(unsigned int, le32_to_cpu(hdev->hdr->max_mtu),
+			      HICAIN_L2_MAX_FRAME - VLAN_ETH_HLEN);
+	if (ndev->max_mtu < ETH_MIN_MTU)
+		ndev->max_mtu = ETH_DATA_LEN;
+	priv->rx_buf_len = ndev->max_mtu + VLAN_ETH_HLEN;
 	/* Before the interrupts: the L2 vector schedules this NAPI (which
 	 * stays disabled until ndo_open) as soon as the device is live.
 	 */
 	netif_napi_add(ndev, &priv->napi, hicain_napi_poll);
 	pci_set_drvdata(pdev, priv);
+	return priv;
+}
 
-	hdev->bar0 = pci_iomap(pdev, 0, 0);
-	if (!hdev->bar0) {
-		ret = -ENOMEM;
-		goto err_free_netdev;
-	}
+static void hicain_free_priv(struct hicain_priv *priv)
+{
+	netif_napi_del(&priv->napi);
+	free_netdev(priv->ndev);
+}
 
-	/* A previous driver left the device live (or it went fatal): start
-	 * from a clean device, with its indices at 0.
-	 */
+/*
+ * hicain_map_bar0 - stage 5: the doorbell register, and a clean device
+ * with its indices at 0 when a previous driver left it live (or it went
+ * fatal).
+ */
+static int hicain_map_bar0(struct hicain_dev *hdev)
+{
+	int ret;
+
+	hdev->bar0 = pci_iomap(hdev->pdev, 0, 0);
+	if (!hdev->bar0)
+		return -ENOMEM;
 	hdev->reset_count = hdr_load(&hdev->hdr->reset_count);
-	if (hicain_dev_status(hdev) & (HICAIN_DEV_LIVE | HICAIN_DEV_FATAL)) {
-		ret = hicain_hw_reset(hdev);
-		if (ret)
-			goto err_iounmap;
-	}
+	if (!(hicain_dev_status(hdev) & (HICAIN_DEV_LIVE | HICAIN_DEV_FATAL)))
+		return 0;
+	ret = hicain_hw_reset(hdev);
+	if (ret)
+		pci_iounmap(hdev->pdev, hdev->bar0);
+	return ret;
+}
+
+/* hicain_alloc_vectors - stage 6: at least the control and L2 vectors; the rest serve CQs. */
+static int hicain_alloc_vectors(struct hicain_dev *hdev)
+{
+	unsigned int nvec;
+	int ret;
 
 	nvec = min_t(unsigned int, le32_to_cpu(hdev->hdr->num_vectors), HICAIN_MAX_VECTORS);
-	/* At least the control and L2 vectors; the rest serve CQs. */
-	ret = pci_alloc_irq_vectors(pdev, HICAIN_IRQ_L2 + 1, max(nvec, HICAIN_IRQ_L2 + 1U),
+	ret = pci_alloc_irq_vectors(hdev->pdev, HICAIN_IRQ_L2 + 1, max(nvec, HICAIN_IRQ_L2 + 1U),
 				    PCI_IRQ_MSIX);
 	if (ret < 0) {
-		dev_err(&pdev->dev, "MSI-X: %d\n", ret);
-		goto err_iounmap;
+		dev_err(&hdev->pdev->dev, "MSI-X: %d\n", ret);
+		return ret;
 	}
 	hdev->num_vectors = ret;
 	hdev->num_comp_vectors = ret - HICAIN_IRQ_CQ_BASE;
+	return 0;
+}
+
+/*
+ * hicain_down - undoes hicain_up: no interrupt and no reset work, and the
+ * device back to READY, which drops every index and buffer of ours. If
+ * it does not answer, the RX buffers stay allocated (rx_kept) rather
+ * than be written after free.
+ */
+static void hicain_down(struct hicain_priv *priv)
+{
+	struct hicain_dev *hdev = &priv->hdev;
+
+	hicain_free_irqs(hdev);
+	cancel_work_sync(&priv->reset_work);
+	if (hicain_hw_reset(hdev))
+		priv->rx_kept = true;
+	hicain_tx_drop_all(priv);
+}
+
+/*
+ * hicain_up - stage 8: the interrupts, then the RX buffers posted (the
+ * rings are empty until the device is live, and no frame after LIVE may
+ * find the ring empty), then the handshake.
+ */
+static int hicain_up(struct hicain_priv *priv)
+{
+	int ret;
+
 	ret = hicain_request_irqs(priv);
 	if (ret)
-		goto err_vectors;
-
-	max_mtu = min_t(unsigned int, le32_to_cpu(hdev->hdr->max_mtu),
-			HICAIN_L2_MAX_FRAME - VLAN_ETH_HLEN);
-	if (max_mtu < ETH_MIN_MTU)
-		max_mtu = ETH_DATA_LEN;
-	priv->rx_buf_len = max_mtu + VLAN_ETH_HLEN;
-	ret = hicain_rx_alloc_all(priv);
-	if (ret)
-		goto err_irqs;
-	/* The rings are empty until the device is live; post the buffers
-	 * first so that no frame after LIVE finds the ring empty.
-	 */
+		return ret;
 	hicain_rx_start(priv);
-	ret = hicain_hw_start(hdev);
+	ret = hicain_hw_start(&priv->hdev);
 	if (ret)
-		goto err_reset;
+		hicain_down(priv);
+	return ret;
+}
+
+/* hicain_rx_release - undoes stage 7, unless the device may still write the buffers. */
+static void hicain_rx_release(struct hicain_priv *priv)
+{
+	if (priv->rx_kept)
+		dev_warn(&priv->hdev.pdev->dev, "device did not reset; keeping its RX buffers\n");
+	else
+		hicain_rx_free_all(priv);
+}
+
+/*
+ * hicain_register - stage 9: the netdev of a RoCE function. An
+ * InfiniBand port carries no Ethernet: the device serves no L2 rings
+ * (no HICAIN_CAP_L2), so there is no netdev to show. IPoIB, if wanted,
+ * runs on the ib_device.
+ */
+static int hicain_register(struct hicain_priv *priv)
+{
+	struct hicain_port_attr port = {};
+	struct hicain_dev *hdev = &priv->hdev;
+	struct net_device *ndev = priv->ndev;
+	int ret;
 
 	ret = hicain_query_port(hdev, &port);
 	if (ret)
-		dev_warn(&pdev->dev, "QUERY_PORT: %d\n", ret);
-
+		dev_warn(&hdev->pdev->dev, "QUERY_PORT: %d\n", ret);
 	ndev->netdev_ops = &hicain_netdev_ops;
 	ndev->min_mtu = ETH_MIN_MTU;
-	ndev->max_mtu = max_mtu;
-	ndev->mtu = min_t(unsigned int, ETH_DATA_LEN, max_mtu);
+	ndev->mtu = min_t(unsigned int, ETH_DATA_LEN, ndev->max_mtu);
 	eth_hw_addr_set(ndev, hdev->hdr->mac);
 	if (!is_valid_ether_addr(ndev->dev_addr)) {
-		dev_warn(&pdev->dev, "device MAC %pM is not valid, using a random one\n",
+		dev_warn(&hdev->pdev->dev, "device MAC %pM is not valid, using a random one\n",
 			 hdev->hdr->mac);
 		eth_hw_addr_random(ndev);
 	}
 	netif_carrier_off(ndev);
 	if (hdev->ib_link) {
-		/* An InfiniBand port carries no Ethernet: the device serves
-		 * no L2 rings (no HICAIN_CAP_L2), so there is no netdev to
-		 * show. IPoIB, if wanted, runs on the ib_device.
-		 */
-		dev_info(&pdev->dev, "HiNIC ABI %u.%u, InfiniBand, %u MSI-X vectors, port state %u\n",
+		dev_info(&hdev->pdev->dev, "HiNIC ABI %u.%u, InfiniBand, %u MSI-X vectors, port state %u\n",
 			 le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
 			 hdev->num_vectors, le32_to_cpu(port.state));
-	} else {
-		ret = register_netdev(ndev);
-		if (ret)
-			goto err_reset;
-		hicain_update_carrier(priv);
-
-		netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
-			    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
-			    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), max_mtu,
-			    netif_carrier_ok(ndev) ? ", link up" : "");
+		return 0;
 	}
+	ret = register_netdev(ndev);
+	if (ret)
+		return ret;
+	hicain_update_carrier(priv);
+	netdev_info(ndev, "HiNIC ABI %u.%u, MAC %pM, %u MSI-X vectors, port state %u, max MTU %u%s\n",
+		    le16_to_cpu(hdev->hdr->abi_major), le16_to_cpu(hdev->hdr->abi_minor),
+		    ndev->dev_addr, hdev->num_vectors, le32_to_cpu(port.state), ndev->max_mtu,
+		    netif_carrier_ok(ndev) ? ", link up" : "");
+	return 0;
+}
 
-	mutex_lock(&hicain_list_lock);
-	list_add_tail(&hdev->list, &hicain_devices);
-	hicain_attach(hdev, hicain_the_client);
-	mutex_unlock(&hicain_list_lock);
+static void hicain_unregister(struct hicain_priv *priv)
+{
+	if (!priv->hdev.ib_link)
+		unregister_netdev(priv->ndev);
+}
+
+static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct hicain_priv *priv;
+	void *bar2;
+	size_t len;
+	int ret;
+
+	ret = pci_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pci_request_regions(pdev, DRV_NAME);
+	if (ret)
+		goto err_disable;
+	ret = hicain_map_bar2(pdev, &bar2, &len);
+	if (ret)
+		goto err_release_regions;
+	priv = hicain_alloc_priv(pdev, bar2, len);
+	if (!priv) {
+		ret = -ENOMEM;
+		goto err_unmap_bar2;
+	}
+	ret = hicain_map_bar0(&priv->hdev);
+	if (ret)
+		goto err_free_priv;
+	ret = hicain_alloc_vectors(&priv->hdev);
+	if (ret)
+		goto err_unmap_bar0;
+	ret = hicain_rx_alloc_all(priv);
+	if (ret)
+		goto err_free_vectors;
+	ret = hicain_up(priv);
+	if (ret)
+		goto err_rx_release;
+	ret = hicain_register(priv);
+	if (ret)
+		goto err_down;
+	hicain_adev_create(&priv->hdev);
 	return 0;
 
-err_reset:
-	hicain_free_irqs(hdev);
-	cancel_work_sync(&priv->reset_work);
-	/* The device must forget the RX buffers before they are freed. */
-	if (hicain_hw_reset(hdev))
-		priv->rx_ready = false;
-	else
-		hicain_rx_free_all(priv);
-err_irqs:
-	hicain_free_irqs(hdev);
-	cancel_work_sync(&priv->reset_work);
-err_vectors:
+err_down:
+	hicain_down(priv);
+err_rx_release:
+	hicain_rx_release(priv);
+err_free_vectors:
 	pci_free_irq_vectors(pdev);
-err_iounmap:
-	pci_iounmap(pdev, hdev->bar0);
-err_free_netdev:
-	netif_napi_del(&priv->napi);
-	free_netdev(ndev);
-err_unmap2:
+err_unmap_bar0:
+	pci_iounmap(pdev, priv->hdev.bar0);
+err_free_priv:
+	hicain_free_priv(priv);
+err_unmap_bar2:
 	memunmap(bar2);
-err_regions:
+err_release_regions:
 	pci_release_regions(pdev);
 err_disable:
 	pci_disable_device(pdev);
 	return ret;
 }
 
+/* hicain_remove - hicain_probe's stages undone in reverse order. */
 static void hicain_remove(struct pci_dev *pdev)
 {
 	struct hicain_priv *priv = pci_get_drvdata(pdev);
-	struct hicain_dev *hdev = &priv->hdev;
-	struct net_device *ndev = priv->ndev;
-	void *bar2 = hdev->bar2;
+	void *bar2 = priv->hdev.bar2;
 
-	mutex_lock(&hicain_list_lock);
-	hicain_detach(hdev);
-	list_del(&hdev->list);
-	mutex_unlock(&hicain_list_lock);
-
-	if (!hdev->ib_link)
-		unregister_netdev(ndev);
-	hicain_free_irqs(hdev);
-	cancel_work_sync(&priv->reset_work);
-	/* Back to READY: the device drops every index and buffer of ours
-	 * and raises no more interrupts. If it does not answer, the RX
-	 * buffers stay allocated rather than be written after free.
-	 */
-	if (hicain_hw_reset(hdev))
-		dev_warn(&pdev->dev, "device did not reset; keeping its RX buffers\n");
-	else
-		hicain_rx_free_all(priv);
-	hicain_tx_drop_all(priv);
-	netif_napi_del(&priv->napi);
+	hicain_adev_destroy(&priv->hdev);
+	hicain_unregister(priv);
+	hicain_down(priv);
+	hicain_rx_release(priv);
 	pci_free_irq_vectors(pdev);
-	pci_iounmap(pdev, hdev->bar0);
-	free_netdev(ndev);
+	pci_iounmap(pdev, priv->hdev.bar0);
+	hicain_free_priv(priv);
 	memunmap(bar2);
 	pci_release_regions(pdev);
 	pci_disable_device(pdev);

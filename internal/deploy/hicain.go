@@ -175,6 +175,8 @@ func checkPaths(r *Rack) error {
 		socks = append(socks, PortSocket(r, g.Switch, g.Port))
 		if g.NIC == NICHicain {
 			socks = append(socks, IvshmemSocket(r, g))
+		} else {
+			socks = append(socks, StreamSocket(r, g))
 		}
 	}
 	if len(r.hicainGuests()) > 0 {
@@ -240,8 +242,8 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 
 // deviceReusable returns why the running backend pid cannot serve the
 // rack, or "" when it can: same command line, control socket answering,
-// every fabric link up (the backend does not redial a switch that went
-// away).
+// every fabric link up (the backend redials a switch that went away, so
+// a link still down is a fabric that is not back, or not the rack's).
 func deviceReusable(ctx context.Context, pid int, args []string, control string) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {

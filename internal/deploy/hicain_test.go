@@ -63,6 +63,11 @@ func TestFabricConfigPortKinds(t *testing.T) {
 	got := map[int]string{}
 	for _, p := range readFabricConfig(t, r).Switches[0].Port {
 		got[p.Num] = p.Kind
+		// The rxe guest's port dials its QEMU's stream server; the
+		// others listen.
+		if want := map[bool]string{true: "/tmp/hr/fab/sw0-port2.qemu.sock"}[p.Num == 2]; p.Dial != want {
+			t.Errorf("port %d: dial %q, want %q", p.Num, p.Dial, want)
+		}
 	}
 	// vm-a takes port 1, vm-r port 2; vm-b names port 7.
 	want := map[int]string{1: "seqpacket", 2: "qemu-stream", 7: "seqpacket"}
@@ -167,7 +172,7 @@ func TestQEMUArgsDataNIC(t *testing.T) {
 	rxe := strings.Join(QEMUArgs(r, r.Guests[1], m, "/img", "/tmp/hr/vm-r", "tcg", "k"), " ")
 	for _, want := range []string{
 		"-machine pc ",
-		"-netdev stream,id=data,server=off,addr.type=unix,addr.path=/tmp/hr/fab/sw0-port2.sock ",
+		"-netdev stream,id=data,server=on,addr.type=unix,addr.path=/tmp/hr/fab/sw0-port2.qemu.sock ",
 		"-device virtio-net-pci,netdev=data,mac=52:54:00:42:00:02 ",
 	} {
 		if !strings.Contains(rxe, want) {

@@ -363,13 +363,18 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
 }
 
 // FabricConfig is the `hinic fabric serve --config` file of the rack: the
-// port of an rxe guest is a qemu-stream port (QEMU's -netdev stream), the
-// port of a hicain guest a seqpacket port (the device backend's).
+// port of an rxe guest is a qemu-stream port that dials the guest's QEMU
+// (-netdev stream,server=on at StreamSocket), the port of a hicain guest
+// a seqpacket port (the device backend's). The switch dials QEMU, and
+// not the other way round, so that a restarted fabric reaches every
+// running guest again: QEMU 7.2's stream client has no reconnect, but
+// its server takes a new client once the last one has left.
 func FabricConfig(r *Rack) []byte {
 	type port struct {
 		Num        int    `yaml:"num"`
 		Kind       string `yaml:"kind,omitempty"`
 		Link       string `yaml:"link,omitempty"`
+		Dial       string `yaml:"dial,omitempty"`
 		TrustPause bool   `yaml:"trust-pause,omitempty"`
 	}
 	type sw struct {
@@ -404,6 +409,9 @@ func FabricConfig(r *Rack) []byte {
 			// A hicain guest's frames pass its vNIC's filter first
 			// (DeviceArgs); the seqpacket port trusts the backend.
 			pc := port{Num: g.Port, Kind: kind, TrustPause: g.TrustPause && kind == fabric.KindQEMUStream}
+			if kind == fabric.KindQEMUStream {
+				pc.Dial = StreamSocket(r, g)
+			}
 			if g.Link == LinkIB {
 				pc.Link = fabric.LinkIB
 			}
@@ -430,6 +438,14 @@ func FabricConfig(r *Rack) []byte {
 	return append([]byte("# Written by hinic deploy rack.\n"), b...)
 }
 
+// StreamSocket is the socket of an rxe guest's data NIC: its QEMU's
+// -netdev stream,server=on listens there and the guest's switch port
+// dials it. It sits beside the port's own socket path, which a dialling
+// port does not use.
+func StreamSocket(r *Rack, g Guest) string {
+	return filepath.Join(r.RunDir, DirFabric, fmt.Sprintf("%s-port%d.qemu.sock", g.Switch, g.Port))
+}
+
 // PortSocket is the socket path of a switch port in the fabric run dir.
 func PortSocket(r *Rack, sw string, port int) string {
 	return filepath.Join(r.RunDir, DirFabric, fmt.Sprintf("%s-port%d.sock", sw, port))
@@ -448,7 +464,7 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 	}
 	data := []string{
 		"-machine", string(QEMUMachine),
-		"-netdev", "stream,id=data,server=off,addr.type=unix,addr.path=" + PortSocket(r, g.Switch, g.Port),
+		"-netdev", "stream,id=data,server=on,addr.type=unix,addr.path=" + StreamSocket(r, g),
 		"-device", "virtio-net-pci,netdev=data,mac=" + g.MAC,
 	}
 	if g.NIC == NICHicain {

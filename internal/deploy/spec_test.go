@@ -195,6 +195,7 @@ type fabricConfig struct {
 			Kind       string `yaml:"kind"`
 			Link       string `yaml:"link"`
 			TrustPause bool   `yaml:"trust-pause"`
+			Dial       string `yaml:"dial"`
 		} `yaml:"port"`
 	} `yaml:"switches"`
 	Links []struct{ A, B string } `yaml:"links"`

@@ -330,8 +330,8 @@ func (s *session) portCounters() PortCounters {
 		RcvErrors: c.RxICRCErrors + c.RxMalformed, XmitDiscards: c.TxErrors, RcvConstraintErrors: c.RxPKeyErrors,
 		VL15Dropped: c.VL15Dropped, QP1Dropped: c.QP1Dropped,
 	}
-	if s.v.linkLost.Load() {
-		r.LinkDowned = 1 // the backend does not redial: the link goes down once
+	if s.v.fabric != nil {
+		r.LinkDowned = s.v.fabric.downs.Load()
 	}
 	return r
 }

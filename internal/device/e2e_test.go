@@ -268,6 +268,12 @@ func newRCEndAccess(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc
 
 func (e *rcEnd) connect(t *testing.T, r *rcEnd) {
 	t.Helper()
+	e.connectTimeout(t, r, 14)
+}
+
+// connectTimeout is connect with the given local ACK timeout code.
+func (e *rcEnd) connectTimeout(t *testing.T, r *rcEnd, timeout uint8) {
+	t.Helper()
 	ctx := testCtx(t)
 	steps := []struct {
 		attr device.QPAttr
@@ -280,7 +286,7 @@ func (e *rcEnd) connect(t *testing.T, r *rcEnd) {
 			AH: device.AHAttr{IsGlobal: 1, PortNum: 1, DMAC: r.mac, DGID: r.gid, SGIDIndex: 1, HopLimit: 64}},
 			rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
 				rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
-		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: 100, Timeout: timeout, RetryCnt: 7, RNRRetry: 7,
 			MaxRDAtomic: 4},
 			rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
 				rdma.QPAttrMaxQPRDAtomic},

@@ -165,8 +165,8 @@ type VNIC struct {
 	log *slog.Logger
 	ln  *net.UnixListener
 
-	fabric   *net.UnixConn // nil when no fabric port is configured
-	linkLost atomic.Bool   // the fabric connection dropped (no redial)
+	fabric   *fabricLink // nil when no fabric port is configured
+	linkLost atomic.Bool // the fabric connection is down (redialling, link.go)
 
 	mu      sync.RWMutex // guards sess, nextID, closing
 	sess    *session
@@ -297,9 +297,7 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 			ram.Close()
 			return nil, err
 		}
-		_ = c.SetReadBuffer(nicSocketBuffer)
-		_ = c.SetWriteBuffer(nicSocketBuffer)
-		v.fabric = c
+		v.fabric = newFabricLink(cfg.FabricPort, hello, c)
 		v.wg.Add(1)
 		go v.receive()
 	}
@@ -368,6 +366,8 @@ func (v *VNIC) accept(ctx context.Context) {
 		v.sess = s
 		if !v.linkUp() {
 			s.portDown() // the link dropped after the header was built
+		} else {
+			s.portUp() // or came back (link.go)
 		}
 		v.mu.Unlock()
 		v.stats.sessions.Add(1)
@@ -418,11 +418,6 @@ func (v *VNIC) endSession(s *session) {
 // engine coalesces its ACKs over them.
 func (v *VNIC) receive() {
 	defer v.wg.Done()
-	bio, err := mmsg.New(v.fabric, rxBatch)
-	if err != nil {
-		v.dropLink(err)
-		return
-	}
 	bufs, roce := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
 	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
 	for i := range bufs {
@@ -431,36 +426,50 @@ func (v *VNIC) receive() {
 		bufs[i] = make([]byte, maxFrame+1)
 	}
 	for {
-		n, err := bio.ReadBatch(bufs, sizes, trunc)
-		if err != nil {
-			v.dropLink(err)
+		// The connection of the moment: relink replaces it.
+		bio, err := mmsg.New(v.fabric.conn.Load(), rxBatch)
+		for err == nil {
+			var n int
+			if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
+				v.deliver(bufs[:n], sizes, roce)
+			}
+		}
+		if !v.relink(err) {
 			return
 		}
-		roce = roce[:0]
-		v.mu.RLock()
-		s := v.sess
-		for i := range n {
-			frame := bufs[i][:min(sizes[i], len(bufs[i]))]
-			if s == nil || len(frame) == 0 {
-				continue
-			}
-			if v.cfg.ib() {
-				// An InfiniBand port carries only IB packets: all of
-				// them are the engine's (its SMA and PMA included).
-				v.stats.roceRx.Add(1)
-				roce = append(roce, frame)
-			} else if isRoCEv2(frame) && s.forEngine(frame) {
-				v.stats.roceRx.Add(1)
-				s.portCtr.Load().mcastRx.Add(groupFrame(frame))
-				roce = append(roce, frame)
-			} else {
-				s.l2Receive(frame)
-			}
+	}
+}
+
+// deliver steers a batch of frames read from the fabric (fabric rx
+// goroutine); roce is scratch for the engine's share.
+func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) {
+	roce = roce[:0]
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	s := v.sess
+	if s == nil {
+		return
+	}
+	for i, b := range bufs {
+		frame := b[:min(sizes[i], len(b))]
+		if len(frame) == 0 {
+			continue
 		}
-		if s != nil && len(roce) > 0 {
-			s.rxDev.Load().DeliverBatch(roce)
+		if v.cfg.ib() {
+			// An InfiniBand port carries only IB packets: all of
+			// them are the engine's (its SMA and PMA included).
+			v.stats.roceRx.Add(1)
+			roce = append(roce, frame)
+		} else if isRoCEv2(frame) && s.forEngine(frame) {
+			v.stats.roceRx.Add(1)
+			s.portCtr.Load().mcastRx.Add(groupFrame(frame))
+			roce = append(roce, frame)
+		} else {
+			s.l2Receive(frame)
 		}
-		v.mu.RUnlock()
+	}
+	if len(roce) > 0 {
+		s.rxDev.Load().DeliverBatch(roce)
 	}
 }
 
@@ -472,8 +481,7 @@ func (v *VNIC) linkUp() bool { return v.fabric != nil && !v.linkLost.Load() }
 
 // dropLink marks the link down after the fabric connection failed (the
 // switch went away) and tells the guest: LINK_UP cleared, PORT_ERR, port
-// state DOWN. The backend does not redial; the link stays down until it
-// restarts.
+// state DOWN. The link stays down until the redial (relink) succeeds.
 func (v *VNIC) dropLink(err error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -481,7 +489,7 @@ func (v *VNIC) dropLink(err error) {
 		return
 	}
 	v.linkLost.Store(true)
-	v.log.Warn("fabric port connection lost; the link stays down", "port", v.cfg.FabricPort, "err", err)
+	v.log.Warn("fabric port connection lost; redialling", "port", v.cfg.FabricPort, "err", err)
 	if v.sess != nil {
 		v.sess.portDown()
 	}
@@ -562,33 +570,50 @@ func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 		return nil, fmt.Errorf("fabric port %s refused: %s", path, proto.HelloStatusText(ans.Status()))
 	}
 	uc.SetDeadline(time.Time{})
+	_ = uc.SetReadBuffer(nicSocketBuffer)
+	_ = uc.SetWriteBuffer(nicSocketBuffer)
 	return uc, nil
 }
 
 // fabricPort is the engine's Port: one frame per SEQPACKET message,
 // gathered over a round of the engine's work and sent with one sendmmsg
-// (an rdma.FlushPort). Owned by the engine goroutine.
+// (an rdma.FlushPort) on the link's connection of the moment; frames
+// gathered for a connection that was replaced meanwhile are lost, as
+// any frame sent on a failed link is. Owned by the engine goroutine.
 type fabricPort struct {
-	w   *mmsg.Writer // nil without a fabric connection
-	ctr *portCounters
-	ib  bool // IB packets: no MAC to tell multicast by
+	link *fabricLink // nil without a fabric port
+	ctr  *portCounters
+	ib   bool // IB packets: no MAC to tell multicast by
+
+	wc *net.UnixConn // the connection w writes to
+	w  *mmsg.Writer
 }
 
-func newFabricPort(c *net.UnixConn, ctr *portCounters, ib bool) *fabricPort {
-	p := &fabricPort{ctr: ctr, ib: ib}
-	if c != nil {
+func newFabricPort(l *fabricLink, ctr *portCounters, ib bool) *fabricPort {
+	return &fabricPort{link: l, ctr: ctr, ib: ib}
+}
+
+// writer returns the writer of the link's current connection, making
+// one when the connection changed (a redial), or nil.
+func (p *fabricPort) writer() *mmsg.Writer {
+	if p.link == nil {
+		return nil
+	}
+	if c := p.link.conn.Load(); c != p.wc {
+		p.wc, p.w = c, nil
 		if bio, err := mmsg.New(c, txBatch); err == nil {
 			p.w = mmsg.NewWriter(bio, rdmaMaxFrame)
 		}
 	}
-	return p
+	return p.w
 }
 
 func (p *fabricPort) Send(frame []byte) error {
-	if p.w == nil {
+	w := p.writer()
+	if w == nil {
 		return errors.New("device: link down")
 	}
-	err := p.w.Send(frame)
+	err := w.Send(frame)
 	if err == nil && !p.ib {
 		p.ctr.mcastTx.Add(groupFrame(frame))
 	}
@@ -596,10 +621,10 @@ func (p *fabricPort) Send(frame []byte) error {
 }
 
 func (p *fabricPort) Flush() error {
-	if p.w == nil {
-		return nil
+	if w := p.writer(); w != nil {
+		return w.Flush()
 	}
-	return p.w.Flush()
+	return nil
 }
 
 // portCounters are what the port sees of the engine's frames beyond the

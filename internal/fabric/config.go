@@ -215,8 +215,13 @@ type PortConfig struct {
 	Kind string `mapstructure:"kind"`
 	// Path overrides the socket path.
 	Path string `mapstructure:"path"`
-	// Dial makes this port an inter-switch link to another process: it
-	// connects to that switch's port socket instead of listening.
+	// Dial makes the switch connect instead of listening, and connect
+	// again whenever the connection ends: on a seqpacket port, to
+	// another process's switch port (an inter-switch link); on a
+	// qemu-stream port, to the socket of a QEMU -netdev
+	// stream,server=on, which takes a new client after the last one
+	// left (QEMU 7.2 has no client reconnect), so the guest's link comes
+	// back after the fabric restarts.
 	Dial string `mapstructure:"dial"`
 	// Speed converts PFC pause quanta into time.
 	Speed BitRate `mapstructure:"speed"`
@@ -616,9 +621,8 @@ func applyPort(p *portSettings, pc *PortConfig) error {
 		p.path = pc.Path
 	}
 	if pc.Dial != "" {
-		if p.kind != KindSeqpacket {
-			return fmt.Errorf("dial needs a seqpacket port")
-		}
+		// A seqpacket port dials another switch; a qemu-stream port
+		// dials a QEMU -netdev stream,server=on socket.
 		p.dial = pc.Dial
 	}
 	if pc.Speed < 0 {

@@ -221,17 +221,22 @@ func peerFromHello(h proto.Hello) PeerInfo {
 	}
 }
 
-// dialLoop keeps an inter-switch link to another process up: it dials
-// the remote switch's port socket, says hello as a switch, and runs the
-// session; when the session ends it dials again, backing off.
+// dialLoop keeps a dialling port's link up: it dials the remote switch's
+// port socket and says hello as a switch (an inter-switch link), or dials
+// a QEMU stream server (a qemu-stream port), and runs the session; when
+// the session ends it dials again, backing off.
 func (p *port) dialLoop() {
 	sw := p.sw
 	defer sw.wg.Done()
 	backoff := redialMin
 	for {
-		pc, peer, err := p.dialOnce()
+		dial := p.dialOnce
+		if p.cfg.kind == KindQEMUStream {
+			dial = p.dialStream
+		}
+		pc, peer, err := dial()
 		if err == nil {
-			err = p.attachShm(pc.Conn, peer, false, pc.Shm)
+			err = p.attachShm(pc.Conn, peer, p.cfg.kind == KindQEMUStream, pc.Shm)
 			if err != nil {
 				pc.Conn.Close()
 			} else {
@@ -259,6 +264,19 @@ func (p *port) dialLoop() {
 		}
 		backoff = min(2*backoff, redialMax)
 	}
+}
+
+// dialStream connects to a QEMU -netdev stream,server=on socket. The
+// stream has no hello: the connection is the link.
+func (p *port) dialStream() (*PortConn, PeerInfo, error) {
+	ctx, cancel := context.WithTimeout(p.sw.ctx, helloTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", p.cfg.dial)
+	if err != nil {
+		return nil, PeerInfo{}, fmt.Errorf("fabric: dial %s: %w", p.cfg.dial, err)
+	}
+	return &PortConn{Conn: c.(*net.UnixConn)}, PeerInfo{Name: "qemu", Role: "qemu"}, nil
 }
 
 func (p *port) dialOnce() (*PortConn, PeerInfo, error) {

@@ -27,7 +27,10 @@ type Report struct {
 	// SwitchMalformed counts frames the switch dropped because they no
 	// longer parsed (a corrupted header).
 	SwitchMalformed uint64 `json:"switch_malformed"`
-	FabricFrames    uint64 `json:"fabric_frames"` // frames the hosts sent into the fabric
+	FabricFrames    uint64 `json:"fabric_frames"` // frames the hosts sent into the fabric, over every fabric of the run
+	// FabricRestarts is how many times the fabric was restarted
+	// (Config.Restarts).
+	FabricRestarts int `json:"fabric_restarts,omitempty"`
 
 	Atomics AtomicsReport `json:"atomics"`
 	// UD sums the datagram flows: sent, delivered, lost (counted, never
@@ -183,15 +186,20 @@ func (s *suite) fill(r *Report) {
 		r.Total.add(e)
 	}
 	r.Injected, r.SwitchMalformed, r.FabricFrames = fabric.FaultCounts{}, 0, 0
-	for _, sw := range s.rack.Fabric.Status().Switches {
-		for _, p := range sw.Ports {
-			if p.Num > len(s.rack.Hosts) {
-				continue
+	for _, st := range s.fabricStatuses() {
+		for _, sw := range st.Switches {
+			for _, p := range sw.Ports {
+				if p.Num > len(s.rack.Hosts) {
+					continue
+				}
+				r.Injected = r.Injected.Add(p.FaultKinds)
+				r.SwitchMalformed += p.Drops[fabric.DropMalformed.String()]
+				r.FabricFrames += p.RxFrames
 			}
-			r.Injected = r.Injected.Add(p.FaultKinds)
-			r.SwitchMalformed += p.Drops[fabric.DropMalformed.String()]
-			r.FabricFrames += p.RxFrames
 		}
+	}
+	if s.restarter != nil {
+		r.FabricRestarts = s.restarter.done
 	}
 	a := AtomicsReport{Counters: addWords * len(s.atomics), SwapWords: swapWords * len(s.atomics)}
 	for _, at := range s.atomics {

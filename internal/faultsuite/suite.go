@@ -88,6 +88,10 @@ type Config struct {
 	// Port is the hosts' port kind: rack.PortSocket (default) or
 	// rack.PortShm. The faults are injected at the switch either way.
 	Port string
+	// Restarts restarts the rack's fabric this many times during the
+	// run, evenly spaced in operations checked (restart.go); the checks
+	// and their expectations do not change. Ethernet racks only.
+	Restarts int
 	// Progress, when set, is called about every two seconds with a line
 	// to show.
 	Progress func(format string, a ...any)
@@ -144,6 +148,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("faultsuite: largest payload %d: want 8 B to 1 MiB", c.MaxSize)
 	case c.Timeout > 31:
 		return fmt.Errorf("faultsuite: timeout code %d: want 0 to 31", c.Timeout)
+	case c.Restarts < 0 || c.Restarts > 100:
+		return fmt.Errorf("faultsuite: %d fabric restarts: want 0 to 100", c.Restarts)
 	}
 	for k, w := range c.Mix {
 		if w < 0 {
@@ -186,6 +192,11 @@ type suite struct {
 	ud            []*udHost
 	udSendersDone atomic.Int64
 	udStalls      atomic.Int64
+
+	// The fabric restarts (restart.go): the flow, and the last status of
+	// each fabric a restart replaced.
+	restarter  *restarter
+	oldFabrics []fabric.Status
 }
 
 // Run runs the suite and returns its report. The error, if any, names the
@@ -361,6 +372,10 @@ func (s *suite) run(parent context.Context) error {
 	for _, u := range s.ud {
 		flows = append(flows, udSender{u}, udReceiver{u})
 	}
+	if s.cfg.Restarts > 0 {
+		s.restarter = &restarter{s: s}
+		flows = append(flows, s.restarter)
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -442,6 +457,9 @@ func (s *suite) finish() error {
 	}
 	for _, rv := range s.recvs {
 		errs = append(errs, rv.finish())
+	}
+	if s.restarter != nil {
+		errs = append(errs, s.restarter.finish())
 	}
 	for _, at := range s.atomics {
 		errs = append(errs, at.check())

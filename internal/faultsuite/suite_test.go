@@ -197,9 +197,34 @@ func TestFaultSuiteCatchesUD(t *testing.T) {
 // TestConfigErrors checks the refused configurations.
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{{Hosts: 3}, {Ops: -1}, {Window: 100}, {MaxSize: 4},
-		{Faults: fabric.FaultsConfig{Drop: 0.9}}, {Mix: Mix{Send: -1}}, {Timeout: 32}} {
+		{Faults: fabric.FaultsConfig{Drop: 0.9}}, {Mix: Mix{Send: -1}}, {Timeout: 32}, {Restarts: -1}} {
 		if _, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("%+v: accepted", cfg)
 		}
+	}
+}
+
+// TestFaultSuiteRestart runs the suite with the specification's faults
+// while the fabric is restarted three times, over both port kinds: every
+// operation is still checked exactly once with its data (0 lost, 0
+// duplicated, 0 corrupted), the atomics' ledgers hold, and no completion
+// failed.
+func TestFaultSuiteRestart(t *testing.T) {
+	for _, port := range []string{rack.PortSocket, rack.PortShm} {
+		t.Run("port="+port, func(t *testing.T) {
+			const restarts = 3
+			r, err := Run(context.Background(), Config{Hosts: 2, Ops: testOps(), Seed: 11, Faults: SpecFaults(),
+				Timeout: testTimeout(), Port: port, Restarts: restarts})
+			if r != nil {
+				logReport(t, r)
+				t.Logf("fabric restarts: %d", r.FabricRestarts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Checked != r.Ops || r.FabricRestarts != restarts {
+				t.Fatalf("%d of %d ops checked, %d of %d restarts", r.Checked, r.Ops, r.FabricRestarts, restarts)
+			}
+		})
 	}
 }

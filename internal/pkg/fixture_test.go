@@ -76,10 +76,12 @@ void hicain_test_register(const struct verbs_device_ops *ops, const char *name)
 // kernel/: the shared build packages them, so that the packaging tests
 // do not depend on the state of the drivers' own sources (which
 // TestRealKernelModules builds). Two obj-m entries show that every module
-// Kbuild lists is packaged.
+// Kbuild lists is packaged; hicain_ib, as in kernel/, is built from
+// objects of other names (hicain_ib-y), and has no hicain_ib.c.
 const testKbuild = `ccflags-y += -Werror
 obj-m += hicain_net.o
 obj-m += hicain_ib.o
+hicain_ib-y := hicain_ib_main.o
 `
 
 const testModuleC = `// SPDX-License-Identifier: GPL-2.0
@@ -114,7 +116,7 @@ func withTestModules(t testing.TB, repo string) {
 	writeTestFile(t, filepath.Join(kdir, "Makefile"), "KDIR ?= /lib/modules/$(shell uname -r)/build\nmodules:\n\t$(MAKE) -C $(KDIR) M=$(CURDIR) modules\n")
 	writeTestFile(t, filepath.Join(kdir, "hicain_test.h"), "/* SPDX-License-Identifier: GPL-2.0 */\n#define HICAIN_TEST_OK 0\n")
 	writeTestFile(t, filepath.Join(kdir, "hicain_net.c"), testModuleC)
-	writeTestFile(t, filepath.Join(kdir, "hicain_ib.c"), testModuleC)
+	writeTestFile(t, filepath.Join(kdir, "hicain_ib_main.c"), testModuleC)
 }
 
 // newRepo copies what pkg builds from (Go sources, kernel/, packaging/,

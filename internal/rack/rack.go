@@ -20,10 +20,10 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/fabric"
-	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/shmport"
@@ -82,11 +82,21 @@ type Host struct {
 	MAC    [6]byte
 	IP     netip.Addr
 	// Conn is the host's connection to its fabric port. In a Raw rack the
-	// caller reads and writes it; otherwise the rack does.
+	// caller reads and writes it; otherwise the rack does. It is the
+	// first connection: after RestartFabric the host's engine uses the
+	// one it dialled again, which these fields do not follow.
 	Conn *net.UnixConn
 	// Shm is the host's ring pair when Config.Port is PortShm: the
 	// frames go through it and Conn carries none.
 	Shm *shmport.Conn
+
+	// The port the host dials and its hello, kept for the redial; link
+	// is the attachment in use (relink.go), links counts attachments
+	// (written under the rack's mu).
+	portPath string
+	hello    *proto.HelloFields
+	link     atomic.Pointer[hostLink]
+	links    atomic.Uint64
 
 	allocMu sync.Mutex
 	next    uint64 // bump allocator over Memory
@@ -132,6 +142,15 @@ type Rack struct {
 	SM      *ibsm.SM
 	madPort *madPort
 
+	cfg    Config
+	runDir string
+	// mu orders a host's redial with Close: no link is stored once the
+	// rack is closed. It also guards Fabric while RestartFabric swaps it.
+	mu     sync.Mutex
+	closed bool
+	// relinked is closed and replaced whenever a host attaches again.
+	relinked chan struct{}
+
 	tmpDir    string
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -174,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 	default:
 		return nil, fmt.Errorf("rack: port kind %q: want %q or %q", cfg.Port, PortSocket, PortShm)
 	}
-	r := &Rack{}
+	r := &Rack{relinked: make(chan struct{})}
 	runDir := cfg.RunDir
 	if runDir == "" {
 		d, err := os.MkdirTemp("", "hinic-rack-")
@@ -183,24 +202,11 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 		}
 		r.tmpDir, runDir = d, d
 	}
-	ports := max(fabric.DefaultPorts, cfg.Hosts)
-	sc := fabric.SwitchConfig{Name: fabric.DefaultSwitchName, Ports: ports}
-	for i := range cfg.Hosts {
-		pc := fabric.PortConfig{Num: i + 1, Faults: cfg.Faults}
-		if cfg.LinkLayer == LinkIB {
-			pc.Link = "ib"
-		}
-		sc.Port = append(sc.Port, pc)
-	}
-	fab, err := fabric.New(fabric.Config{RunDir: runDir, Ports: ports, Switches: []fabric.SwitchConfig{sc},
-		Pcap: cfg.Pcap, Logger: cfg.Logger, ShmNoPoll: true})
+	r.cfg, r.runDir = cfg, runDir
+	fab, err := r.newFabric()
 	if err != nil {
 		r.removeTmp()
-		return nil, fmt.Errorf("rack: %w", err)
-	}
-	if err := fab.Start(); err != nil {
-		r.removeTmp()
-		return nil, fmt.Errorf("rack: start fabric: %w", err)
+		return nil, err
 	}
 	r.Fabric = fab
 	sw := fab.Switches()[0]
@@ -233,29 +239,14 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	if ib {
 		hello.LinkLayer, hello.MAC, hello.PortGUID = proto.HelloLinkInfiniBand, [6]byte{}, guid+1
 	}
-	// No polling on either side of the rings (the switch's too, above):
-	// here both ends of every ring, the engines and the workloads share
-	// one process and its few Ps, so a side polling for a frame takes
-	// the CPU from the goroutine that would produce it and keeps the
-	// netpoller from running the sleepers it would wake. Measured on
-	// 2 cores: ib_send_lat 2 B 17.7 -> 11.2 us, ib_write_bw 64 B
-	// 32 -> 40 MiB/s with polling off.
-	opts := fabric.DialOptions{Shm: cfg.Port == PortShm, ShmOptions: shmport.Options{Poll: 0}}
-	pc, _, err := fabric.DialPortWith(ctx, sw.SocketPath(i+1), hello, opts)
+	h.hello, h.portPath = hello, sw.SocketPath(i+1)
+	l, err := h.dial(ctx, cfg.Port == PortShm)
 	if err != nil {
-		return nil, fmt.Errorf("rack: attach %s: %w", h.Name, err)
+		return nil, err
 	}
-	if cfg.Port == PortShm && pc.Shm == nil {
-		pc.Close()
-		return nil, fmt.Errorf("rack: attach %s: the switch refused shared memory", h.Name)
-	}
-	conn := pc.Conn
-	h.Conn, h.Shm = conn, pc.Shm
-	if h.Shm == nil {
-		// Room for a burst of an engine's window in each direction.
-		_ = conn.SetReadBuffer(nicSocketBuffer)
-		_ = conn.SetWriteBuffer(nicSocketBuffer)
-	}
+	h.link.Store(l)
+	h.links.Add(1)
+	h.Conn, h.Shm = l.conn, l.shm
 	if cfg.Raw {
 		return h, nil
 	}
@@ -267,20 +258,9 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 		dc = rdma.DeviceConfig{Name: "hicain0", LinkLayer: rdma.LinkLayerInfiniBand, NodeGUID: guid, PortGUID: guid + 1,
 			Description: h.Name + " hicain0", MTU: cfg.MTU, Memory: h.Memory}
 	}
-	var port rdma.Port
-	if h.Shm != nil {
-		port = shmPort{h.Shm}
-	} else {
-		bio, err := mmsg.New(conn, txBatch)
-		if err != nil {
-			pc.Close()
-			return nil, fmt.Errorf("rack: %s: %w", h.Name, err)
-		}
-		port = connPort{mmsg.NewWriter(bio, maxFrame)}
-	}
-	dev, err := rdma.NewDevice(dc, port)
+	dev, err := rdma.NewDevice(dc, linkPort{h})
 	if err != nil {
-		pc.Close()
+		l.close()
 		return nil, fmt.Errorf("rack: %s: %w", h.Name, err)
 	}
 	h.Device = dev
@@ -289,82 +269,17 @@ func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config)
 	return h, nil
 }
 
-// connPort is the engine's Port over the socket: one frame per SEQPACKET
-// message, gathered over a round of the engine's work and sent with one
-// sendmmsg (an rdma.FlushPort). Sending blocks while the socket buffer is
-// full, which is the back-pressure a NIC gets from its link.
-type connPort struct{ w *mmsg.Writer }
-
-func (p connPort) Send(frame []byte) error { return p.w.Send(frame) }
-func (p connPort) Flush() error            { return p.w.Flush() }
-
-// shmPort is the engine's Port over a ring pair: Send copies the frame
-// into the next slot, waiting while the ring is full.
-type shmPort struct{ c *shmport.Conn }
-
-func (p shmPort) Send(frame []byte) error { return p.c.Send(frame) }
-
-// nicSocketBuffer is the socket buffer size asked for at a host's end.
-const nicSocketBuffer = 4 << 20
-
-// rxBatch is the most frames the rx goroutine takes at once; txBatch the
-// most frames an engine's socket port gathers for one sendmmsg.
-const (
-	rxBatch = 64
-	txBatch = 64
-)
-
-// receive is the host's rx goroutine: it hands every frame from the fabric
-// to the engine (which copies what it keeps) until Close closes the
-// connection, a batch at a time: recvmmsg into fixed buffers on a
-// socket, frames where they lie on rings, each batch to the engine in
-// one DeliverBatch so that its ACKs coalesce.
-func (r *Rack) receive(h *Host) {
-	defer r.wg.Done()
-	if h.Shm != nil {
-		deliver := h.Device.DeliverBatch
-		for {
-			if _, _, err := h.Shm.Recv(rxBatch, deliver); err != nil {
-				return
-			}
-		}
-	}
-	bio, err := mmsg.New(h.Conn, rxBatch)
-	if err != nil {
-		return
-	}
-	bufs, frames := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
-	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
-	for i := range bufs {
-		// One byte over the largest frame, so a longer one shows.
-		bufs[i] = make([]byte, maxFrame+1)
-	}
-	for {
-		n, err := bio.ReadBatch(bufs, sizes, trunc)
-		if err != nil {
-			return
-		}
-		frames = frames[:0]
-		for i := range n {
-			// A truncated frame is passed on at one byte over the
-			// engine's largest: it counts it malformed and drops it.
-			frames = append(frames, bufs[i][:min(sizes[i], len(bufs[i]))])
-		}
-		h.Device.DeliverBatch(frames)
-	}
-}
-
 // Close stops the hosts and the fabric and removes a temporary run
 // directory. It is idempotent.
 func (r *Rack) Close() error {
 	r.closeOnce.Do(func() {
 		var errs []error
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
 		for _, h := range r.Hosts {
-			if h.Conn != nil {
-				errs = append(errs, ignoreClosed(h.Conn.Close()))
-			}
-			if h.Shm != nil {
-				h.Shm.Shutdown()
+			if l := h.link.Load(); l != nil {
+				errs = append(errs, l.shutdown())
 			}
 		}
 		r.wg.Wait()
@@ -375,8 +290,8 @@ func (r *Rack) Close() error {
 			if h.Device != nil {
 				errs = append(errs, h.Device.Close())
 			}
-			if h.Shm != nil {
-				h.Shm.Close() // rx and the engine have stopped
+			if l := h.link.Load(); l != nil {
+				l.close() // rx and the engine have stopped
 			}
 		}
 		if r.Fabric != nil {

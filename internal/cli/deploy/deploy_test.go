@@ -7,6 +7,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
+	"github.com/PacketFive/hinic/internal/cli/deploy/restart"
 	"github.com/PacketFive/hinic/internal/cli/deploy/status"
 	"github.com/PacketFive/hinic/internal/deploy"
 	"github.com/PacketFive/hinic/internal/device"
@@ -30,6 +31,35 @@ func TestRackArgs(t *testing.T) {
 	}
 	if _, err := rack.LoadRack("/nonexistent.yaml", "", "", "", false); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 		t.Errorf("missing spec: %v", err)
+	}
+}
+
+func TestRestartArgs(t *testing.T) {
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	var got *restart.Options
+	cmd := restart.NewCmdRestart(f, func(o *restart.Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--run-dir", "/tmp/x", "--kill", "fabric"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.RunDir != "/tmp/x" || !got.Kill || got.Component != "fabric" {
+		t.Errorf("options %+v", got)
+	}
+	for _, args := range [][]string{{}, {"device"}, {"fabric", "fabric"}} {
+		cmd := restart.NewCmdRestart(f, func(*restart.Options) error { return nil })
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	// Without a rack there is nothing to restart.
+	cmd = restart.NewCmdRestart(f, nil)
+	cmd.SetArgs([]string{"--run-dir", t.TempDir(), "fabric"})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "deploy a rack first") {
+		t.Errorf("err %v", err)
 	}
 }
 

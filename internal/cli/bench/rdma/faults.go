@@ -30,6 +30,9 @@ func faultFlags(cmd *cobra.Command, opts *Options) error {
 	if fc.Timeout < 1 || fc.Timeout > 31 {
 		return cmdutil.UsageErrorf("invalid --timeout %d: a code from 1 to 31", fc.Timeout)
 	}
+	if fc.Restarts < 0 || fc.Restarts > 100 {
+		return cmdutil.UsageErrorf("invalid --restarts %d: 0 to 100", fc.Restarts)
+	}
 	if fc.Ops < 1 {
 		return cmdutil.UsageErrorf("invalid --ops %d: at least 1", fc.Ops)
 	}
@@ -96,6 +99,9 @@ func printFaults(printer *cmdutil.Printer, r *faultsuite.Report) error {
 		fields = append(fields, cmdutil.Field{Name: "  " + k.Kind, Value: v})
 	}
 	in := r.Injected
+	if r.FabricRestarts > 0 {
+		fields = append(fields, cmdutil.Field{Name: "fabric restarts", Value: strconv.Itoa(r.FabricRestarts)})
+	}
 	fields = append(fields,
 		cmdutil.Field{Name: "faults injected", Value: fmt.Sprintf("drop %d, duplicate %d, reorder %d, corrupt %d, of %d frames",
 			in.Drop, in.Duplicate, in.Reorder, in.Corrupt, r.FabricFrames)},

@@ -126,6 +126,7 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.Float64Var(&fc.Faults.Corrupt, "corrupt", spec.Corrupt, "--faults: probability that a frame has one bit flipped")
 	fl.Uint8Var(&fc.Timeout, "timeout", faultsuite.DefaultTimeout, "--faults: local ACK timeout code (4.096 µs × 2^code)")
 	fl.BoolVar(&fc.RNR, "rnr", false, "--faults: let senders run ahead of posted receives, so RNR NAKs happen")
+	fl.IntVar(&fc.Restarts, "restarts", 0, "--faults: restart the fabric this many times during the run (0 to 100)")
 	return cmd
 }
 

@@ -1,423 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hicain_ib - RDMA verbs driver of the HiNIC emulated RDMA NIC.
- *
- * A client of hicain_net (hicain_net.h): for every bound HiNIC function
- * it registers an ib_device "hicain_%d" whose verbs are admin commands of
- * the device (hicain_abi.h, docs/device-abi.md). A RoCE port is RoCE v2
- * on the function's netdev: ib_core builds the GID table from the
- * netdev's addresses (ib_device_set_netdev), and the add_gid/del_gid
- * hooks hand the IPv4 addresses to the device, whose transport keeps a
- * GID table of its own (SET_ADDR). An InfiniBand port (the device
- * header's link layer) has no netdev: its LID, state and GID (subnet
- * prefix + port GUID) come from the device, whose SMA a subnet manager
- * configures; query_gid and query_pkey read the device's tables, and
- * the port's events (PORT_ACTIVE, PORT_ERR, LID_CHANGE) make ib_core
- * reread them. ib_mad opens QP0 there, so an SM such as OpenSM runs
- * on umad/issm.
- *
- * The work and completion queues live in guest memory that this driver
- * allocates. A kernel consumer's (ib_mad, IPoIB, the RDMA CM) are
- * coherent DMA memory, and post_send, post_recv, poll_cq and
- * req_notify_cq run here. A process's are whole pages that it maps
- * (rdma_user_mmap_entry, "mapped queues" below) and posts, polls and
- * arms itself, ringing the doorbell through a mapped page of BAR0, with
- * no system call; a queue too large to map, or a device or BAR layout
- * that does not allow it, stays on the uverbs write() commands. MRs are
- * user pages pinned with ib_umem whose DMA addresses the device gets as
- * a page list.
- *
- * The port's performance management agent is process_mad: it answers
- * the PerfMgt MADs that reach QP1 from the device's counters
- * (QUERY_COUNTERS). On an InfiniBand port process_mad also hands the
- * SMPs addressed to the port itself (MAD_IFC) to the device's SMA.
- * ib_mad routes every other MAD to its agents.
- *
- * Unloading: uverbs pins this module for as long as a process holds a
- * /dev/infiniband/uverbsN file open (the driver has no
- * disassociate_ucontext), so rmmod fails with EBUSY until the last user
- * closed it. Unbinding the PCI function instead waits in
- * ib_unregister_device until the users closed their files.
+ * hicain_ib_verbs.c - the verbs of hicain_ib (hicain_ib_dev_ops): device
+ * and port queries, the GID table, PDs, MRs, CQs, QPs and the kernel
+ * data path (post_send, post_recv, poll_cq), AHs, SRQs and multicast.
  */
 
 #include <linux/dma-mapping.h>
 #include <linux/inetdevice.h>
 #include <linux/ioport.h>
 #include <linux/mm.h>
-#include <linux/module.h>
 #include <linux/netdevice.h>
-#include <linux/pci.h>
 #include <linux/vmalloc.h>
 #include <asm/unaligned.h>
 #include <net/addrconf.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
-#include <rdma/ib_pma.h>
-#include <rdma/ib_sa.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/iter.h>
 
-#include "hicain_net.h"
-#include "hicain_uverbs_abi.h"
-
-#define DRV_NAME "hicain_ib"
-
-/* ib_core's GID table per port: the default link-local GID, the IPv4 and
- * IPv6 addresses of the netdev (RoCE v2 GIDs, IBA annex A17).
- */
-#define HICAIN_GID_TBL_LEN	16
-#define HICAIN_PKEY_TBL_LEN	1
-
-/* REG_MR page sizes: 4 KiB to 1 GiB (page_shift 12..30). */
-#define HICAIN_MR_PGSZ_BITMAP	GENMASK_ULL(30, 12)
-#define HICAIN_MR_MAX_PAGES	(1U << 20)
-
-/* IB_QP_STATE .. IB_QP_DEST_QPN: what MODIFY_QP understands. */
-#define HICAIN_QP_ATTR_MASK	(IB_QP_DEST_QPN * 2 - 1)
-
-/*
- * Inline data a send WQE carries (IB_SEND_INLINE). post_send gathers it
- * through a buffer on the stack before it takes the SQ lock, since
- * copying from a user QP's buffers may fault; the device offers 256.
- */
-#define HICAIN_MAX_INLINE	256
-
-/*
- * The counters of the port's PMA (hicain_process_mad), and the two
- * attributes that show them with baselines of their own.
- */
-enum hicain_pma_ctr {
-	/* The CounterSelect bits of PortCountersExtended, in order. */
-	HICAIN_PMA_XMIT_DATA,
-	HICAIN_PMA_RCV_DATA,
-	HICAIN_PMA_XMIT_PKTS,
-	HICAIN_PMA_RCV_PKTS,
-	HICAIN_PMA_UCAST_XMIT_PKTS,
-	HICAIN_PMA_UCAST_RCV_PKTS,
-	HICAIN_PMA_MCAST_XMIT_PKTS,
-	HICAIN_PMA_MCAST_RCV_PKTS,
-	/* PortCounters only. */
-	HICAIN_PMA_RCV_ERRORS,
-	HICAIN_PMA_XMIT_DISCARDS,
-	HICAIN_PMA_RCV_CONSTRAINT_ERRORS,
-	HICAIN_PMA_LINK_DOWNED,
-	HICAIN_PMA_VL15_DROPPED,
-	HICAIN_PMA_QP1_DROPPED,
-	HICAIN_PMA_NR
-};
-
-enum hicain_pma_view {
-	HICAIN_PMA_VIEW_COUNTERS,	/* PortCounters */
-	HICAIN_PMA_VIEW_EXT,		/* PortCountersExtended */
-	HICAIN_PMA_VIEWS
-};
-
-/*
- * struct hicain_ibdev - the ib_device of one HiNIC function. epoch counts
- * device resets: an object made in an earlier epoch no longer exists in
- * the device, so destroying it sends no admin command.
- */
-struct hicain_ibdev {
-	struct ib_device ibdev;		/* first: ib_alloc_device */
-	struct hicain_dev *hdev;
-	struct net_device *netdev;	/* RoCE only; NULL on InfiniBand */
-	bool ib;			/* InfiniBand link layer */
-	u32 ib_gid_tbl_len;		/* InfiniBand: the device's tables */
-	u32 ib_pkey_tbl_len;
-	u32 cap_set;			/* modify_port's capability bits (IsSM) */
-	atomic_t epoch;
-	struct xarray qps;		/* qpn -> hicain_qp, IRQ-safe lock */
-	struct xarray srqs;		/* srqn -> hicain_srq, IRQ-safe lock */
-	spinlock_t cq_lock;		/* cqs; taken in the CQ interrupt */
-	struct list_head cqs;
-	struct mutex addr_lock;		/* addrs, refreshing gids, cap_set */
-	struct hicain_cmd_set_addr addrs;	/* what SET_ADDR last set */
-	/*
-	 * The device's own GID table as QUERY_GID last read it, after each
-	 * SET_ADDR: an AH created in atomic context translates its SGID
-	 * here, without an admin command.
-	 */
-	spinlock_t gid_lock;
-	u8 gids[HICAIN_GID_TBL_LEN][16];
-	int n_gids;
-	/* Device AHs destroyed in atomic context, for ah_free_work. */
-	spinlock_t ah_free_lock;
-	struct list_head ah_free;
-	struct work_struct ah_free_work;
-	/* BAR0's page, when user contexts may map it (hicain_db_page). */
-	unsigned long db_pfn;
-	bool db_mappable;
-	struct mutex pma_lock;		/* pma_base, pma_epoch */
-	u64 pma_base[HICAIN_PMA_VIEWS][HICAIN_PMA_NR];	/* what a PMA Set cleared to */
-	int pma_epoch;			/* the epoch of pma_base */
-};
-
-/*
- * Mapped queues. An mmap entry of a user context is its doorbell page
- * (BAR0's page, uncached) or the memory of one user queue: the ring and
- * its dbrec, whole pages of their own (alloc_pages_exact, zeroed) that
- * the process maps with vm_insert_page. The pages are freed in
- * mmap_free, once the queue was destroyed and no mmap() still holds the
- * entry; a mapping that outlives the queue holds its own page
- * references, and the device no longer reads those pages.
- */
-enum hicain_mmap_type {
-	HICAIN_MMAP_DB,
-	HICAIN_MMAP_QUEUE,
-};
-
-struct hicain_mmap_entry {
-	struct rdma_user_mmap_entry rdma;
-	enum hicain_mmap_type type;
-	unsigned long pfn;		/* DB: BAR0's page */
-	void *cpu;			/* QUEUE: the pages */
-	size_t size;
-};
-
-/*
- * struct hicain_uq - the memory of one mapped user queue: contiguous
- * pages (dma is the ring's address), or, for a CQ ring larger than
- * alloc_pages_exact gives (ABI 1.9), vmalloc_user pages mapped one by one
- * with a page table for the device (dma is the table's address; pg_dma
- * the pages', the last one the dbrec's).
- */
-struct hicain_uq {
-	void *cpu;
-	dma_addr_t dma;
-	size_t size;			/* whole pages */
-	u32 dbrec_off;
-	dma_addr_t dbrec_dma;
-	struct hicain_mmap_entry *entry;	/* NULL: not mapped */
-	dma_addr_t *pg_dma;		/* paged: size / PAGE_SIZE pages */
-	__le64 *tbl;			/* paged: the ring's page table */
-	dma_addr_t tbl_dma;
-	size_t tbl_size;
-};
-
-struct hicain_ucontext {
-	struct ib_ucontext ibuc;	/* first: INIT_RDMA_OBJ_SIZE */
-	struct hicain_mmap_entry *db;	/* NULL: queues are not mapped */
-};
-
-struct hicain_pd {
-	struct ib_pd ibpd;		/* first: INIT_RDMA_OBJ_SIZE */
-	u32 pdn;
-	int epoch;
-};
-
-/*
- * struct hicain_cq - a CQ ring in guest memory. The device writes CQEs
- * and dbrec->prod; poll_cq (under lock) consumes and publishes cons.
- * armed says req_notify_cq armed the CQ and no completion event went
- * out since: the device clears dbrec->arm when it raises the vector,
- * which tells the interrupt which CQs of the vector fired.
- */
-struct hicain_cq {
-	struct ib_cq ibcq;		/* first: INIT_RDMA_OBJ_SIZE */
-	u32 cqn;
-	int epoch;
-	unsigned int vector;
-	u32 depth;
-	struct hicain_cqe *ring;
-	dma_addr_t ring_dma;
-	struct hicain_cq_dbrec *dbrec;
-	dma_addr_t dbrec_dma;
-	spinlock_t lock;		/* cons, polling */
-	u32 cons;
-	bool armed;
-	struct list_head list;		/* hicain_ibdev.cqs */
-	/* A mapped user CQ: the process polls and arms it; the interrupt
-	 * compares dbrec->events with events_seen (ABI 1.7).
-	 */
-	struct hicain_uq uq;
-	u32 events_seen;
-};
-
-/* One send or receive queue of a QP: a ring in guest memory. */
-struct hicain_wq {
-	void *ring;
-	dma_addr_t ring_dma;
-	u32 depth;			/* power of two */
-	u32 stride;			/* bytes per WQE */
-	u32 max_sge;
-	u32 prod;			/* under lock */
-	struct hicain_wq_dbrec *dbrec;
-	dma_addr_t dbrec_dma;
-	spinlock_t lock;
-	struct hicain_uq uq;		/* a mapped user queue's memory */
-};
-
-/*
- * A device AH that destroy_ah had to leave to a work item (it was called
- * in atomic context and DESTROY_AH sleeps). Allocated with the AH, so
- * that the deferred destroy needs no allocation and cannot fail.
- */
-struct hicain_ah_release {
-	struct list_head list;		/* hicain_ibdev.ah_free */
-	u32 handle;
-	int epoch;
-};
-
-/*
- * An address handle for UD sends: a device object (CREATE_AH, whose
- * handle goes into each WQE), or, when ib_core asks for one in atomic
- * context where admin commands cannot run, a software AH: no device
- * object, its address vector goes into each WQE (HICAIN_SEND_AV).
- */
-struct hicain_ah {
-	struct ib_ah ibah;		/* first: INIT_RDMA_OBJ_SIZE */
-	bool sw;			/* software AH: no handle, no release */
-	u32 handle;
-	int epoch;
-	struct hicain_ah_release *release;
-	/* The address vector as the device gets it (and query_ah returns
-	 * it), and ib_core's index of its SGID.
-	 */
-	struct hicain_ah_attr attr;
-	u8 sgid_index;
-};
-
-/*
- * struct hicain_srq - a shared receive queue: a ring of receive WQEs in
- * guest memory with its own dbrec, which the QPs created on it take
- * from (device-abi.md, shared receive queues).
- */
-struct hicain_srq {
-	struct ib_srq ibsrq;		/* first: INIT_RDMA_OBJ_SIZE */
-	u32 srqn;
-	int epoch;
-	struct hicain_wq wq;
-	struct hicain_wq_dbrec *dbrec;
-	dma_addr_t dbrec_dma;
-};
-
-struct hicain_qp {
-	struct ib_qp ibqp;		/* first: INIT_RDMA_OBJ_SIZE */
-	u32 qpn;
-	int epoch;
-	struct hicain_wq sq;
-	struct hicain_wq rq;		/* no ring with an SRQ */
-	struct hicain_wq_dbrec *dbrecs;	/* [0] SQ, [1] RQ */
-	dma_addr_t dbrecs_dma;
-	struct ib_qp_cap cap;
-	enum ib_sig_type sq_sig_type;
-	u32 av_room;			/* UD, GSI: WQE bytes kept for an AV */
-};
-
-struct hicain_mr {
-	struct ib_mr ibmr;		/* driver-allocated */
-	struct ib_umem *umem;
-	int epoch;
-	int access;			/* what REG_MR got, for a rereg */
-};
-
-static inline struct hicain_ibdev *to_hidev(struct ib_device *ibdev)
-{
-	return container_of(ibdev, struct hicain_ibdev, ibdev);
-}
-
-static inline struct hicain_pd *to_hpd(struct ib_pd *ibpd)
-{
-	return container_of(ibpd, struct hicain_pd, ibpd);
-}
-
-static inline struct hicain_cq *to_hcq(struct ib_cq *ibcq)
-{
-	return container_of(ibcq, struct hicain_cq, ibcq);
-}
-
-static inline struct hicain_qp *to_hqp(struct ib_qp *ibqp)
-{
-	return container_of(ibqp, struct hicain_qp, ibqp);
-}
-
-static inline struct hicain_mr *to_hmr(struct ib_mr *ibmr)
-{
-	return container_of(ibmr, struct hicain_mr, ibmr);
-}
-
-static inline struct hicain_ah *to_hah(struct ib_ah *ibah)
-{
-	return container_of(ibah, struct hicain_ah, ibah);
-}
-
-static inline struct hicain_srq *to_hsrq(struct ib_srq *ibsrq)
-{
-	return container_of(ibsrq, struct hicain_srq, ibsrq);
-}
-
-/*
- * hicain_destroy_status - the result of a destroy command. An object of
- * an earlier epoch, or of a device that is no longer live (-EIO), was
- * destroyed by the device reset.
- */
-static int hicain_destroy_status(int ret)
-{
-	return ret == -EIO ? 0 : ret;
-}
-
-static struct device *hicain_dma_dev(struct hicain_ibdev *hidev)
-{
-	return &hidev->hdev->pdev->dev;
-}
-
-/*
- * hicain_admin_query - run a QUERY_* command whose result the device
- * writes to memory (resp_gpa), and copy the result to out.
- */
-static int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
-			      void *out, size_t len)
-{
-	struct device *dma_dev = hicain_dma_dev(hidev);
-	struct hicain_admin_cmd cmd = {};
-	dma_addr_t dma;
-	void *buf;
-	int ret;
-
-	buf = dma_alloc_coherent(dma_dev, len, &dma, GFP_KERNEL);
-	if (!buf)
-		return -ENOMEM;
-	cmd.opcode = cpu_to_le16(opcode);
-	cmd.handle = cpu_to_le32(handle);
-	cmd.resp_gpa = cpu_to_le64(dma);
-	cmd.resp_len = cpu_to_le32(len);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
-	if (!ret)
-		memcpy(out, buf, len);
-	dma_free_coherent(dma_dev, len, buf, dma);
-	return ret;
-}
-
-/* hicain_admin_handle - run a command on one handle (destroy, index). */
-static int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
-			       struct hicain_admin_cqe *cqe)
-{
-	struct hicain_admin_cmd cmd = {};
-
-	cmd.opcode = cpu_to_le16(opcode);
-	cmd.handle = cpu_to_le32(handle);
-	return hicain_admin_exec(hidev->hdev, &cmd, cqe);
-}
-
-/*
- * hicain_destroy_handle - destroy object handle on the device with
- * opcode, unless it was made before the device's last reset (epoch), which
- * took it already. A device that is gone (-EIO) freed it too.
- */
-static int hicain_destroy_handle(struct hicain_ibdev *hidev, int epoch, u16 opcode, u32 handle)
-{
-	if (epoch != atomic_read(&hidev->epoch))
-		return 0;
-	return hicain_destroy_status(hicain_admin_handle(hidev, opcode, handle, NULL));
-}
+#include "hicain_ib.h"
 
 /* ---- device and port ---- */
 
-static int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
-			       struct ib_udata *udata)
+int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
+			struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 	struct hicain_device_attr a;
@@ -485,7 +94,7 @@ static void hicain_port_attr_common(const struct hicain_port_attr *a, struct ib_
 	props->active_speed = a->active_speed;
 }
 
-static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props)
+int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 	struct net_device *ndev = hidev->netdev;
@@ -531,8 +140,8 @@ static int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_a
 	return 0;
 }
 
-static int hicain_get_port_immutable(struct ib_device *ibdev, u32 port,
-				     struct ib_port_immutable *immutable)
+int hicain_get_port_immutable(struct ib_device *ibdev, u32 port,
+			      struct ib_port_immutable *immutable)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 
@@ -551,12 +160,12 @@ static int hicain_get_port_immutable(struct ib_device *ibdev, u32 port,
 	return 0;
 }
 
-static enum rdma_link_layer hicain_get_link_layer(struct ib_device *ibdev, u32 port)
+enum rdma_link_layer hicain_get_link_layer(struct ib_device *ibdev, u32 port)
 {
 	return to_hidev(ibdev)->ib ? IB_LINK_LAYER_INFINIBAND : IB_LINK_LAYER_ETHERNET;
 }
 
-static int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
+int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 	struct hicain_admin_cqe cqe;
@@ -576,7 +185,7 @@ static int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *
  * (the subnet prefix and the port GUID). InfiniBand devices only
  * (hicain_ib_port_ops): ib_core builds a RoCE port's GIDs itself.
  */
-static int hicain_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gid)
+int hicain_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gid)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 	struct hicain_admin_cqe cqe;
@@ -592,7 +201,7 @@ static int hicain_query_gid(struct ib_device *ibdev, u32 port, int index, union 
 }
 
 /* hicain_abi_minor_at_least - the device speaks ABI 1.minor or later. */
-static bool hicain_abi_minor_at_least(struct hicain_ibdev *hidev, u16 minor)
+bool hicain_abi_minor_at_least(struct hicain_ibdev *hidev, u16 minor)
 {
 	struct hicain_dev_hdr *h = hidev->hdev->hdr;
 
@@ -610,7 +219,7 @@ static bool hicain_abi_minor_at_least(struct hicain_ibdev *hidev, u16 minor)
  * only), so that an SM elsewhere sees IsSM on this port and polls its
  * SMInfo. Called with addr_lock held.
  */
-static int hicain_push_port_caps(struct hicain_ibdev *hidev, u32 caps)
+int hicain_push_port_caps(struct hicain_ibdev *hidev, u32 caps)
 {
 	struct hicain_admin_cmd cmd = {};
 
@@ -631,8 +240,8 @@ static int hicain_push_port_caps(struct hicain_ibdev *hidev, u32 caps)
  * go to the device's PortInfo too. InfiniBand devices only
  * (hicain_ib_port_ops): a RoCE port keeps ib_core's own handling.
  */
-static int hicain_modify_port(struct ib_device *ibdev, u32 port, int mask,
-			      struct ib_port_modify *props)
+int hicain_modify_port(struct ib_device *ibdev, u32 port, int mask,
+		       struct ib_port_modify *props)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibdev);
 
@@ -688,7 +297,7 @@ static void hicain_refresh_gids(struct hicain_ibdev *hidev)
  * older device refuses with EBUSY once PDs or CQs exist, and a QP whose
  * SGID is missing then fails in modify_qp). The GID cache follows.
  */
-static void hicain_sync_addrs(struct hicain_ibdev *hidev)
+void hicain_sync_addrs(struct hicain_ibdev *hidev)
 {
 	struct net_device *ndev = hidev->netdev;
 	struct hicain_admin_cmd cmd = {};
@@ -731,349 +340,23 @@ out:
  * add the GID when add_gid fails: the device's refusal must not cost the
  * GID its place in ib_core's table.
  */
-static int hicain_add_gid(const struct ib_gid_attr *attr, void **context)
+int hicain_add_gid(const struct ib_gid_attr *attr, void **context)
 {
 	if (ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw))
 		hicain_sync_addrs(to_hidev(attr->device));
 	return 0;
 }
 
-static int hicain_del_gid(const struct ib_gid_attr *attr, void **context)
+int hicain_del_gid(const struct ib_gid_attr *attr, void **context)
 {
 	if (ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw))
 		hicain_sync_addrs(to_hidev(attr->device));
 	return 0;
-}
-
-/* ---- mapped queues ---- */
-
-/*
- * hicain_db_page - whether processes may map BAR0's page to ring the
- * doorbell without a system call. The ivshmem register BAR is 256 bytes
- * (IntrMask, IntrStatus, IVPosition, Doorbell); a process that maps it
- * can ring any vector of any peer, which makes the backend rescan
- * indices it never trusts (or raises this guest's own vectors, whose
- * handlers reread state): spurious work, as a process could cause with
- * system calls, and nothing else. IntrMask and IntrStatus drive INTx
- * only, which MSI-X disables. The page must hold nothing but that BAR:
- * BAR0 must start a page, and no other device's BAR or ROM may lie in
- * it (a firmware that packs small BARs into one page gets the system
- * call path).
- */
-static bool hicain_db_page(struct pci_dev *pdev)
-{
-	resource_size_t start = pci_resource_start(pdev, 0);
-	resource_size_t end = start + PAGE_SIZE - 1;
-	struct pci_dev *d = NULL;
-	int i;
-
-	if (!(pci_resource_flags(pdev, 0) & IORESOURCE_MEM) || !start ||
-	    (start & ~PAGE_MASK) || pci_resource_len(pdev, 0) < HICAIN_BAR0_DOORBELL + 4)
-		return false;
-	for_each_pci_dev(d) {
-		for (i = 0; i <= PCI_ROM_RESOURCE; i++) {
-			const struct resource *r = &d->resource[i];
-
-			if ((d == pdev && i == 0) || !(r->flags & IORESOURCE_MEM) ||
-			    (r->flags & IORESOURCE_UNSET) || !r->start || r->end < r->start)
-				continue;
-			if (r->start <= end && r->end >= start) {
-				pci_dev_put(d);
-				return false;
-			}
-		}
-	}
-	return true;
-}
-
-static struct hicain_ucontext *to_huctx(struct ib_udata *udata)
-{
-	return rdma_udata_to_drv_context(udata, struct hicain_ucontext, ibuc);
-}
-
-/* The largest queue memory alloc_pages_exact hands out. */
-#define HICAIN_UQ_MAX	(PAGE_SIZE << (MAX_ORDER - 1))
-
-static void hicain_uq_unmap_pages(struct device *dma_dev, struct hicain_uq *uq, size_t n)
-{
-	while (n--)
-		dma_unmap_page(dma_dev, uq->pg_dma[n], PAGE_SIZE, DMA_BIDIRECTIONAL);
-	kvfree(uq->pg_dma);
-	uq->pg_dma = NULL;
-}
-
-/*
- * hicain_uq_alloc_paged - a CQ ring of ring_bytes (whole pages) too large
- * for alloc_pages_exact: vmalloc_user pages, each DMA-mapped, a page
- * table the device reads once at CREATE_CQ (HICAIN_CQ_F_PAGED), and the
- * dbrec on a page of its own after the ring. Returns 1 when the device
- * or the sizes do not allow it.
- */
-static int hicain_uq_alloc_paged(struct hicain_ibdev *hidev, struct ib_udata *udata,
-				 struct hicain_uq *uq, size_t ring_bytes)
-{
-	struct device *dma_dev = hicain_dma_dev(hidev);
-	size_t nring = ring_bytes / PAGE_SIZE, n = nring + 1, i;
-	struct hicain_mmap_entry *e;
-	int ret = -ENOMEM;
-
-	if (PAGE_SIZE != HICAIN_CQ_PAGE_SIZE || ring_bytes % PAGE_SIZE ||
-	    nring > HICAIN_CQ_MAX_PAGES || !hicain_abi_minor_at_least(hidev, 9))
-		return 1;
-	e = kzalloc(sizeof(*e), GFP_KERNEL);
-	if (!e)
-		return -ENOMEM;
-	uq->size = n * PAGE_SIZE;
-	uq->dbrec_off = ring_bytes;
-	uq->cpu = vmalloc_user(uq->size);	/* zeroed */
-	if (!uq->cpu)
-		goto err_entry;
-	uq->pg_dma = kvcalloc(n, sizeof(*uq->pg_dma), GFP_KERNEL);
-	if (!uq->pg_dma)
-		goto err_vfree;
-	for (i = 0; i < n; i++) {
-		uq->pg_dma[i] = dma_map_page(dma_dev, vmalloc_to_page(uq->cpu + i * PAGE_SIZE), 0,
-					     PAGE_SIZE, DMA_BIDIRECTIONAL);
-		if (dma_mapping_error(dma_dev, uq->pg_dma[i])) {
-			hicain_uq_unmap_pages(dma_dev, uq, i);
-			goto err_vfree;
-		}
-	}
-	uq->tbl_size = nring * sizeof(*uq->tbl);
-	uq->tbl = dma_alloc_coherent(dma_dev, uq->tbl_size, &uq->tbl_dma, GFP_KERNEL);
-	if (!uq->tbl)
-		goto err_unmap;
-	for (i = 0; i < nring; i++)
-		uq->tbl[i] = cpu_to_le64(uq->pg_dma[i]);
-	uq->dma = uq->tbl_dma;
-	uq->dbrec_dma = uq->pg_dma[nring];
-	e->type = HICAIN_MMAP_QUEUE;
-	e->cpu = uq->cpu;
-	e->size = uq->size;
-	ret = rdma_user_mmap_entry_insert(&to_huctx(udata)->ibuc, &e->rdma, uq->size);
-	if (ret)
-		goto err_tbl;
-	uq->entry = e;
-	return 0;
-
-err_tbl:
-	dma_free_coherent(dma_dev, uq->tbl_size, uq->tbl, uq->tbl_dma);
-	uq->tbl = NULL;
-err_unmap:
-	hicain_uq_unmap_pages(dma_dev, uq, n);
-err_vfree:
-	vfree(uq->cpu);
-	uq->cpu = NULL;
-err_entry:
-	kfree(e);
-	return ret;
-}
-
-/*
- * hicain_uq_alloc - pages for a user queue of ring_bytes and a dbrec of
- * dbrec_bytes, and the mmap entry the process maps them through.
- * Returns 1 when the queue cannot be mapped (the context has no
- * doorbell page, or the queue is larger than HICAIN_UQ_MAX and not a
- * paged CQ ring): it then takes the kernel path.
- */
-static int hicain_uq_alloc(struct hicain_ibdev *hidev, struct ib_udata *udata,
-			   struct hicain_uq *uq, size_t ring_bytes, size_t dbrec_bytes, bool paged)
-{
-	struct device *dma_dev = hicain_dma_dev(hidev);
-	struct hicain_mmap_entry *e;
-	size_t off = ALIGN(ring_bytes, 64);
-	int ret;
-
-	memset(uq, 0, sizeof(*uq));
-	if (!udata || !to_huctx(udata)->db)
-		return 1;
-	if (PAGE_ALIGN(off + dbrec_bytes) > HICAIN_UQ_MAX)
-		return paged ? hicain_uq_alloc_paged(hidev, udata, uq, ring_bytes) : 1;
-	uq->size = PAGE_ALIGN(off + dbrec_bytes);
-	uq->dbrec_off = off;
-	e = kzalloc(sizeof(*e), GFP_KERNEL);
-	if (!e)
-		return -ENOMEM;
-	uq->cpu = alloc_pages_exact(uq->size, GFP_KERNEL | __GFP_ZERO);
-	if (!uq->cpu) {
-		kfree(e);
-		return -ENOMEM;
-	}
-	/* Cache-coherent on x86: no dma_sync is needed around the device's
-	 * and the process's accesses.
-	 */
-	uq->dma = dma_map_single(dma_dev, uq->cpu, uq->size, DMA_BIDIRECTIONAL);
-	if (dma_mapping_error(dma_dev, uq->dma)) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	uq->dbrec_dma = uq->dma + off;
-	e->type = HICAIN_MMAP_QUEUE;
-	e->cpu = uq->cpu;
-	e->size = uq->size;
-	ret = rdma_user_mmap_entry_insert(&to_huctx(udata)->ibuc, &e->rdma, uq->size);
-	if (ret) {
-		dma_unmap_single(dma_dev, uq->dma, uq->size, DMA_BIDIRECTIONAL);
-		goto err_free;
-	}
-	uq->entry = e;
-	return 0;
-
-err_free:
-	free_pages_exact(uq->cpu, uq->size);
-	kfree(e);
-	uq->cpu = NULL;
-	return ret;
-}
-
-/*
- * hicain_uq_free - after the device destroyed the queue: no more DMA,
- * and no new mapping. mmap_free frees the pages once no mmap() holds the
- * entry; mappings that remain keep their pages.
- */
-static void hicain_uq_free(struct hicain_ibdev *hidev, struct hicain_uq *uq)
-{
-	struct device *dma_dev = hicain_dma_dev(hidev);
-
-	if (!uq->entry)
-		return;
-	if (uq->tbl) {
-		dma_free_coherent(dma_dev, uq->tbl_size, uq->tbl, uq->tbl_dma);
-		hicain_uq_unmap_pages(dma_dev, uq, uq->size / PAGE_SIZE);
-		uq->tbl = NULL;
-	} else {
-		dma_unmap_single(dma_dev, uq->dma, uq->size, DMA_BIDIRECTIONAL);
-	}
-	rdma_user_mmap_entry_remove(&uq->entry->rdma);
-	uq->entry = NULL;
-	uq->cpu = NULL;
-}
-
-static void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
-			   struct hicain_ib_queue *q)
-{
-	if (!uq->entry)
-		return;		/* not mapped: mmap_key 0 */
-	q->mmap_key = rdma_user_mmap_get_offset(&uq->entry->rdma);
-	q->mmap_len = uq->size;
-	q->depth = depth;
-	q->stride = stride;
-	q->dbrec_off = uq->dbrec_off;
-}
-
-static void hicain_mmap_free(struct rdma_user_mmap_entry *re)
-{
-	struct hicain_mmap_entry *e = container_of(re, struct hicain_mmap_entry, rdma);
-
-	if (e->type == HICAIN_MMAP_QUEUE && is_vmalloc_addr(e->cpu))
-		vfree(e->cpu);		/* a paged CQ ring */
-	else if (e->type == HICAIN_MMAP_QUEUE)
-		free_pages_exact(e->cpu, e->size);
-	kfree(e);
-}
-
-/*
- * hicain_mmap - map an entry of the context: the doorbell page uncached
- * (rdma_user_mmap_io, which uverbs zaps when it disassociates the
- * context), a queue's pages as they are. No mapping is executable, none
- * goes to a child on fork (VM_DONTCOPY, as MADV_DONTFORK; VM_IO refuses
- * MADV_DOFORK and get_user_pages), none grows.
- */
-static int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
-{
-	struct rdma_user_mmap_entry *re;
-	struct hicain_mmap_entry *e;
-	unsigned long va;
-	size_t i;
-	int ret = 0;
-
-	if (vma->vm_flags & VM_EXEC)
-		return -EPERM;
-	re = rdma_user_mmap_entry_get(ibuc, vma);	/* VM_SHARED, exact length */
-	if (!re)
-		return -EINVAL;
-	e = container_of(re, struct hicain_mmap_entry, rdma);
-	vma->vm_flags &= ~VM_MAYEXEC;
-	vma->vm_flags |= VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP | VM_IO;
-	if (e->type == HICAIN_MMAP_DB) {
-		ret = rdma_user_mmap_io(ibuc, vma, e->pfn, PAGE_SIZE,
-					pgprot_noncached(vma->vm_page_prot), re);
-	} else {
-		for (i = 0, va = vma->vm_start; va < vma->vm_end && !ret; va += PAGE_SIZE, i++) {
-			void *p = e->cpu + i * PAGE_SIZE;
-
-			ret = vm_insert_page(vma, va, is_vmalloc_addr(p) ? vmalloc_to_page(p) : virt_to_page(p));
-		}
-	}
-	rdma_user_mmap_entry_put(re);
-	return ret;
-}
-
-/* ---- user contexts ---- */
-
-/*
- * hicain_alloc_ucontext - the device's limits, and the doorbell page of
- * the context when its queues can be mapped: the BAR layout allows it
- * (db_mappable) and the device counts CQ events (ABI 1.7), which the
- * interrupt needs for CQs a process arms itself.
- */
-static int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
-{
-	struct hicain_ibdev *hidev = to_hidev(ibuc->device);
-	struct hicain_ucontext *uctx = container_of(ibuc, struct hicain_ucontext, ibuc);
-	struct hicain_dev_hdr *h = hidev->hdev->hdr;
-	struct hicain_ib_alloc_ucontext_resp resp = {};
-	struct hicain_mmap_entry *e;
-	u64 key;
-	int ret;
-
-	resp.dev_caps = le32_to_cpu(READ_ONCE(h->caps));
-	resp.max_qp_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
-	resp.max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
-	resp.max_inline = min_t(u32, le32_to_cpu(READ_ONCE(h->max_inline)), HICAIN_MAX_INLINE);
-	if (hidev->db_mappable && hicain_abi_minor_at_least(hidev, 7)) {
-		e = kzalloc(sizeof(*e), GFP_KERNEL);
-		if (!e)
-			return -ENOMEM;
-		e->type = HICAIN_MMAP_DB;
-		e->pfn = hidev->db_pfn;
-		ret = rdma_user_mmap_entry_insert(ibuc, &e->rdma, PAGE_SIZE);
-		if (ret) {
-			kfree(e);
-			return ret;
-		}
-		uctx->db = e;
-		key = rdma_user_mmap_get_offset(&e->rdma);
-		resp.flags = HICAIN_UCTX_MAPPED;
-		resp.db_off = HICAIN_BAR0_DOORBELL;
-		resp.db_qp = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_QP;
-		resp.db_cq = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_CQ;
-		resp.db_mmap_key_lo = lower_32_bits(key);
-		resp.db_mmap_key_hi = upper_32_bits(key);
-		resp.db_mmap_len = PAGE_SIZE;
-	}
-	ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-	if (ret && uctx->db) {
-		rdma_user_mmap_entry_remove(&uctx->db->rdma);
-		uctx->db = NULL;
-	}
-	return ret;
-}
-
-static void hicain_dealloc_ucontext(struct ib_ucontext *ibuc)
-{
-	struct hicain_ucontext *uctx = container_of(ibuc, struct hicain_ucontext, ibuc);
-
-	/* Every object of the context was destroyed by uverbs before; a
-	 * doorbell mapping still open keeps the entry until it closes.
-	 */
-	if (uctx->db)
-		rdma_user_mmap_entry_remove(&uctx->db->rdma);
 }
 
 /* ---- protection domains ---- */
 
-static int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct hicain_pd *pd = to_hpd(ibpd);
@@ -1099,7 +382,7 @@ static int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return 0;
 }
 
-static int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct hicain_pd *pd = to_hpd(ibpd);
@@ -1149,7 +432,10 @@ static int hicain_mr_cmd(struct hicain_ibdev *hidev, u16 opcode, u32 handle, str
 	cmd.reg_mr.page_shift = cpu_to_le32(order_base_2(pgsz));
 	ret = hicain_admin_exec(hidev->hdev, &cmd, cqe);
 	/* The device copied the list while it executed the command. */
-	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, npages * sizeof(*list));
+	else
+		dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
 	return ret;
 }
 
@@ -1165,8 +451,17 @@ static int hicain_mr_access(int access)
 	return access;
 }
 
-static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
-					u64 virt_addr, int access, struct ib_udata *udata)
+/*
+ * hicain_umem_keep - leave umem pinned for good: a REG_MR or REREG_MR
+ * that timed out may still give the device an MR on its pages.
+ */
+static void hicain_umem_keep(struct hicain_ibdev *hidev, struct ib_umem *umem)
+{
+	hicain_admin_keep(hidev->hdev, ib_umem_num_pages(umem) * PAGE_SIZE);
+}
+
+struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				 u64 virt_addr, int access, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct hicain_admin_cqe cqe;
@@ -1187,6 +482,10 @@ static struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 lengt
 	}
 	ret = hicain_mr_cmd(hidev, HICAIN_CMD_REG_MR, 0, ibpd, mr->umem, length, virt_addr, access,
 			    &cqe);
+	if (hicain_admin_lost(ret)) {
+		hicain_umem_keep(hidev, mr->umem);
+		goto err_free;
+	}
 	if (ret)
 		goto err_umem;
 	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
@@ -1236,7 +535,7 @@ static int hicain_ram_range(struct resource *res, void *arg)
 	return 0;
 }
 
-static struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
+struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct device *dma_dev = hicain_dma_dev(hidev);
@@ -1285,7 +584,10 @@ static struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
 	cmd.reg_mr.npages = cpu_to_le32(npages);
 	cmd.reg_mr.page_shift = cpu_to_le32(HICAIN_DMA_MR_SHIFT);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
+	if (hicain_admin_lost(ret))
+		hicain_admin_keep(hidev->hdev, npages * sizeof(*list));
+	else
+		dma_free_coherent(dma_dev, npages * sizeof(*list), list, list_dma);
 	if (ret)
 		goto err_free;
 	mr->ibmr.lkey = get_unaligned_le32(&cqe.out[0]);
@@ -1309,9 +611,9 @@ err_free:
  * device gets a new MR, which uverbs puts in the old one's place before
  * it deregisters the old: the keys change.
  */
-static struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
-					  u64 virt_addr, int access, struct ib_pd *pd,
-					  struct ib_udata *udata)
+struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start, u64 length,
+				   u64 virt_addr, int access, struct ib_pd *pd,
+				   struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibmr->device);
 	struct hicain_mr *mr = to_hmr(ibmr);
@@ -1343,8 +645,12 @@ static struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 sta
 	ret = hicain_mr_cmd(hidev, HICAIN_CMD_REREG_MR, ibmr->lkey, pd, umem, length, virt_addr,
 			    access, &cqe);
 	if (ret) {
-		/* The device keeps the MR as it was. */
-		if (umem != mr->umem)
+		/* The device keeps the MR as it was, unless the command
+		 * timed out and may still move it to umem.
+		 */
+		if (umem != mr->umem && hicain_admin_lost(ret))
+			hicain_umem_keep(hidev, umem);
+		else if (umem != mr->umem)
 			ib_umem_release(umem);
 		return ERR_PTR(ret);
 	}
@@ -1358,7 +664,7 @@ static struct ib_mr *hicain_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 sta
 	return NULL;
 }
 
-static int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibmr->device);
 	struct hicain_mr *mr = to_hmr(ibmr);
@@ -1385,6 +691,25 @@ static void hicain_cq_free_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 	}
 	dma_free_coherent(dma_dev, cq->depth * sizeof(*cq->ring), cq->ring, cq->ring_dma);
 	dma_free_coherent(dma_dev, sizeof(*cq->dbrec), cq->dbrec, cq->dbrec_dma);
+}
+
+/*
+ * hicain_cq_release_ring - free the CQ's ring, or keep it while the
+ * device may still write it (in_use: hicain_admin_lost).
+ */
+static void hicain_cq_release_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq, bool in_use)
+{
+	size_t bytes;
+
+	if (!in_use) {
+		hicain_cq_free_ring(hidev, cq);
+		return;
+	}
+	if (cq->uq.entry)
+		bytes = hicain_uq_keep(&cq->uq);
+	else
+		bytes = cq->depth * sizeof(*cq->ring) + sizeof(*cq->dbrec);
+	hicain_admin_keep(hidev->hdev, bytes);
 }
 
 /*
@@ -1419,8 +744,60 @@ static int hicain_cq_alloc_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 	return 0;
 }
 
-static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-			    struct ib_udata *udata)
+/*
+ * hicain_cq_xa_store - enter cq in xa by its cqn. A CQ of an earlier
+ * epoch may hold the cqn still (a reset device hands its handles out
+ * again, and that CQ's user has not destroyed it yet): it gets no more
+ * events, which the device would not raise for it anyway, and cq takes
+ * its place.
+ */
+static int hicain_cq_xa_store(struct xarray *xa, struct hicain_cq *cq)
+{
+	struct hicain_cq *old;
+	int ret;
+
+	xa_lock_irq(xa);
+	old = xa_load(xa, cq->cqn);
+	if (old && old->epoch == cq->epoch)
+		ret = -EBUSY;
+	else
+		ret = xa_err(__xa_store(xa, cq->cqn, cq, GFP_KERNEL));
+	xa_unlock_irq(xa);
+	return ret;
+}
+
+/* hicain_cq_xa_erase - remove cq from xa, unless a newer CQ took its place. */
+static void hicain_cq_xa_erase(struct xarray *xa, struct hicain_cq *cq)
+{
+	xa_cmpxchg_irq(xa, cq->cqn, cq, NULL, 0);
+}
+
+/*
+ * hicain_cq_track - make cq known to the event interrupt (by cqn) and to
+ * its vector's completion interrupt.
+ */
+static int hicain_cq_track(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	int ret;
+
+	ret = hicain_cq_xa_store(&hidev->cqs, cq);
+	if (ret)
+		return ret;
+	ret = hicain_cq_xa_store(&hidev->vec_cqs[cq->vector], cq);
+	if (ret)
+		hicain_cq_xa_erase(&hidev->cqs, cq);
+	return ret;
+}
+
+/* hicain_cq_untrack - after this no interrupt looks at cq. */
+static void hicain_cq_untrack(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+{
+	hicain_cq_xa_erase(&hidev->vec_cqs[cq->vector], cq);
+	hicain_cq_xa_erase(&hidev->cqs, cq);
+}
+
+int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
@@ -1428,7 +805,6 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 	struct hicain_ib_create_cq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_admin_cqe cqe;
-	unsigned long flags;
 	int ret;
 
 	if (attr->flags)
@@ -1441,7 +817,6 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 	cq->vector = attr->comp_vector % ibcq->device->num_comp_vectors;
 	cq->epoch = atomic_read(&hidev->epoch);
 	spin_lock_init(&cq->lock);
-	INIT_LIST_HEAD(&cq->list);
 	ret = hicain_cq_alloc_ring(hidev, cq, udata);
 	if (ret)
 		return ret;
@@ -1454,7 +829,7 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 	cmd.create_cq.flags = cpu_to_le32(cq->uq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
 	if (ret) {
-		hicain_cq_free_ring(hidev, cq);
+		hicain_cq_release_ring(hidev, cq, hicain_admin_lost(ret));
 		return ret;
 	}
 	cq->cqn = le32_to_cpu(cqe.handle);
@@ -1463,32 +838,29 @@ static int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *at
 		resp.cqn = cq->cqn;
 		hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn, NULL);
-			hicain_cq_free_ring(hidev, cq);
-			return ret;
-		}
+		if (ret)
+			goto err_destroy;
 	}
-	spin_lock_irqsave(&hidev->cq_lock, flags);
-	list_add_tail(&cq->list, &hidev->cqs);
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	ret = hicain_cq_track(hidev, cq);
+	if (ret)
+		goto err_destroy;
 	return 0;
+
+err_destroy:
+	hicain_cq_release_ring(hidev, cq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn));
+	return ret;
 }
 
-static int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
-	unsigned long flags;
 	int ret;
 
 	ret = hicain_destroy_handle(hidev, cq->epoch, HICAIN_CMD_DESTROY_CQ, cq->cqn);
 	if (ret)
 		return ret;
-	/* After this no interrupt looks at the CQ. */
-	spin_lock_irqsave(&hidev->cq_lock, flags);
-	list_del(&cq->list);
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	hicain_cq_untrack(hidev, cq);
 	hicain_cq_free_ring(hidev, cq);
 	return 0;
 }
@@ -1503,7 +875,7 @@ static int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
  * the system-call path, are polled by the kernel from any context and
  * are not resized.
  */
-static int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
@@ -1533,12 +905,16 @@ static int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
 	cmd.create_cq.flags = cpu_to_le32(nq.tbl ? HICAIN_CQ_F_PAGED : 0);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, NULL);
+	if (hicain_admin_lost(ret)) {
+		hicain_admin_keep(hidev->hdev, hicain_uq_keep(&nq));
+		return ret;
+	}
 	if (ret) {
 		hicain_uq_free(hidev, &nq);
 		return ret;
 	}
-	/* The interrupt reads the dbrec under the CQ list lock. */
-	spin_lock_irqsave(&hidev->cq_lock, flags);
+	/* The interrupt reads the dbrec under its vector's xarray lock. */
+	xa_lock_irqsave(&hidev->vec_cqs[cq->vector], flags);
 	old = cq->uq;
 	cq->uq = nq;
 	cq->ring = nq.cpu;
@@ -1546,7 +922,7 @@ static int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	cq->dbrec = nq.cpu + nq.dbrec_off;
 	cq->dbrec_dma = nq.dbrec_dma;
 	cq->depth = depth;
-	spin_unlock_irqrestore(&hidev->cq_lock, flags);
+	xa_unlock_irqrestore(&hidev->vec_cqs[cq->vector], flags);
 	hicain_uq_free(hidev, &old);
 	ibcq->cqe = depth;
 	resp.cqn = cq->cqn;
@@ -1575,7 +951,7 @@ static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
 	wc->port_num = 1;
 }
 
-static int hicain_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
+int hicain_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
@@ -1632,7 +1008,7 @@ static int hicain_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	return n;
 }
 
-static int hicain_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+int hicain_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
@@ -1719,6 +1095,38 @@ static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *q
 	if (qp->dbrecs)
 		dma_free_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), qp->dbrecs, qp->dbrecs_dma);
 	qp->dbrecs = NULL;
+}
+
+/* hicain_wq_keep - as hicain_uq_keep, for either kind of ring. */
+static size_t hicain_wq_keep(struct hicain_wq *wq)
+{
+	size_t bytes = 0;
+
+	if (wq->uq.entry)
+		bytes = hicain_uq_keep(&wq->uq);
+	else if (wq->ring)
+		bytes = (size_t)wq->depth * wq->stride;
+	wq->ring = NULL;
+	return bytes;
+}
+
+/*
+ * hicain_qp_release_rings - free the QP's rings, or keep them while the
+ * device may still use them (in_use: hicain_admin_lost).
+ */
+static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+{
+	size_t bytes;
+
+	if (!in_use) {
+		hicain_qp_free_rings(hidev, qp);
+		return;
+	}
+	bytes = hicain_wq_keep(&qp->sq) + hicain_wq_keep(&qp->rq);
+	if (qp->dbrecs)
+		bytes += 2 * sizeof(*qp->dbrecs);
+	qp->dbrecs = NULL;
+	hicain_admin_keep(hidev->hdev, bytes);
 }
 
 /*
@@ -1812,8 +1220,8 @@ static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *in
 	return 0;
 }
 
-static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
-			    struct ib_udata *udata)
+int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		     struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
@@ -1885,8 +1293,10 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		c->rq_dbrec_gpa = cpu_to_le64(qp->rq.dbrec_dma);
 	}
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
-		goto err_free;
+	if (ret) {
+		hicain_qp_release_rings(hidev, qp, hicain_admin_lost(ret));
+		return ret;
+	}
 	qp->qpn = le32_to_cpu(cqe.handle);
 	ibqp->qp_num = qp->qpn;
 	if (udata) {
@@ -1897,25 +1307,21 @@ static int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		hicain_uq_resp(&qp->sq.uq, qp->sq.depth, qp->sq.stride, &resp.sq);
 		hicain_uq_resp(&qp->rq.uq, qp->rq.depth, qp->rq.stride, &resp.rq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
-			goto err_free;
-		}
+		if (ret)
+			goto err_destroy;
 	}
 	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
-	if (ret) {
-		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
-		goto err_free;
-	}
+	if (ret)
+		goto err_destroy;
 	init->cap = qp->cap;
 	return 0;
 
-err_free:
-	hicain_qp_free_rings(hidev, qp);
+err_destroy:
+	hicain_qp_release_rings(hidev, qp, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn));
 	return ret;
 }
 
-static int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
@@ -2029,8 +1435,8 @@ static int hicain_ah_to_dev(struct hicain_ibdev *hidev, const struct rdma_ah_att
 	return 0;
 }
 
-static int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
-			    struct ib_udata *udata)
+int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		     struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
@@ -2106,8 +1512,8 @@ static void hicain_ah_from_dev(struct hicain_ibdev *hidev, const struct hicain_a
 	memcpy(ah->roce.dmac, a->dmac, ETH_ALEN);
 }
 
-static int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
-			   struct ib_qp_init_attr *init)
+int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_qp_init_attr *init)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
@@ -2302,8 +1708,8 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
  * device. Inline data is gathered before the SQ lock is taken (copying
  * from user memory may sleep), so the lock is held per request.
  */
-static int hicain_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
-			    const struct ib_send_wr **bad_wr)
+int hicain_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		     const struct ib_send_wr **bad_wr)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
@@ -2391,8 +1797,8 @@ static int hicain_wq_post_recv(struct hicain_ibdev *hidev, struct hicain_wq *rq,
 	return ret;
 }
 
-static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-			    const struct ib_recv_wr **bad_wr)
+int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad_wr)
 {
 	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5). */
 	if (ibqp->srq) {
@@ -2414,8 +1820,8 @@ static int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
  * NICs that keep the AV in the WQE do. A device AH comes with the
  * release record a destroy in atomic context needs.
  */
-static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
-			    struct ib_udata *udata)
+int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+		     struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibah->device);
 	struct hicain_ah *ah = to_hah(ibah);
@@ -2468,7 +1874,7 @@ static int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
  * response with its request (rcv_has_same_gid in mad.c: rdma_query_ah
  * must succeed and name the SGID the request left from).
  */
-static int hicain_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
+int hicain_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
 {
 	struct hicain_ah *ah = to_hah(ibah);
 	union ib_gid dgid;
@@ -2498,7 +1904,7 @@ static int hicain_query_ah(struct ib_ah *ibah, struct rdma_ah_attr *attr)
  * could not send in atomic context. An AH of an earlier epoch went with
  * the device reset.
  */
-static void hicain_ah_free_work(struct work_struct *work)
+void hicain_ah_free_work(struct work_struct *work)
 {
 	struct hicain_ibdev *hidev = container_of(work, struct hicain_ibdev, ah_free_work);
 	struct hicain_ah_release *rel, *next;
@@ -2523,7 +1929,7 @@ static void hicain_ah_free_work(struct work_struct *work)
  * hicain_ib_remove flushes before the device goes. destroy_ah must not
  * fail, and ib_core frees the AH when it returns.
  */
-static int hicain_destroy_ah(struct ib_ah *ibah, u32 flags)
+int hicain_destroy_ah(struct ib_ah *ibah, u32 flags)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibah->device);
 	struct hicain_ah *ah = to_hah(ibah);
@@ -2562,8 +1968,28 @@ static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *
 	srq->dbrec = NULL;
 }
 
-static int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
-			     struct ib_udata *udata)
+/*
+ * hicain_srq_release_ring - free the SRQ's ring, or keep it while the
+ * device may still use it (in_use: hicain_admin_lost).
+ */
+static void hicain_srq_release_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq,
+				    bool in_use)
+{
+	size_t bytes;
+
+	if (!in_use) {
+		hicain_srq_free_ring(hidev, srq);
+		return;
+	}
+	bytes = hicain_wq_keep(&srq->wq);
+	if (srq->dbrec)
+		bytes += sizeof(*srq->dbrec);
+	srq->dbrec = NULL;
+	hicain_admin_keep(hidev->hdev, bytes);
+}
+
+int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		      struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
 	struct device *dma_dev = hicain_dma_dev(hidev);
@@ -2618,27 +2044,30 @@ static int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init
 	c->ring_gpa = cpu_to_le64(srq->wq.ring_dma);
 	c->dbrec_gpa = cpu_to_le64(srq->wq.dbrec_dma);
 	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
-		goto err_free;
+	if (ret) {
+		hicain_srq_release_ring(hidev, srq, hicain_admin_lost(ret));
+		return ret;
+	}
 	srq->srqn = le32_to_cpu(cqe.handle);
 	if (udata) {
 		resp.srqn = srq->srqn;
 		resp.max_sge = max_sge;
 		hicain_uq_resp(&srq->wq.uq, depth, srq->wq.stride, &resp.srq);
 		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret) {
-			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
-			goto err_free;
-		}
+		if (ret)
+			goto err_destroy;
 	}
 	ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
-	if (ret) {
-		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_SRQ, srq->srqn, NULL);
-		goto err_free;
-	}
+	if (ret)
+		goto err_destroy;
 	attr->max_wr = depth;
 	attr->max_sge = max_sge;
 	return 0;
+
+err_destroy:
+	hicain_srq_release_ring(hidev, srq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_SRQ,
+							       srq->srqn));
+	return ret;
 
 err_free:
 	hicain_srq_free_ring(hidev, srq);
@@ -2650,8 +2079,8 @@ err_free:
  * the SRQ to a new ring while user space posts to the old one; the
  * driver does not offer it (no IB_DEVICE_SRQ_RESIZE).
  */
-static int hicain_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
-			     enum ib_srq_attr_mask mask, struct ib_udata *udata)
+int hicain_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask mask, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
 	struct hicain_srq *srq = to_hsrq(ibsrq);
@@ -2670,7 +2099,7 @@ static int hicain_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
 }
 
-static int hicain_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+int hicain_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
 	struct hicain_srq *srq = to_hsrq(ibsrq);
@@ -2688,7 +2117,7 @@ static int hicain_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
 	return 0;
 }
 
-static int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
 	struct hicain_srq *srq = to_hsrq(ibsrq);
@@ -2703,8 +2132,8 @@ static int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	return 0;
 }
 
-static int hicain_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
-				const struct ib_recv_wr **bad_wr)
+int hicain_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr)
 {
 	return hicain_wq_post_recv(to_hidev(ibsrq->device), &to_hsrq(ibsrq)->wq, wr, bad_wr);
 }
@@ -2726,12 +2155,12 @@ static int hicain_mcast(struct ib_qp *ibqp, u16 opcode, union ib_gid *gid, u16 l
 	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
 }
 
-static int hicain_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+int hicain_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 {
 	return hicain_mcast(ibqp, HICAIN_CMD_ATTACH_MCAST, gid, lid);
 }
 
-static int hicain_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+int hicain_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 {
 	struct hicain_qp *qp = to_hqp(ibqp);
 
@@ -2740,709 +2169,3 @@ static int hicain_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 		return 0;
 	return hicain_destroy_status(hicain_mcast(ibqp, HICAIN_CMD_DETACH_MCAST, gid, lid));
 }
-
-/* ---- performance management agent ---- */
-
-/*
- * The port's PMA (IBA 16.1): ib_mad hands every MAD that arrives on QP1
- * to process_mad before its agents. PerfMgt Gets and Sets are answered
- * here from the device's counters (QUERY_COUNTERS); responses, other
- * classes and methods that no PMA answers go on to ib_mad's agents
- * (umad, CM) as before.
- *
- * The device's counters only grow. A Set of PortCounters or
- * PortCountersExtended clears counters by moving this driver's baseline
- * of that attribute to their current value (the attributes clear
- * independently, IBA 16.1.3.5 and 16.1.4.11). A device reset restarts
- * the device's counters and drops the baselines.
- */
-/* PMA ClassPortInfo RespTimeValue: 4.096 us << 18, about 1 s (IBA 13.4.6.2). */
-#define HICAIN_PMA_RESP_TIME	18
-/* PortCounters CounterSelect bit 8, PortRcvConstraintErrors (IBA table 247). */
-#define HICAIN_PMA_SEL_RCV_CONSTRAINT_ERRORS	cpu_to_be16(0x0100)
-
-/*
- * hicain_pma_counters - the port's counters as view v shows them, after
- * clearing the counters in clear (a mask of BIT(enum hicain_pma_ctr)).
- * Sleeps (admin command).
- */
-static int hicain_pma_counters(struct hicain_ibdev *hidev, u32 port, enum hicain_pma_view v,
-			       u32 clear, u64 *val)
-{
-	struct hicain_port_counters pc;
-	u64 cur[HICAIN_PMA_NR], *base;
-	int epoch, i, ret;
-
-	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_COUNTERS, port, &pc, sizeof(pc));
-	if (ret)
-		return ret;
-	cur[HICAIN_PMA_XMIT_DATA] = le64_to_cpu(pc.xmit_data);
-	cur[HICAIN_PMA_RCV_DATA] = le64_to_cpu(pc.rcv_data);
-	cur[HICAIN_PMA_XMIT_PKTS] = le64_to_cpu(pc.xmit_pkts);
-	cur[HICAIN_PMA_RCV_PKTS] = le64_to_cpu(pc.rcv_pkts);
-	cur[HICAIN_PMA_UCAST_XMIT_PKTS] = le64_to_cpu(pc.unicast_xmit_pkts);
-	cur[HICAIN_PMA_UCAST_RCV_PKTS] = le64_to_cpu(pc.unicast_rcv_pkts);
-	cur[HICAIN_PMA_MCAST_XMIT_PKTS] = le64_to_cpu(pc.multicast_xmit_pkts);
-	cur[HICAIN_PMA_MCAST_RCV_PKTS] = le64_to_cpu(pc.multicast_rcv_pkts);
-	cur[HICAIN_PMA_RCV_ERRORS] = le64_to_cpu(pc.rcv_errors);
-	cur[HICAIN_PMA_XMIT_DISCARDS] = le64_to_cpu(pc.xmit_discards);
-	cur[HICAIN_PMA_RCV_CONSTRAINT_ERRORS] = le64_to_cpu(pc.rcv_constraint_errors);
-	cur[HICAIN_PMA_LINK_DOWNED] = le64_to_cpu(pc.link_downed);
-	cur[HICAIN_PMA_VL15_DROPPED] = le64_to_cpu(pc.vl15_dropped);
-	cur[HICAIN_PMA_QP1_DROPPED] = le64_to_cpu(pc.qp1_dropped);
-
-	mutex_lock(&hidev->pma_lock);
-	epoch = atomic_read(&hidev->epoch);
-	if (hidev->pma_epoch != epoch) {
-		memset(hidev->pma_base, 0, sizeof(hidev->pma_base));
-		hidev->pma_epoch = epoch;
-	}
-	base = hidev->pma_base[v];
-	for (i = 0; i < HICAIN_PMA_NR; i++) {
-		if (clear & BIT(i))
-			base[i] = cur[i];
-		else if (cur[i] < base[i])
-			base[i] = 0;	/* the device's counters restarted */
-		val[i] = cur[i] - base[i];
-	}
-	mutex_unlock(&hidev->pma_lock);
-	return 0;
-}
-
-/* PMA counters stop at their maximum instead of wrapping (IBA 16.1.3.5). */
-static u8 hicain_pma_sat8(u64 v)
-{
-	return min_t(u64, v, U8_MAX);
-}
-
-static __be16 hicain_pma_sat16(u64 v)
-{
-	return cpu_to_be16(min_t(u64, v, U16_MAX));
-}
-
-static __be32 hicain_pma_sat32(u64 v)
-{
-	return cpu_to_be32(min_t(u64, v, U32_MAX));
-}
-
-static int hicain_pma_class_port_info(struct ib_pma_mad *pmp)
-{
-	struct ib_class_port_info *cpi = (struct ib_class_port_info *)pmp->data;
-
-	if (pmp->mad_hdr.method != IB_MGMT_METHOD_GET)
-		return IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
-	memset(pmp->data, 0, sizeof(pmp->data));
-	cpi->base_version = IB_MGMT_BASE_VERSION;
-	cpi->class_version = 1;
-	/* PortCountersExtended with every counter, unicast and multicast
-	 * included; one port, no PortXmitWait.
-	 */
-	cpi->capability_mask = IB_PMA_CLASS_CAP_EXT_WIDTH;
-	ib_set_cpi_resp_time(cpi, HICAIN_PMA_RESP_TIME);
-	return IB_MGMT_MAD_STATUS_SUCCESS;
-}
-
-/* The CounterSelect bits of PortCounters a Set clears with, as counters. */
-static u32 hicain_pma_clear_mask(__be16 sel)
-{
-	static const struct {
-		__be16 sel;
-		enum hicain_pma_ctr ctr;
-	} map[] = {
-		{ IB_PMA_SEL_LINK_DOWNED, HICAIN_PMA_LINK_DOWNED },
-		{ IB_PMA_SEL_PORT_RCV_ERRORS, HICAIN_PMA_RCV_ERRORS },
-		{ IB_PMA_SEL_PORT_XMIT_DISCARDS, HICAIN_PMA_XMIT_DISCARDS },
-		{ HICAIN_PMA_SEL_RCV_CONSTRAINT_ERRORS, HICAIN_PMA_RCV_CONSTRAINT_ERRORS },
-		{ IB_PMA_SEL_PORT_VL15_DROPPED, HICAIN_PMA_VL15_DROPPED },
-		{ IB_PMA_SEL_PORT_XMIT_DATA, HICAIN_PMA_XMIT_DATA },
-		{ IB_PMA_SEL_PORT_RCV_DATA, HICAIN_PMA_RCV_DATA },
-		{ IB_PMA_SEL_PORT_XMIT_PACKETS, HICAIN_PMA_XMIT_PKTS },
-		{ IB_PMA_SEL_PORT_RCV_PACKETS, HICAIN_PMA_RCV_PKTS },
-	};
-	u32 mask = 0;
-	int i;
-
-	for (i = 0; i < ARRAY_SIZE(map); i++)
-		if (sel & map[i].sel)
-			mask |= BIT(map[i].ctr);
-	return mask;
-}
-
-/*
- * hicain_pma_port_counters - PortCounters (IBA 16.1.3.5). Data counts
- * 4-octet words; the counters the port has no source for (symbol and
- * link integrity errors, relay errors, PortXmitWait) stay 0. Returns a
- * MAD status or a negative errno.
- */
-static int hicain_pma_port_counters(struct hicain_ibdev *hidev, u32 port, struct ib_pma_mad *pmp)
-{
-	struct ib_pma_portcounters *p = (struct ib_pma_portcounters *)pmp->data;
-	u8 port_select = p->port_select;
-	__be16 sel = p->counter_select;
-	u64 val[HICAIN_PMA_NR];
-	u32 clear = 0;
-	int ret;
-
-	if (port_select != port)
-		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
-	if (pmp->mad_hdr.method == IB_MGMT_METHOD_SET)
-		clear = hicain_pma_clear_mask(sel);
-	ret = hicain_pma_counters(hidev, port, HICAIN_PMA_VIEW_COUNTERS, clear, val);
-	if (ret)
-		return ret;
-	memset(pmp->data, 0, sizeof(pmp->data));
-	p->port_select = port_select;
-	p->counter_select = sel;
-	p->link_downed_counter = hicain_pma_sat8(val[HICAIN_PMA_LINK_DOWNED]);
-	p->port_rcv_errors = hicain_pma_sat16(val[HICAIN_PMA_RCV_ERRORS]);
-	p->port_xmit_discards = hicain_pma_sat16(val[HICAIN_PMA_XMIT_DISCARDS]);
-	p->port_rcv_constraint_errors = hicain_pma_sat8(val[HICAIN_PMA_RCV_CONSTRAINT_ERRORS]);
-	/* QP1Dropped (IBA 1.3; reserved in ib_pma.h's layout). No
-	 * CounterSelect bit clears it.
-	 */
-	p->reserved2 = hicain_pma_sat16(val[HICAIN_PMA_QP1_DROPPED]);
-	p->vl15_dropped = hicain_pma_sat16(val[HICAIN_PMA_VL15_DROPPED]);
-	p->port_xmit_data = hicain_pma_sat32(val[HICAIN_PMA_XMIT_DATA] / 4);
-	p->port_rcv_data = hicain_pma_sat32(val[HICAIN_PMA_RCV_DATA] / 4);
-	p->port_xmit_packets = hicain_pma_sat32(val[HICAIN_PMA_XMIT_PKTS]);
-	p->port_rcv_packets = hicain_pma_sat32(val[HICAIN_PMA_RCV_PKTS]);
-	return IB_MGMT_MAD_STATUS_SUCCESS;
-}
-
-/* hicain_pma_port_counters_ext - PortCountersExtended (IBA 16.1.4.11). */
-static int hicain_pma_port_counters_ext(struct hicain_ibdev *hidev, u32 port,
-					struct ib_pma_mad *pmp)
-{
-	struct ib_pma_portcounters_ext *p = (struct ib_pma_portcounters_ext *)pmp->data;
-	u8 port_select = p->port_select;
-	__be16 sel = p->counter_select;
-	u64 val[HICAIN_PMA_NR];
-	u32 clear = 0;
-	int ret;
-
-	if (port_select != port)
-		return IB_MGMT_MAD_STATUS_INVALID_ATTRIB_VALUE;
-	/* Bits 0..7 select the counters of the same enum positions. */
-	if (pmp->mad_hdr.method == IB_MGMT_METHOD_SET)
-		clear = be16_to_cpu(sel) & 0xff;
-	ret = hicain_pma_counters(hidev, port, HICAIN_PMA_VIEW_EXT, clear, val);
-	if (ret)
-		return ret;
-	memset(pmp->data, 0, sizeof(pmp->data));
-	p->port_select = port_select;
-	p->counter_select = sel;
-	p->port_xmit_data = cpu_to_be64(val[HICAIN_PMA_XMIT_DATA] / 4);
-	p->port_rcv_data = cpu_to_be64(val[HICAIN_PMA_RCV_DATA] / 4);
-	p->port_xmit_packets = cpu_to_be64(val[HICAIN_PMA_XMIT_PKTS]);
-	p->port_rcv_packets = cpu_to_be64(val[HICAIN_PMA_RCV_PKTS]);
-	p->port_unicast_xmit_packets = cpu_to_be64(val[HICAIN_PMA_UCAST_XMIT_PKTS]);
-	p->port_unicast_rcv_packets = cpu_to_be64(val[HICAIN_PMA_UCAST_RCV_PKTS]);
-	p->port_multicast_xmit_packets = cpu_to_be64(val[HICAIN_PMA_MCAST_XMIT_PKTS]);
-	p->port_multicast_rcv_packets = cpu_to_be64(val[HICAIN_PMA_MCAST_RCV_PKTS]);
-	return IB_MGMT_MAD_STATUS_SUCCESS;
-}
-
-/*
- * hicain_pma_method_has_resp - request methods a class answers with
- * method | R (IBA 13.4.5; ib_sa.h names the common methods 0x12 to
- * 0x15 after the SA): the PMA supports Get and Set only and
- * answers the others of these with "method not supported". Send, Trap,
- * Report and vendor methods go on to ib_mad's agents.
- */
-static bool hicain_pma_method_has_resp(u8 method)
-{
-	switch (method) {
-	case IB_MGMT_METHOD_GET:
-	case IB_MGMT_METHOD_SET:
-	case IB_SA_METHOD_GET_TABLE:
-	case IB_SA_METHOD_GET_TRACE_TBL:
-	case IB_SA_METHOD_GET_MULTI:
-	case IB_SA_METHOD_DELETE:
-		return true;
-	}
-	return false;
-}
-
-/* ---- subnet management agent (InfiniBand) ---- */
-
-/*
- * hicain_process_smp - an SMP for the port's SMA, which lives in the
- * device. ib_mad hands process_mad the directed-route SMPs with HopCount
- * 0 that a subnet manager on this port sends (smi_check_local_smp: they
- * never reach the wire, IBA 14.2.2.2), and it passes every SMP that
- * arrives on QP0; the device answers requests from the wire itself, so
- * those are answers for the SM and go on to ib_mad's agents, as do
- * methods other than Get and Set (Trap, TrapRepress). Get and Set go to
- * the device (MAD_IFC); its Sets change the port as an SM's Sets over
- * the wire do, and the port's events follow on the event queue.
- */
-static int hicain_process_smp(struct hicain_ibdev *hidev, const struct ib_mad *in,
-			      struct ib_mad *out)
-{
-	struct device *dma_dev = hicain_dma_dev(hidev);
-	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
-	bool reply;
-	dma_addr_t dma;
-	u8 *buf;
-	int ret;
-
-	BUILD_BUG_ON(sizeof(*in) != HICAIN_MAD_SIZE);
-	if (in->mad_hdr.method != IB_MGMT_METHOD_GET && in->mad_hdr.method != IB_MGMT_METHOD_SET)
-		return IB_MAD_RESULT_SUCCESS;
-	buf = dma_alloc_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, &dma, GFP_KERNEL);
-	if (!buf)
-		return IB_MAD_RESULT_FAILURE;
-	memcpy(buf, in, HICAIN_MAD_SIZE);
-	cmd.opcode = cpu_to_le16(HICAIN_CMD_MAD_IFC);
-	cmd.handle = cpu_to_le32(1);
-	cmd.resp_gpa = cpu_to_le64(dma + HICAIN_MAD_SIZE);
-	cmd.resp_len = cpu_to_le32(HICAIN_MAD_SIZE);
-	cmd.mad_ifc.in_gpa = cpu_to_le64(dma);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	reply = !ret && (cqe.out[0] & HICAIN_MAD_IFC_REPLY);
-	if (reply)
-		memcpy(out, buf + HICAIN_MAD_SIZE, HICAIN_MAD_SIZE);
-	dma_free_coherent(dma_dev, 2 * HICAIN_MAD_SIZE, buf, dma);
-	if (ret) {
-		/* No answer: the SM's request times out (and is retried). */
-		ibdev_dbg(&hidev->ibdev, "SMA: MAD_IFC failed: %d\n", ret);
-		return IB_MAD_RESULT_FAILURE;
-	}
-	return reply ? IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY : IB_MAD_RESULT_SUCCESS;
-}
-
-static int hicain_process_mad(struct ib_device *ibdev, int flags, u32 port,
-			      const struct ib_wc *in_wc, const struct ib_grh *in_grh,
-			      const struct ib_mad *in, struct ib_mad *out,
-			      size_t *out_mad_size, u16 *out_mad_pkey_index)
-{
-	const struct ib_mad_hdr *hdr = &in->mad_hdr;
-	struct ib_pma_mad *pmp = (struct ib_pma_mad *)out;
-	int status;
-
-	if (to_hidev(ibdev)->ib && hdr->base_version == IB_MGMT_BASE_VERSION &&
-	    (hdr->mgmt_class == IB_MGMT_CLASS_SUBN_LID_ROUTED ||
-	     hdr->mgmt_class == IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE))
-		return hicain_process_smp(to_hidev(ibdev), in, out);
-
-	if (hdr->mgmt_class != IB_MGMT_CLASS_PERF_MGMT ||
-	    hdr->base_version != IB_MGMT_BASE_VERSION ||
-	    !hicain_pma_method_has_resp(hdr->method))
-		return IB_MAD_RESULT_SUCCESS;
-
-	memcpy(out, in, sizeof(*out));
-	if (hdr->class_version != 1)
-		status = IB_MGMT_MAD_STATUS_BAD_VERSION;
-	else if (hdr->method != IB_MGMT_METHOD_GET && hdr->method != IB_MGMT_METHOD_SET)
-		status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD;
-	else if (hdr->attr_id == IB_PMA_CLASS_PORT_INFO)
-		status = hicain_pma_class_port_info(pmp);
-	else if (hdr->attr_id == IB_PMA_PORT_COUNTERS)
-		status = hicain_pma_port_counters(to_hidev(ibdev), port, pmp);
-	else if (hdr->attr_id == IB_PMA_PORT_COUNTERS_EXT)
-		status = hicain_pma_port_counters_ext(to_hidev(ibdev), port, pmp);
-	else
-		status = IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB;
-	if (status < 0) {
-		/* No counters (the device is resetting): no answer; the
-		 * requester times out and retries.
-		 */
-		ibdev_dbg(ibdev, "PMA: QUERY_COUNTERS failed: %d\n", status);
-		return IB_MAD_RESULT_FAILURE;
-	}
-	/* Get and Set are both answered with GetResp (IBA 13.4.5). */
-	pmp->mad_hdr.method = hdr->method == IB_MGMT_METHOD_SET ? IB_MGMT_METHOD_GET_RESP :
-			      hdr->method | IB_MGMT_METHOD_RESP;
-	pmp->mad_hdr.status = cpu_to_be16(status);
-	return IB_MAD_RESULT_SUCCESS | IB_MAD_RESULT_REPLY;
-}
-
-static const struct ib_device_ops hicain_ib_dev_ops = {
-	.owner = THIS_MODULE,
-	.driver_id = RDMA_DRIVER_UNKNOWN,	/* libibverbs matches by name */
-	.uverbs_abi_ver = HICAIN_UVERBS_ABI_VERSION,
-
-	.add_gid = hicain_add_gid,
-	.alloc_pd = hicain_alloc_pd,
-	.alloc_ucontext = hicain_alloc_ucontext,
-	.attach_mcast = hicain_attach_mcast,
-	.create_ah = hicain_create_ah,
-	.create_cq = hicain_create_cq,
-	.create_qp = hicain_create_qp,
-	.create_srq = hicain_create_srq,
-	.create_user_ah = hicain_create_ah,
-	.dealloc_pd = hicain_dealloc_pd,
-	.dealloc_ucontext = hicain_dealloc_ucontext,
-	.del_gid = hicain_del_gid,
-	.dereg_mr = hicain_dereg_mr,
-	.destroy_ah = hicain_destroy_ah,
-	.destroy_cq = hicain_destroy_cq,
-	.destroy_qp = hicain_destroy_qp,
-	.destroy_srq = hicain_destroy_srq,
-	.detach_mcast = hicain_detach_mcast,
-	.get_dma_mr = hicain_get_dma_mr,
-	.get_link_layer = hicain_get_link_layer,
-	.get_port_immutable = hicain_get_port_immutable,
-	.mmap = hicain_mmap,
-	.mmap_free = hicain_mmap_free,
-	.modify_qp = hicain_modify_qp,
-	.modify_srq = hicain_modify_srq,
-	.poll_cq = hicain_poll_cq,
-	.post_recv = hicain_post_recv,
-	.post_send = hicain_post_send,
-	.post_srq_recv = hicain_post_srq_recv,
-	.process_mad = hicain_process_mad,
-	.query_ah = hicain_query_ah,
-	.query_device = hicain_query_device,
-	.query_pkey = hicain_query_pkey,
-	.query_port = hicain_query_port,
-	.query_qp = hicain_query_qp,
-	.query_srq = hicain_query_srq,
-	.reg_user_mr = hicain_reg_user_mr,
-	.req_notify_cq = hicain_req_notify_cq,
-	.rereg_user_mr = hicain_rereg_user_mr,
-	.resize_cq = hicain_resize_cq,
-
-	INIT_RDMA_OBJ_SIZE(ib_ah, hicain_ah, ibah),
-	INIT_RDMA_OBJ_SIZE(ib_cq, hicain_cq, ibcq),
-	INIT_RDMA_OBJ_SIZE(ib_pd, hicain_pd, ibpd),
-	INIT_RDMA_OBJ_SIZE(ib_qp, hicain_qp, ibqp),
-	INIT_RDMA_OBJ_SIZE(ib_srq, hicain_srq, ibsrq),
-	INIT_RDMA_OBJ_SIZE(ib_ucontext, hicain_ucontext, ibuc),
-};
-
-/*
- * The ops of an InfiniBand port on top of hicain_ib_dev_ops: its GIDs
- * come from the device and its capability bits from its users. A RoCE
- * device goes without them, as ib_core expects (device-facts 3.10).
- */
-static const struct ib_device_ops hicain_ib_port_ops = {
-	.modify_port = hicain_modify_port,
-	.query_gid = hicain_query_gid,
-};
-
-/* ---- hicain_net client ---- */
-
-/*
- * hicain_ib_tables - an InfiniBand port's GID and P_Key table sizes, the
- * device's (QUERY_PORT), fixed for the life of the ib_device.
- */
-static int hicain_ib_tables(struct hicain_ibdev *hidev)
-{
-	struct hicain_port_attr pa;
-	int ret;
-
-	ret = hicain_admin_query(hidev, HICAIN_CMD_QUERY_PORT, 1, &pa, sizeof(pa));
-	if (ret)
-		return ret;
-	hidev->ib_gid_tbl_len = le32_to_cpu(pa.gid_tbl_len);
-	hidev->ib_pkey_tbl_len = le32_to_cpu(pa.pkey_tbl_len);
-	if (!hidev->ib_gid_tbl_len || !hidev->ib_pkey_tbl_len || hidev->ib_pkey_tbl_len > U16_MAX) {
-		dev_err(&hidev->hdev->pdev->dev, "InfiniBand port with %u GIDs and %u P_Keys\n",
-			hidev->ib_gid_tbl_len, hidev->ib_pkey_tbl_len);
-		return -EIO;
-	}
-	return 0;
-}
-
-static int hicain_ib_add(struct hicain_dev *hdev)
-{
-	struct net_device *ndev = hdev->netdev;
-	struct hicain_ibdev *hidev;
-	struct ib_device *ibdev;
-	int ret;
-
-	hidev = ib_alloc_device(hicain_ibdev, ibdev);
-	if (!hidev)
-		return -ENOMEM;
-	hidev->hdev = hdev;
-	hidev->ib = hdev->ib_link;
-	if (!hidev->ib)
-		hidev->netdev = ndev;
-	atomic_set(&hidev->epoch, 0);
-	xa_init_flags(&hidev->qps, XA_FLAGS_LOCK_IRQ);
-	xa_init_flags(&hidev->srqs, XA_FLAGS_LOCK_IRQ);
-	spin_lock_init(&hidev->cq_lock);
-	INIT_LIST_HEAD(&hidev->cqs);
-	mutex_init(&hidev->addr_lock);
-	spin_lock_init(&hidev->gid_lock);
-	spin_lock_init(&hidev->ah_free_lock);
-	INIT_LIST_HEAD(&hidev->ah_free);
-	INIT_WORK(&hidev->ah_free_work, hicain_ah_free_work);
-	mutex_init(&hidev->pma_lock);
-	hidev->db_mappable = hicain_db_page(hdev->pdev);
-	hidev->db_pfn = pci_resource_start(hdev->pdev, 0) >> PAGE_SHIFT;
-	ibdev = &hidev->ibdev;
-
-	ibdev->node_type = RDMA_NODE_IB_CA;
-	ibdev->phys_port_cnt = 1;
-	ibdev->num_comp_vectors = max(hdev->num_comp_vectors, 1U);
-	ibdev->dev.parent = &hdev->pdev->dev;
-	ibdev->node_guid = cpu_to_be64(le64_to_cpu(READ_ONCE(hdev->hdr->node_guid)));
-	if (!ibdev->node_guid && !hidev->ib)
-		addrconf_addr_eui48((u8 *)&ibdev->node_guid, ndev->dev_addr);
-	strscpy(ibdev->node_desc, "HiNIC hicain", sizeof(ibdev->node_desc));
-	/* Post, poll and notify go through write() commands, which ib_core
-	 * leaves out of the default mask (device-facts 3.6).
-	 */
-	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
-				  BIT_ULL(IB_USER_VERBS_CMD_POST_RECV) |
-				  BIT_ULL(IB_USER_VERBS_CMD_POLL_CQ) |
-				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ) |
-				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV);
-	ib_set_device_ops(ibdev, &hicain_ib_dev_ops);
-
-	if (hidev->ib) {
-		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
-		ret = hicain_ib_tables(hidev);
-		if (ret)
-			goto err_dealloc;
-	} else {
-		ret = ib_device_set_netdev(ibdev, ndev, 1);
-		if (ret)
-			goto err_dealloc;
-		/* Registration opens QP1 (ib_mad takes a PD, a CQ and the
-		 * DMA MR), after which an older device refuses SET_ADDR: the
-		 * addresses the netdev already has go first.
-		 */
-		hicain_sync_addrs(hidev);
-	}
-	ret = ib_register_device(ibdev, "hicain_%d", &hdev->pdev->dev);
-	if (ret)
-		goto err_dealloc;
-	hdev->client_priv = hidev;
-	if (hidev->ib)
-		dev_info(&hdev->pdev->dev, "registered %s, InfiniBand port\n", dev_name(&ibdev->dev));
-	else
-		dev_info(&hdev->pdev->dev, "registered %s on %s\n", dev_name(&ibdev->dev), ndev->name);
-	if (!hidev->db_mappable)
-		dev_info(&hdev->pdev->dev, "BAR0 shares its page: user queues use system calls\n");
-	else if (!hicain_abi_minor_at_least(hidev, 7))
-		dev_info(&hdev->pdev->dev, "device ABI before 1.7: user queues use system calls\n");
-	return 0;
-
-err_dealloc:
-	ib_dealloc_device(ibdev);
-	return ret;
-}
-
-static void hicain_ib_remove(struct hicain_dev *hdev)
-{
-	struct hicain_ibdev *hidev = hdev->client_priv;
-
-	if (!hidev)
-		return;
-	/* Before the netdev goes: the port holds a reference to it. */
-	ib_unregister_device(&hidev->ibdev);
-	/* The DESTROY_AH commands of AHs destroyed in atomic context,
-	 * while the device still takes commands.
-	 */
-	flush_work(&hidev->ah_free_work);
-	xa_destroy(&hidev->qps);
-	xa_destroy(&hidev->srqs);
-	ib_dealloc_device(&hidev->ibdev);
-	hdev->client_priv = NULL;
-}
-
-static void hicain_ib_port_event(struct hicain_ibdev *hidev, enum ib_event_type type)
-{
-	struct ib_event ev = {
-		.device = &hidev->ibdev,
-		.event = type,
-		.element.port_num = 1,
-	};
-
-	ib_dispatch_event(&ev);	/* queues work: fine in hard IRQ context */
-}
-
-/*
- * hicain_ib_qp_event - an asynchronous QP event, in hard IRQ context.
- * The handler runs under the xarray lock, so destroy_qp (which erases
- * the QP under that lock first) never frees a QP a handler still uses.
- * uverbs' handler only queues the event for the process.
- */
-static void hicain_ib_qp_event(struct hicain_ibdev *hidev, u32 qpn, enum ib_event_type type)
-{
-	struct hicain_qp *qp;
-	struct ib_event ev;
-
-	xa_lock(&hidev->qps);
-	qp = xa_load(&hidev->qps, qpn);
-	if (qp && qp->ibqp.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.qp = &qp->ibqp;
-		qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
-	}
-	xa_unlock(&hidev->qps);
-}
-
-/* hicain_ib_srq_event - as hicain_ib_qp_event, for an SRQ. */
-static void hicain_ib_srq_event(struct hicain_ibdev *hidev, u32 srqn, enum ib_event_type type)
-{
-	struct hicain_srq *srq;
-	struct ib_event ev;
-
-	xa_lock(&hidev->srqs);
-	srq = xa_load(&hidev->srqs, srqn);
-	if (srq && srq->ibsrq.event_handler) {
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.srq = &srq->ibsrq;
-		srq->ibsrq.event_handler(&ev, srq->ibsrq.srq_context);
-	}
-	xa_unlock(&hidev->srqs);
-}
-
-/* hicain_ib_cq_event - as hicain_ib_qp_event, under the CQ list lock. */
-static void hicain_ib_cq_event(struct hicain_ibdev *hidev, u32 cqn, enum ib_event_type type)
-{
-	struct hicain_cq *cq;
-	struct ib_event ev;
-
-	spin_lock(&hidev->cq_lock);
-	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->cqn != cqn || !cq->ibcq.event_handler)
-			continue;
-		ev.device = &hidev->ibdev;
-		ev.event = type;
-		ev.element.cq = &cq->ibcq;
-		cq->ibcq.event_handler(&ev, cq->ibcq.cq_context);
-		break;
-	}
-	spin_unlock(&hidev->cq_lock);
-}
-
-static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
-{
-	struct hicain_ibdev *hidev = hdev->client_priv;
-	u32 handle = le32_to_cpu(eqe->handle);
-
-	switch (le32_to_cpu(eqe->type)) {
-	case HICAIN_EV_PORT_ACTIVE:
-		hicain_ib_port_event(hidev, IB_EVENT_PORT_ACTIVE);
-		break;
-	case HICAIN_EV_PORT_ERR:
-		hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
-		break;
-	case HICAIN_EV_LID_CHANGE:
-		hicain_ib_port_event(hidev, IB_EVENT_LID_CHANGE);
-		break;
-	case HICAIN_EV_SM_CHANGE:
-		hicain_ib_port_event(hidev, IB_EVENT_SM_CHANGE);
-		break;
-	case HICAIN_EV_CLIENT_REREGISTER:
-		hicain_ib_port_event(hidev, IB_EVENT_CLIENT_REREGISTER);
-		break;
-	case HICAIN_EV_QP_FATAL:
-		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_FATAL);
-		break;
-	case HICAIN_EV_CQ_ERR:
-		hicain_ib_cq_event(hidev, handle, IB_EVENT_CQ_ERR);
-		break;
-	case HICAIN_EV_QP_LAST_WQE:
-		hicain_ib_qp_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
-		break;
-	case HICAIN_EV_SRQ_LIMIT:
-		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
-		break;
-	case HICAIN_EV_SRQ_ERR:
-		hicain_ib_srq_event(hidev, handle, IB_EVENT_SRQ_ERR);
-		break;
-	}
-}
-
-/*
- * hicain_ib_cq_irq - completion interrupt of comp_vector, in hard IRQ
- * context. The device cleared the arm word of each CQ it signalled; a
- * CQ that req_notify_cq armed and whose word is clear gets its event,
- * and so does a mapped CQ whose event count moved.
- */
-static void hicain_ib_cq_irq(struct hicain_dev *hdev, unsigned int comp_vector)
-{
-	struct hicain_ibdev *hidev = hdev->client_priv;
-	struct hicain_cq *cq;
-
-	spin_lock(&hidev->cq_lock);
-	list_for_each_entry(cq, &hidev->cqs, list) {
-		if (cq->vector != comp_vector)
-			continue;
-		if (cq->uq.entry) {
-			/* Armed by its process, without the kernel: the
-			 * device's event count says whether it fired.
-			 */
-			u32 ev = le32_to_cpu(READ_ONCE(cq->dbrec->events));
-
-			if (ev == cq->events_seen)
-				continue;
-			cq->events_seen = ev;
-			if (cq->ibcq.comp_handler)
-				cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
-			continue;
-		}
-		if (!READ_ONCE(cq->armed) || READ_ONCE(cq->dbrec->arm))
-			continue;
-		WRITE_ONCE(cq->armed, false);
-		if (cq->ibcq.comp_handler)
-			cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
-	}
-	spin_unlock(&hidev->cq_lock);
-}
-
-static void hicain_ib_reset(struct hicain_dev *hdev, bool done)
-{
-	struct hicain_ibdev *hidev = hdev->client_priv;
-	struct ib_event ev = { .device = &hidev->ibdev };
-
-	if (done) {
-		/* The device came back with its configured addresses. */
-		if (hidev->ib) {
-			/* The port starts over in Init: an SM configures it
-			 * again, and ib_core rereads it meanwhile. The
-			 * device forgot the host's capability bits.
-			 */
-			mutex_lock(&hidev->addr_lock);
-			if (hidev->cap_set)
-				hicain_push_port_caps(hidev, hidev->cap_set);
-			mutex_unlock(&hidev->addr_lock);
-			hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
-			return;
-		}
-		mutex_lock(&hidev->addr_lock);
-		memset(&hidev->addrs, 0, sizeof(hidev->addrs));
-		mutex_unlock(&hidev->addr_lock);
-		hicain_sync_addrs(hidev);
-		return;
-	}
-	/* Every handle of the device is about to be lost. */
-	atomic_inc(&hidev->epoch);
-	ev.event = IB_EVENT_DEVICE_FATAL;
-	ib_dispatch_event(&ev);
-}
-
-static struct hicain_client hicain_ib_client = {
-	.name = DRV_NAME,
-	.add = hicain_ib_add,
-	.remove = hicain_ib_remove,
-	.event = hicain_ib_event,
-	.cq_irq = hicain_ib_cq_irq,
-	.reset = hicain_ib_reset,
-};
-
-static int __init hicain_ib_init(void)
-{
-	return hicain_register_client(&hicain_ib_client);
-}
-
-static void __exit hicain_ib_exit(void)
-{
-	hicain_unregister_client(&hicain_ib_client);
-}
-
-module_init(hicain_ib_init);
-module_exit(hicain_ib_exit);
-
-MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: RDMA verbs driver");
-MODULE_AUTHOR("PacketFive");
-MODULE_LICENSE("GPL");
