@@ -498,19 +498,16 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 	if len(s.cqs) >= int(s.lim.maxCQ) || !s.mem.charge(cost) {
 		return StENOMEM
 	}
-	cq, err := s.dev.CreateCQ(int(a.Depth), s.ch)
+	cq, err := s.dev.CreateCQ(int(a.Depth), nil)
 	if err != nil {
 		s.mem.refund(cost)
 		return status(err)
 	}
-	if err := cq.ReqNotify(false); err != nil {
-		cq.Destroy()
-		s.mem.refund(cost)
-		return status(err)
-	}
 	n := nextHandle(&s.nextCQ, s.cqs)
-	s.cqs[n] = &gcq{cqn: n, cq: cq, ring: a.RingGPA, pages: pages, dbrec: a.DBRecGPA, depth: a.Depth,
+	g := &gcq{s: s, cqn: n, cq: cq, ring: a.RingGPA, pages: pages, dbrec: a.DBRecGPA, depth: a.Depth,
 		vector: IRQCQBase + int(a.CompVector), cost: cost}
+	cq.SetSink(g) // the engine writes the guest ring itself
+	s.cqs[n] = g
 	out.Handle = n
 	return StOK
 }
@@ -540,6 +537,14 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 		s.serviceQPs()
 		s.moveCQ(cq)
 	}
+	// The engine CQ holds what completes from here on: the worker has
+	// the ring to itself until the sink is back, then hands the guest
+	// the held completions in the new ring (or the old one, on error).
+	cq.cq.SetSink(nil)
+	defer func() {
+		cq.cq.SetSink(cq)
+		s.moveCQ(cq)
+	}()
 	ram := s.v.ram
 	cons, err := ram.Load32(cq.dbrec + 4)
 	if err != nil {
@@ -570,8 +575,9 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	ram.Store32(a.DBRecGPA+8, 0)
 	ram.Store32(a.DBRecGPA+12, cq.events) // the count goes on (ABI 1.7)
 	ram.Store32(a.DBRecGPA, pending)      // release: the entries are in place
+	cq.mu.Lock()
 	cq.ring, cq.pages, cq.dbrec, cq.depth, cq.prod = a.RingGPA, pages, a.DBRecGPA, a.Depth, pending
-	s.moveCQ(cq)
+	cq.mu.Unlock()
 	return StOK
 }
 

@@ -44,22 +44,25 @@ func (s *session) serviceSQ(q *gqp) {
 		s.qpFatal(q, QPFatalRing)
 		return
 	}
+	if prod == q.sqCons && !q.sqBlocked {
+		return // nothing posted: the common case of a doorbell for another queue
+	}
 	if prod-q.sqCons > q.sqDepth {
 		s.qpFatal(q, QPFatalSQIndex)
 		return
 	}
-	var sges [32]rdma.SGE
-	var raw [32 * 16]byte
-	var avBuf WQEAV
+	sc := &s.scratch
+	sges, raw := sc.sges[:], sc.raw[:]
 	q.sqBlocked = false
 	for q.sqCons != prod {
 		at := q.sq + uint64(q.sqCons&(q.sqDepth-1))*uint64(q.sqStride)
-		var w SendWQE
-		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+		w := &sc.send
+		if err := ram.ReadAt(AsBytes(w), at); err != nil {
 			s.qpFatal(q, QPFatalRing)
 			return
 		}
-		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
+		wr := &sc.sendWR[0]
+		*wr = rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
 			SendFlags: rdma.SendFlags(w.SendFlags &^ SendAV), ImmData: w.ImmData, RemoteAddr: w.RemoteAddr,
 			RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
 		data := at + sendHdrSize // the SGEs or the inline data
@@ -68,13 +71,13 @@ func (s *session) serviceSQ(q *gqp) {
 		if w.SendFlags&SendAV != 0 {
 			if !q.datagram() {
 				// Connected QPs have their address vector in the QP.
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			// A send stride is at least 128 bytes (a multiple of 64
 			// with room for one SGE), so the AV fits; the data after it
 			// is checked against what is left.
-			av = &avBuf
+			av = &sc.av
 			if err := ram.ReadAt(AsBytes(av), data); err != nil {
 				s.qpFatal(q, QPFatalRing)
 				return
@@ -89,7 +92,7 @@ func (s *session) serviceSQ(q *gqp) {
 			// opcode UD does not have.
 			a, ok := s.ahs[w.AH]
 			if (av == nil && (!ok || a.pd != q.pd)) || (wr.Opcode != rdma.WRSend && wr.Opcode != rdma.WRSendWithImm) {
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			if av == nil {
@@ -129,12 +132,18 @@ func (s *session) serviceSQ(q *gqp) {
 			// An AH for this request only, checked as CREATE_AH checks
 			// one (an invalid vector is a bad AH handle).
 			if avAH, err = s.dev.CreateAH(s.pds[q.pd], ahFromABI(&av.Attr)); err != nil {
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			wr.AH = avAH
 		}
-		err := q.qp.PostSend([]rdma.SendWR{wr})
+		err := q.qp.PostSend(sc.sendWR[:])
+		if errors.Is(err, rdma.ErrNoResources) {
+			// Say so before looking again: a completion from now on
+			// wakes the worker, one before made the room this finds.
+			s.blocked.Store(true)
+			err = q.qp.PostSend(sc.sendWR[:])
+		}
 		if avAH != nil {
 			// The posted request keeps the AH's frame template: the
 			// engine's WQE points at the AH, and destroying an AH only
@@ -203,17 +212,20 @@ func (s *session) serviceRQ(q *gqp) {
 		s.qpFatal(q, QPFatalRing)
 		return
 	}
+	if prod == q.rqCons && !q.rqBlocked {
+		return
+	}
 	if prod-q.rqCons > q.rqDepth {
 		s.qpFatal(q, QPFatalRQIndex)
 		return
 	}
-	var sges [32]rdma.SGE
-	var raw [32 * 16]byte
+	sc := &s.scratch
+	sges, raw := sc.sges[:], sc.raw[:]
 	q.rqBlocked = false
 	for q.rqCons != prod {
 		at := q.rq + uint64(q.rqCons&(q.rqDepth-1))*uint64(q.rqStride)
-		var w RecvWQE
-		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+		w := &sc.recv
+		if err := ram.ReadAt(AsBytes(w), at); err != nil {
 			s.qpFatal(q, QPFatalRing)
 			return
 		}
@@ -230,7 +242,13 @@ func (s *session) serviceRQ(q *gqp) {
 			e := (*SGE)(unsafe.Pointer(&raw[i*16]))
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
-		if err := q.qp.PostRecv([]rdma.RecvWR{{WRID: w.WRID, SGList: sges[:n]}}); errors.Is(err, rdma.ErrNoResources) {
+		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
+		err := q.qp.PostRecv(sc.recvWR[:])
+		if errors.Is(err, rdma.ErrNoResources) {
+			s.blocked.Store(true) // as in serviceSQ
+			err = q.qp.PostRecv(sc.recvWR[:])
+		}
+		if errors.Is(err, rdma.ErrNoResources) {
 			q.rqBlocked = true
 			break
 		} else if err != nil {
@@ -265,17 +283,20 @@ func (s *session) serviceSRQ(q *gsrq) {
 // SRQ, with the checks of an RQ: index range, SGE count, ring readable.
 func (s *session) takeSRQ(q *gsrq, prod uint32) {
 	ram := s.v.ram
+	if prod == q.cons && !q.blocked {
+		return
+	}
 	if prod-q.cons > q.depth {
 		s.srqFatal(q, QPFatalRQIndex)
 		return
 	}
-	var sges [32]rdma.SGE
-	var raw [32 * 16]byte
+	sc := &s.scratch
+	sges, raw := sc.sges[:], sc.raw[:]
 	q.blocked = false
 	for q.cons != prod {
 		at := q.ring + uint64(q.cons&(q.depth-1))*uint64(q.stride)
-		var w RecvWQE
-		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+		w := &sc.recv
+		if err := ram.ReadAt(AsBytes(w), at); err != nil {
 			s.srqFatal(q, QPFatalRing)
 			return
 		}
@@ -292,7 +313,13 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 			e := (*SGE)(unsafe.Pointer(&raw[i*16]))
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
-		if err := q.srq.PostRecv([]rdma.RecvWR{{WRID: w.WRID, SGList: sges[:n]}}); errors.Is(err, rdma.ErrNoResources) {
+		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
+		err := q.srq.PostRecv(sc.recvWR[:])
+		if errors.Is(err, rdma.ErrNoResources) {
+			s.blocked.Store(true) // as in serviceSQ
+			err = q.srq.PostRecv(sc.recvWR[:])
+		}
+		if errors.Is(err, rdma.ErrNoResources) {
 			// The engine SRQ holds max_wr WRs: the rest wait in the ring
 			// until QPs take some.
 			q.blocked = true
@@ -307,28 +334,33 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 }
 
 // errorCQE writes a completion the device made itself (a request the
-// engine refused) to a guest CQ.
+// engine refused) to a guest CQ (worker).
 func (s *session) errorCQE(cq *gcq, wc rdma.WC) {
-	if !s.writeCQEs(cq, []rdma.WC{wc}) {
+	cq.mu.Lock()
+	ok := s.writeCQEs(cq, unsafe.Slice(&wc, 1))
+	s.notifyCQ(cq)
+	cq.mu.Unlock()
+	if !ok {
 		s.v.stats.cqOverflows.Add(1)
 		s.postEvent(EvCQErr, cq.cqn, CQErrOverrun)
 	}
-	s.notifyCQ(cq)
 }
 
 // writeCQEs appends completions to the guest ring, reporting false when
-// there is no room for all of them.
+// there is no room for all of them; cq.mu is held. It allocates nothing.
 func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 	ram := s.v.ram
 	cons, err := ram.Load32(cq.dbrec + 4)
 	if err != nil {
 		return false
 	}
-	for _, wc := range wcs {
+	var e CQE
+	for i := range wcs {
+		wc := &wcs[i]
 		if cq.prod-cons >= cq.depth {
 			return false
 		}
-		e := CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
+		e = CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
 			ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
 			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits}
 		if err := ram.WriteAt(AsBytes(&e), cq.slot(cq.prod)); err != nil {
@@ -340,17 +372,8 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 	return true
 }
 
-// room returns how many CQEs fit in the guest ring now.
-func (s *session) room(cq *gcq) uint32 {
-	cons, err := s.v.ram.Load32(cq.dbrec + 4)
-	if err != nil || cq.prod-cons > cq.depth {
-		return 0
-	}
-	return cq.depth - (cq.prod - cons)
-}
-
 // notifyCQ raises the CQ's vector if the guest armed it and there are
-// completions it has not consumed.
+// completions it has not consumed; cq.mu is held.
 func (s *session) notifyCQ(cq *gcq) {
 	ram := s.v.ram
 	arm, err := ram.Load32(cq.dbrec + 8)
@@ -372,43 +395,21 @@ func (s *session) notifyCQ(cq *gcq) {
 	}
 }
 
-// moveCompletions copies a CQ's completions from the engine to the guest
-// ring, then re-arms the engine CQ and looks again (a completion that
-// arrived between the last poll and the arming has no event).
-func (s *session) moveCompletions(rcq *rdma.CQ) {
-	for _, cq := range s.cqs {
-		if cq.cq == rcq {
-			s.moveCQ(cq)
-			return
-		}
-	}
-}
-
+// moveCQ hands the guest ring the completions the engine CQ held while
+// the ring was full (the guest has consumed since), in order, then
+// raises the interrupt if the guest armed the CQ (worker). What does
+// not fit stays held, and the CQ stays stalled.
 func (s *session) moveCQ(cq *gcq) {
-	var wcs [16]rdma.WC
-	for pass := 0; pass < 2; pass++ {
-		for {
-			r := min(s.room(cq), uint32(len(wcs)))
-			if r == 0 {
-				cq.stalled = true
-				break
-			}
-			n := cq.cq.Poll(wcs[:r])
-			if n == 0 {
-				cq.stalled = false
-				break
-			}
-			s.writeCQEs(cq, wcs[:n])
-		}
-		if pass == 0 {
-			_ = cq.cq.ReqNotify(false)
-		}
-	}
+	cq.cq.Flush() // calls cq.Complete: not under cq.mu
+	cq.mu.Lock()
 	s.notifyCQ(cq)
+	cq.mu.Unlock()
 }
 
 // retryBlocked takes the WQEs left in rings whose engine queue was full.
+// The queues still full set blocked again.
 func (s *session) retryBlocked() {
+	s.blocked.Store(false)
 	for _, q := range s.srqs {
 		if q.blocked && !q.fatal {
 			s.serviceSRQ(q)
@@ -426,10 +427,14 @@ func (s *session) retryBlocked() {
 // doorbell, checks the arm words.
 func (s *session) moveAllCQs(armed bool) {
 	for _, cq := range s.cqs {
-		if cq.stalled {
-			s.moveCQ(cq)
-		} else if armed {
+		cq.mu.Lock()
+		stalled := cq.stalled
+		if !stalled && armed {
 			s.notifyCQ(cq)
+		}
+		cq.mu.Unlock()
+		if stalled {
+			s.moveCQ(cq)
 		}
 	}
 }

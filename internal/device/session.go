@@ -18,10 +18,12 @@ import (
 // session is one connected guest on a vNIC: its BAR2 (shared memory),
 // eventfds, engine device and verbs objects.
 //
-// Ownership: the worker goroutine owns the object tables, the admin and
-// work queue consumer state and the CQ rings (it is the only writer of
-// guest CQEs); the epoll goroutine only reads doorbell eventfds and wakes
-// the worker; the vNIC's fabric rx goroutine owns the L2 RX ring (l2mu).
+// Ownership: whoever holds work owns the object tables and the admin and
+// work queue consumer state: the epoll goroutine, which runs the
+// doorbells it wakes for itself, or the worker (retries, the tick, engine
+// async events); the vNIC's fabric rx goroutine owns the L2 RX ring
+// (l2mu). The CQ rings are shared (gcq.mu): the engine writes
+// its completions there itself, the worker those it makes or held back.
 // The event queue is shared (eqMu), and so are the LIVE and LINK_UP bits
 // of dev_status with the events that announce them (goLive, portDown).
 // Engine async events reach the worker through the engine's channel.
@@ -36,17 +38,25 @@ type session struct {
 	irqFDs []int // backend writes: guest MSI-X vectors
 	stopFD int
 	epfd   int
-	dev    *rdma.Device                // worker-owned
+	dev    *rdma.Device                // worker-owned (under work)
 	rxDev  atomic.Pointer[rdma.Device] // what the fabric rx goroutine delivers to
 	// portCtr are the port counters of rxDev (QUERY_COUNTERS).
 	portCtr atomic.Pointer[portCounters]
 	mac     atomic.Uint64 // the engine's MAC, for RoCE steering
-	ch      *rdma.CompChannel
 
-	pending atomic.Uint32 // doorbell vectors rung, bit per vector
-	kick    chan struct{}
+	// blocked says some queue left WQEs in its ring because the engine
+	// queue was full (worker sets, retryBlocked clears): completions
+	// then wake the worker to retry.
+	blocked atomic.Bool
+	retry   chan struct{} // completions freed room a blocked queue waits for
 	done    chan struct{}
 	wg      sync.WaitGroup
+
+	// work is held by the goroutine running the device: the epoll
+	// goroutine for doorbells, the worker for retries, the tick and
+	// async events. It guards the fields marked "Worker-owned" below,
+	// the object tables and s.dev.
+	work sync.Mutex
 
 	eqMu sync.Mutex
 
@@ -73,6 +83,20 @@ type session struct {
 	devMTU    int
 	lim       limits
 	mem       budget
+	scratch   wqeScratch
+}
+
+// wqeScratch is where the worker decodes a WQE on its way to the engine,
+// so that taking work from the rings allocates nothing. The engine copies
+// what it keeps (the SGE list) when the WR is posted.
+type wqeScratch struct {
+	send   SendWQE
+	recv   RecvWQE
+	av     WQEAV
+	sendWR [1]rdma.SendWR
+	recvWR [1]rdma.RecvWR
+	sges   [32]rdma.SGE
+	raw    [32 * sgeSize]byte
 }
 
 // MaxAH is the number of address handles one guest may hold.
@@ -103,11 +127,25 @@ func nextHandle[V any](next *atomic.Uint32, used map[uint32]V) uint32 {
 	}
 }
 
-// gcq is a guest CQ: an engine CQ whose completions the worker copies to
-// the ring in guest memory.
+// gcq is a guest CQ: an engine CQ whose completions go straight into the
+// ring in guest memory (gcq is the engine CQ's sink), written by the
+// goroutine that completes the work: the engine's, or the worker for the
+// completions it makes itself (errorCQE) and those the engine CQ held
+// while the ring was full (moveCQ).
+//
+// Locking: mu guards the ring state below (prod, events, stalled and,
+// while a sink is attached, the ring's place and size), because the
+// engine and the worker both write the ring. The engine calls Complete
+// with the engine CQ's lock held, so the order is engine CQ, then mu:
+// nothing holding mu calls into the engine CQ.
 type gcq struct {
-	cqn     uint32
-	cq      *rdma.CQ
+	s     *session
+	cqn   uint32
+	cq    *rdma.CQ
+	users int
+	cost  int64 // budget charged
+
+	mu      sync.Mutex
 	ring    uint64   // the ring's GPA, when pages is nil
 	pages   []uint64 // the ring's pages in order (CQFPaged), checked at creation
 	dbrec   uint64
@@ -115,9 +153,28 @@ type gcq struct {
 	vector  int
 	prod    uint32
 	events  uint32 // interrupts raised: dbrec events (ABI 1.7)
-	stalled bool
-	users   int
-	cost    int64 // budget charged
+	stalled bool   // the ring was full: the engine CQ holds completions
+}
+
+// Complete writes one engine completion to the guest ring and raises the
+// CQ's interrupt if the guest armed it (rdma.CQSink: engine goroutine,
+// or the worker in moveCQ). With the ring full it refuses: the engine CQ
+// keeps the completion and the ring is stalled until the guest consumes
+// (doorbell 3 or the worker's tick). It wakes the worker when a queue
+// waits for room in the engine, which completions make.
+func (c *gcq) Complete(wc rdma.WC) bool {
+	s := c.s
+	c.mu.Lock()
+	ok := s.writeCQEs(c, unsafe.Slice(&wc, 1))
+	c.stalled = !ok
+	if ok {
+		s.notifyCQ(c)
+	}
+	c.mu.Unlock()
+	if ok && s.blocked.Load() {
+		s.wake()
+	}
+	return ok
 }
 
 // slot is the GPA of CQE i of the ring (any index: it wraps). A CQE
@@ -179,7 +236,7 @@ type gsrq struct {
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
-		kick: make(chan struct{}, 1), done: make(chan struct{}),
+		retry: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
 	s.nextCQ.Store(1)
@@ -240,7 +297,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 			PortGUID: cfg.PortGUID, Description: cfg.Name, MTU: mtu, Memory: s.v.ram}
 	}
 	pc := new(portCounters)
-	dev, err := rdma.NewDevice(dc, fabricPort{c: s.v.fabric, ctr: pc, ib: cfg.ib()})
+	dev, err := rdma.NewDevice(dc, newFabricPort(s.v.fabric, pc, cfg.ib()))
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
@@ -251,9 +308,9 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	s.dev = dev
 	s.portCtr.Store(pc)
 	s.rxDev.Store(dev)
-	s.ch = dev.NewCompChannel()
 	if old != nil {
 		old.Close()
+		s.wake() // the worker waits on the old device's events
 	}
 	return nil
 }
@@ -337,7 +394,10 @@ func (s *session) release() {
 	s.conn.Close()
 }
 
-// epollLoop waits on the doorbell eventfds and wakes the worker.
+// epollLoop waits on the doorbell eventfds and runs the doorbells
+// itself (run to completion): the thread the guest's doorbell wakes
+// reads the rings and posts to the engine, with no hand-off to another
+// goroutine on the way.
 func (s *session) epollLoop() {
 	defer s.wg.Done()
 	events := make([]unix.EpollEvent, len(s.dbFDs)+1)
@@ -349,6 +409,7 @@ func (s *session) epollLoop() {
 			}
 			return
 		}
+		var rung uint32 // doorbell vectors rung, bit per vector
 		for _, ev := range events[:n] {
 			i := int(ev.Fd)
 			if i == len(s.dbFDs) {
@@ -357,56 +418,78 @@ func (s *session) epollLoop() {
 			if drainEventfd(s.dbFDs[i]) {
 				s.v.stats.doorbells.Add(1)
 				atomic.AddUint64(&s.hdr.Doorbells, 1)
-				s.pending.Or(1 << min(i, 31))
+				rung |= 1 << min(i, 31)
 			}
 		}
-		select {
-		case s.kick <- struct{}{}:
-		default:
+		if rung != 0 {
+			s.work.Lock()
+			s.doorbells(rung)
+			s.work.Unlock()
 		}
 	}
 }
 
-// worker runs the doorbells and moves completions.
+// doorbells does what the rung vectors ask for; s.work is held.
+func (s *session) doorbells(rung uint32) {
+	if rung&(1<<DBCtrl) != 0 {
+		s.control()
+	}
+	if s.live() {
+		if rung&(1<<DBQP) != 0 {
+			s.serviceQPs()
+		}
+		if rung&(1<<DBL2) != 0 {
+			s.l2Transmit()
+		}
+		s.moveAllCQs(rung&(1<<DBCQ) != 0)
+	}
+}
+
+// worker retries queues blocked on a full engine queue when completions
+// free room, hands a stalled CQ's held completions to its ring when the
+// guest has consumed (the 10 ms tick: a guest need not ring for that),
+// and turns engine async events into event queue entries.
 func (s *session) worker() {
 	defer s.wg.Done()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// s.dev changes only under s.work (reset, SET_ADDR), which
+		// then wakes this loop to read the new device's channel.
+		s.work.Lock()
+		async := s.dev.AsyncEvents()
+		s.work.Unlock()
 		select {
 		case <-s.done:
 			return
-		case <-s.kick:
-			p := s.pending.Swap(0)
-			if p&(1<<DBCtrl) != 0 {
-				s.control()
-			}
+		case <-s.retry:
+			s.work.Lock()
 			if s.live() {
-				if p&(1<<DBQP) != 0 {
-					s.serviceQPs()
-				}
-				if p&(1<<DBL2) != 0 {
-					s.l2Transmit()
-				}
-				s.moveAllCQs(p&(1<<DBCQ) != 0)
-			}
-		case cq := <-s.ch.Events():
-			if s.live() {
-				s.moveCompletions(cq)
 				s.retryBlocked()
 			}
-		case ev := <-s.dev.AsyncEvents():
-			// The engine's event channel is the handoff: the worker
-			// owns the tables that map engine objects to guest handles.
-			// s.dev changes only here (reset, SET_ADDR), so the next
-			// iteration reads the new device's channel.
+			s.work.Unlock()
+		case ev := <-async:
+			// The engine's event channel is the handoff: the tables
+			// that map engine objects to guest handles are s.work's.
+			s.work.Lock()
 			s.asyncEvent(ev)
+			s.work.Unlock()
 		case <-tick.C:
+			s.work.Lock()
 			if s.live() {
 				s.moveAllCQs(false)
 				s.retryBlocked()
 			}
+			s.work.Unlock()
 		}
+	}
+}
+
+// wake asks the worker to retry the blocked queues (any goroutine).
+func (s *session) wake() {
+	select {
+	case s.retry <- struct{}{}:
+	default:
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
@@ -45,6 +46,18 @@ const (
 	// RoCE MTU, 4096, after the RoCEv2 headers (ib_core's iboe_get_mtu
 	// needs a netdev MTU of at least 4192 for it).
 	MaxNetdevMTU = 9000
+	// rxBatch is the most frames the fabric rx loop reads at once;
+	// txBatch the most the engine's port gathers for one sendmmsg, in
+	// buffers of rdmaMaxFrame bytes (the engine's largest frame: a
+	// 4096-byte MTU and its headers).
+	rxBatch      = 64
+	txBatch      = 64
+	rdmaMaxFrame = 4096 + 256
+	// nicSocketBuffer is the socket buffer asked for at the backend's
+	// end of the fabric port, each way: room for a burst of the
+	// engine's window, so the engine's writes and the switch's do not
+	// stall on a full buffer first.
+	nicSocketBuffer = 4 << 20
 )
 
 // VNICConfig describes one emulated NIC.
@@ -399,39 +412,64 @@ func (v *VNIC) endSession(s *session) {
 
 // receive is the fabric rx loop: RoCEv2 frames to this NIC's MAC go to
 // the engine (as a RoCE NIC steers them to its transport), every other
-// frame to the guest's L2 RX ring, where the netdev filters as usual.
+// frame to the guest's L2 RX ring, where the netdev filters as usual. It
+// reads a batch at a time (recvmmsg into fixed buffers) and hands the
+// engine's frames of a batch over in one DeliverBatch, so that the
+// engine coalesces its ACKs over them.
 func (v *VNIC) receive() {
 	defer v.wg.Done()
-	buf := make([]byte, 64<<10)
+	bufs, roce := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
+	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
+	for i := range bufs {
+		// One byte over the largest frame, so a longer one shows: the
+		// engine and the L2 ring both drop it.
+		bufs[i] = make([]byte, maxFrame+1)
+	}
 	for {
-		n, err := v.fabric.Read(buf)
-		if err != nil {
-			if v.relink(err) {
-				continue
+		// The connection of the moment: relink replaces it.
+		bio, err := mmsg.New(v.fabric.conn.Load(), rxBatch)
+		for err == nil {
+			var n int
+			if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
+				v.deliver(bufs[:n], sizes, roce)
 			}
+		}
+		if !v.relink(err) {
 			return
 		}
-		if n == 0 {
+	}
+}
+
+// deliver steers a batch of frames read from the fabric (fabric rx
+// goroutine); roce is scratch for the engine's share.
+func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) {
+	roce = roce[:0]
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	s := v.sess
+	if s == nil {
+		return
+	}
+	for i, b := range bufs {
+		frame := b[:min(sizes[i], len(b))]
+		if len(frame) == 0 {
 			continue
 		}
-		frame := buf[:n]
-		v.mu.RLock()
-		s := v.sess
-		if s != nil {
-			if v.cfg.ib() {
-				// An InfiniBand port carries only IB packets: all of
-				// them are the engine's (its SMA and PMA included).
-				v.stats.roceRx.Add(1)
-				s.rxDev.Load().Deliver(frame)
-			} else if isRoCEv2(frame) && s.forEngine(frame) {
-				v.stats.roceRx.Add(1)
-				s.portCtr.Load().mcastRx.Add(groupFrame(frame))
-				s.rxDev.Load().Deliver(frame)
-			} else {
-				s.l2Receive(frame)
-			}
+		if v.cfg.ib() {
+			// An InfiniBand port carries only IB packets: all of
+			// them are the engine's (its SMA and PMA included).
+			v.stats.roceRx.Add(1)
+			roce = append(roce, frame)
+		} else if isRoCEv2(frame) && s.forEngine(frame) {
+			v.stats.roceRx.Add(1)
+			s.portCtr.Load().mcastRx.Add(groupFrame(frame))
+			roce = append(roce, frame)
+		} else {
+			s.l2Receive(frame)
 		}
-		v.mu.RUnlock()
+	}
+	if len(roce) > 0 {
+		s.rxDev.Load().DeliverBatch(roce)
 	}
 }
 
@@ -532,25 +570,61 @@ func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 		return nil, fmt.Errorf("fabric port %s refused: %s", path, proto.HelloStatusText(ans.Status()))
 	}
 	uc.SetDeadline(time.Time{})
+	_ = uc.SetReadBuffer(nicSocketBuffer)
+	_ = uc.SetWriteBuffer(nicSocketBuffer)
 	return uc, nil
 }
 
-// fabricPort is the engine's Port: one frame per SEQPACKET message.
+// fabricPort is the engine's Port: one frame per SEQPACKET message,
+// gathered over a round of the engine's work and sent with one sendmmsg
+// (an rdma.FlushPort) on the link's connection of the moment; frames
+// gathered for a connection that was replaced meanwhile are lost, as
+// any frame sent on a failed link is. Owned by the engine goroutine.
 type fabricPort struct {
-	c   *fabricLink
-	ctr *portCounters
-	ib  bool // IB packets: no MAC to tell multicast by
+	link *fabricLink // nil without a fabric port
+	ctr  *portCounters
+	ib   bool // IB packets: no MAC to tell multicast by
+
+	wc *net.UnixConn // the connection w writes to
+	w  *mmsg.Writer
 }
 
-func (p fabricPort) Send(frame []byte) error {
-	if p.c == nil {
+func newFabricPort(l *fabricLink, ctr *portCounters, ib bool) *fabricPort {
+	return &fabricPort{link: l, ctr: ctr, ib: ib}
+}
+
+// writer returns the writer of the link's current connection, making
+// one when the connection changed (a redial), or nil.
+func (p *fabricPort) writer() *mmsg.Writer {
+	if p.link == nil {
+		return nil
+	}
+	if c := p.link.conn.Load(); c != p.wc {
+		p.wc, p.w = c, nil
+		if bio, err := mmsg.New(c, txBatch); err == nil {
+			p.w = mmsg.NewWriter(bio, rdmaMaxFrame)
+		}
+	}
+	return p.w
+}
+
+func (p *fabricPort) Send(frame []byte) error {
+	w := p.writer()
+	if w == nil {
 		return errors.New("device: link down")
 	}
-	_, err := p.c.Write(frame)
+	err := w.Send(frame)
 	if err == nil && !p.ib {
 		p.ctr.mcastTx.Add(groupFrame(frame))
 	}
 	return err
+}
+
+func (p *fabricPort) Flush() error {
+	if w := p.writer(); w != nil {
+		return w.Flush()
+	}
+	return nil
 }
 
 // portCounters are what the port sees of the engine's frames beyond the

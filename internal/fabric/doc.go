@@ -11,12 +11,15 @@
 // # Goroutines and ownership
 //
 // Every connected port runs two goroutines: rx reads frames from the peer
-// (recvmmsg batches into pooled buffers) and runs the ingress pipeline
+// (recvmmsg batches into pooled buffers, package mmsg) and runs the ingress pipeline
 // inline, handing each frame to the egress queue of the port it leaves
 // by; tx drains that port's queues in scheduler order and writes them
 // (sendmmsg batches). A buffer has one owner at a time: rx owns it from
 // the read until it is enqueued, the egress queue until tx dequeues it,
-// tx until it is written and returned to the pool. Flooding copies the
+// tx until it is written and returned to the pool. A frame that came
+// alone in its read and finds its egress port idle (nothing queued, the
+// writer free) is written by rx itself, with a write that never waits
+// (cut-through, egress.enqueue). Flooding copies the
 // frame once per extra egress port, so no buffer is ever shared.
 //
 // Each listening port has an accept loop; each accepted connection gets a

@@ -62,6 +62,16 @@ type egress struct {
 
 	// notify wakes the tx goroutine; capacity 1, sends never block.
 	notify chan struct{}
+
+	// Cut-through. cut, while the port has a session that can take a
+	// frame without waiting, writes one frame to the peer and reports
+	// whether it did (set and cleared by the tx goroutine). busy says
+	// the port's writer is in use: by the tx goroutine from a dequeue
+	// until txDone, or by an rx goroutine cutting a frame through. The
+	// writer has one user at a time, and a frame is cut through only
+	// when nothing is queued, so the order of every queue is kept.
+	cut  func(f *frame) bool
+	busy bool
 }
 
 func (e *egress) init(s *switchSettings, portNum int, bufSize int) {
@@ -137,10 +147,58 @@ func (e *egress) enqueue(f *frame, in *port, now time.Time) enqResult {
 		}
 		res = enqMarked
 	}
+	if in != nil && in.lone && e.cut != nil && !e.busy && e.empty() && e.paused&(1<<f.tc) == 0 {
+		// A lone frame, nothing waits and the writer is free: the rx
+		// goroutine sends the frame itself, sparing the tx goroutine's
+		// wake-up. A frame the peer cannot take now is queued as usual.
+		cut := e.cut
+		e.busy = true
+		e.mu.Unlock()
+		sent := cut(f)
+		e.mu.Lock()
+		e.busy = false
+		if sent {
+			if !e.empty() {
+				e.mu.Unlock()
+				e.kick() // what was queued meanwhile waited for the writer
+				return res
+			}
+			e.mu.Unlock()
+			return res
+		}
+	}
 	q.push(f)
 	e.mu.Unlock()
 	e.kick()
 	return res
+}
+
+// empty reports whether no frame is queued; mu is held.
+func (e *egress) empty() bool {
+	if e.ctrl.n > 0 {
+		return false
+	}
+	for tc := range e.q {
+		if e.q[tc].n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// setCut installs (or, with nil, removes) the cut-through writer of the
+// port's session (tx goroutine).
+func (e *egress) setCut(cut func(f *frame) bool) {
+	e.mu.Lock()
+	e.cut = cut
+	e.mu.Unlock()
+}
+
+// txDone frees the writer after the tx goroutine wrote what it dequeued.
+func (e *egress) txDone() {
+	e.mu.Lock()
+	e.busy = false
+	e.mu.Unlock()
 }
 
 // shouldMark applies the RED-like marking curve to a queue holding depth
@@ -176,6 +234,26 @@ func (e *egress) enqueueCtrl(f *frame) bool {
 // the time the earliest pause ends (zero otherwise).
 func (e *egress) dequeue(out []*frame, now time.Time) (n int, wake time.Time) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dequeueLocked(out, now)
+}
+
+// take is the tx goroutine's dequeue: the frames it returns hold the
+// port's writer (busy) until txDone. While a frame is being cut
+// through it returns none; that frame's sender kicks when it is done if
+// anything is queued.
+func (e *egress) take(out []*frame, now time.Time) (n int, wake time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.busy {
+		return 0, time.Time{}
+	}
+	n, wake = e.dequeueLocked(out, now)
+	e.busy = n > 0
+	return n, wake
+}
+
+func (e *egress) dequeueLocked(out []*frame, now time.Time) (n int, wake time.Time) {
 	for n < len(out) && e.ctrl.n > 0 {
 		out[n] = e.ctrl.pop()
 		n++
@@ -205,7 +283,6 @@ func (e *egress) dequeue(out []*frame, now time.Time) (n int, wake time.Time) {
 	if n > 0 && e.waiters > 0 {
 		e.space.Broadcast()
 	}
-	e.mu.Unlock()
 	return n, wake
 }
 

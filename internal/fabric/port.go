@@ -43,6 +43,12 @@ type port struct {
 
 	up    atomic.Bool
 	abort atomic.Bool // the current session is ending
+	// lone says the frame being forwarded came alone in its read (rx
+	// goroutine only): only such a frame is cut through (egress.enqueue),
+	// so a stream keeps the rx and tx goroutines of its hop working in
+	// parallel while a lone frame (a ping-pong, an ACK) is spared the tx
+	// goroutine's wake-up.
+	lone bool
 
 	faults *faultState // owned by the rx goroutine
 	cap    *capture

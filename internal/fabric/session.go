@@ -230,11 +230,12 @@ func (p *port) rxPacket(s *session) {
 		for i := range frames {
 			bufs[i] = frames[i].buf[:limit]
 		}
-		got, err := bio.readBatch(bufs, sizes, trunc)
+		got, err := bio.ReadBatch(bufs, sizes, trunc)
 		if err != nil {
 			return
 		}
 		now := sw.clock.Now()
+		p.lone = got == 1
 		for i := range got {
 			f := frames[i]
 			if trunc[i] || sizes[i] > p.cfg.maxFrame {
@@ -257,6 +258,7 @@ func (p *port) rxShm(s *session) {
 	sw := p.sw
 	handle := func(frames [][]byte) {
 		now := sw.clock.Now()
+		p.lone = len(frames) == 1
 		for _, b := range frames {
 			if len(b) > p.cfg.maxFrame {
 				p.ctr.rxFrames.Add(1)
@@ -329,6 +331,7 @@ func (p *port) txLoop(s *session) {
 	out := make([]*frame, n)
 	bufs := make([][]byte, n)
 	var write func([][]byte) error
+	var try func([]byte) (bool, error) // a write that never waits, for cut-through
 	switch {
 	case s.stream:
 		w := newStreamWriter(s.conn, n)
@@ -343,12 +346,28 @@ func (p *port) txLoop(s *session) {
 			}
 			return err
 		}
+		try = s.shm.TrySend
 	default:
 		bio, err := newBatchIO(s.conn, n)
 		if err != nil {
 			return
 		}
-		write = bio.writeBatch
+		write = bio.WriteBatch
+		try = bio.TryWrite
+	}
+	if try != nil {
+		// A frame that finds the port idle is written by the rx
+		// goroutine that forwards it (egress.enqueue). One the peer
+		// cannot take now, or that fails, goes to the queue, where
+		// the tx goroutine's write meets the error.
+		p.eg.setCut(func(f *frame) bool {
+			if ok, err := try(f.buf); !ok || err != nil {
+				return false
+			}
+			p.sent(f, sw.clock.Now())
+			return true
+		})
+		defer p.eg.setCut(nil)
 	}
 	var timer Timer
 	var timerAt time.Time
@@ -358,7 +377,7 @@ func (p *port) txLoop(s *session) {
 		}
 	}()
 	for {
-		got, wake := p.eg.dequeue(out, sw.clock.Now())
+		got, wake := p.eg.take(out, sw.clock.Now())
 		if got == 0 {
 			if !wake.IsZero() && (timer == nil || !timerAt.Equal(wake)) {
 				if timer != nil {
@@ -382,22 +401,32 @@ func (p *port) txLoop(s *session) {
 		for i := range got {
 			f := out[i]
 			if err == nil {
-				p.ctr.txFrames.Add(1)
-				p.ctr.txBytes.Add(uint64(len(f.buf)))
-				if f.in < 0 {
-					p.ctr.pfcTx.Add(1)
+				p.sent(f, now)
+			} else {
+				if f.in >= 0 {
+					p.ctr.drops[DropLinkDown].Add(1)
 				}
-				p.cap.write(now, f.buf)
-			} else if f.in >= 0 {
-				p.ctr.drops[DropLinkDown].Add(1)
+				sw.release(f)
 			}
-			sw.release(f)
 			out[i] = nil
 		}
+		p.eg.txDone() // after the capture: it sees frames in wire order
 		if err != nil {
 			return
 		}
 	}
+}
+
+// sent counts a frame written to the peer, captures it and releases it
+// (the tx goroutine, or an rx goroutine cutting it through).
+func (p *port) sent(f *frame, now time.Time) {
+	p.ctr.txFrames.Add(1)
+	p.ctr.txBytes.Add(uint64(len(f.buf)))
+	if f.in < 0 {
+		p.ctr.pfcTx.Add(1)
+	}
+	p.cap.write(now, f.buf)
+	p.sw.release(f)
 }
 
 // streamWriter writes frames with QEMU stream framing, a batch per

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/shmport"
 )
 
@@ -22,8 +23,11 @@ import (
 const (
 	// nicSocketBuffer is the socket buffer size asked for at a host's end.
 	nicSocketBuffer = 4 << 20
-	// rxBatch is the most frames the rx goroutine takes at once.
+	// rxBatch is the most frames the rx goroutine takes at once (one
+	// recvmmsg); txBatch the most an engine's socket port gathers for
+	// one sendmmsg.
 	rxBatch = 64
+	txBatch = 64
 	// redialMin and redialMax bound the back-off of a host dialling its
 	// port again. The switch is in this process or next to it: it comes
 	// back in milliseconds, and every millisecond without a link eats
@@ -38,6 +42,7 @@ const (
 type hostLink struct {
 	conn *net.UnixConn
 	shm  *shmport.Conn
+	w    *mmsg.Writer // the engine's batched sends on conn, without shm
 }
 
 // shutdown breaks the link: the socket closes, the rings fail every call.
@@ -100,19 +105,28 @@ func (h *Host) dial(ctx context.Context, shm bool) (*hostLink, error) {
 		pc.Close()
 		return nil, fmt.Errorf("rack: attach %s: the switch refused shared memory", h.Name)
 	}
+	l := &hostLink{conn: pc.Conn, shm: pc.Shm}
 	if pc.Shm == nil {
 		// Room for a burst of an engine's window in each direction.
 		_ = pc.Conn.SetReadBuffer(nicSocketBuffer)
 		_ = pc.Conn.SetWriteBuffer(nicSocketBuffer)
+		bio, err := mmsg.New(pc.Conn, txBatch)
+		if err != nil {
+			pc.Close()
+			return nil, fmt.Errorf("rack: attach %s: %w", h.Name, err)
+		}
+		l.w = mmsg.NewWriter(bio, maxFrame)
 	}
-	return &hostLink{conn: pc.Conn, shm: pc.Shm}, nil
+	return l, nil
 }
 
 // linkPort is the engine's Port: the host's current link. Over a socket,
-// one frame per SEQPACKET message, Write blocking while the socket buffer
-// is full (the back-pressure a NIC gets from its link); over rings, Send
-// copies the frame into the next slot, waiting while the ring is full.
-// A frame sent on a link that just failed is lost.
+// one frame per SEQPACKET message, gathered over a round of the engine's
+// work and sent with one sendmmsg (an rdma.FlushPort), blocking while the
+// socket buffer is full (the back-pressure a NIC gets from its link);
+// over rings, Send copies the frame into the next slot, waiting while
+// the ring is full. A frame sent on a link that just failed is lost, and
+// so are frames gathered for a link that was replaced before the flush.
 type linkPort struct{ h *Host }
 
 func (p linkPort) Send(frame []byte) error {
@@ -120,30 +134,47 @@ func (p linkPort) Send(frame []byte) error {
 	if l.shm != nil {
 		return l.shm.Send(frame)
 	}
-	_, err := l.conn.Write(frame)
-	return err
+	return l.w.Send(frame)
+}
+
+func (p linkPort) Flush() error {
+	if l := p.h.link.Load(); l.w != nil {
+		return l.w.Flush()
+	}
+	return nil
 }
 
 // receive is the host's rx goroutine: it hands every frame from the
 // fabric to the engine (which copies what it keeps; on rings the frames
-// are delivered where they lie), and when the link fails it dials again,
+// are delivered where they lie), a batch at a time (recvmmsg into fixed
+// buffers on a socket), each batch in one DeliverBatch so that the
+// engine's ACKs coalesce over it; when the link fails it dials again,
 // until Close.
 func (r *Rack) receive(h *Host) {
 	defer r.wg.Done()
-	buf := make([]byte, 64<<10)
+	bufs, frames := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
+	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
+	for i := range bufs {
+		// One byte over the largest frame, so a longer one shows.
+		bufs[i] = make([]byte, maxFrame+1)
+	}
 	for {
 		l := h.link.Load()
 		if l.shm != nil {
 			r.receiveShm(h, l)
-		} else {
+		} else if bio, err := mmsg.New(l.conn, rxBatch); err == nil {
 			for {
-				n, err := l.conn.Read(buf)
+				n, err := bio.ReadBatch(bufs, sizes, trunc)
 				if err != nil {
 					break // the switch went away, or Close
 				}
-				if n > 0 {
-					h.Device.Deliver(buf[:n])
+				frames = frames[:0]
+				for i := range n {
+					// A truncated frame is passed on at one byte over
+					// the engine's largest: it counts it malformed.
+					frames = append(frames, bufs[i][:min(sizes[i], len(bufs[i]))])
 				}
+				h.Device.DeliverBatch(frames)
 			}
 		}
 		if !r.redial(h, l) {
@@ -168,11 +199,7 @@ func (r *Rack) receiveShm(h *Host, l *hostLink) {
 		}
 		l.shm.Shutdown()
 	}()
-	deliver := func(frames [][]byte) {
-		for _, f := range frames {
-			h.Device.Deliver(f)
-		}
-	}
+	deliver := h.Device.DeliverBatch
 	for {
 		if _, _, err := l.shm.Recv(rxBatch, deliver); err != nil {
 			break

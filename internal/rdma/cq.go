@@ -51,6 +51,7 @@ type CQ struct {
 	solicitedOnly bool
 	dead          bool
 	overrun       bool // a completion was lost (EventCQErr raised)
+	sink          CQSink
 
 	refs atomic.Int32 // QPs using the CQ
 }
@@ -185,14 +186,61 @@ func (cq *CQ) Destroy() error {
 	return nil
 }
 
+// CQSink takes completions straight from the engine into a ring of the
+// consumer's own, such as a guest's CQ ring in the device backend: the
+// goroutine that completes the work writes the completion where its
+// consumer reads it, with no hop through a completion channel.
+//
+// Complete is called with the CQ's lock held, from the engine goroutine
+// (or from Flush's caller), one completion at a time and in completion
+// order; it must not call back into the CQ. It reports whether it took
+// wc: false means its ring is full, and the CQ holds wc and every later
+// completion, in order, until Flush hands them over. The CQ's own bound
+// still applies to what it holds: past it completions are lost, counted
+// and reported with EventCQErr, as without a sink.
+type CQSink interface {
+	Complete(wc WC) bool // by value: a pointer through an interface would move the engine's WC to the heap
+}
+
+// SetSink sends the CQ's completions to sink (nil: keep them for Poll).
+// When it returns, no call of the previous sink is running or will run.
+// Completions the CQ holds stay there until Flush or Poll.
+func (cq *CQ) SetSink(sink CQSink) {
+	cq.mu.Lock()
+	cq.sink = sink
+	cq.mu.Unlock()
+}
+
+// Flush hands the completions the CQ holds to its sink, oldest first,
+// until the sink refuses one; it returns how many are still held. Safe
+// for concurrent use with the engine.
+func (cq *CQ) Flush() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	for cq.sink != nil && cq.count > 0 && cq.sink.Complete(cq.ring[cq.head]) {
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.count--
+	}
+	return cq.count
+}
+
 // push appends a completion (engine goroutine). A full CQ loses the
 // completion, counts CQOverflows and raises EventCQErr the first time.
+// With a sink, a completion goes straight to it while the CQ holds none
+// (so order is kept); the CQ holds it when the sink refuses.
 func (cq *CQ) push(wc *WC, solicited bool) {
 	d := cq.dev
 	if wc.Status != WCSuccess {
 		d.ctr.completionErrors.Add(1)
 	}
 	cq.mu.Lock()
+	if cq.sink != nil && cq.count == 0 && cq.sink.Complete(*wc) {
+		cq.mu.Unlock()
+		return
+	}
 	if cq.count == len(cq.ring) && len(cq.ring) < cq.cqe {
 		cq.growLocked()
 	}

@@ -205,6 +205,7 @@ type PortAttr struct {
 type Device struct {
 	cfg       DeviceConfig
 	port      Port
+	flushPort FlushPort // port, when it batches its sends; else nil
 	mem       Memory
 	clock     Clock
 	activeMTU MTU
@@ -332,6 +333,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		mrs:       make([]*MR, 1, 64),
 		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
+	d.flushPort, _ = port.(FlushPort)
 	t, err := newAddrTable(cfg.MAC, cfg.IPv4, cfg.IPv6)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: new device %q: %w", cfg.Name, err)

@@ -155,6 +155,17 @@ func (d *Device) Deliver(frame []byte) {
 	d.ctr.rxDropped.Add(1)
 }
 
+// DeliverBatch hands the engine the frames a port read in one batch
+// (recvmmsg, a ring drain), each as Deliver does. They reach the receive
+// queue back to back, so the engine takes them in one drain (up to
+// rxBatch) and sends one coalesced ACK per QP for the lot. Safe for
+// concurrent use; it allocates only when it has to wait.
+func (d *Device) DeliverBatch(frames [][]byte) {
+	for _, f := range frames {
+		d.Deliver(f)
+	}
+}
+
 // signal records events for qp and makes sure the engine will look at it.
 // Safe from any goroutine, including timer callbacks; never blocks.
 func (e *engine) signal(qp *QP, ev uint32) {
@@ -222,6 +233,11 @@ func (e *engine) run() {
 		}
 		if e.sendRound() {
 			worked = true
+		}
+		if e.d.flushPort != nil {
+			if err := e.d.flushPort.Flush(); err != nil {
+				e.d.ctr.txErrors.Add(1)
+			}
 		}
 		if worked {
 			e.activity.Add(1)

@@ -19,6 +19,16 @@ type Port interface {
 	Send(frame []byte) error
 }
 
+// FlushPort is a Port whose Send may hold frames back to send them
+// together (a socket port gathering a batch for one sendmmsg). The
+// engine calls Flush from its goroutine after every round of work,
+// before it waits, so no frame waits longer than one round. Flush
+// follows Send's rules; an error counts as TxErrors like Send's.
+type FlushPort interface {
+	Port
+	Flush() error
+}
+
 // txPath is a QP's precomputed addressing: the parts of every frame the QP
 // sends that do not change per packet (Ethernet, IP and UDP headers, the
 // BTH's P_Key and destination QP). It is built from the AV when the QP goes

@@ -385,6 +385,27 @@ func (c *Conn) Send(frame []byte) error {
 	return nil
 }
 
+// TrySend sends frame if a slot is free now and reports whether it did;
+// it never waits. Send's goroutine rules apply (one sender at a time).
+func (c *Conn) TrySend(frame []byte) (bool, error) {
+	if !c.enter(&c.txIn) {
+		return false, ErrClosed
+	}
+	defer c.txIn.Add(-1)
+	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
+		return false, ErrTooBig
+	}
+	if c.tx.free == 0 {
+		if n, err := c.tx.space(); err != nil || n == 0 {
+			return false, err
+		}
+	}
+	c.tx.put(frame)
+	c.tx.publish()
+	c.kickConsumer()
+	return true, nil
+}
+
 // SendBatch sends every frame of frames that fits a slot, publishing as
 // it goes and waking the peer once per batch; it returns how many frames
 // it dropped for being empty or too big.

@@ -374,3 +374,50 @@ func BenchmarkPair(b *testing.B) {
 		})
 	}
 }
+
+// TestTrySend: TrySend fills the ring and reports false, without
+// waiting, when it is full; once the peer consumes it sends again, and
+// every frame arrives in order.
+func TestTrySend(t *testing.T) {
+	a, b, err := Pair(testGeo, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	n := 0
+	for {
+		ok, err := a.TrySend(frameOf(n, 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		n++
+	}
+	if n != int(testGeo.Entries) {
+		t.Fatalf("sent %d into an empty ring of %d", n, testGeo.Entries)
+	}
+	next := 0
+	check := func(fs [][]byte) {
+		for _, f := range fs {
+			if !bytes.Equal(f, frameOf(next, 64)) {
+				t.Errorf("frame %d differs", next)
+			}
+			next++
+		}
+	}
+	if _, _, err := b.Recv(16, check); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.TrySend(frameOf(n, 64)); !ok || err != nil {
+		t.Fatalf("TrySend after the peer consumed: %v, %v", ok, err)
+	}
+	n++
+	for next < n {
+		if _, _, err := b.Recv(64, check); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,237 @@
+// Package mmsg moves batches of SOCK_SEQPACKET messages with recvmmsg and
+// sendmmsg: several frames per system call when they are queued, into and
+// out of buffers the caller owns (pooled, fixed-size), with no allocation
+// per call. It is the one home of batched socket I/O for every end of a
+// fabric link: HiSwitch's ports, the embedded rack's NICs and the device
+// backend's fabric port.
+//
+// Sockets are made with the net package, so they are non-blocking and
+// registered with Go's poller: a batch that would block parks only its
+// goroutine, and closing the connection wakes it. The data path reaches
+// the descriptor through SyscallConn (golang.org/x/sys/unix has the types
+// and numbers but no wrappers).
+//
+// mmsg imports only the standard library and golang.org/x/sys/unix.
+package mmsg
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn moves batches over one connection. Each direction has its own
+// headers and is owned by one goroutine: one goroutine calls ReadBatch,
+// one (possibly another) calls WriteBatch. It never closes the
+// connection.
+type Conn struct {
+	rc syscall.RawConn
+
+	rhdr []unix.Mmsghdr
+	riov []unix.Iovec
+	rn   int // messages asked for
+	rgot int
+	rerr syscall.Errno
+	rfn  func(fd uintptr) bool // bound once, so each call does not allocate
+
+	whdr   []unix.Mmsghdr
+	wiov   []unix.Iovec
+	wn     int
+	wgot   int
+	werr   syscall.Errno
+	wfn    func(fd uintptr) bool
+	tfn    func(fd uintptr) bool // TryWrite's: never waits
+	wagain bool
+}
+
+// New returns a Conn over c moving at most batch messages per call.
+func New(c *net.UnixConn, batch int) (*Conn, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	batch = max(batch, 1)
+	b := &Conn{
+		rc:   rc,
+		rhdr: make([]unix.Mmsghdr, batch), riov: make([]unix.Iovec, batch),
+		whdr: make([]unix.Mmsghdr, batch), wiov: make([]unix.Iovec, batch),
+	}
+	for i := range b.rhdr {
+		b.rhdr[i].Hdr.Iov = &b.riov[i]
+		b.rhdr[i].Hdr.Iovlen = 1
+		b.whdr[i].Hdr.Iov = &b.wiov[i]
+		b.whdr[i].Hdr.Iovlen = 1
+	}
+	b.rfn = b.recv
+	b.wfn = b.send
+	b.tfn = b.trySend
+	return b, nil
+}
+
+// Batch is the most messages one call moves.
+func (b *Conn) Batch() int { return len(b.rhdr) }
+
+func (b *Conn) recv(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdr[0])), uintptr(b.rn), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	b.rgot, b.rerr = int(r), e
+	return true
+}
+
+// ReadBatch reads up to len(bufs) messages (at most Batch), waiting for
+// the first. sizes[i] is the length of message i; trunc[i] says it was
+// longer than bufs[i] (its first len(bufs[i]) bytes are there). A
+// zero-length message means the peer closed (as Go's net package reads
+// it); ReadBatch returns io.EOF when the first one is, else the messages
+// before it. Every bufs[i] must be non-empty.
+func (b *Conn) ReadBatch(bufs [][]byte, sizes []int, trunc []bool) (int, error) {
+	n := min(len(bufs), len(b.rhdr))
+	for i := range n {
+		b.riov[i].Base = &bufs[i][0]
+		b.riov[i].SetLen(len(bufs[i]))
+		b.rhdr[i].Hdr.Flags = 0
+		b.rhdr[i].Len = 0
+	}
+	b.rn, b.rgot, b.rerr = n, 0, 0
+	if err := b.rc.Read(b.rfn); err != nil {
+		return 0, err
+	}
+	raceAcquire()
+	if b.rerr != 0 {
+		return 0, os.NewSyscallError("recvmmsg", b.rerr)
+	}
+	for i := range b.rgot {
+		sizes[i] = int(b.rhdr[i].Len)
+		trunc[i] = b.rhdr[i].Hdr.Flags&unix.MSG_TRUNC != 0
+		if sizes[i] == 0 && !trunc[i] {
+			if i == 0 {
+				return 0, io.EOF
+			}
+			return i, nil
+		}
+	}
+	return b.rgot, nil
+}
+
+func (b *Conn) send(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdr[b.wgot])), uintptr(b.wn-b.wgot), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	if e != 0 {
+		b.werr = e
+		return true
+	}
+	b.wgot += int(r)
+	return b.wgot >= b.wn
+}
+
+func (b *Conn) trySend(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdr[0])), 1, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	switch {
+	case e == unix.EAGAIN || e == unix.EINTR || (e == 0 && r == 0):
+		b.wagain = true
+	case e != 0:
+		b.werr = e
+	}
+	return true
+}
+
+// TryWrite sends one message (non-empty) if the socket has room now and
+// reports whether it did; it never waits. It shares WriteBatch's headers:
+// the two are never called at once.
+func (b *Conn) TryWrite(buf []byte) (bool, error) {
+	b.wiov[0].Base = &buf[0]
+	b.wiov[0].SetLen(len(buf))
+	b.werr, b.wagain = 0, false
+	raceRelease()
+	if err := b.rc.Write(b.tfn); err != nil {
+		return false, err
+	}
+	if b.werr != 0 {
+		return false, os.NewSyscallError("sendmmsg", b.werr)
+	}
+	return !b.wagain, nil
+}
+
+// WriteBatch sends every message of bufs (at most Batch; every one
+// non-empty), in order, waiting while the peer's buffer is full.
+func (b *Conn) WriteBatch(bufs [][]byte) error {
+	n := min(len(bufs), len(b.whdr))
+	for i := range n {
+		b.wiov[i].Base = &bufs[i][0]
+		b.wiov[i].SetLen(len(bufs[i]))
+	}
+	b.wn, b.wgot, b.werr = n, 0, 0
+	raceRelease()
+	if err := b.rc.Write(b.wfn); err != nil {
+		return err
+	}
+	if b.werr != 0 {
+		return os.NewSyscallError("sendmmsg", b.werr)
+	}
+	return nil
+}
+
+// Writer gathers frames for WriteBatch: Send copies a frame into the next
+// of its fixed buffers and sends the batch when they are all used; Flush
+// sends what is gathered. It is an rdma.FlushPort's send side: the
+// engine's Send reuses its buffer, hence the copy, and the engine calls
+// Flush after every round of work. Owned by one goroutine.
+type Writer struct {
+	c    *Conn
+	slot [][]byte // the fixed buffers, each of the slot size
+	out  [][]byte // the gathered frames, views of slot
+}
+
+// NewWriter returns a Writer over c with c.Batch() buffers of size bytes.
+func NewWriter(c *Conn, size int) *Writer {
+	w := &Writer{c: c, slot: make([][]byte, c.Batch()), out: make([][]byte, 0, c.Batch())}
+	for i := range w.slot {
+		w.slot[i] = make([]byte, size)
+	}
+	return w
+}
+
+// Send gathers a copy of frame (non-empty), sending the batch first when
+// every buffer is used. A frame larger than a buffer goes at once, after
+// the frames gathered before it. An error is the batch's: the frames
+// gathered with it are lost.
+func (w *Writer) Send(frame []byte) error {
+	if len(frame) > len(w.slot[0]) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		w.out = append(w.out, frame)
+		return w.Flush()
+	}
+	if len(w.out) == len(w.slot) {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	i := len(w.out)
+	w.out = append(w.out, w.slot[i][:copy(w.slot[i], frame)])
+	return nil
+}
+
+// Flush sends the gathered frames, in order, with one sendmmsg when the
+// socket has room (waiting while it has none).
+func (w *Writer) Flush() error {
+	if len(w.out) == 0 {
+		return nil
+	}
+	err := w.c.WriteBatch(w.out)
+	clear(w.out) // no view of a caller's frame stays
+	w.out = w.out[:0]
+	return err
+}
+
+// Pending is how many frames are gathered and not yet sent.
+func (w *Writer) Pending() int { return len(w.out) }
