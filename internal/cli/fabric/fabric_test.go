@@ -62,7 +62,10 @@ func TestServeAndStatus(t *testing.T) {
 	sock := filepath.Join(dir, "sw0-port1.sock")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, fabric.ControlSocketName)); err == nil {
+		// The socket file appears at bind, before listen: only a
+		// connection that succeeds says the fabric serves.
+		if c, err := net.Dial("unix", filepath.Join(dir, fabric.ControlSocketName)); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {
