@@ -89,6 +89,12 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 				return sent > 0, false
 			}
 			w := qp.sqSlot(r.startIdx)
+			if w.isLocal() {
+				if !qp.execLocal(w) {
+					return sent > 0, false
+				}
+				continue
+			}
 			if !qp.canStart(w) {
 				return sent > 0, false
 			}
@@ -116,6 +122,33 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 		}
 	}
 	return true, true
+}
+
+// execLocal executes a BIND_MW or LOCAL_INV WQE at startIdx once every
+// WQE before it has completed (so that a window changes only after the
+// operations posted before it are done, and completions stay in order)
+// and completes it: Success, or MWBindErr / LocQPOpErr (rxe's statuses),
+// which moves the QP to ERR. It reports false when it has to wait.
+func (qp *QP) execLocal(w *sendWQE) bool {
+	r := &qp.req
+	if r.compIdx != r.startIdx {
+		return false // rescheduled when the completions come (progress)
+	}
+	r.startIdx++
+	r.reqIdx = r.startIdx
+	w.errStatus = WCSuccess
+	if w.opcode == WRBindMW {
+		w.errStatus = qp.bindMW(&w.bind)
+	} else if !qp.invalidateKey(w.imm) {
+		w.errStatus = WCLocQPOpErr
+	}
+	if w.errStatus != WCSuccess {
+		r.stalled = true
+		qp.advanceCompletions()
+		return false
+	}
+	qp.completeSend(w, WCSuccess)
+	return true
 }
 
 // window is how many PSNs the requester may have in flight: MaxUnackedPSNs,
@@ -225,6 +258,14 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		write := w.opcode == WRRDMAWrite || w.opcode == WRRDMAWriteWithImm
 		imm := w.opcode == WRSendWithImm || w.opcode == WRRDMAWriteWithImm
 		f.BTH.Opcode = segmentOpcode(write, imm, first, last)
+		if w.opcode == WRSendWithInv && last {
+			// SEND_LAST/ONLY_WITH_INVALIDATE carry the IETH (IBA 9.3.8).
+			f.BTH.Opcode = proto.OpRCSendLastInvalidate
+			if first {
+				f.BTH.Opcode = proto.OpRCSendOnlyInvalidate
+			}
+			f.InvalidateRKey = w.imm
+		}
 		if write && first {
 			f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: w.length}
 		}
@@ -542,6 +583,10 @@ func wcOpcode(op WROpcode) WCOpcode {
 		return WCCompSwap
 	case WRAtomicFetchAndAdd:
 		return WCFetchAdd
+	case WRBindMW:
+		return WCBindMW
+	case WRLocalInv:
+		return WCLocalInv
 	}
 	return WCSend
 }

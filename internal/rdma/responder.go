@@ -134,8 +134,8 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	mr := d.lookupMR(rkey)
-	if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteAtomic == 0 || !mr.contains(va, 8) {
+	mr := qp.remoteMR(rkey, va, 8, AccessRemoteAtomic)
+	if mr == nil {
 		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 		return
 	}
@@ -270,6 +270,17 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		if pkt.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), WCWithImm
 		}
+		if pkt.IETH != nil {
+			// SEND_WITH_INV (IBA 9.4.1.1, 10.6.7.3): invalidate the
+			// R_Key once the message is placed. A key that cannot be
+			// invalidated is an invalid request (rxe: class J).
+			rkey := pkt.IETH.RKey()
+			if !qp.invalidateKey(rkey) {
+				qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+				return
+			}
+			wc.ImmData, wc.WCFlags = rkey, WCWithInv
+		}
 		qp.recvDone()
 		rs.op = respIdle
 		rs.msn++
@@ -295,8 +306,8 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
 		var mr *MR
 		if n > 0 { // a zero-length WRITE touches nothing and needs no key
-			mr = d.lookupMR(rkey)
-			if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteWrite == 0 || !mr.contains(va, uint64(n)) {
+			mr = qp.remoteMR(rkey, va, uint64(n), AccessRemoteWrite)
+			if mr == nil {
 				qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 				return
 			}
@@ -347,7 +358,6 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 }
 
 func (qp *QP) respRead(pkt *proto.Packet, psn proto.PSN) {
-	d := qp.dev
 	rs := &qp.resp
 	if !qp.checkSequence(psn, proto.KindReadRequest, proto.PosNone) {
 		return
@@ -360,8 +370,8 @@ func (qp *QP) respRead(pkt *proto.Packet, psn proto.PSN) {
 	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
 	var mr *MR
 	if n > 0 {
-		mr = d.lookupMR(rkey)
-		if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteRead == 0 || !mr.contains(va, uint64(n)) {
+		mr = qp.remoteMR(rkey, va, uint64(n), AccessRemoteRead)
+		if mr == nil {
 			qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 			return
 		}

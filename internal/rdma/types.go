@@ -143,8 +143,8 @@ func MTUFromBytes(n int) (MTU, bool) {
 // WROpcode is a send work request opcode (enum ibv_wr_opcode).
 type WROpcode uint32
 
-// Send work request opcodes. SEND_WITH_INV, LOCAL_INV and BIND_MW are
-// defined for numbering but rejected by PostSend with ErrUnsupported.
+// Send work request opcodes. SEND_WITH_INV, LOCAL_INV and BIND_MW are RC
+// only (memory windows, mw.go).
 const (
 	WRRDMAWrite         WROpcode = 0 // IBV_WR_RDMA_WRITE
 	WRRDMAWriteWithImm  WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
