@@ -34,6 +34,7 @@ var abiStructs = []struct {
 	{"hicain_cmd_mcast", CmdMcastArgs{}},
 	{"hicain_cmd_mad_ifc", CmdMADIfcArgs{}},
 	{"hicain_cmd_port_cap", CmdPortCapArgs{}},
+	{"hicain_cmd_alloc_mw", CmdAllocMWArgs{}},
 	{"hicain_admin_cmd", AdminCmd{}},
 	{"hicain_admin_cqe", AdminCQE{}},
 	{"hicain_device_attr", DeviceAttr{}},
@@ -84,7 +85,9 @@ var abiConsts = map[string]int64{
 	"HICAIN_QP_FATAL_WQE": QPFatalWQE, "HICAIN_QP_FATAL_RING": QPFatalRing,
 	"HICAIN_QP_FATAL_TRANSPORT": QPFatalTransport, "HICAIN_CQ_ERR_OVERRUN": CQErrOverrun,
 	"HICAIN_CQ_ARM_NEXT": CQArmNext, "HICAIN_CQ_ARM_SOLICITED": CQArmSolicited, "HICAIN_SEND_INLINE": SendInline,
-	"HICAIN_SEND_AV": SendAV, "HICAIN_CMD_MAD_IFC": CmdMADIfc, "HICAIN_CMD_SET_PORT_CAP": CmdSetPortCap, "HICAIN_CMD_REREG_MR": CmdReregMR, "HICAIN_EV_LID_CHANGE": EvLIDChange,
+	"HICAIN_SEND_AV": SendAV, "HICAIN_CMD_MAD_IFC": CmdMADIfc, "HICAIN_CMD_SET_PORT_CAP": CmdSetPortCap, "HICAIN_CMD_REREG_MR": CmdReregMR,
+	"HICAIN_CMD_ALLOC_MW": CmdAllocMW, "HICAIN_CMD_DEALLOC_MW": CmdDeallocMW, "HICAIN_WR_LOCAL_INV": WRLocalInv,
+	"HICAIN_WR_BIND_MW": WRBindMW, "HICAIN_WR_SEND_INV": WRSendInv, "HICAIN_WC_WITH_INV": WCWithInv, "HICAIN_EV_LID_CHANGE": EvLIDChange,
 	"HICAIN_EV_SM_CHANGE": EvSMChange, "HICAIN_EV_CLIENT_REREGISTER": EvClientReregister,
 	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
 }
