@@ -115,7 +115,7 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 	}
 	switch wr.Opcode {
 	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd,
-		WRSendWithInv:
+		WRSendWithInv, WRAtomicWrite:
 	case WRLocalInv, WRBindMW:
 		// Executed by the requester in order (mw.go); the operands are
 		// checked then and a bad one completes the WR with an error.
@@ -144,6 +144,16 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 		}
 		if wr.SendFlags&SendInline != 0 {
 			return fmt.Errorf("inline %v: %w", wr.Opcode, ErrInvalid)
+		}
+	}
+	if wr.Opcode == WRAtomicWrite {
+		// IBA 1.5 ATOMIC WRITE: one aligned 64-bit word, from 8 bytes
+		// of local data (inline allowed: it is the value).
+		if length != 8 {
+			return fmt.Errorf("%v needs 8 bytes of data, got %d: %w", wr.Opcode, length, ErrInvalid)
+		}
+		if wr.RemoteAddr%8 != 0 {
+			return fmt.Errorf("%v at remote address %#x: not 8-byte aligned: %w", wr.Opcode, wr.RemoteAddr, ErrInvalid)
 		}
 	}
 	if wr.SendFlags&SendInline != 0 {

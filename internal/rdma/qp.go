@@ -174,10 +174,11 @@ func (w *sendWQE) isAtomic() bool {
 }
 
 // hasResponse reports whether the responder answers w with data (READ
-// responses or an ATOMIC ACKNOWLEDGE) rather than a plain ACK: such
+// responses or an ATOMIC ACKNOWLEDGE; for ATOMIC WRITE a READ RESPONSE
+// without data) rather than a plain ACK: such
 // requests count against max_rd_atomic and are reissued when an ACK shows
 // their responses were lost (IBA 9.7.4.1).
-func (w *sendWQE) hasResponse() bool { return w.isRead() || w.isAtomic() }
+func (w *sendWQE) hasResponse() bool { return w.isRead() || w.isAtomic() || w.opcode == WRAtomicWrite }
 
 // recvWQE is one receive-queue slot; same ownership rule as sendWQE.
 type recvWQE struct {

@@ -191,7 +191,7 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 			}
 			mr := d.lookupMR(s.LKey)
 			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) ||
-				(w.hasResponse() && mr.access&AccessLocalWrite == 0) {
+				(w.hasResponse() && w.opcode != WRAtomicWrite && mr.access&AccessLocalWrite == 0) {
 				w.errStatus = WCLocProtErr
 				break
 			}
@@ -242,6 +242,25 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		}
 		fb, _ := qp.txBegin(&f, true)
 		qp.txEnd(&f, fb, nil)
+		w.nextPSN = w.lastPSN.Next()
+		r.noAckPkts = 0
+	} else if w.opcode == WRAtomicWrite {
+		// IBA 1.5 9.4.6: RETH and the 8-byte value, one packet.
+		f.BTH.Opcode = proto.OpRCAtomicWrite
+		f.BTH.AckReq = true
+		f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: 8}
+		fb, po := qp.txBegin(&f, true)
+		payload := fb.b[po : po+8]
+		if !qp.gather(w, 0, payload) {
+			if qp.path.loopback {
+				d.eng.putBuf(fb)
+			}
+			w.errStatus = WCLocProtErr
+			r.stalled = true
+			qp.advanceCompletions()
+			return
+		}
+		qp.txEnd(&f, fb, payload)
 		w.nextPSN = w.lastPSN.Next()
 		r.noAckPkts = 0
 	} else if w.isRead() {
@@ -587,6 +606,8 @@ func wcOpcode(op WROpcode) WCOpcode {
 		return WCBindMW
 	case WRLocalInv:
 		return WCLocalInv
+	case WRAtomicWrite:
+		return WCAtomicWrite
 	}
 	return WCSend
 }
@@ -869,7 +890,11 @@ func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
 	default:
 		op = proto.OpRCReadResponseMiddle
 	}
-	if !w.isRead() || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
+	if w.opcode == WRAtomicWrite {
+		// Answered by one READ RESPONSE ONLY without data (IBA 1.5).
+		want, op = 0, proto.OpRCReadResponseOnly
+	}
+	if (!w.isRead() && w.opcode != WRAtomicWrite) || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
 		(pkt.AETH != nil && pkt.AETH.Type() != proto.AckTypeACK) {
 		qp.failAt(psn, WCBadRespErr)
 		return

@@ -156,6 +156,10 @@ const (
 	WRLocalInv          WROpcode = 7 // IBV_WR_LOCAL_INV
 	WRBindMW            WROpcode = 8 // IBV_WR_BIND_MW
 	WRSendWithInv       WROpcode = 9 // IBV_WR_SEND_WITH_INV
+	// WRAtomicWrite is RDMA ATOMIC WRITE (IBA 1.5): 8 bytes of local data
+	// (one SGE or inline) written at once to an 8-byte-aligned remote
+	// address. RC only.
+	WRAtomicWrite WROpcode = 15 // IBV_WR_ATOMIC_WRITE
 )
 
 func (o WROpcode) String() string {
@@ -180,6 +184,8 @@ func (o WROpcode) String() string {
 		return "BIND_MW"
 	case WRSendWithInv:
 		return "SEND_WITH_INV"
+	case WRAtomicWrite:
+		return "ATOMIC_WRITE"
 	}
 	return "WROpcode(" + strconv.Itoa(int(o)) + ")"
 }
@@ -264,6 +270,7 @@ const (
 	WCBindMW          WCOpcode = 5   // IBV_WC_BIND_MW
 	WCLocalInv        WCOpcode = 6   // IBV_WC_LOCAL_INV
 	WCTSO             WCOpcode = 7   // IBV_WC_TSO
+	WCAtomicWrite     WCOpcode = 9   // IBV_WC_ATOMIC_WRITE
 	WCRecv            WCOpcode = 128 // IBV_WC_RECV
 	WCRecvRDMAWithImm WCOpcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
 )
@@ -286,6 +293,8 @@ func (o WCOpcode) String() string {
 		return "LOCAL_INV"
 	case WCTSO:
 		return "TSO"
+	case WCAtomicWrite:
+		return "ATOMIC_WRITE"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAWithImm:
