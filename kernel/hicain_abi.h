@@ -36,7 +36,7 @@
 				 * 1.9: paged CQ rings (HICAIN_CQ_F_PAGED);
 				 * 1.10: memory windows (ALLOC_MW, DEALLOC_MW,
 				 * BIND_MW, LOCAL_INV, SEND_WITH_INV WQEs,
-				 * device_attr.max_mw) */
+				 * device_attr.max_mw); ATOMIC_WRITE WQEs */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -637,6 +637,14 @@ struct hicain_sge {
 #define HICAIN_WR_LOCAL_INV		7
 #define HICAIN_WR_BIND_MW		8
 #define HICAIN_WR_SEND_INV		9
+/*
+ * ABI 1.10, RC only: RDMA ATOMIC WRITE (IBA 1.5). remote_addr (8-byte
+ * aligned) and rkey as an RDMA WRITE; the 8-byte value is one SGE or
+ * inline data of 8 bytes, or, with num_sge 0 and no inline data,
+ * compare_add (the value's bytes in memory order). It completes with
+ * IBV_WC_ATOMIC_WRITE.
+ */
+#define HICAIN_WR_ATOMIC_WRITE		15
 
 /* send flags = IBV_SEND_* */
 #define HICAIN_SEND_FENCE	0x1

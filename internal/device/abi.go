@@ -80,6 +80,9 @@ const (
 	WRLocalInv = 7
 	WRBindMW   = 8
 	WRSendInv  = 9
+	// WRAtomicWrite (ABI 1.10) is RDMA ATOMIC WRITE; with no SGE and no
+	// inline data its value is the WQE's compare_add.
+	WRAtomicWrite = 15
 	// WCWithInv is IBV_WC_WITH_INV: a receive's CQE of a SEND_WITH_INV.
 	WCWithInv = 0x8
 

@@ -213,3 +213,29 @@ func TestMWBudget(t *testing.T) {
 		t.Fatalf("ALLOC_MW after a DEALLOC_MW refunded the budget: %v", err)
 	}
 }
+
+// TestAtomicWriteWQE: an ATOMIC_WRITE WQE (ABI 1.10) with its value in
+// compare_add, and one with an 8-byte SGE, replace the remote word.
+func TestAtomicWriteWQE(t *testing.T) {
+	tb := newTestbed(t, 2)
+	a, b := connectPair(t, tb, false)
+	a.qp.PostSend(device.SendWQE{WRID: 1, Opcode: device.WRAtomicWrite, SendFlags: uint16(rdma.SendSignaled),
+		RemoteAddr: b.buf + 64, RKey: b.rkey, CompareAdd: 0x0102030405060708}, nil, nil)
+	wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCAtomicWrite, 1)
+	if got := read(t, b.g, b.buf+64, 8); !bytes.Equal(got, []byte{8, 7, 6, 5, 4, 3, 2, 1}) {
+		t.Fatalf("word % x", got)
+	}
+	want := fill(t, a.g, a.buf, 8, 9)
+	a.qp.PostSend(device.SendWQE{WRID: 2, Opcode: device.WRAtomicWrite, SendFlags: uint16(rdma.SendSignaled),
+		RemoteAddr: b.buf + 64, RKey: b.rkey}, []device.SGE{{Addr: a.buf, Length: 8, LKey: a.lkey}}, nil)
+	wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCAtomicWrite, 2)
+	if got := read(t, b.g, b.buf+64, 8); !bytes.Equal(got, want) {
+		t.Fatalf("word % x, want % x", got, want)
+	}
+	// Misaligned: the engine refuses it, an error CQE.
+	a.qp.PostSend(device.SendWQE{WRID: 3, Opcode: device.WRAtomicWrite, SendFlags: uint16(rdma.SendSignaled),
+		RemoteAddr: b.buf + 65, RKey: b.rkey}, nil, nil)
+	if e := wantCQE(t, a.scq, rdma.WCLocLenErr, rdma.WCAtomicWrite, 3); e.Status == 0 {
+		t.Fatal("misaligned ATOMIC_WRITE succeeded")
+	}
+}

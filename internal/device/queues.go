@@ -203,6 +203,8 @@ func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
 		return rdma.WCBindMW
 	case rdma.WRLocalInv:
 		return rdma.WCLocalInv
+	case rdma.WRAtomicWrite:
+		return rdma.WCAtomicWrite
 	default:
 		return rdma.WCSend
 	}

@@ -66,7 +66,14 @@ func TestAtomicWrite(t *testing.T) {
 	if v := binary.LittleEndian.Uint64(p.b.mem.Bytes()[0x3000:]); v != 42 {
 		t.Fatalf("target word %d after the windowed write", v)
 	}
-	if c := p.b.dev.Counters(); c.AtomicWrites != 2 {
+	// The value in CompareAdd, no data.
+	mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 3, Opcode: rdma.WRAtomicWrite, SendFlags: rdma.SendSignaled,
+		RemoteAddr: 0x3000, RKey: key, CompareAdd: 0xfeedface}}))
+	wantWC(t, p.poll(p.a.scq, 1)[0], 3, rdma.WCSuccess, rdma.WCAtomicWrite)
+	if v := binary.LittleEndian.Uint64(p.b.mem.Bytes()[0x3000:]); v != 0xfeedface {
+		t.Fatalf("target word %#x after the write of CompareAdd", v)
+	}
+	if c := p.b.dev.Counters(); c.AtomicWrites != 3 {
 		t.Fatalf("AtomicWrites %d", c.AtomicWrites)
 	}
 }

@@ -149,7 +149,9 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 	if wr.Opcode == WRAtomicWrite {
 		// IBA 1.5 ATOMIC WRITE: one aligned 64-bit word, from 8 bytes
 		// of local data (inline allowed: it is the value).
-		if length != 8 {
+		// With no data the value is CompareAdd (the device's WQE
+		// carries it so).
+		if length != 8 && (length != 0 || len(wr.SGList) != 0) {
 			return fmt.Errorf("%v needs 8 bytes of data, got %d: %w", wr.Opcode, length, ErrInvalid)
 		}
 		if wr.RemoteAddr%8 != 0 {

@@ -251,7 +251,9 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: 8}
 		fb, po := qp.txBegin(&f, true)
 		payload := fb.b[po : po+8]
-		if !qp.gather(w, 0, payload) {
+		if w.length == 0 {
+			binary.LittleEndian.PutUint64(payload, w.compareAdd)
+		} else if !qp.gather(w, 0, payload) {
 			if qp.path.loopback {
 				d.eng.putBuf(fb)
 			}

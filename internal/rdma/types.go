@@ -157,8 +157,8 @@ const (
 	WRBindMW            WROpcode = 8 // IBV_WR_BIND_MW
 	WRSendWithInv       WROpcode = 9 // IBV_WR_SEND_WITH_INV
 	// WRAtomicWrite is RDMA ATOMIC WRITE (IBA 1.5): 8 bytes of local data
-	// (one SGE or inline) written at once to an 8-byte-aligned remote
-	// address. RC only.
+	// (one SGE or inline; with no SGE, CompareAdd in memory byte order)
+	// written at once to an 8-byte-aligned remote address. RC only.
 	WRAtomicWrite WROpcode = 15 // IBV_WR_ATOMIC_WRITE
 )
 

@@ -999,6 +999,7 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 		/* fallthrough */
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_WRITE:	/* the 8 bytes: the SGE or inline data */
 		w->remote_addr = htole64(wr->wr.rdma.remote_addr);
 		w->rkey = htole32(wr->wr.rdma.rkey);
 		break;
@@ -1025,8 +1026,8 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 	}
 	if (qp->vqp.qp.qp_type != IBV_QPT_RC &&
 	    (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV ||
-	     wr->opcode == IBV_WR_BIND_MW))
-		return EINVAL;	/* memory windows are RC's */
+	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_ATOMIC_WRITE))
+		return EINVAL;	/* memory windows and ATOMIC WRITE are RC's */
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		/* A datagram is a SEND through an AH of the QP's PD. */
 		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
@@ -1299,6 +1300,26 @@ static void hicain_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 	w->compare_add = htole64(add);
 }
 
+/*
+ * hicain_wr_atomic_write - IBA 1.5 ATOMIC WRITE of the 8 bytes at
+ * atomic_wr, carried in the WQE's compare_add (no SGE: ABI 1.10), so the
+ * QP needs no inline room.
+ */
+static void hicain_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+				   const void *atomic_wr)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_ATOMIC_WRITE);
+
+	if (!w)
+		return;
+	if (!atomic_wr) {
+		qpx_to_hqp(qpx)->wr_err = EINVAL;
+		return;
+	}
+	hicain_wr_remote(w, rkey, remote_addr);
+	memcpy(&w->compare_add, atomic_wr, sizeof(w->compare_add));
+}
+
 static void hicain_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
 	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_SEND_INV);
@@ -1450,7 +1471,8 @@ static void hicain_wr_abort(struct ibv_qp_ex *qpx)
 #define HICAIN_QP_EX_RC_OPS (HICAIN_QP_EX_UC_OPS | IBV_QP_EX_WITH_RDMA_READ | \
 			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
 			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | \
-			     IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW)
+			     IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | \
+			     IBV_QP_EX_WITH_ATOMIC_WRITE)
 
 static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 {
@@ -1508,6 +1530,8 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
 		qpx->wr_local_inv = hicain_wr_local_inv;
 	if (flags & IBV_QP_EX_WITH_BIND_MW)
 		qpx->wr_bind_mw = hicain_wr_bind_mw;
+	if (flags & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		qpx->wr_atomic_write = hicain_wr_atomic_write;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
 		qpx->wr_set_ud_addr = hicain_wr_set_ud_addr;
 	qpx->wr_set_sge = hicain_wr_set_sge;
@@ -1523,8 +1547,8 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
  * hicain_create_qp_ex - ibv_create_qp_ex: a QP as create_qp's (the same
  * command and udata), and with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
  * ibv_wr_* API for the operations the device executes on the QP's type
- * (EOPNOTSUPP for others: atomic write, TSO; send with invalidate,
- * local invalidate and MW binds are RC's). The API writes into the mapped SQ, so a
+ * (EOPNOTSUPP for others: TSO; send with invalidate, local
+ * invalidate, MW binds and atomic write are RC's). The API writes into the mapped SQ, so a
  * QP whose SQ the kernel could not map (a context without the doorbell
  * page, an SQ too large to map) is refused it with EOPNOTSUPP; a plain
  * ibv_create_qp still gives such a QP. Create flags (the empty set is
