@@ -489,13 +489,15 @@ static int hicain_mr_cmd(struct hicain_ibdev *hidev, u16 opcode, u32 handle, str
 }
 
 /* Optional flags (relaxed ordering, which perftest asks for) are hints
- * a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL).
+ * a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL). MW_BIND lets
+ * memory windows be bound to the MR (ABI 1.10; the device checks it at
+ * each bind).
  */
 static int hicain_mr_access(int access)
 {
 	access &= ~IB_ACCESS_OPTIONAL;
 	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
-		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
+		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND))
 		return -EOPNOTSUPP;
 	return access;
 }
