@@ -165,9 +165,6 @@ struct hicain_pd {
 	int epoch;
 };
 
-/* IB_UVERBS_DEVICE_ATOMIC_WRITE (uapi of Linux 6.2, rdma-core 44). */
-#define HICAIN_IB_DEVICE_ATOMIC_WRITE	(1ULL << 40)
-
 /* A memory window (ABI 1.10); the device knows it by ibmw.rkey's index. */
 struct hicain_mw {
 	struct ib_mw ibmw;		/* first: INIT_RDMA_OBJ_SIZE */

@@ -78,14 +78,10 @@ int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	 * offers no MEM_WINDOW flags.
 	 */
 	props->max_mw = le32_to_cpu(a.max_mw);
-	/* ABI 1.10 devices execute IBA 1.5 ATOMIC WRITE, which a process
-	 * posts on its mapped SQ (6.1's ib_core has no IB_WR_ATOMIC_WRITE).
-	 * Its capability bit, IB_UVERBS_DEVICE_ATOMIC_WRITE of later uapi
-	 * headers (rdma-core 44 has it), is unused in 6.1, whose uverbs
-	 * passes device_cap_flags to device_cap_flags_ex as it is.
+	/* ATOMIC WRITE has no capability bit here: 6.1's uverbs does not
+	 * pass IB_UVERBS_DEVICE_ATOMIC_WRITE (bit 40, later uapi) through
+	 * (docs/verbs-driver.md).
 	 */
-	if (hicain_abi_minor_at_least(hidev, 10))
-		props->device_cap_flags |= HICAIN_IB_DEVICE_ATOMIC_WRITE;
 	return 0;
 }
 
