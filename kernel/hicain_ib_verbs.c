@@ -890,7 +890,8 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
 {
 	/* The CQE fields carry ib_wc's values (ibv numbering, which the
-	 * kernel's IB_WC_* share).
+	 * kernel's IB_WC_* share, but for the flags WITH_INV and IP_CSUM_OK:
+	 * swapped, below; the device sets no IP_CSUM_OK).
 	 */
 	wc->wr_id = le64_to_cpu(c->wr_id);
 	wc->status = le32_to_cpu(c->status);
