@@ -25,7 +25,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	9	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	10	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -33,7 +33,10 @@
 				 * 1.6: SET_PORT_CAP;
 				 * 1.7: hicain_cq_dbrec.events;
 				 * 1.8: REREG_MR;
-				 * 1.9: paged CQ rings (HICAIN_CQ_F_PAGED) */
+				 * 1.9: paged CQ rings (HICAIN_CQ_F_PAGED);
+				 * 1.10: memory windows (ALLOC_MW, DEALLOC_MW,
+				 * BIND_MW, LOCAL_INV, SEND_WITH_INV WQEs,
+				 * device_attr.max_mw); ATOMIC_WRITE WQEs */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -184,6 +187,11 @@ enum hicain_admin_op {
 	HICAIN_CMD_REREG_MR,		/* ABI 1.8: handle = lkey, hicain_cmd_reg_mr:
 					 * the MR's PD, access and pages, in place
 					 * -> out: lkey, rkey (unchanged) */
+	HICAIN_CMD_ALLOC_MW,		/* ABI 1.10: hicain_cmd_alloc_mw
+					 * -> handle = out[0..3] = the window's
+					 * R_Key (bit 31 set) */
+	HICAIN_CMD_DEALLOC_MW,		/* ABI 1.10: handle = the R_Key ALLOC_MW
+					 * gave (its index bits name the window) */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -386,6 +394,12 @@ struct hicain_cmd_port_cap {
 	__le32 rsvd;
 };
 
+/* ABI 1.10: ALLOC_MW. type is 1 or 2 (IB_MW_TYPE_*). */
+struct hicain_cmd_alloc_mw {
+	__le32 pd;
+	__le32 type;
+};
+
 struct hicain_cmd_set_addr {
 	__u8 mac[6];
 	__le16 mtu;			/* bytes */
@@ -413,6 +427,7 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_mcast mcast;
 		struct hicain_cmd_mad_ifc mad_ifc;
 		struct hicain_cmd_port_cap port_cap;
+		struct hicain_cmd_alloc_mw alloc_mw;
 		__u8 raw[224];
 	};
 };					/* 256 bytes */
@@ -461,7 +476,7 @@ struct hicain_device_attr {
 	__le32 max_mcast_qp_attach;
 	__le32 max_total_mcast_qp_attach;
 	__le32 max_ah;
-	__le32 rsvd1;
+	__le32 max_mw;			/* ABI 1.10 (rsvd before: 0, no windows) */
 };					/* 152 bytes */
 
 /*
@@ -604,6 +619,32 @@ struct hicain_sge {
 #define HICAIN_WR_RDMA_READ		4
 #define HICAIN_WR_ATOMIC_CMP_SWP	5
 #define HICAIN_WR_ATOMIC_FETCH_ADD	6
+/*
+ * ABI 1.10, RC only. LOCAL_INV and SEND_INV carry the R_Key to
+ * invalidate in imm_data (as ibv_send_wr's invalidate_rkey shares
+ * imm_data). A BIND_MW WQE has no SGEs and carries:
+ *   rkey         the window (its index bits; the variant byte is not
+ *                compared), remote_addr the first address it covers,
+ *   compare_add  its length (0: unbind, type 1 only),
+ *   imm_data     the window's new R_Key (only bits 7..0 are the
+ *                consumer's; the rest must be rkey's),
+ *   swap         bits 31..0 the L_Key of the MR it covers, bits 63..32
+ *                the access it grants (IBV_ACCESS_REMOTE_*).
+ * Errors: a bind that breaks a rule of IBA 10.6.7.2 completes with
+ * IBV_WC_MW_BIND_ERR, a LOCAL_INV of a key that is not a bound type 2
+ * window with IBV_WC_LOC_QP_OP_ERR; both move the QP to ERR.
+ */
+#define HICAIN_WR_LOCAL_INV		7
+#define HICAIN_WR_BIND_MW		8
+#define HICAIN_WR_SEND_INV		9
+/*
+ * ABI 1.10, RC only: RDMA ATOMIC WRITE (IBA 1.5). remote_addr (8-byte
+ * aligned) and rkey as an RDMA WRITE; the 8-byte value is one SGE or
+ * inline data of 8 bytes, or, with num_sge 0 and no inline data,
+ * compare_add (the value's bytes in memory order). It completes with
+ * IBV_WC_ATOMIC_WRITE.
+ */
+#define HICAIN_WR_ATOMIC_WRITE		15
 
 /* send flags = IBV_SEND_* */
 #define HICAIN_SEND_FENCE	0x1
@@ -655,6 +696,11 @@ struct hicain_recv_wqe {
 };					/* 16 bytes */
 
 /* CQE = struct ib_wc; status/opcode/flags are IB_WC_* (ibv numbering). */
+/* ABI 1.10: a receive of a SEND_WITH_INV has IBV_WC_WITH_INV (1 << 3;
+ * the kernel's IB_WC_WITH_INVALIDATE is 1 << 2) in wc_flags and the
+ * invalidated R_Key in imm_data, a little-endian number.
+ */
+#define HICAIN_WC_WITH_INV	0x8
 /* The sl of a RoCEv2 UD receive's CQE: the L3 header type of the
  * datagram (as ConnectX reports it), since RoCE has no service level.
  */

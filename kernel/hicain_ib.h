@@ -164,6 +164,12 @@ struct hicain_pd {
 	int epoch;
 };
 
+/* A memory window (ABI 1.10); the device knows it by ibmw.rkey's index. */
+struct hicain_mw {
+	struct ib_mw ibmw;		/* first: INIT_RDMA_OBJ_SIZE */
+	int epoch;
+};
+
 /*
  * struct hicain_cq - a CQ ring in guest memory. The device writes CQEs
  * and dbrec->prod; poll_cq (under lock) consumes and publishes cons.
@@ -274,6 +280,11 @@ static inline struct hicain_ibdev *to_hidev(struct ib_device *ibdev)
 	return container_of(ibdev, struct hicain_ibdev, ibdev);
 }
 
+static inline struct hicain_mw *to_hmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct hicain_mw, ibmw);
+}
+
 static inline struct hicain_pd *to_hpd(struct ib_pd *ibpd)
 {
 	return container_of(ibpd, struct hicain_pd, ibpd);
@@ -345,6 +356,8 @@ int hicain_add_gid(const struct ib_gid_attr *attr, void **context);
 int hicain_del_gid(const struct ib_gid_attr *attr, void **context);
 int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
 int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int hicain_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int hicain_dealloc_mw(struct ib_mw *ibmw);
 struct ib_mr *hicain_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				 u64 virt_addr, int access, struct ib_udata *udata);
 struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access);

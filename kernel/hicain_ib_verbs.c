@@ -74,6 +74,14 @@ int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	props->max_mcast_qp_attach = le32_to_cpu(a.max_mcast_qp_attach);
 	props->max_total_mcast_qp_attach = le32_to_cpu(a.max_total_mcast_qp_attach);
 	props->max_ah = le32_to_cpu(a.max_ah);
+	/* ABI 1.10: windows of both types; a 1.9 device leaves it 0 and
+	 * offers no MEM_WINDOW flags.
+	 */
+	props->max_mw = le32_to_cpu(a.max_mw);
+	/* ATOMIC WRITE has no capability bit here: 6.1's uverbs does not
+	 * pass IB_UVERBS_DEVICE_ATOMIC_WRITE (bit 40, later uapi) through
+	 * (docs/verbs-driver.md).
+	 */
 	return 0;
 }
 
@@ -390,6 +398,46 @@ int hicain_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	return hicain_destroy_handle(hidev, pd->epoch, HICAIN_CMD_DEALLOC_PD, pd->pdn);
 }
 
+/* ---- memory windows (ABI 1.10) ---- */
+
+/*
+ * hicain_alloc_mw - ibv_alloc_mw: ALLOC_MW of the PD, whose answer is
+ * the window's R_Key (bit 31 set). Binds and invalidations are send
+ * WQEs the process posts on its mapped SQ; the kernel only makes and
+ * frees the window.
+ */
+int hicain_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibmw->device);
+	struct hicain_mw *mw = to_hmw(ibmw);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	if (!hicain_abi_minor_at_least(hidev, 10))
+		return -EOPNOTSUPP;
+	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
+		return -EINVAL;
+	if (udata && udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EINVAL;
+	mw->epoch = atomic_read(&hidev->epoch);
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_ALLOC_MW);
+	cmd.alloc_mw.pd = cpu_to_le32(to_hpd(ibmw->pd)->pdn);
+	cmd.alloc_mw.type = cpu_to_le32(ibmw->type);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		return ret;
+	ibmw->rkey = le32_to_cpu(cqe.handle);
+	return 0;
+}
+
+int hicain_dealloc_mw(struct ib_mw *ibmw)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibmw->device);
+
+	return hicain_destroy_handle(hidev, to_hmw(ibmw)->epoch, HICAIN_CMD_DEALLOC_MW, ibmw->rkey);
+}
+
 /* ---- memory regions ---- */
 
 /*
@@ -440,13 +488,15 @@ static int hicain_mr_cmd(struct hicain_ibdev *hidev, u16 opcode, u32 handle, str
 }
 
 /* Optional flags (relaxed ordering, which perftest asks for) are hints
- * a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL).
+ * a device may ignore (ib_verbs.h IB_ACCESS_OPTIONAL). MW_BIND lets
+ * memory windows be bound to the MR (ABI 1.10; the device checks it at
+ * each bind).
  */
 static int hicain_mr_access(int access)
 {
 	access &= ~IB_ACCESS_OPTIONAL;
 	if (access & ~(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
-		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC))
+		       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_MW_BIND))
 		return -EOPNOTSUPP;
 	return access;
 }
@@ -933,7 +983,8 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
 {
 	/* The CQE fields carry ib_wc's values (ibv numbering, which the
-	 * kernel's IB_WC_* share).
+	 * kernel's IB_WC_* share, but for the flags WITH_INV and IP_CSUM_OK:
+	 * swapped, below; the device sets no IP_CSUM_OK).
 	 */
 	wc->wr_id = le64_to_cpu(c->wr_id);
 	wc->status = le32_to_cpu(c->status);
@@ -944,6 +995,12 @@ static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
 	wc->ex.imm_data = (__force __be32)c->imm_data;
 	wc->src_qp = le32_to_cpu(c->src_qp);
 	wc->wc_flags = le32_to_cpu(c->wc_flags);
+	if (wc->wc_flags & HICAIN_WC_WITH_INV) {
+		/* IBV_WC_WITH_INV is 1 << 3, the kernel's is 1 << 2. */
+		wc->wc_flags &= ~HICAIN_WC_WITH_INV;
+		wc->wc_flags |= IB_WC_WITH_INVALIDATE;
+		wc->ex.invalidate_rkey = le32_to_cpu(c->imm_data);
+	}
 	wc->pkey_index = le16_to_cpu(c->pkey_index);
 	wc->slid = le16_to_cpu(c->slid);
 	wc->sl = c->sl;
@@ -1660,6 +1717,13 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 		wqe->compare_add = cpu_to_le64(atomic_wr(wr)->compare_add);
 		wqe->swap = cpu_to_le64(atomic_wr(wr)->swap);
 		break;
+	case IB_WR_SEND_WITH_INV:
+	case IB_WR_LOCAL_INV:
+		/* ABI 1.10, RC: the R_Key to invalidate in imm_data. */
+		if (qp->ibqp.qp_type != IB_QPT_RC)
+			return -EINVAL;
+		wqe->imm_data = cpu_to_le32(wr->ex.invalidate_rkey);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -1693,6 +1757,10 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 	wqe->wr_id = cpu_to_le64(wr->wr_id);
 	wqe->opcode = wr->opcode;
 	wqe->send_flags = cpu_to_le16(flags);
+	if (wr->opcode == IB_WR_LOCAL_INV) {
+		wqe->send_flags = cpu_to_le16(flags & ~IB_SEND_INLINE);
+		return 0;	/* no data */
+	}
 	if (inline_data) {
 		wqe->inline_len = cpu_to_le32(inl_len);
 		memcpy(data, inl, inl_len);

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 9
+	ABIMinor       = 10
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -75,6 +75,17 @@ const (
 	CQPageSize = 4096
 	CQMaxPages = 16384
 
+	// Send WQE opcodes of ABI 1.10 (IBV_WR_*, RC only); a BIND_MW
+	// WQE's fields are described in the header.
+	WRLocalInv = 7
+	WRBindMW   = 8
+	WRSendInv  = 9
+	// WRAtomicWrite (ABI 1.10) is RDMA ATOMIC WRITE; with no SGE and no
+	// inline data its value is the WQE's compare_add.
+	WRAtomicWrite = 15
+	// WCWithInv is IBV_WC_WITH_INV: a receive's CQE of a SEND_WITH_INV.
+	WCWithInv = 0x8
+
 	SendInline = 0x8
 	// SendAV (ABI 1.3): a WQEAV follows the send WQE header of a UD,
 	// GSI or SMI QP, then the SGEs or inline data; the ah field is
@@ -124,7 +135,9 @@ const (
 	CmdQueryCounters
 	CmdMADIfc
 	CmdSetPortCap
-	CmdReregMR // ABI 1.8
+	CmdReregMR   // ABI 1.8
+	CmdAllocMW   // ABI 1.10
+	CmdDeallocMW // ABI 1.10
 	CmdMax
 )
 
@@ -353,6 +366,12 @@ type CmdMcastArgs struct {
 	GID [16]byte `c:"gid"`
 }
 
+// CmdAllocMWArgs is struct hicain_cmd_alloc_mw (ABI 1.10).
+type CmdAllocMWArgs struct {
+	PD   uint32 `c:"pd"`
+	Type uint32 `c:"type"`
+}
+
 // CmdPortCapArgs is struct hicain_cmd_port_cap (ABI 1.6).
 type CmdPortCapArgs struct {
 	CapMask uint32 `c:"cap_mask"`
@@ -431,7 +450,7 @@ type DeviceAttr struct {
 	MaxMcastQPAttach      uint32 `c:"max_mcast_qp_attach"`
 	MaxTotalMcastQPAttach uint32 `c:"max_total_mcast_qp_attach"`
 	MaxAH                 uint32 `c:"max_ah"`
-	_                     uint32 `c:"rsvd1"`
+	MaxMW                 uint32 `c:"max_mw"` // ABI 1.10
 }
 
 // PortAttr is struct hicain_port_attr.

@@ -100,7 +100,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt),
 			MaxSRQ: uint32(a.MaxSRQ), MaxSRQWR: uint32(a.MaxSRQWR), MaxSRQSGE: uint32(a.MaxSRQSGE),
 			MaxMcastGrp: uint32(a.MaxMcastGrp), MaxMcastQPAttach: uint32(a.MaxMcastQPAttach),
-			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: s.lim.maxAH}
+			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: s.lim.maxAH, MaxMW: uint32(a.MaxMW)}
 		// A 1.0 driver asks for the first 120 bytes and gets them.
 		b := AsBytes(&r)
 		if c.RespLen < DeviceAttrV10Size {
@@ -308,6 +308,19 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return status(s.dev.SetHostCapabilities(PayloadOf[CmdPortCapArgs](c).CapMask))
 	case CmdReregMR:
 		return s.reregMR(c.Handle, PayloadOf[CmdRegMRArgs](c), out)
+	case CmdAllocMW:
+		return s.allocMW(PayloadOf[CmdAllocMWArgs](c), out)
+	case CmdDeallocMW:
+		mw, ok := s.mws[c.Handle&^0xff]
+		if !ok {
+			return StENOENT
+		}
+		if err := mw.Dealloc(); err != nil {
+			return status(err)
+		}
+		delete(s.mws, c.Handle&^0xff)
+		s.mem.refund(mwCost())
+		return StOK
 	default:
 		return StEINVAL
 	}
@@ -374,6 +387,31 @@ func (s *session) respond(c *AdminCmd, b []byte) uint16 {
 	if err := s.v.ram.WriteAt(b, c.RespGPA); err != nil {
 		return StEFAULT
 	}
+	return StOK
+}
+
+// allocMW runs ALLOC_MW (ABI 1.10): a type 1 or 2 window of the PD,
+// charged to the guest's budget; its handle is its R_Key.
+func (s *session) allocMW(a *CmdAllocMWArgs, out *AdminCQE) uint16 {
+	pd, ok := s.pds[a.PD]
+	if !ok {
+		return StENOENT
+	}
+	if a.Type != uint32(rdma.MWType1) && a.Type != uint32(rdma.MWType2) {
+		return StEINVAL
+	}
+	if !s.mem.charge(mwCost()) {
+		return StENOMEM
+	}
+	mw, err := s.dev.AllocMW(pd, rdma.MWType(a.Type))
+	if err != nil {
+		s.mem.refund(mwCost())
+		return status(err)
+	}
+	key := mw.RKey()
+	s.mws[key&^0xff] = mw
+	out.Handle = key
+	put32(out.Out[0:], key)
 	return StOK
 }
 

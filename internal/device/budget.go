@@ -12,7 +12,7 @@ import (
 const DefaultMemBudget = 1 << 30
 
 // budget counts the host memory a guest's objects hold: MR page lists,
-// QP, SRQ and CQ rings at their full size, AHs. The guest sizes them all
+// QP, SRQ and CQ rings at their full size, AHs, memory windows. The guest sizes them all
 // through admin commands and may reuse one page list or one pair of
 // rings for any number of objects, so its own memory bounds nothing: a
 // command whose object would pass the limit gets ENOMEM, and another
@@ -51,3 +51,7 @@ func cqCost(depth uint32) int64 { return gcqSize + rdma.CQMemory(int(depth)) }
 func srqCost(depth, maxSGE uint32) int64 { return gsrqSize + rdma.SRQMemory(int(depth), int(maxSGE)) }
 
 func ahCost() int64 { return gahSize + rdma.AHMemory() }
+
+// mwCost is a memory window's: the engine's window and the session's map
+// entry.
+func mwCost() int64 { return rdma.MWMemory() + 16 }

@@ -69,6 +69,10 @@ func FuzzAdminCommands(f *testing.F) {
 	f.Add(cat(cmd(device.CmdCreateQP, 0, 1, 2, 1, 1, 0, 16384, 32, 256, 576, 0x10000, 0, 0x20000, 0, 16384, 32, 528, 0x10000, 0, 0x20000, 0)))
 	f.Add(cat(cmd(device.CmdResizeCQ, 1, 0x10000, 0, 0x20000, 0, 1<<16, 0), cmd(device.CmdDestroyCQ, 1)))
 	f.Add(cat(cmd(device.CmdCreateAH, 0, 1), cmd(device.CmdDestroyAH, 1), cmd(device.CmdDeallocPD, 1)))
+	// Windows of both types and a bad one, a dealloc by a guessed key,
+	// then the PD they hold.
+	f.Add(cat(cmd(device.CmdAllocMW, 0, 1, 1), cmd(device.CmdAllocMW, 0, 1, 2), cmd(device.CmdAllocMW, 0, 1, 3),
+		cmd(device.CmdDeallocMW, 0x80000001), cmd(device.CmdDeallocPD, 1)))
 	f.Add([]byte("\x01\x00\xff\xff garbage"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tb := newFuzzGuest(t, fmt.Sprintf("admin %x", data))

@@ -41,6 +41,25 @@ func FuzzGuestRings(f *testing.F) {
 	f.Add(wqe(uint8(rdma.WRSend), 255, 0, 0, 0, 0, 0), []byte{}, uint32(1), uint32(0))
 	f.Add(wqe(uint8(rdma.WRSend), 0, uint16(rdma.SendInline), 1<<20, 0, 0, 0), []byte{}, uint32(1), uint32(0))
 	f.Add(wqe(uint8(rdma.WRRDMAWrite), 1, uint16(rdma.SendSignaled), 0, 0x1234, 0, 4096), []byte{}, uint32(1), uint32(0))
+	// ABI 1.10: a BIND_MW of a guessed window over a huge range, a
+	// LOCAL_INV and a SEND_WITH_INV of guessed keys, an ATOMIC_WRITE of
+	// an unregistered rkey (fields at the header's offsets: rkey 24,
+	// imm 12, remote_addr 16, compare_add 32, swap 40).
+	bind := wqe(device.WRBindMW, 0, uint16(rdma.SendSignaled), 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(bind[12:], 0x80000101)
+	binary.LittleEndian.PutUint32(bind[24:], 0x80000100)
+	binary.LittleEndian.PutUint64(bind[32:], ^uint64(0))
+	binary.LittleEndian.PutUint64(bind[40:], uint64(rdma.AccessRemoteWrite)<<32|1)
+	inv := wqe(device.WRLocalInv, 0, uint16(rdma.SendSignaled), 0, 0, 0, 0)
+	binary.LittleEndian.PutUint32(inv[12:], 0x80000100)
+	sinv := wqe(device.WRSendInv, 1, uint16(rdma.SendSignaled), 0, 1, 0x10000, 64)
+	binary.LittleEndian.PutUint32(sinv[12:], 0x80000100)
+	aw := wqe(device.WRAtomicWrite, 0, uint16(rdma.SendSignaled), 0, 0, 0, 0)
+	binary.LittleEndian.PutUint64(aw[16:], 0x10000)
+	binary.LittleEndian.PutUint32(aw[24:], 0x1234)
+	for _, w := range [][]byte{bind, inv, sinv, aw} {
+		f.Add(w, []byte{}, uint32(1), uint32(0))
+	}
 	f.Add([]byte{}, []byte{1, 2, 3, 4, 5, 6, 7, 8, 200, 0, 0, 0}, uint32(0), uint32(1))
 	f.Add([]byte{}, []byte{}, uint32(1000), uint32(70))
 	f.Fuzz(func(t *testing.T, sq, rq []byte, sqProd, rqProd uint32) {

@@ -27,7 +27,7 @@ poweroff -f
 
 // badRingCases are the cases ibv_badring must pass (testdata/ibv_badring.c).
 var badRingCases = []string{"control", "lkey-other-pd", "lkey-scan", "sge-outside", "opcode", "sq-index",
-	"num-sge", "inline-len", "rq-index", "cq-cons", "fork", "cross-context", "resize-cq", "rereg-mr", "cq-ex", "parent-domain", "rq-full", "qp-ex", "paged-cq", "after"}
+	"num-sge", "inline-len", "rq-index", "cq-cons", "fork", "cross-context", "resize-cq", "rereg-mr", "cq-ex", "parent-domain", "rq-full", "qp-ex", "paged-cq", "mw", "after"}
 
 // TestQEMUBadRing: a user process in a TCG guest writes garbage into
 // the rings hicain_ib mapped into it (an unknown opcode, too many SGEs,
@@ -41,7 +41,10 @@ var badRingCases = []string{"control", "lkey-other-pd", "lkey-scan", "sge-outsid
 // write must work afterwards. An RQ takes its depth of receives and no
 // more, although the device empties the ring ahead. The extended post API (ibv_wr_*) moves
 // data with every operation the device has in one batch, drops a batch
-// with a bad entry whole and refuses posts in Reset. The backend counts the WQE errors, goes
+// with a bad entry whole and refuses posts in Reset. Memory windows (mw) bind,
+// grant and refuse as the responder's checks say, SEND_WITH_INV frees a window,
+// and hand-written BIND_MW WQEs with a foreign or unknown window or a range past
+// the MR complete with MW_BIND_ERR. The backend counts the WQE errors, goes
 // fatal for none of them, and the guest logs no kernel warning.
 func TestQEMUBadRing(t *testing.T) {
 	if testing.Short() {

@@ -65,6 +65,17 @@ func (s *session) serviceSQ(q *gqp) {
 		*wr = rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
 			SendFlags: rdma.SendFlags(w.SendFlags &^ SendAV), ImmData: w.ImmData, RemoteAddr: w.RemoteAddr,
 			RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
+		if wr.Opcode == rdma.WRBindMW {
+			// ABI 1.10: the bind's operands in the header (see
+			// HICAIN_WR_BIND_MW); the engine checks them when the WR
+			// executes and completes a bad one with MW_BIND_ERR.
+			if q.datagram() {
+				s.badSend(q, &w)
+				continue
+			}
+			wr.Bind = rdma.MWBind{MWKey: w.RKey, NewRKey: w.ImmData, LKey: uint32(w.Swap),
+				Addr: w.RemoteAddr, Length: w.CompareAdd, Access: rdma.Access(w.Swap >> 32)}
+		}
 		data := at + sendHdrSize // the SGEs or the inline data
 		room := uint64(q.sqStride) - sendHdrSize
 		var av *WQEAV // the address vector of a SendAV WQE
@@ -197,6 +208,12 @@ func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
 		return rdma.WCCompSwap
 	case rdma.WRAtomicFetchAndAdd:
 		return rdma.WCFetchAdd
+	case rdma.WRBindMW:
+		return rdma.WCBindMW
+	case rdma.WRLocalInv:
+		return rdma.WCLocalInv
+	case rdma.WRAtomicWrite:
+		return rdma.WCAtomicWrite
 	default:
 		return rdma.WCSend
 	}

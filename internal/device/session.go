@@ -72,7 +72,8 @@ type session struct {
 	txBuf     [L2MaxFrame]byte
 	pds       map[uint32]*rdma.PD
 	mrs       map[uint32]*rdma.MR
-	mrCost    map[uint32]int64 // budget charged per MR, by lkey
+	mrCost    map[uint32]int64    // budget charged per MR, by lkey
+	mws       map[uint32]*rdma.MW // by R_Key without its variant byte
 	cqs       map[uint32]*gcq
 	qps       map[uint32]*gqp
 	ahs       map[uint32]*gah
@@ -238,6 +239,7 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
 		retry: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
+		mws: map[uint32]*rdma.MW{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
 	s.nextCQ.Store(1)
 	s.nextAH.Store(1)
@@ -700,6 +702,10 @@ func (s *session) destroyAll() {
 	for k, a := range s.ahs {
 		a.ah.Destroy()
 		delete(s.ahs, k)
+	}
+	for k, w := range s.mws {
+		w.Dealloc()
+		delete(s.mws, k)
 	}
 	for k, m := range s.mrs {
 		m.Dereg()

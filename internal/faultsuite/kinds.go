@@ -20,6 +20,7 @@ const (
 	Read                  // RDMA READ
 	FetchAdd              // ATOMIC FETCH_AND_ADD onto a shared counter
 	CmpSwap               // ATOMIC CMP_AND_SWP onto a shared word
+	WriteMW               // RDMA WRITE through a type 2 memory window over the target slots
 	UDSend                // UD SEND to another host's UD QP
 	McastSend             // UD SEND to the multicast group every host's UD QP joined
 	NumKinds
@@ -48,6 +49,7 @@ var kinds = [NumKinds]kindInfo{
 	Read:      {name: "READ", weight: 2, opcode: rdma.WRRDMARead, wc: rdma.WCRDMARead, sized: true},
 	FetchAdd:  {name: "FETCH_AND_ADD", weight: 2, opcode: rdma.WRAtomicFetchAndAdd, wc: rdma.WCFetchAdd},
 	CmpSwap:   {name: "CMP_AND_SWP", weight: 1, opcode: rdma.WRAtomicCmpAndSwp, wc: rdma.WCCompSwap},
+	WriteMW:   {name: "WRITE_MW", weight: 1, opcode: rdma.WRRDMAWrite, wc: rdma.WCRDMAWrite, sized: true},
 	UDSend:    {name: "UD_SEND", weight: 2, opcode: rdma.WRSend, wc: rdma.WCSend, sized: true, ud: true},
 	McastSend: {name: "UD_MCAST", weight: 1, opcode: rdma.WRSend, wc: rdma.WCSend, sized: true, ud: true},
 }

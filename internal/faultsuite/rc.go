@@ -61,6 +61,7 @@ type stream struct {
 	peerRecv    *receiver      // the receiver that takes this stream's SENDs
 	peerAtomics *hostAtomics
 	atomicKey   uint32 // rkey of the peer's atomic words
+	windowKey   uint32 // R_Key of the peer's window over its target slots
 	readSrc     []byte // this endpoint's READ source, as written
 
 	// lastSeen is the value this stream last saw in each CMP_AND_SWP
@@ -158,7 +159,7 @@ func (st *stream) prepare(o *op) (rdma.SendWR, error) {
 	b := st.buf[:o.size]
 	var err error
 	switch o.kind {
-	case Send, Write, WriteImm:
+	case Send, Write, WriteImm, WriteMW:
 		fillPattern(b, payloadSeed(st.id, o.seq))
 		err = mem.WriteAt(b, l.localSlot(o.seq))
 		if o.kind != Send {
@@ -167,6 +168,9 @@ func (st *stream) prepare(o *op) (rdma.SendWR, error) {
 			complement(b)
 			rl := &st.peer.lay
 			wr.RemoteAddr, wr.RKey = rl.targetSlot(o.seq), st.remote.MR.RKey
+			if o.kind == WriteMW {
+				wr.RKey = st.windowKey
+			}
 			if err == nil {
 				err = st.remote.Host.Memory.WriteAt(b, wr.RemoteAddr)
 			}
@@ -206,7 +210,7 @@ func (st *stream) check(o *op) error {
 	switch o.kind {
 	case Send:
 		return nil // the peer's receiver checks the data
-	case Write, WriteImm:
+	case Write, WriteImm, WriteMW:
 		mem, addr = st.remote.Host.Memory, st.peer.lay.targetSlot(o.seq)
 	default:
 		mem, addr = st.local.Host.Memory, l.localSlot(o.seq)
@@ -218,7 +222,7 @@ func (st *stream) check(o *op) error {
 		return st.opError(o, "read result: %v", err)
 	}
 	switch o.kind {
-	case Write, WriteImm:
+	case Write, WriteImm, WriteMW:
 		if i, got, want := diffPattern(b, payloadSeed(st.id, o.seq)); i >= 0 {
 			return st.opError(o, "data at the target differs at byte %d: got %#02x, want %#02x", i, got, want)
 		}

@@ -184,7 +184,8 @@ type suite struct {
 	streams []*stream
 	recvs   []*receiver
 	atomics []*hostAtomics // by host index
-	mrs     []*rdma.MR     // the atomic MRs, deregistered before the endpoints close
+	mrs     []*rdma.MR     // the atomic and window MRs, deregistered before the endpoints close
+	mws     []*rdma.MW     // the target windows, deallocated before them
 	eps     []*rack.Endpoint
 	done    atomic.Int64 // operations checked
 
@@ -250,7 +251,7 @@ func (s *suite) setup(ctx context.Context) error {
 	for i := range c.Hosts {
 		for j := i + 1; j < c.Hosts; j++ {
 			for q := range c.QPs {
-				if err := s.connect(r.Hosts[i], r.Hosts[j], q); err != nil {
+				if err := s.connect(ctx, r.Hosts[i], r.Hosts[j], q); err != nil {
 					return err
 				}
 			}
@@ -307,7 +308,7 @@ func (s *suite) setup(ctx context.Context) error {
 
 // connect makes RC connection q between hosts a and b: two endpoints, a
 // stream each way and a receiver at each end.
-func (s *suite) connect(a, b *rack.Host, q int) error {
+func (s *suite) connect(ctx context.Context, a, b *rack.Host, q int) error {
 	c := s.cfg
 	ea, eb, err := rack.ConnectRC(a, b, rack.RCOptions{BufSize: s.bufSize(), SendDepth: c.Window,
 		RecvDepth: recvSlots, Events: true, Timeout: c.Timeout})
@@ -348,6 +349,13 @@ func (s *suite) connect(a, b *rack.Host, q int) error {
 	}
 	// Each stream writes into its peer's memory and reads the peer's READ
 	// source; the peer's receiver takes its SENDs.
+	var keys [2]uint32
+	for i, e := range []*rack.Endpoint{ea, eb} {
+		if keys[i], err = s.targetWindow(ctx, e); err != nil {
+			return err
+		}
+	}
+	sa.windowKey, sb.windowKey = keys[1], keys[0]
 	sa.remote, sa.peer, sa.peerRecv, sa.atomicKey = eb, sb, rb, mrs[1].RKey
 	sb.remote, sb.peer, sb.peerRecv, sb.atomicKey = ea, sa, ra, mrs[0].RKey
 	sa.peerAtomics, sb.peerAtomics = s.atomics[b.Index], s.atomics[a.Index]
@@ -355,6 +363,43 @@ func (s *suite) connect(a, b *rack.Host, q int) error {
 	s.streams = append(s.streams, sa, sb)
 	s.recvs = append(s.recvs, ra, rb)
 	return nil
+}
+
+// targetWindow binds a type 2 window over e's target slots to e's QP
+// (the one the peer's WRITEs arrive on), through an MR of its own with
+// MW_BIND, and returns its R_Key. The bind is unsignaled: it completes
+// silently before any op, or with an error the stream's poller reports.
+func (s *suite) targetWindow(ctx context.Context, e *rack.Endpoint) (uint32, error) {
+	c := s.cfg
+	l := layout(c, e)
+	size := uint64(c.Window) * l.slot
+	d := e.Host.Device
+	mr, err := d.RegMR(e.PD, l.target, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite|rdma.AccessMWBind)
+	if err != nil {
+		return 0, fmt.Errorf("faultsuite: %s: register the window's MR: %w", e.Host.Name, err)
+	}
+	s.mrs = append(s.mrs, mr)
+	mw, err := d.AllocMW(e.PD, rdma.MWType2)
+	if err != nil {
+		return 0, fmt.Errorf("faultsuite: %s: alloc MW: %w", e.Host.Name, err)
+	}
+	s.mws = append(s.mws, mw)
+	key := mw.RKey()&^0xff | (mw.RKey()+1)&0xff
+	if err := e.QP.PostSend([]rdma.SendWR{{WRID: ^uint64(0), Opcode: rdma.WRBindMW, Bind: rdma.MWBind{
+		MWKey: mw.RKey(), NewRKey: key, LKey: mr.LKey, Addr: l.target, Length: size, Access: rdma.AccessRemoteWrite}}}); err != nil {
+		return 0, fmt.Errorf("faultsuite: %s: bind MW: %w", e.Host.Name, err)
+	}
+	// The engine binds as soon as it takes the WR (the SQ is empty).
+	for {
+		if _, _, _, ok := mw.Bound(); ok {
+			return key, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("faultsuite: %s: bind MW: %w", e.Host.Name, ctx.Err())
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
 }
 
 // run runs every flow to the end or to the first failure, which stops
@@ -496,6 +541,9 @@ func (s *suite) finish() error {
 func (s *suite) close() {
 	for i := len(s.ud) - 1; i >= 0; i-- {
 		_ = s.ud[i].ep.Close()
+	}
+	for _, mw := range s.mws {
+		_ = mw.Dealloc()
 	}
 	for _, mr := range s.mrs {
 		_ = mr.Dereg()

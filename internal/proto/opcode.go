@@ -42,21 +42,25 @@ const (
 	OpRCFetchAdd           Opcode = 0x14
 	OpRCSendLastInvalidate Opcode = 0x16
 	OpRCSendOnlyInvalidate Opcode = 0x17
-	OpUCSendFirst          Opcode = 0x20
-	OpUCSendMiddle         Opcode = 0x21
-	OpUCSendLast           Opcode = 0x22
-	OpUCSendLastImm        Opcode = 0x23
-	OpUCSendOnly           Opcode = 0x24
-	OpUCSendOnlyImm        Opcode = 0x25
-	OpUCWriteFirst         Opcode = 0x26
-	OpUCWriteMiddle        Opcode = 0x27
-	OpUCWriteLast          Opcode = 0x28
-	OpUCWriteLastImm       Opcode = 0x29
-	OpUCWriteOnly          Opcode = 0x2A
-	OpUCWriteOnlyImm       Opcode = 0x2B
-	OpUDSendOnly           Opcode = 0x64
-	OpUDSendOnlyImm        Opcode = 0x65
-	OpCNP                  Opcode = 0x81
+	// OpRCAtomicWrite is RDMA ATOMIC WRITE (IBA 1.5, 9.4.6): a RETH and
+	// 8 bytes of payload, written at once; answered with a zero-length
+	// RDMA READ RESPONSE ONLY.
+	OpRCAtomicWrite  Opcode = 0x1D
+	OpUCSendFirst    Opcode = 0x20
+	OpUCSendMiddle   Opcode = 0x21
+	OpUCSendLast     Opcode = 0x22
+	OpUCSendLastImm  Opcode = 0x23
+	OpUCSendOnly     Opcode = 0x24
+	OpUCSendOnlyImm  Opcode = 0x25
+	OpUCWriteFirst   Opcode = 0x26
+	OpUCWriteMiddle  Opcode = 0x27
+	OpUCWriteLast    Opcode = 0x28
+	OpUCWriteLastImm Opcode = 0x29
+	OpUCWriteOnly    Opcode = 0x2A
+	OpUCWriteOnlyImm Opcode = 0x2B
+	OpUDSendOnly     Opcode = 0x64
+	OpUDSendOnlyImm  Opcode = 0x65
+	OpCNP            Opcode = 0x81
 )
 
 // Header is a set of extension headers that follow the BTH.
@@ -89,6 +93,7 @@ const (
 	KindAtomic
 	KindAtomicAck
 	KindCNP
+	KindAtomicWrite // RDMA ATOMIC WRITE (IBA 1.5)
 )
 
 // Position is an opcode's place in a multi-packet message.
@@ -159,6 +164,7 @@ var opcodeTable = func() (t [256]OpcodeInfo) {
 	add(OpRCFetchAdd, "RC_FETCH_ADD", KindAtomic, PosNone, HdrAtomicETH, false)
 	add(OpRCSendLastInvalidate, "RC_SEND_LAST_WITH_INVALIDATE", KindSend, PosLast, HdrIETH, true)
 	add(OpRCSendOnlyInvalidate, "RC_SEND_ONLY_WITH_INVALIDATE", KindSend, PosOnly, HdrIETH, true)
+	add(OpRCAtomicWrite, "RC_ATOMIC_WRITE", KindAtomicWrite, PosNone, HdrRETH, true)
 	add(OpUDSendOnly, "UD_SEND_ONLY", KindSend, PosOnly, HdrDETH, true)
 	add(OpUDSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", KindSend, PosOnly, HdrDETH|HdrImmDt, true)
 	add(OpCNP, "CNP", KindCNP, PosNone, HdrCNPReserved, false)

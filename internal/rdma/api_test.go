@@ -165,7 +165,6 @@ func TestPostValidation(t *testing.T) {
 		{"atomic into 4 bytes", []rdma.SendWR{{Opcode: rdma.WRAtomicFetchAndAdd, SGList: p.a.sge(0, 4)}}, 0, rdma.ErrInvalid},
 		{"misaligned atomic", []rdma.SendWR{{Opcode: rdma.WRAtomicCmpAndSwp, SGList: sg, RemoteAddr: 12}}, 0, rdma.ErrInvalid},
 		{"inline atomic", []rdma.SendWR{{Opcode: rdma.WRAtomicFetchAndAdd, SendFlags: rdma.SendInline, SGList: sg}}, 0, rdma.ErrInvalid},
-		{"send with invalidate", []rdma.SendWR{{Opcode: rdma.WRSendWithInv, SGList: sg}}, 0, rdma.ErrUnsupported},
 		{"bad opcode", []rdma.SendWR{{Opcode: 99}}, 0, rdma.ErrInvalid},
 		{"too many SGEs", []rdma.SendWR{{Opcode: rdma.WRSend, SGList: make([]rdma.SGE, 3)}}, 0, rdma.ErrInvalid},
 		{"inline too long", []rdma.SendWR{{Opcode: rdma.WRSend, SendFlags: rdma.SendInline, SGList: p.a.sge(0, 65)}}, 0, rdma.ErrInvalid},

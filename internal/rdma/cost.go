@@ -43,5 +43,11 @@ func SRQMemory(maxWR, maxSGE int) int64 {
 // pages (RegMRPages keeps the list).
 func MRMemory(pages int) int64 { return int64(unsafe.Sizeof(MR{})) + 8*int64(pages) + sizeofMRPtr }
 
+// MWMemory is the most host memory a memory window holds: the window,
+// its binding (one being replaced, while a bind runs) and its table slot.
+func MWMemory() int64 {
+	return int64(unsafe.Sizeof(MW{})) + 2*int64(unsafe.Sizeof(mwBinding{})) + sizeofMRPtr + 1
+}
+
 // AHMemory is the host memory of an address handle.
 func AHMemory() int64 { return int64(unsafe.Sizeof(AH{})) }

@@ -52,6 +52,9 @@ type Counters struct {
 	ReadResponsesSent uint64 // READ response packets sent (first sends and replays)
 	AtomicsExecuted   uint64 // CMP_AND_SWP and FETCH_AND_ADD executed on memory
 	AtomicReplays     uint64 // duplicate atomics answered from the saved original value
+	MWBinds           uint64 // memory windows bound (BIND_MW WRs that succeeded)
+	MWInvalidates     uint64 // windows invalidated by LOCAL_INV or SEND_WITH_INV
+	AtomicWrites      uint64 // RDMA ATOMIC WRITEs executed on memory
 
 	// Datagrams (UD) and multicast.
 	UDSent          uint64 // UD packets sent (one per work request; multicast counts once)
@@ -100,6 +103,7 @@ type counters struct {
 	acksSent, seqNAKsSent, rnrNAKsSent, errNAKsSent, outOfSequence atomic.Uint64
 	duplicates, readReplays, readResponsesSent                     atomic.Uint64
 	atomicsExecuted, atomicReplays                                 atomic.Uint64
+	mwBinds, mwInvalidates, atomicWrites                           atomic.Uint64
 
 	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener, ucDropped atomic.Uint64
 
@@ -131,6 +135,8 @@ func (c *counters) snapshot() Counters {
 		Duplicates: c.duplicates.Load(), ReadReplays: c.readReplays.Load(),
 		ReadResponsesSent: c.readResponsesSent.Load(),
 		AtomicsExecuted:   c.atomicsExecuted.Load(), AtomicReplays: c.atomicReplays.Load(),
+		MWBinds: c.mwBinds.Load(), MWInvalidates: c.mwInvalidates.Load(),
+		AtomicWrites: c.atomicWrites.Load(),
 
 		UDSent: c.udSent.Load(), UDReceived: c.udReceived.Load(), UDNoRecv: c.udNoRecv.Load(),
 		UDTooLong: c.udTooLong.Load(), QKeyViolations: c.qkeyViolations.Load(),

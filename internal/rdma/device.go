@@ -96,6 +96,8 @@ type DeviceConfig struct {
 
 	// Limits; zero means the Default* value.
 	MaxQP, MaxCQ, MaxMR, MaxPD, MaxQPWR, MaxCQE, MaxSGE, MaxInline, MaxQPRDAtomic int
+	// MaxMW bounds the memory windows (AllocMW); zero means DefaultMaxMW.
+	MaxMW int
 	// SRQ and multicast limits; zero means the Default* value (MaxSRQSGE:
 	// MaxSGE).
 	MaxSRQ, MaxSRQWR, MaxSRQSGE, MaxMcastGrp, MaxMcastQPAttach int
@@ -142,6 +144,7 @@ type DeviceAttr struct {
 	MaxCQ                 int
 	MaxCQE                int
 	MaxMR                 int
+	MaxMW                 int
 	MaxPD                 int
 	MaxQPRdAtom           int
 	MaxQPInitRdAtom       int
@@ -164,10 +167,13 @@ type DeviceAttr struct {
 // Device capability flags reported in DeviceAttr.DeviceCapFlags (enum
 // ibv_device_cap_flags).
 const (
-	DeviceCurrQPStateMod = 1 << 7  // IBV_DEVICE_CURR_QP_STATE_MOD
-	DeviceSysImageGUID   = 1 << 11 // IBV_DEVICE_SYS_IMAGE_GUID
-	DeviceRCRNRNAKGen    = 1 << 12 // IBV_DEVICE_RC_RNR_NAK_GEN
-	DeviceSRQResize      = 1 << 13 // IBV_DEVICE_SRQ_RESIZE
+	DeviceCurrQPStateMod  = 1 << 7  // IBV_DEVICE_CURR_QP_STATE_MOD
+	DeviceSysImageGUID    = 1 << 11 // IBV_DEVICE_SYS_IMAGE_GUID
+	DeviceRCRNRNAKGen     = 1 << 12 // IBV_DEVICE_RC_RNR_NAK_GEN
+	DeviceSRQResize       = 1 << 13 // IBV_DEVICE_SRQ_RESIZE
+	DeviceMemWindow       = 1 << 17 // IBV_DEVICE_MEM_WINDOW
+	DeviceMemWindowType2A = 1 << 23 // IBV_DEVICE_MEM_WINDOW_TYPE_2A: type 2 windows bound to a QP
+	DeviceMemWindowType2B = 1 << 24 // IBV_DEVICE_MEM_WINDOW_TYPE_2B: type 2 windows, remote invalidation
 )
 
 // PortAttr is what QueryPort reports (struct ibv_port_attr).
@@ -235,6 +241,11 @@ type Device struct {
 	mrFree  []uint32
 	mrKeyGn []uint8 // the key byte each slot last had (insertMR)
 	nMR     int
+	// Memory-window table, under mrMu as well (mw.go).
+	mws     []*MW // index = (key &^ mwKeyBit) >> 8
+	mwFree  []uint32
+	mwKeyGn []uint8
+	nMW     int
 
 	// The engine: see engine.go.
 	eng engine
@@ -276,6 +287,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	def(&cfg.MaxQP, DefaultMaxQP)
 	def(&cfg.MaxCQ, DefaultMaxCQ)
 	def(&cfg.MaxMR, DefaultMaxMR)
+	def(&cfg.MaxMW, DefaultMaxMW)
 	def(&cfg.MaxPD, DefaultMaxPD)
 	def(&cfg.MaxQPWR, DefaultMaxQPWR)
 	def(&cfg.MaxCQE, DefaultMaxCQE)
@@ -300,8 +312,10 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		c.defaults()
 		cfg.DCQCN = &c
 	}
-	if cfg.MaxMR >= 1<<24 {
-		return nil, fmt.Errorf("rdma: new device %q: MaxMR %d exceeds the 24-bit key index: %w", cfg.Name, cfg.MaxMR, ErrInvalid)
+	if cfg.MaxMR >= 1<<23 || cfg.MaxMW >= 1<<23 {
+		// Bit 31 of a key tells a window's from a region's (mw.go).
+		return nil, fmt.Errorf("rdma: new device %q: MaxMR %d or MaxMW %d exceeds the 23-bit key index: %w",
+			cfg.Name, cfg.MaxMR, cfg.MaxMW, ErrInvalid)
 	}
 	if cfg.MaxQPRDAtomic > 255 {
 		cfg.MaxQPRDAtomic = 255
@@ -391,22 +405,24 @@ const (
 func (d *Device) QueryDevice() DeviceAttr {
 	c := &d.cfg
 	return DeviceAttr{
-		FWVer:                 c.FWVersion,
-		NodeGUID:              c.NodeGUID,
-		SysImageGUID:          c.NodeGUID,
-		MaxMRSize:             1 << 40,
-		PageSizeCap:           0xFFFFF000, // 4 KiB and larger powers of two
-		VendorID:              c.VendorID,
-		VendorPartID:          c.VendorPartID,
-		HWVer:                 c.HWVer,
-		MaxQP:                 c.MaxQP,
-		MaxQPWR:               c.MaxQPWR,
-		DeviceCapFlags:        DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen | DeviceSRQResize,
+		FWVer:        c.FWVersion,
+		NodeGUID:     c.NodeGUID,
+		SysImageGUID: c.NodeGUID,
+		MaxMRSize:    1 << 40,
+		PageSizeCap:  0xFFFFF000, // 4 KiB and larger powers of two
+		VendorID:     c.VendorID,
+		VendorPartID: c.VendorPartID,
+		HWVer:        c.HWVer,
+		MaxQP:        c.MaxQP,
+		MaxQPWR:      c.MaxQPWR,
+		DeviceCapFlags: DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen | DeviceSRQResize |
+			DeviceMemWindow | DeviceMemWindowType2A | DeviceMemWindowType2B,
 		MaxSGE:                c.MaxSGE,
 		MaxSGERd:              c.MaxSGE,
 		MaxCQ:                 c.MaxCQ,
 		MaxCQE:                c.MaxCQE,
 		MaxMR:                 c.MaxMR,
+		MaxMW:                 c.MaxMW,
 		MaxPD:                 c.MaxPD,
 		MaxQPRdAtom:           c.MaxQPRDAtomic,
 		MaxQPInitRdAtom:       c.MaxQPRDAtomic,

@@ -552,7 +552,7 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		qp.onCE()
 	}
 	switch op.Info().Kind {
-	case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic:
+	case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic, proto.KindAtomicWrite:
 		if qp.resp.reply != nil || qp.backHead < len(qp.backlog) {
 			// The responder is still sending READ responses: requests
 			// wait, in order, as in rxe's per-QP request queue. A

@@ -42,6 +42,16 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
 		w.compareAdd, w.swap = wr.CompareAdd, wr.Swap
 		w.ah, w.remoteQPN, w.remoteQKey = nil, 0, 0
+		if wr.Opcode == WRBindMW {
+			w.bind = wr.Bind
+		}
+		if wr.Opcode == WRBindMW || wr.Opcode == WRLocalInv {
+			// Local operations: no data, no SGEs.
+			w.length, w.isInline, w.inline = 0, false, nil
+			w.sge = w.sgeBuf[:0]
+			prod++
+			continue
+		}
 		if qp.isUD() {
 			w.ah, w.remoteQPN, w.remoteQKey = wr.AH, wr.RemoteQPN, wr.RemoteQKey
 		}
@@ -104,9 +114,12 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 		}
 	}
 	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-	case WRSendWithInv, WRLocalInv, WRBindMW:
-		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrUnsupported)
+	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd,
+		WRSendWithInv, WRAtomicWrite:
+	case WRLocalInv, WRBindMW:
+		// Executed by the requester in order (mw.go); the operands are
+		// checked then and a bad one completes the WR with an error.
+		return nil
 	default:
 		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrInvalid)
 	}
@@ -131,6 +144,18 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 		}
 		if wr.SendFlags&SendInline != 0 {
 			return fmt.Errorf("inline %v: %w", wr.Opcode, ErrInvalid)
+		}
+	}
+	if wr.Opcode == WRAtomicWrite {
+		// IBA 1.5 ATOMIC WRITE: one aligned 64-bit word, from 8 bytes
+		// of local data (inline allowed: it is the value).
+		// With no data the value is CompareAdd (the device's WQE
+		// carries it so).
+		if length != 8 && (length != 0 || len(wr.SGList) != 0) {
+			return fmt.Errorf("%v needs 8 bytes of data, got %d: %w", wr.Opcode, length, ErrInvalid)
+		}
+		if wr.RemoteAddr%8 != 0 {
+			return fmt.Errorf("%v at remote address %#x: not 8-byte aligned: %w", wr.Opcode, wr.RemoteAddr, ErrInvalid)
 		}
 	}
 	if wr.SendFlags&SendInline != 0 {

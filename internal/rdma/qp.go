@@ -102,7 +102,9 @@ type SendWR struct {
 	Opcode    WROpcode
 	SendFlags SendFlags
 	// ImmData is sent big-endian in the ImmDt header and shows up as the
-	// same number in the receiver's WC.ImmData.
+	// same number in the receiver's WC.ImmData. SEND_WITH_INV and
+	// LOCAL_INV carry the R_Key to invalidate here (ibv_send_wr's
+	// invalidate_rkey shares imm_data).
 	ImmData    uint32
 	RemoteAddr uint64 // RDMA and atomic operations
 	RKey       uint32
@@ -116,6 +118,9 @@ type SendWR struct {
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+
+	// BIND_MW (RC): the window, its new R_Key and what it covers.
+	Bind MWBind
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
@@ -139,6 +144,7 @@ type sendWQE struct {
 	ah         *AH    // UD destination
 	remoteQPN  uint32 // UD
 	remoteQKey uint32 // UD: the Q_Key to send (high bit: the QP's own)
+	bind       MWBind // BIND_MW
 	length     uint32
 	sge        []SGE  // view of sgeBuf
 	inline     []byte // view of inlineBuf when SendInline
@@ -159,15 +165,20 @@ type sendWQE struct {
 
 func (w *sendWQE) isRead() bool { return w.opcode == WRRDMARead }
 
+// isLocal reports whether w is a local operation (BIND_MW, LOCAL_INV):
+// it sends nothing and has no PSN.
+func (w *sendWQE) isLocal() bool { return w.opcode == WRBindMW || w.opcode == WRLocalInv }
+
 func (w *sendWQE) isAtomic() bool {
 	return w.opcode == WRAtomicCmpAndSwp || w.opcode == WRAtomicFetchAndAdd
 }
 
 // hasResponse reports whether the responder answers w with data (READ
-// responses or an ATOMIC ACKNOWLEDGE) rather than a plain ACK: such
+// responses or an ATOMIC ACKNOWLEDGE; for ATOMIC WRITE a READ RESPONSE
+// without data) rather than a plain ACK: such
 // requests count against max_rd_atomic and are reissued when an ACK shows
 // their responses were lost (IBA 9.7.4.1).
-func (w *sendWQE) hasResponse() bool { return w.isRead() || w.isAtomic() }
+func (w *sendWQE) hasResponse() bool { return w.isRead() || w.isAtomic() || w.opcode == WRAtomicWrite }
 
 // recvWQE is one receive-queue slot; same ownership rule as sendWQE.
 type recvWQE struct {

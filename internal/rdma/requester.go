@@ -89,6 +89,12 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 				return sent > 0, false
 			}
 			w := qp.sqSlot(r.startIdx)
+			if w.isLocal() {
+				if !qp.execLocal(w) {
+					return sent > 0, false
+				}
+				continue
+			}
 			if !qp.canStart(w) {
 				return sent > 0, false
 			}
@@ -116,6 +122,33 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 		}
 	}
 	return true, true
+}
+
+// execLocal executes a BIND_MW or LOCAL_INV WQE at startIdx once every
+// WQE before it has completed (so that a window changes only after the
+// operations posted before it are done, and completions stay in order)
+// and completes it: Success, or MWBindErr / LocQPOpErr (rxe's statuses),
+// which moves the QP to ERR. It reports false when it has to wait.
+func (qp *QP) execLocal(w *sendWQE) bool {
+	r := &qp.req
+	if r.compIdx != r.startIdx {
+		return false // rescheduled when the completions come (progress)
+	}
+	r.startIdx++
+	r.reqIdx = r.startIdx
+	w.errStatus = WCSuccess
+	if w.opcode == WRBindMW {
+		w.errStatus = qp.bindMW(&w.bind)
+	} else if !qp.invalidateKey(w.imm) {
+		w.errStatus = WCLocQPOpErr
+	}
+	if w.errStatus != WCSuccess {
+		r.stalled = true
+		qp.advanceCompletions()
+		return false
+	}
+	qp.completeSend(w, WCSuccess)
+	return true
 }
 
 // window is how many PSNs the requester may have in flight: MaxUnackedPSNs,
@@ -158,7 +191,7 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 			}
 			mr := d.lookupMR(s.LKey)
 			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) ||
-				(w.hasResponse() && mr.access&AccessLocalWrite == 0) {
+				(w.hasResponse() && w.opcode != WRAtomicWrite && mr.access&AccessLocalWrite == 0) {
 				w.errStatus = WCLocProtErr
 				break
 			}
@@ -211,6 +244,27 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		qp.txEnd(&f, fb, nil)
 		w.nextPSN = w.lastPSN.Next()
 		r.noAckPkts = 0
+	} else if w.opcode == WRAtomicWrite {
+		// IBA 1.5 9.4.6: RETH and the 8-byte value, one packet.
+		f.BTH.Opcode = proto.OpRCAtomicWrite
+		f.BTH.AckReq = true
+		f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: 8}
+		fb, po := qp.txBegin(&f, true)
+		payload := fb.b[po : po+8]
+		if w.length == 0 {
+			binary.LittleEndian.PutUint64(payload, w.compareAdd)
+		} else if !qp.gather(w, 0, payload) {
+			if qp.path.loopback {
+				d.eng.putBuf(fb)
+			}
+			w.errStatus = WCLocProtErr
+			r.stalled = true
+			qp.advanceCompletions()
+			return
+		}
+		qp.txEnd(&f, fb, payload)
+		w.nextPSN = w.lastPSN.Next()
+		r.noAckPkts = 0
 	} else if w.isRead() {
 		f.BTH.Opcode = proto.OpRCReadRequest
 		f.BTH.AckReq = true
@@ -225,6 +279,14 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		write := w.opcode == WRRDMAWrite || w.opcode == WRRDMAWriteWithImm
 		imm := w.opcode == WRSendWithImm || w.opcode == WRRDMAWriteWithImm
 		f.BTH.Opcode = segmentOpcode(write, imm, first, last)
+		if w.opcode == WRSendWithInv && last {
+			// SEND_LAST/ONLY_WITH_INVALIDATE carry the IETH (IBA 9.3.8).
+			f.BTH.Opcode = proto.OpRCSendLastInvalidate
+			if first {
+				f.BTH.Opcode = proto.OpRCSendOnlyInvalidate
+			}
+			f.InvalidateRKey = w.imm
+		}
 		if write && first {
 			f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: w.length}
 		}
@@ -542,6 +604,12 @@ func wcOpcode(op WROpcode) WCOpcode {
 		return WCCompSwap
 	case WRAtomicFetchAndAdd:
 		return WCFetchAdd
+	case WRBindMW:
+		return WCBindMW
+	case WRLocalInv:
+		return WCLocalInv
+	case WRAtomicWrite:
+		return WCAtomicWrite
 	}
 	return WCSend
 }
@@ -824,7 +892,11 @@ func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
 	default:
 		op = proto.OpRCReadResponseMiddle
 	}
-	if !w.isRead() || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
+	if w.opcode == WRAtomicWrite {
+		// Answered by one READ RESPONSE ONLY without data (IBA 1.5).
+		want, op = 0, proto.OpRCReadResponseOnly
+	}
+	if (!w.isRead() && w.opcode != WRAtomicWrite) || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
 		(pkt.AETH != nil && pkt.AETH.Type() != proto.AckTypeACK) {
 		qp.failAt(psn, WCBadRespErr)
 		return

@@ -49,6 +49,7 @@ type readRes struct {
 	length      uint32
 	atomic      bool
 	orig        uint64 // atomic: the value the target held before
+	atomicWrite bool   // an ATOMIC WRITE: answered again, never executed twice
 }
 
 // resolveRecv looks up the lkeys of a receive WR: every non-empty SGE
@@ -108,6 +109,8 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 		qp.respRead(pkt, psn)
 	case proto.KindAtomic:
 		qp.respAtomic(pkt, psn)
+	case proto.KindAtomicWrite:
+		qp.respAtomicWrite(pkt, psn)
 	default:
 		d.ctr.rxUnsupported.Add(1)
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
@@ -134,8 +137,8 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	mr := d.lookupMR(rkey)
-	if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteAtomic == 0 || !mr.contains(va, 8) {
+	mr := qp.remoteMR(rkey, va, 8, AccessRemoteAtomic)
+	if mr == nil {
 		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 		return
 	}
@@ -164,6 +167,82 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 	// the count.
 	d.ctr.atomicsExecuted.Add(1)
 	qp.sendAtomicAck(psn, orig)
+}
+
+// respAtomicWrite executes an RDMA ATOMIC WRITE (IBA 1.5, 9.4.6): the
+// 8-byte payload replaces the aligned target word at once (with respect
+// to the engine's other atomics), and the answer is an RDMA READ
+// RESPONSE ONLY without data. The QP needs remote write access (as rxe
+// checks), the R_Key remote write over the word. A duplicate is answered
+// again from the replay ring and not executed twice.
+func (qp *QP) respAtomicWrite(pkt *proto.Packet, psn proto.PSN) {
+	d := qp.dev
+	rs := &qp.resp
+	if !qp.checkSequence(psn, proto.KindAtomicWrite, proto.PosNone) {
+		return
+	}
+	if qp.attr.QPAccessFlags&AccessRemoteWrite == 0 || qp.attr.MaxDestRDAtomic == 0 {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	reth := pkt.RETH
+	va, rkey := reth.VA(), reth.RKey()
+	if reth.DMALength() != 8 || len(pkt.Payload) != 8 || va%8 != 0 {
+		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+		return
+	}
+	mr := qp.remoteMR(rkey, va, 8, AccessRemoteWrite)
+	if mr == nil {
+		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
+		return
+	}
+	addr := mr.base + (va - mr.iova)
+	if mr.paged {
+		addr, _ = mr.translate(va, 8)
+	}
+	// The payload's bytes become the word's: the value in memory order.
+	val := uint64(pkt.Payload[0]) | uint64(pkt.Payload[1])<<8 | uint64(pkt.Payload[2])<<16 |
+		uint64(pkt.Payload[3])<<24 | uint64(pkt.Payload[4])<<32 | uint64(pkt.Payload[5])<<40 |
+		uint64(pkt.Payload[6])<<48 | uint64(pkt.Payload[7])<<56
+	if !atomicStore64(d.mem, addr, val) {
+		qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
+		return
+	}
+	res := &qp.readRes[rs.resNext]
+	rs.resNext = (rs.resNext + 1) % len(qp.readRes)
+	*res = readRes{valid: true, first: psn, last: psn, atomicWrite: true}
+	rs.msn++
+	rs.ackPending = false
+	qp.accepted(psn, 1, false)
+	d.ctr.atomicWrites.Add(1)
+	qp.sendEmptyReadResponse(psn)
+}
+
+// atomicStore64 replaces the 8-byte word at addr with v through the
+// Memory's compare-and-swap, so that it is atomic with respect to the
+// engine's other atomics on the word.
+func atomicStore64(m Memory, addr, v uint64) bool {
+	old, err := m.FetchAndAdd64(addr, 0)
+	for err == nil {
+		var got uint64
+		if got, err = m.CompareAndSwap64(addr, old, v); err == nil && got == old {
+			return true
+		}
+		old = got
+	}
+	return false
+}
+
+// sendEmptyReadResponse answers an ATOMIC WRITE: a READ RESPONSE ONLY of
+// psn without payload.
+func (qp *QP) sendEmptyReadResponse(psn proto.PSN) {
+	f := qp.path.f
+	f.BTH.Opcode = proto.OpRCReadResponseOnly
+	f.BTH.PSN = psn
+	f.AETH = proto.AETHFields{Syndrome: proto.MakeSyndrome(proto.AckTypeACK, proto.AETHCreditInvalid), MSN: qp.resp.msn}
+	fb, po := qp.txBegin(&f, false)
+	qp.txEnd(&f, fb, fb.b[po:po])
+	qp.dev.ctr.readResponsesSent.Add(1)
 }
 
 // sendAtomicAck sends the ATOMIC ACKNOWLEDGE of psn carrying orig.
@@ -270,6 +349,17 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		if pkt.ImmDt != nil {
 			wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), WCWithImm
 		}
+		if pkt.IETH != nil {
+			// SEND_WITH_INV (IBA 9.4.1.1, 10.6.7.3): invalidate the
+			// R_Key once the message is placed. A key that cannot be
+			// invalidated is an invalid request (rxe: class J).
+			rkey := pkt.IETH.RKey()
+			if !qp.invalidateKey(rkey) {
+				qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+				return
+			}
+			wc.ImmData, wc.WCFlags = rkey, WCWithInv
+		}
 		qp.recvDone()
 		rs.op = respIdle
 		rs.msn++
@@ -295,8 +385,8 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
 		var mr *MR
 		if n > 0 { // a zero-length WRITE touches nothing and needs no key
-			mr = d.lookupMR(rkey)
-			if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteWrite == 0 || !mr.contains(va, uint64(n)) {
+			mr = qp.remoteMR(rkey, va, uint64(n), AccessRemoteWrite)
+			if mr == nil {
 				qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 				return
 			}
@@ -347,7 +437,6 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 }
 
 func (qp *QP) respRead(pkt *proto.Packet, psn proto.PSN) {
-	d := qp.dev
 	rs := &qp.resp
 	if !qp.checkSequence(psn, proto.KindReadRequest, proto.PosNone) {
 		return
@@ -360,8 +449,8 @@ func (qp *QP) respRead(pkt *proto.Packet, psn proto.PSN) {
 	va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
 	var mr *MR
 	if n > 0 {
-		mr = d.lookupMR(rkey)
-		if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteRead == 0 || !mr.contains(va, uint64(n)) {
+		mr = qp.remoteMR(rkey, va, uint64(n), AccessRemoteRead)
+		if mr == nil {
 			qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 			return
 		}
@@ -493,10 +582,19 @@ func (qp *QP) duplicate(pkt *proto.Packet, psn proto.PSN) {
 			}
 		}
 		// Too old to replay: the requester will time out.
+	case proto.KindAtomicWrite:
+		for i := range qp.readRes {
+			res := &qp.readRes[i]
+			if res.valid && res.atomicWrite && res.first == psn {
+				d.ctr.atomicReplays.Add(1)
+				qp.sendEmptyReadResponse(psn)
+				return
+			}
+		}
 	case proto.KindReadRequest:
 		for i := range qp.readRes {
 			res := &qp.readRes[i]
-			if res.valid && !res.atomic && !psn.Before(res.first) && !psn.After(res.last) {
+			if res.valid && !res.atomic && !res.atomicWrite && !psn.Before(res.first) && !psn.After(res.last) {
 				d.ctr.readReplays.Add(1)
 				qp.startReply(res, psn)
 				return

@@ -143,8 +143,8 @@ func MTUFromBytes(n int) (MTU, bool) {
 // WROpcode is a send work request opcode (enum ibv_wr_opcode).
 type WROpcode uint32
 
-// Send work request opcodes. SEND_WITH_INV, LOCAL_INV and BIND_MW are
-// defined for numbering but rejected by PostSend with ErrUnsupported.
+// Send work request opcodes. SEND_WITH_INV, LOCAL_INV and BIND_MW are RC
+// only (memory windows, mw.go).
 const (
 	WRRDMAWrite         WROpcode = 0 // IBV_WR_RDMA_WRITE
 	WRRDMAWriteWithImm  WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
@@ -156,6 +156,10 @@ const (
 	WRLocalInv          WROpcode = 7 // IBV_WR_LOCAL_INV
 	WRBindMW            WROpcode = 8 // IBV_WR_BIND_MW
 	WRSendWithInv       WROpcode = 9 // IBV_WR_SEND_WITH_INV
+	// WRAtomicWrite is RDMA ATOMIC WRITE (IBA 1.5): 8 bytes of local data
+	// (one SGE or inline; with no SGE, CompareAdd in memory byte order)
+	// written at once to an 8-byte-aligned remote address. RC only.
+	WRAtomicWrite WROpcode = 15 // IBV_WR_ATOMIC_WRITE
 )
 
 func (o WROpcode) String() string {
@@ -180,6 +184,8 @@ func (o WROpcode) String() string {
 		return "BIND_MW"
 	case WRSendWithInv:
 		return "SEND_WITH_INV"
+	case WRAtomicWrite:
+		return "ATOMIC_WRITE"
 	}
 	return "WROpcode(" + strconv.Itoa(int(o)) + ")"
 }
@@ -264,6 +270,7 @@ const (
 	WCBindMW          WCOpcode = 5   // IBV_WC_BIND_MW
 	WCLocalInv        WCOpcode = 6   // IBV_WC_LOCAL_INV
 	WCTSO             WCOpcode = 7   // IBV_WC_TSO
+	WCAtomicWrite     WCOpcode = 9   // IBV_WC_ATOMIC_WRITE
 	WCRecv            WCOpcode = 128 // IBV_WC_RECV
 	WCRecvRDMAWithImm WCOpcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
 )
@@ -286,6 +293,8 @@ func (o WCOpcode) String() string {
 		return "LOCAL_INV"
 	case WCTSO:
 		return "TSO"
+	case WCAtomicWrite:
+		return "ATOMIC_WRITE"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAWithImm:

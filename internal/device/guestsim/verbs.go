@@ -611,3 +611,24 @@ func (g *Guest) MADIfc(ctx context.Context, mad []byte) ([]byte, error) {
 	resp := make([]byte, device.MADSize)
 	return resp, g.ram.ReadAt(resp, out)
 }
+
+// AllocMW runs ALLOC_MW (ABI 1.10) and returns the window's R_Key, its
+// handle.
+func (g *Guest) AllocMW(ctx context.Context, pd, typ uint32) (uint32, error) {
+	cmd := device.AdminCmd{Opcode: device.CmdAllocMW}
+	*device.PayloadOf[device.CmdAllocMWArgs](&cmd) = device.CmdAllocMWArgs{PD: pd, Type: typ}
+	c, err := g.Admin(ctx, &cmd)
+	if err != nil {
+		return 0, err
+	}
+	if le32(c.Out[0:]) != c.Handle {
+		return 0, fmt.Errorf("ALLOC_MW: handle %#x, out R_Key %#x", c.Handle, le32(c.Out[0:]))
+	}
+	return c.Handle, nil
+}
+
+// BindMWWQE is the send WQE of a BIND_MW (see HICAIN_WR_BIND_MW).
+func BindMWWQE(wrID uint64, mwKey, newKey, lkey uint32, addr, length uint64, access uint32, flags uint16) device.SendWQE {
+	return device.SendWQE{WRID: wrID, Opcode: device.WRBindMW, SendFlags: flags, RKey: mwKey, ImmData: newKey,
+		RemoteAddr: addr, CompareAdd: length, Swap: uint64(access)<<32 | uint64(lkey)}
+}

@@ -391,9 +391,10 @@ static const char *qp_ex_case(struct ibv_pd *pd)
 		why = "MRs and CQs";
 		goto out;
 	}
-	x = new_qp_ex(pd, ca, IBV_QPT_RC, RC_OPS | IBV_QP_EX_WITH_BIND_MW);
+	/* TSO is not offered (MW binds are, from ABI 1.10: the mw case). */
+	x = new_qp_ex(pd, ca, IBV_QPT_RC, RC_OPS | IBV_QP_EX_WITH_TSO);
 	if (x || errno != EOPNOTSUPP) {
-		why = "a QP with MW binds was not refused with EOPNOTSUPP";
+		why = "a QP with TSO was not refused with EOPNOTSUPP";
 		if (x)
 			ibv_destroy_qp(x);
 		goto out;
@@ -401,6 +402,13 @@ static const char *qp_ex_case(struct ibv_pd *pd)
 	x = new_qp_ex(pd, ca, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE);
 	if (x || errno != EOPNOTSUPP) {
 		why = "a UD QP with RDMA WRITE was not refused with EOPNOTSUPP";
+		if (x)
+			ibv_destroy_qp(x);
+		goto out;
+	}
+	x = new_qp_ex(pd, ca, IBV_QPT_UC, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW);
+	if (x || errno != EOPNOTSUPP) {
+		why = "a UC QP with MW binds was not refused with EOPNOTSUPP";
 		if (x)
 			ibv_destroy_qp(x);
 		goto out;
@@ -562,6 +570,145 @@ out:
 		ibv_dereg_mr(md);
 	free(src);
 	free(dst);
+	return why;
+}
+
+/* raw_bind - a BIND_MW WQE written by hand (ABI 1.10 layout). */
+static void raw_bind(struct ibv_qp *qp, uint64_t wr_id, uint32_t mw_key, uint32_t new_key,
+		     uint32_t lkey, uint64_t addr, uint64_t len, uint32_t access)
+{
+	struct hicain_qp *q = to_hqp(qp);
+	struct hicain_send_wqe *w = raw_wqe(q);
+
+	w->wr_id = wr_id;
+	w->opcode = HICAIN_WR_BIND_MW;
+	w->send_flags = IBV_SEND_SIGNALED;
+	w->rkey = mw_key;
+	w->imm_data = new_key;
+	w->remote_addr = addr;
+	w->compare_add = len;
+	w->swap = (uint64_t)access << 32 | lkey;
+	raw_publish_sq(q, ++q->sq.idx);
+}
+
+/*
+ * mw_case - memory windows through the provider: a type 2 window bound
+ * by IBV_WR_BIND_MW grants a write inside it and refuses one past it;
+ * SEND_WITH_INV frees it (the receiver's completion has IBV_WC_WITH_INV
+ * and the key); a type 1 window bound by ibv_bind_mw and unbound with
+ * length 0. Hand-written BIND_MW WQEs naming a window of another PD, a
+ * window that does not exist, or a range past the MR complete with
+ * IBV_WC_MW_BIND_ERR. No byte may land outside the windows.
+ */
+static const char *mw_case(struct ibv_pd *pd, struct ibv_pd *pd2, struct ibv_mr *mr_a, uint8_t *buf_a,
+			   uint8_t *buf_b)
+{
+	struct ibv_mr *mr_w = ibv_reg_mr(pd, buf_b, BUF, IBV_ACCESS_LOCAL_WRITE |
+					 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	struct ibv_mw *other = ibv_alloc_mw(pd2, IBV_MW_TYPE_2);
+	struct ibv_sge sge = { .addr = (uintptr_t)buf_b + 512, .length = 64, .lkey = 0 };
+	struct ibv_send_wr wr, *bad;
+	struct ibv_recv_wr rwr, *rbad;
+	struct ibv_mw_bind mb;
+	struct ibv_device_attr da;
+	struct ibv_wc wc;
+	struct pair p;
+	const char *why = NULL;
+	uint32_t key;
+
+	memset(buf_b, 0, BUF);
+	if (!mr_w || !mw2 || !mw1 || !other)
+		return "alloc";
+	if (ibv_query_device(ctx, &da) || !da.max_mw ||
+	    !(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B))
+		return "device attributes without windows";
+	if (ibv_alloc_mw(pd, 3))
+		return "a type 3 window";
+	sge.lkey = mr_w->lkey;
+	if (make_pair(&p, pd, pd))
+		return "set-up";
+	key = ibv_inc_rkey(mw2->rkey);
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 20;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = key;
+	wr.bind_mw.bind_info.mr = mr_w;
+	wr.bind_mw.bind_info.addr = (uintptr_t)buf_b;
+	wr.bind_mw.bind_info.length = 256;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_post_send(p.b, &wr, &bad) || wait_wc(p.cq_b, &wc, 5000) ||
+	    wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_BIND_MW)
+		why = "type 2 bind";
+	else if (post_write(p.a, 21, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b + 192, key) ||
+		 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_b + 192, 64, 'A'))
+		why = "write inside the window";
+	if (!why) {
+		/* SEND_WITH_INV from a: b's receive sees the invalidation. */
+		memset(&rwr, 0, sizeof(rwr));
+		rwr.wr_id = 22;
+		rwr.sg_list = &sge;
+		rwr.num_sge = 1;
+		memset(&wr, 0, sizeof(wr));
+		struct ibv_sge ssge = { .addr = (uintptr_t)buf_a, .length = 16, .lkey = mr_a->lkey };
+		wr.wr_id = 23;
+		wr.sg_list = &ssge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_SEND_WITH_INV;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.invalidate_rkey = key;
+		if (ibv_post_recv(p.b, &rwr, &rbad) || ibv_post_send(p.a, &wr, &bad) ||
+		    wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS)
+			why = "SEND_WITH_INV";
+		else if (wait_wc(p.cq_b, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			 !(wc.wc_flags & IBV_WC_WITH_INV) || wc.invalidated_rkey != key)
+			why = "receive of SEND_WITH_INV without WITH_INV and the key";
+		else if (post_write(p.a, 24, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b, key) ||
+			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_REM_ACCESS_ERR ||
+			 !all_bytes(buf_b, 64, 0))
+			why = "write through the invalidated window";
+	}
+	free_pair(&p);
+	if (!why) {
+		/* Type 1: ibv_bind_mw, a write past the window refused. */
+		memset(&mb, 0, sizeof(mb));
+		mb.wr_id = 25;
+		mb.send_flags = IBV_SEND_SIGNALED;
+		mb.bind_info.mr = mr_w;
+		mb.bind_info.addr = (uintptr_t)buf_b + 1024;
+		mb.bind_info.length = 64;
+		mb.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		if (make_pair(&p, pd, pd) || ibv_bind_mw(p.b, mw1, &mb) || wait_wc(p.cq_b, &wc, 5000) ||
+		    wc.status != IBV_WC_SUCCESS)
+			why = "type 1 bind";
+		else if (post_write(p.a, 26, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b + 1040,
+				    mw1->rkey) || wait_wc(p.cq_a, &wc, 5000) ||
+			 wc.status != IBV_WC_REM_ACCESS_ERR || !all_bytes(buf_b + 1024, 128, 0))
+			why = "write past a type 1 window";
+		free_pair(&p);
+	}
+	/* Hand-written binds: each completes with MW_BIND_ERR. */
+	for (int c = 0; c < 3 && !why; c++) {
+		uint32_t mwk = c == 0 ? other->rkey : c == 1 ? 0xfffff000 : mw2->rkey;
+		uint64_t len = c == 2 ? 2 * BUF : 64;
+
+		if (make_pair(&p, pd, pd)) {
+			why = "set-up";
+			break;
+		}
+		raw_bind(p.b, 30 + c, mwk, ibv_inc_rkey(mwk), mr_w->lkey, (uintptr_t)buf_b, len,
+			 IBV_ACCESS_REMOTE_WRITE);
+		if (wait_wc(p.cq_b, &wc, 5000) || wc.status != IBV_WC_MW_BIND_ERR)
+			why = c == 0 ? "bind of another PD's window" : c == 1 ? "bind of no window" :
+				       "bind past the MR";
+		free_pair(&p);
+	}
+	if (ibv_dealloc_mw(mw2) || ibv_dealloc_mw(mw1) || ibv_dealloc_mw(other))
+		why = why ? why : "dealloc";
+	ibv_dereg_mr(mr_w);
 	return why;
 }
 
@@ -1078,6 +1225,16 @@ rereg_done:
 		free_pair(&p);
 		if (big)
 			ibv_destroy_cq(big);
+	}
+
+	/* mw: memory windows (ABI 1.10). */
+	{
+		const char *why = mw_case(pd, pd2, mr_a, buf_a, buf_b);
+
+		if (why)
+			fail("mw", why);
+		else
+			ok("mw");
 	}
 
 	/* after: the device still serves this process. */

@@ -266,6 +266,71 @@ static int hicain_dealloc_pd(struct ibv_pd *ibpd)
 	return 0;
 }
 
+/* ---- memory windows (ABI 1.10) ---- */
+
+static struct ibv_mw *hicain_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp = {};
+	struct ibv_alloc_mw cmd = {};
+	struct ibv_mw *mw;
+	int ret;
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	return mw;
+}
+
+static int hicain_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret = ibv_cmd_dealloc_mw(mw);
+
+	if (ret)
+		return ret;
+	free(mw);
+	return 0;
+}
+
+static int hicain_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			    struct ibv_send_wr **bad_wr);
+
+/*
+ * hicain_bind_mw - ibv_bind_mw (type 1; libibverbs refuses type 2): a
+ * BIND_MW WQE with the next R_Key (ibv_inc_rkey), which the window
+ * takes at once, as rxe does; a bind that completes with an error
+ * leaves the device's window as it was, and the caller must restore
+ * mw->rkey (the verbs' rule).
+ */
+static int hicain_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+	struct ibv_send_wr wr = {}, *bad;
+	int ret;
+
+	if (mw_bind->bind_info.mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL;
+	if (!to_hqp(qp)->mapped)
+		return EOPNOTSUPP;	/* the kernel's post_send has no binds */
+	wr.wr_id = mw_bind->wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = mw_bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	ret = hicain_post_send(qp, &wr, &bad);
+	if (ret)
+		return ret;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
+}
+
 static struct ibv_mr *hicain_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 				    uint64_t hca_va, int access)
 {
@@ -883,6 +948,26 @@ static void hicain_write_sges(struct hicain_sge *dst, const struct ibv_sge *src,
 }
 
 /*
+ * hicain_wqe_bind - the operands of a BIND_MW WQE (ABI 1.10, see
+ * HICAIN_WR_BIND_MW): the window by its R_Key, the key it gets, what it
+ * covers. The device checks them when the WQE executes and completes a
+ * bad bind with IBV_WC_MW_BIND_ERR.
+ */
+static void hicain_wqe_bind(struct hicain_send_wqe *w, const struct ibv_mw *mw, uint32_t rkey,
+			    const struct ibv_mw_bind_info *info)
+{
+	uint32_t lkey = info->mr ? info->mr->lkey : 0;
+
+	w->opcode = HICAIN_WR_BIND_MW;
+	w->num_sge = 0;
+	w->rkey = htole32(mw->rkey);
+	w->imm_data = htole32(rkey);
+	w->remote_addr = htole64(info->addr);
+	w->compare_add = htole64(info->length);
+	w->swap = htole64((uint64_t)info->mw_access_flags << 32 | lkey);
+}
+
+/*
  * hicain_build_send - one send WQE at w, as hicain_ib's kernel path
  * writes it: the opcodes of the device (IBV_WR_* numbering), the SGEs
  * verbatim (the device checks lkey and range against the QP's PD), or
@@ -914,6 +999,7 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 		/* fallthrough */
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_WRITE:	/* the 8 bytes: the SGE or inline data */
 		w->remote_addr = htole64(wr->wr.rdma.remote_addr);
 		w->rkey = htole32(wr->wr.rdma.rkey);
 		break;
@@ -924,9 +1010,24 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 		w->compare_add = htole64(wr->wr.atomic.compare_add);
 		w->swap = htole64(wr->wr.atomic.swap);
 		break;
+	case IBV_WR_SEND_WITH_INV:
+		w->imm_data = htole32(wr->invalidate_rkey);
+		break;
+	case IBV_WR_LOCAL_INV:
+		w->imm_data = htole32(wr->invalidate_rkey);
+		break;
+	case IBV_WR_BIND_MW:
+		if (!wr->bind_mw.mw)
+			return EINVAL;
+		hicain_wqe_bind(w, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
+		break;
 	default:
 		return EINVAL;
 	}
+	if (qp->vqp.qp.qp_type != IBV_QPT_RC &&
+	    (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV ||
+	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_ATOMIC_WRITE))
+		return EINVAL;	/* memory windows and ATOMIC WRITE are RC's */
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		/* A datagram is a SEND through an AH of the QP's PD. */
 		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
@@ -939,6 +1040,11 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 	w->wr_id = htole64(wr->wr_id);
 	w->opcode = wr->opcode;
 	w->send_flags = htole16(wr->send_flags);
+	if (wr->opcode == IBV_WR_LOCAL_INV || wr->opcode == IBV_WR_BIND_MW) {
+		/* Local operations: no data. */
+		w->send_flags &= htole16(~IBV_SEND_INLINE);
+		return 0;
+	}
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		for (i = 0; i < wr->num_sge; i++) {
 			if (wr->sg_list[i].length > qp->max_inline - len)
@@ -1194,6 +1300,56 @@ static void hicain_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 	w->compare_add = htole64(add);
 }
 
+/*
+ * hicain_wr_atomic_write - IBA 1.5 ATOMIC WRITE of the 8 bytes at
+ * atomic_wr, carried in the WQE's compare_add (no SGE: ABI 1.10), so the
+ * QP needs no inline room.
+ */
+static void hicain_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t remote_addr,
+				   const void *atomic_wr)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_ATOMIC_WRITE);
+
+	if (!w)
+		return;
+	if (!atomic_wr) {
+		qpx_to_hqp(qpx)->wr_err = EINVAL;
+		return;
+	}
+	hicain_wr_remote(w, rkey, remote_addr);
+	memcpy(&w->compare_add, atomic_wr, sizeof(w->compare_add));
+}
+
+static void hicain_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_SEND_INV);
+
+	if (w)
+		w->imm_data = htole32(invalidate_rkey);
+}
+
+static void hicain_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_LOCAL_INV);
+
+	if (w)
+		w->imm_data = htole32(invalidate_rkey);
+}
+
+static void hicain_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+			      const struct ibv_mw_bind_info *info)
+{
+	struct hicain_send_wqe *w = hicain_wr_new(qpx, HICAIN_WR_BIND_MW);
+
+	if (!w)
+		return;
+	if (!mw || !info) {
+		qpx_to_hqp(qpx)->wr_err = EINVAL;
+		return;
+	}
+	hicain_wqe_bind(w, mw, rkey, info);
+}
+
 static void hicain_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t remote_qpn,
 				  uint32_t remote_qkey)
 {
@@ -1314,7 +1470,9 @@ static void hicain_wr_abort(struct ibv_qp_ex *qpx)
 			     IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 #define HICAIN_QP_EX_RC_OPS (HICAIN_QP_EX_UC_OPS | IBV_QP_EX_WITH_RDMA_READ | \
 			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
-			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+			     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | \
+			     IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | \
+			     IBV_QP_EX_WITH_ATOMIC_WRITE)
 
 static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 {
@@ -1366,6 +1524,14 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
 		qpx->wr_atomic_cmp_swp = hicain_wr_atomic_cmp_swp;
 	if (flags & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 		qpx->wr_atomic_fetch_add = hicain_wr_atomic_fetch_add;
+	if (flags & IBV_QP_EX_WITH_SEND_WITH_INV)
+		qpx->wr_send_inv = hicain_wr_send_inv;
+	if (flags & IBV_QP_EX_WITH_LOCAL_INV)
+		qpx->wr_local_inv = hicain_wr_local_inv;
+	if (flags & IBV_QP_EX_WITH_BIND_MW)
+		qpx->wr_bind_mw = hicain_wr_bind_mw;
+	if (flags & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		qpx->wr_atomic_write = hicain_wr_atomic_write;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
 		qpx->wr_set_ud_addr = hicain_wr_set_ud_addr;
 	qpx->wr_set_sge = hicain_wr_set_sge;
@@ -1381,8 +1547,8 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
  * hicain_create_qp_ex - ibv_create_qp_ex: a QP as create_qp's (the same
  * command and udata), and with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
  * ibv_wr_* API for the operations the device executes on the QP's type
- * (EOPNOTSUPP for others: send with invalidate, local invalidate, MW
- * binds, atomic write, TSO). The API writes into the mapped SQ, so a
+ * (EOPNOTSUPP for others: TSO; send with invalidate, local
+ * invalidate, MW binds and atomic write are RC's). The API writes into the mapped SQ, so a
  * QP whose SQ the kernel could not map (a context without the doorbell
  * page, an SQ too large to map) is refused it with EOPNOTSUPP; a plain
  * ibv_create_qp still gives such a QP. Create flags (the empty set is
@@ -1561,15 +1727,18 @@ static void hicain_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops hicain_ctx_ops = {
+	.alloc_mw = hicain_alloc_mw,
 	.alloc_parent_domain = hicain_alloc_parent_domain,
 	.alloc_pd = hicain_alloc_pd,
 	.attach_mcast = ibv_cmd_attach_mcast,
+	.bind_mw = hicain_bind_mw,
 	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
 	.create_cq_ex = hicain_create_cq_ex,
 	.create_qp = hicain_create_qp,
 	.create_qp_ex = hicain_create_qp_ex,
 	.create_srq = hicain_create_srq,
+	.dealloc_mw = hicain_dealloc_mw,
 	.dealloc_pd = hicain_dealloc_pd,
 	.dereg_mr = hicain_dereg_mr,
 	.destroy_ah = hicain_destroy_ah,

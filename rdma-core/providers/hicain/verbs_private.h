@@ -141,7 +141,7 @@ typedef void (*verbs_unused_op)(void);
 struct verbs_context_ops {
 	verbs_unused_op advise_mr;
 	verbs_unused_op alloc_dm;
-	verbs_unused_op alloc_mw;
+	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
 	verbs_unused_op alloc_null_mr;
 	struct ibv_pd *(*alloc_parent_domain)(struct ibv_context *context,
 					      struct ibv_parent_domain_init_attr *attr);
@@ -150,7 +150,7 @@ struct verbs_context_ops {
 	void (*async_event)(struct ibv_context *context, struct ibv_async_event *event);
 	verbs_unused_op attach_counters_point_flow;
 	int (*attach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
-	verbs_unused_op bind_mw;
+	int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
 	verbs_unused_op close_xrcd;
 	void (*cq_event)(struct ibv_cq *cq);
 	struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
@@ -168,7 +168,7 @@ struct verbs_context_ops {
 	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
 	verbs_unused_op create_srq_ex;
 	verbs_unused_op create_wq;
-	verbs_unused_op dealloc_mw;
+	int (*dealloc_mw)(struct ibv_mw *mw);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	verbs_unused_op dealloc_td;
 	int (*dereg_mr)(struct verbs_mr *vmr);
@@ -244,6 +244,11 @@ struct ibv_query_port {
 struct ibv_alloc_pd {
 	struct ib_uverbs_cmd_hdr hdr;
 	struct ib_uverbs_alloc_pd core;
+};
+
+struct ibv_alloc_mw {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_alloc_mw core;
 };
 
 struct ibv_reg_mr {
@@ -384,6 +389,8 @@ HICAIN_STATIC_ASSERT(sizeof(struct ibv_get_context) == 16);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_query_port) == 24);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_alloc_pd) == 16);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_reg_mr) == 48);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_alloc_mw) == 24);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_alloc_mw_resp) == 8);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq) == 40);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_qp) == 64);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_resize_cq) == 24);
@@ -425,6 +432,10 @@ int ibv_cmd_query_port(struct ibv_context *context, uint8_t port_num,
 int ibv_cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd, struct ibv_alloc_pd *cmd,
 		     size_t cmd_size, struct ib_uverbs_alloc_pd_resp *resp, size_t resp_size);
 int ibv_cmd_dealloc_pd(struct ibv_pd *pd);
+int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type, struct ibv_mw *mw,
+		     struct ibv_alloc_mw *cmd, size_t cmd_size,
+		     struct ib_uverbs_alloc_mw_resp *resp, size_t resp_size);
+int ibv_cmd_dealloc_mw(struct ibv_mw *mw);
 int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va, int access,
 		   struct verbs_mr *vmr, struct ibv_reg_mr *cmd, size_t cmd_size,
 		   struct ib_uverbs_reg_mr_resp *resp, size_t resp_size);

@@ -11,6 +11,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli"
 	benchrdma "github.com/PacketFive/hinic/internal/cli/bench/rdma"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/faultsuite"
 )
 
 func TestBenchRDMAJSON(t *testing.T) {
@@ -117,7 +118,7 @@ func TestBenchRDMAFaultsJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if rep.Hosts != 4 || rep.Ops != 400 || rep.Checked != 400 || rep.Faults.Drop != 0.02 || rep.Faults.Seed != 3 ||
-		len(rep.Kinds) != 8 || len(rep.Engines) != 4 || rep.Engines[3].Host != "host4" {
+		len(rep.Kinds) != int(faultsuite.NumKinds) || len(rep.Engines) != 4 || rep.Engines[3].Host != "host4" {
 		t.Fatalf("%+v", rep)
 	}
 }
