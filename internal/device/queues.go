@@ -70,7 +70,7 @@ func (s *session) serviceSQ(q *gqp) {
 			// HICAIN_WR_BIND_MW); the engine checks them when the WR
 			// executes and completes a bad one with MW_BIND_ERR.
 			if q.datagram() {
-				s.badSend(q, &w)
+				s.badSend(q, w)
 				continue
 			}
 			wr.Bind = rdma.MWBind{MWKey: w.RKey, NewRKey: w.ImmData, LKey: uint32(w.Swap),
