@@ -99,6 +99,8 @@ type DeviceConfig struct {
 	// SRQ and multicast limits; zero means the Default* value (MaxSRQSGE:
 	// MaxSGE).
 	MaxSRQ, MaxSRQWR, MaxSRQSGE, MaxMcastGrp, MaxMcastQPAttach int
+	// MaxXRCD is the XRC domains; zero means DefaultMaxXRCD.
+	MaxXRCD int
 
 	// Identity reported by QueryDevice; zero means the defaults.
 	VendorID, VendorPartID, HWVer uint32
@@ -168,6 +170,7 @@ const (
 	DeviceSysImageGUID   = 1 << 11 // IBV_DEVICE_SYS_IMAGE_GUID
 	DeviceRCRNRNAKGen    = 1 << 12 // IBV_DEVICE_RC_RNR_NAK_GEN
 	DeviceSRQResize      = 1 << 13 // IBV_DEVICE_SRQ_RESIZE
+	DeviceXRC            = 1 << 20 // IBV_DEVICE_XRC
 )
 
 // PortAttr is what QueryPort reports (struct ibv_port_attr).
@@ -227,6 +230,8 @@ type Device struct {
 	nSRQ    int
 	pdID    uint32
 	srqID   uint32
+	nXRCD   int
+	xrcdID  uint32
 
 	// Memory-region key table, read by the engine on every DMA lookup.
 	mrMu    sync.RWMutex
@@ -282,6 +287,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	def(&cfg.MaxInline, DefaultMaxInline)
 	def(&cfg.MaxQPRDAtomic, DefaultMaxQPRDAtomic)
 	def(&cfg.MaxSRQ, DefaultMaxSRQ)
+	def(&cfg.MaxXRCD, DefaultMaxXRCD)
 	def(&cfg.MaxSRQWR, DefaultMaxSRQWR)
 	def(&cfg.MaxSRQSGE, cfg.MaxSGE)
 	def(&cfg.MaxMcastGrp, DefaultMaxMcastGrp)
@@ -399,7 +405,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		HWVer:                 c.HWVer,
 		MaxQP:                 c.MaxQP,
 		MaxQPWR:               c.MaxQPWR,
-		DeviceCapFlags:        DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen | DeviceSRQResize,
+		DeviceCapFlags:        DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen | DeviceSRQResize | DeviceXRC,
 		MaxSGE:                c.MaxSGE,
 		MaxSGERd:              c.MaxSGE,
 		MaxCQ:                 c.MaxCQ,

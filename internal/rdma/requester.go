@@ -194,6 +194,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	retrans := psn.Before(r.sqPSN)
 	f := qp.path.f
 	f.BTH.PSN = psn
+	f.XRCSRQ = w.remoteSRQN // written only for XRC opcodes
 	idx := int(psn.Diff(w.firstPSN))
 	off := idx * qp.pmtu
 	if w.isAtomic() {
@@ -562,7 +563,7 @@ func (qp *QP) onResponse(pkt *proto.Packet) {
 		d.ctr.staleResponses.Add(1)
 		return
 	}
-	switch pkt.BTH.Opcode() {
+	switch rcOpcode(pkt.BTH.Opcode()) {
 	case proto.OpRCAcknowledge:
 		qp.onAETH(psn, pkt.AETH)
 	case proto.OpRCAtomicAcknowledge:
@@ -824,7 +825,7 @@ func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
 	default:
 		op = proto.OpRCReadResponseMiddle
 	}
-	if !w.isRead() || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
+	if !w.isRead() || rcOpcode(pkt.BTH.Opcode()) != op || len(pkt.Payload) != want ||
 		(pkt.AETH != nil && pkt.AETH.Type() != proto.AckTypeACK) {
 		qp.failAt(psn, WCBadRespErr)
 		return

@@ -98,6 +98,9 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 		qp.duplicate(pkt, psn)
 		return
 	}
+	if qp.isXRCTgt() && !qp.xrcSelect(pkt, psn) {
+		return
+	}
 	info := bth.Opcode().Info()
 	switch info.Kind {
 	case proto.KindSend:
@@ -135,7 +138,7 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 		return
 	}
 	mr := d.lookupMR(rkey)
-	if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteAtomic == 0 || !mr.contains(va, 8) {
+	if mr == nil || mr.pd != qp.respPD() || mr.access&AccessRemoteAtomic == 0 || !mr.contains(va, 8) {
 		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 		return
 	}
@@ -145,7 +148,7 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 	}
 	var orig uint64
 	var err error
-	if pkt.BTH.Opcode() == proto.OpRCCompareSwap {
+	if rcOpcode(pkt.BTH.Opcode()) == proto.OpRCCompareSwap {
 		orig, err = d.mem.CompareAndSwap64(addr, a.CompareData(), a.SwapData())
 	} else {
 		orig, err = d.mem.FetchAndAdd64(addr, a.SwapData())
@@ -273,7 +276,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		qp.recvDone()
 		rs.op = respIdle
 		rs.msn++
-		qp.recvCQ.push(&wc, pkt.BTH.SE())
+		qp.rcq().push(&wc, pkt.BTH.SE())
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
 }
@@ -296,7 +299,7 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		var mr *MR
 		if n > 0 { // a zero-length WRITE touches nothing and needs no key
 			mr = d.lookupMR(rkey)
-			if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteWrite == 0 || !mr.contains(va, uint64(n)) {
+			if mr == nil || mr.pd != qp.respPD() || mr.access&AccessRemoteWrite == 0 || !mr.contains(va, uint64(n)) {
 				qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 				return
 			}
@@ -340,7 +343,7 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 			wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
 				WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
 			qp.recvDone()
-			qp.recvCQ.push(&wc, pkt.BTH.SE())
+			qp.rcq().push(&wc, pkt.BTH.SE())
 		}
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
@@ -361,7 +364,7 @@ func (qp *QP) respRead(pkt *proto.Packet, psn proto.PSN) {
 	var mr *MR
 	if n > 0 {
 		mr = d.lookupMR(rkey)
-		if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteRead == 0 || !mr.contains(va, uint64(n)) {
+		if mr == nil || mr.pd != qp.respPD() || mr.access&AccessRemoteRead == 0 || !mr.contains(va, uint64(n)) {
 			qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 			return
 		}
@@ -530,7 +533,7 @@ func (qp *QP) respFatal(psn proto.PSN, nakCode uint8, recvStatus WCStatus) {
 		w := qp.recvTake()
 		wc := WC{WRID: w.wrID, Status: recvStatus, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
 		qp.recvDone()
-		qp.recvCQ.push(&wc, false)
+		qp.rcq().push(&wc, false)
 	}
 	rs.op = respIdle
 	qp.enterError()
