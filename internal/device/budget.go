@@ -38,10 +38,11 @@ func (b *budget) refund(n int64) { b.used -= n }
 
 // The backend's own share of each object, on top of the engine's.
 const (
-	gqpSize  = int64(unsafe.Sizeof(gqp{}))
-	gcqSize  = int64(unsafe.Sizeof(gcq{}))
-	gsrqSize = int64(unsafe.Sizeof(gsrq{}))
-	gahSize  = int64(unsafe.Sizeof(gah{}))
+	gqpSize   = int64(unsafe.Sizeof(gqp{}))
+	gcqSize   = int64(unsafe.Sizeof(gcq{}))
+	gsrqSize  = int64(unsafe.Sizeof(gsrq{}))
+	gahSize   = int64(unsafe.Sizeof(gah{}))
+	gxrcdSize = int64(unsafe.Sizeof(gxrcd{}))
 )
 
 func mrCost(pages uint32) int64 { return rdma.MRMemory(int(pages)) }
@@ -51,3 +52,5 @@ func cqCost(depth uint32) int64 { return gcqSize + rdma.CQMemory(int(depth)) }
 func srqCost(depth, maxSGE uint32) int64 { return gsrqSize + rdma.SRQMemory(int(depth), int(maxSGE)) }
 
 func ahCost() int64 { return gahSize + rdma.AHMemory() }
+
+func xrcdCost() int64 { return gxrcdSize + rdma.XRCDMemory() }

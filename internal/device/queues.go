@@ -38,6 +38,9 @@ func (s *session) qpFatal(q *gqp, reason uint32) {
 }
 
 func (s *session) serviceSQ(q *gqp) {
+	if q.noSQ {
+		return
+	}
 	ram := s.v.ram
 	prod, err := ram.Load32(q.sqDB)
 	if err != nil {
@@ -62,6 +65,9 @@ func (s *session) serviceSQ(q *gqp) {
 		wr := rdma.SendWR{WRID: w.WRID, Opcode: rdma.WROpcode(w.Opcode),
 			SendFlags: rdma.SendFlags(w.SendFlags &^ SendAV), ImmData: w.ImmData, RemoteAddr: w.RemoteAddr,
 			RKey: w.RKey, CompareAdd: w.CompareAdd, Swap: w.Swap}
+		if q.typ == rdma.QPTypeXRCIni {
+			wr.RemoteSRQN = w.RemoteSRQN
+		}
 		data := at + sendHdrSize // the SGEs or the inline data
 		room := uint64(q.sqStride) - sendHdrSize
 		var av *WQEAV // the address vector of a SendAV WQE
@@ -194,7 +200,7 @@ func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
 }
 
 func (s *session) serviceRQ(q *gqp) {
-	if q.srq != nil {
+	if q.srq != nil || q.noRQ {
 		return
 	}
 	ram := s.v.ram

@@ -45,3 +45,6 @@ func MRMemory(pages int) int64 { return int64(unsafe.Sizeof(MR{})) + 8*int64(pag
 
 // AHMemory is the host memory of an address handle.
 func AHMemory() int64 { return int64(unsafe.Sizeof(AH{})) }
+
+// XRCDMemory is the host memory of an XRC domain.
+func XRCDMemory() int64 { return int64(unsafe.Sizeof(XRCD{})) }
