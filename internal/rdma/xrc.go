@@ -143,7 +143,8 @@ func (qp *QP) xrcSelect(pkt *proto.Packet, psn proto.PSN) bool {
 	if !ok {
 		d.ctr.xrcBadSRQ.Add(1)
 		if qp.xsrq == nil || qp.xsrq.dead.Load() {
-			qp.resp.op = respIdle // nothing held to complete
+			// Nothing to complete: the SRQ (and maybe its CQ) is gone.
+			qp.resp.op, qp.srqHeld = respIdle, false
 		}
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 		return false
