@@ -219,6 +219,13 @@ func TestXRCBadSRQ(t *testing.T) {
 			mustPost(t, srq.PostRecv([]rdma.RecvWR{{WRID: 5, SGList: s.b.sge(0x10000, 64)}}))
 			return srq.Num()
 		}},
+		{"destroyed SRQ", func(s *xrcSetup) uint32 {
+			n := s.srq2.Num()
+			if err := s.srq2.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}},
 		{"not an XRC SRQ", func(s *xrcSetup) uint32 {
 			srq, err := s.b.dev.CreateSRQ(s.b.pd, rdma.SRQInitAttr{MaxWR: 4})
 			if err != nil {
