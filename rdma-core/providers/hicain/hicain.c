@@ -806,7 +806,11 @@ static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		errno = ret;
 		return NULL;
 	}
-	ret = hicain_qp_map(pd->context, qp, attr->srq, &resp);
+	/* ibv_create_qp_ex with only IBV_QP_INIT_ATTR_PD comes here too,
+	 * XRC initiators included: those have no RQ.
+	 */
+	ret = hicain_qp_map(pd->context, qp, attr->srq || attr->qp_type == IBV_QPT_XRC_SEND,
+			    &resp);
 	if (ret) {
 		ibv_cmd_destroy_qp(&qp->vqp.qp);
 		free(qp);
