@@ -12,7 +12,7 @@ import (
 const DefaultMemBudget = 1 << 30
 
 // budget counts the host memory a guest's objects hold: MR page lists,
-// QP, SRQ and CQ rings at their full size, AHs. The guest sizes them all
+// QP, SRQ and CQ rings at their full size, AHs, XRC domains. The guest sizes them all
 // through admin commands and may reuse one page list or one pair of
 // rings for any number of objects, so its own memory bounds nothing: a
 // command whose object would pass the limit gets ENOMEM, and another
