@@ -25,7 +25,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	10	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	11	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -36,7 +36,9 @@
 				 * 1.9: paged CQ rings (HICAIN_CQ_F_PAGED);
 				 * 1.10: memory windows (ALLOC_MW, DEALLOC_MW,
 				 * BIND_MW, LOCAL_INV, SEND_WITH_INV WQEs,
-				 * device_attr.max_mw); ATOMIC_WRITE WQEs */
+				 * device_attr.max_mw); ATOMIC_WRITE WQEs;
+				 * 1.11: XRC (ALLOC_XRCD, DEALLOC_XRCD, XRC
+				 *       SRQs and QPs, remote_srqn) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -96,6 +98,7 @@
 #define HICAIN_CAP_SRQ		0x4
 #define HICAIN_CAP_ATOMIC	0x8
 #define HICAIN_CAP_L2		0x10
+#define HICAIN_CAP_XRC		0x20	/* ABI 1.11: XRC domains, SRQs, QPs */
 
 #define HICAIN_LINK_ETHERNET	2	/* IBV_LINK_LAYER_ETHERNET */
 #define HICAIN_LINK_INFINIBAND	1
@@ -192,6 +195,9 @@ enum hicain_admin_op {
 					 * R_Key (bit 31 set) */
 	HICAIN_CMD_DEALLOC_MW,		/* ABI 1.10: handle = the R_Key ALLOC_MW
 					 * gave (its index bits name the window) */
+	HICAIN_CMD_ALLOC_XRCD,		/* ABI 1.11: -> handle */
+	HICAIN_CMD_DEALLOC_XRCD,	/* ABI 1.11: handle; EBUSY while XRC SRQs
+					 * or target QPs are in it */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -274,9 +280,16 @@ struct hicain_cmd_create_cq {
 #define HICAIN_CQ_PAGE_SIZE	4096
 #define HICAIN_CQ_MAX_PAGES	16384	/* a page table of at most 128 KiB */
 
+/*
+ * CREATE_QP. ABI 1.11 adds the XRC types: IB_QPT_XRC_INI has a PD, a
+ * send CQ and an SQ only (recv_cq, srq and the rq_* fields are ignored);
+ * IB_QPT_XRC_TGT has none of pd, CQs, SRQ or rings (all ignored) and
+ * names its XRC domain in xrcd.
+ */
 struct hicain_cmd_create_qp {
 	__le32 pd;
-	__le32 qp_type;			/* IB_QPT_RC or IB_QPT_UD */
+	__le32 qp_type;			/* IB_QPT_RC, _UC, _UD, _GSI, _SMI,
+					 * _XRC_INI or _XRC_TGT */
 	__le32 send_cq;
 	__le32 recv_cq;
 	__le32 srq;			/* 0, or an SRQ: the rq_* fields are ignored */
@@ -288,7 +301,7 @@ struct hicain_cmd_create_qp {
 	__le32 sq_stride;		/* bytes per SQ WQE, multiple of 64 */
 	__le32 rq_stride;		/* bytes per RQ WQE, multiple of 16 */
 	__le32 sq_sig_all;
-	__le32 rsvd;
+	__le32 xrcd;			/* 1.11, IB_QPT_XRC_TGT: its XRCD; else 0 */
 	__le64 sq_gpa;
 	__le64 rq_gpa;
 	__le64 sq_dbrec_gpa;		/* struct hicain_wq_dbrec */
@@ -320,10 +333,20 @@ struct hicain_cmd_create_srq {
 	__le32 max_sge;			/* >= 1 */
 	__le32 limit;			/* arms SRQ_LIMIT when non-zero, <= depth */
 	__le32 stride;			/* multiple of 16, >= 16 + 16 x max_sge */
-	__le32 rsvd;
+	__le32 srq_type;		/* 1.11: HICAIN_SRQT_*; before, 0 */
 	__le64 ring_gpa;
 	__le64 dbrec_gpa;		/* struct hicain_wq_dbrec, 8-byte aligned */
+	__le32 xrcd;			/* 1.11, HICAIN_SRQT_XRC: its XRCD */
+	__le32 cq;			/* 1.11, HICAIN_SRQT_XRC: its CQ */
 };
+
+/*
+ * hicain_cmd_create_srq.srq_type = enum ib_srq_type. An XRC SRQ's handle
+ * is its SRQ number (24 bits), the one XRC requests name in their XRCETH
+ * and ibv_get_srq_num returns; its receive completions go to cq.
+ */
+#define HICAIN_SRQT_BASIC	0
+#define HICAIN_SRQT_XRC		1
 
 /* MODIFY_SRQ attr_mask bits = enum ib_srq_attr_mask */
 #define HICAIN_SRQ_MAX_WR	0x1	/* resize: see hicain_cmd_modify_srq */
@@ -676,7 +699,8 @@ struct hicain_send_wqe {
 					 * (ignored with HICAIN_SEND_AV) */
 	__le32 remote_qpn;		/* UD (ignored for a multicast AH) */
 	__le32 remote_qkey;		/* UD: bit 31 set = the QP's Q_Key */
-	__le32 rsvd;
+	__le32 remote_srqn;		/* 1.11, XRC_INI: the target's XRC SRQ
+					 * number (24 bits); else 0 */
 	/* struct hicain_sge sge[num_sge] or inline data */
 };					/* 64 bytes */
 

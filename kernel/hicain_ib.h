@@ -268,6 +268,13 @@ struct hicain_qp {
 	u32 av_room;			/* UD, GSI: WQE bytes kept for an AV */
 };
 
+/* struct hicain_xrcd - an XRC domain of the device (hicain_ib_xrc.c). */
+struct hicain_xrcd {
+	struct ib_xrcd ibxrcd;		/* first: INIT_RDMA_OBJ_SIZE */
+	u32 xrcdn;
+	int epoch;
+};
+
 struct hicain_mr {
 	struct ib_mr ibmr;		/* driver-allocated */
 	struct ib_umem *umem;
@@ -329,6 +336,14 @@ static inline struct device *hicain_dma_dev(struct hicain_ibdev *hidev)
 {
 	return &hidev->hdev->pdev->dev;
 }
+
+/* hicain_ib_xrc.c: XRC domains, XRC SRQs, XRC target QPs */
+bool hicain_xrc_ok(struct hicain_ibdev *hidev);
+int hicain_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
+int hicain_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
+int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr *init,
+		       struct hicain_cmd_create_srq *c);
+int hicain_create_xrc_tgt(struct ib_qp *ibqp, struct ib_qp_init_attr *init);
 
 /* hicain_ib_admin.c: admin commands */
 int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,

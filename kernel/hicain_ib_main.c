@@ -69,6 +69,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 
 	.add_gid = hicain_add_gid,
 	.alloc_pd = hicain_alloc_pd,
+	.alloc_xrcd = hicain_alloc_xrcd,
 	.alloc_ucontext = hicain_alloc_ucontext,
 	.attach_mcast = hicain_attach_mcast,
 	.alloc_mw = hicain_alloc_mw,
@@ -80,6 +81,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.dealloc_mw = hicain_dealloc_mw,
 	.dealloc_pd = hicain_dealloc_pd,
 	.dealloc_ucontext = hicain_dealloc_ucontext,
+	.dealloc_xrcd = hicain_dealloc_xrcd,
 	.del_gid = hicain_del_gid,
 	.dereg_mr = hicain_dereg_mr,
 	.destroy_ah = hicain_destroy_ah,
@@ -117,6 +119,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_qp, hicain_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, hicain_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, hicain_ucontext, ibuc),
+	INIT_RDMA_OBJ_SIZE(ib_xrcd, hicain_xrcd, ibxrcd),
 };
 
 /*

@@ -1237,8 +1237,8 @@ static bool hicain_wqe_av_ok(struct hicain_ibdev *hidev)
  * the inline data after its header, and on a UD or GSI QP after the
  * room for an address vector (a software AH's, HICAIN_SEND_AV); the QP
  * reports as inline capacity all the room its stride leaves after that,
- * which is at least what it asked for. A QP on an SRQ has no receive
- * ring.
+ * which is at least what it asked for. A QP on an SRQ, and an XRC
+ * initiator, has no receive ring.
  */
 static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *init,
 			  struct hicain_qp *qp)
@@ -1248,12 +1248,13 @@ static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *in
 	u32 max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
 	u32 max_inline = hicain_max_inline(hidev);
 	struct ib_qp_cap *cap = &init->cap;
+	bool has_rq = !init->srq && init->qp_type != IB_QPT_XRC_INI;
 	u32 body;
 
 	if (cap->max_send_wr > max_wr || cap->max_send_sge > max_sge ||
 	    cap->max_inline_data > max_inline)
 		return -EINVAL;
-	if (!init->srq && (cap->max_recv_wr > max_wr || cap->max_recv_sge > max_sge))
+	if (has_rq && (cap->max_recv_wr > max_wr || cap->max_recv_sge > max_sge))
 		return -EINVAL;
 	qp->av_room = 0;
 	if ((init->qp_type == IB_QPT_UD || init->qp_type == IB_QPT_GSI ||
@@ -1265,7 +1266,7 @@ static int hicain_qp_size(struct hicain_ibdev *hidev, struct ib_qp_init_attr *in
 	qp->sq.stride = ALIGN(sizeof(struct hicain_send_wqe) + qp->av_room + body, 64);
 	qp->cap.max_inline_data = min_t(u32, qp->sq.stride - sizeof(struct hicain_send_wqe) -
 					qp->av_room, max_inline);
-	if (init->srq) {
+	if (!has_rq) {
 		qp->cap.max_recv_wr = 0;
 		qp->cap.max_recv_sge = 0;
 	} else {
@@ -1297,6 +1298,13 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	case IB_QPT_UC:
 	case IB_QPT_UD:
 		break;
+	case IB_QPT_XRC_INI:
+		/* An RC send queue; its WQEs name the target's XRC SRQ. */
+		if (!hicain_xrc_ok(hidev))
+			return -EOPNOTSUPP;
+		break;
+	case IB_QPT_XRC_TGT:
+		return hicain_create_xrc_tgt(ibqp, init);
 	case IB_QPT_GSI:
 		if (udata)
 			return -EOPNOTSUPP;
@@ -1319,12 +1327,12 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->epoch = atomic_read(&hidev->epoch);
 	qp->sq_sig_type = init->sq_sig_type;
 	hicain_wq_init(&qp->sq, qp->cap.max_send_wr, qp->sq.stride, qp->cap.max_send_sge);
-	if (!init->srq)
+	if (qp->cap.max_recv_wr)
 		hicain_wq_init(&qp->rq, qp->cap.max_recv_wr,
 			       ALIGN(sizeof(struct hicain_recv_wqe) +
 				     qp->cap.max_recv_sge * sizeof(struct hicain_sge), 16),
 			       qp->cap.max_recv_sge);
-	ret = hicain_qp_alloc_rings(hidev, qp, !init->srq, udata);
+	ret = hicain_qp_alloc_rings(hidev, qp, qp->cap.max_recv_wr, udata);
 	if (ret)
 		return ret;
 
@@ -1332,7 +1340,8 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
 	c->qp_type = cpu_to_le32(init->qp_type);	/* IB_QPT_* = the device's */
 	c->send_cq = cpu_to_le32(to_hcq(init->send_cq)->cqn);
-	c->recv_cq = cpu_to_le32(to_hcq(init->recv_cq)->cqn);
+	if (init->recv_cq)	/* an XRC initiator has none */
+		c->recv_cq = cpu_to_le32(to_hcq(init->recv_cq)->cqn);
 	c->sq_depth = cpu_to_le32(qp->sq.depth);
 	c->max_send_sge = cpu_to_le32(qp->sq.max_sge);
 	c->max_inline = cpu_to_le32(qp->cap.max_inline_data);
@@ -1342,7 +1351,7 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	c->sq_dbrec_gpa = cpu_to_le64(qp->sq.dbrec_dma);
 	if (init->srq) {
 		c->srq = cpu_to_le32(to_hsrq(init->srq)->srqn);
-	} else {
+	} else if (qp->cap.max_recv_wr) {
 		c->rq_depth = cpu_to_le32(qp->rq.depth);
 		c->max_recv_sge = cpu_to_le32(qp->rq.max_sge);
 		c->rq_stride = cpu_to_le32(qp->rq.stride);
@@ -1788,8 +1797,8 @@ int hicain_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	u32 inl_len;
 	int ret = 0;
 
-	/* A mapped SQ is the process's to post to. */
-	if (sq->uq.entry) {
+	/* A mapped SQ is the process's to post to; an XRC target has none. */
+	if (sq->uq.entry || !sq->ring) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}
@@ -1868,8 +1877,10 @@ static int hicain_wq_post_recv(struct hicain_ibdev *hidev, struct hicain_wq *rq,
 int hicain_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad_wr)
 {
-	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5). */
-	if (ibqp->srq) {
+	/* A QP on an SRQ takes its receives from there (IBA 10.2.9.5); an
+	 * XRC QP has no receive queue.
+	 */
+	if (ibqp->srq || !to_hqp(ibqp)->rq.ring) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}
@@ -2071,8 +2082,9 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	u32 depth, max_sge;
 	int ret;
 
-	if (init->srq_type != IB_SRQT_BASIC)
-		return -EOPNOTSUPP;
+	ret = hicain_xrc_srq_cmd(hidev, init, c);
+	if (ret)
+		return ret;
 	/* A first bound before the allocation; the device checks its
 	 * SRQ limits (QUERY_DEVICE max_srq_wr, max_srq_sge) exactly.
 	 */
@@ -2117,6 +2129,8 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		return ret;
 	}
 	srq->srqn = le32_to_cpu(cqe.handle);
+	if (init->srq_type == IB_SRQT_XRC)
+		ibsrq->ext.xrc.srq_num = srq->srqn;	/* ibv_get_srq_num's */
 	if (udata) {
 		resp.srqn = srq->srqn;
 		resp.max_sge = max_sge;

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 10
+	ABIMinor       = 11
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -60,6 +60,7 @@ const (
 	CapSRQ    = 0x4
 	CapAtomic = 0x8
 	CapL2     = 0x10
+	CapXRC    = 0x20 // ABI 1.11
 
 	LinkEthernet   = 2
 	LinkInfiniBand = 1
@@ -135,9 +136,11 @@ const (
 	CmdQueryCounters
 	CmdMADIfc
 	CmdSetPortCap
-	CmdReregMR   // ABI 1.8
-	CmdAllocMW   // ABI 1.10
-	CmdDeallocMW // ABI 1.10
+	CmdReregMR     // ABI 1.8
+	CmdAllocMW     // ABI 1.10
+	CmdDeallocMW   // ABI 1.10
+	CmdAllocXRCD   // ABI 1.11
+	CmdDeallocXRCD // ABI 1.11
 	CmdMax
 )
 
@@ -307,7 +310,7 @@ type CmdCreateQPArgs struct {
 	SQStride   uint32 `c:"sq_stride"`
 	RQStride   uint32 `c:"rq_stride"`
 	SQSigAll   uint32 `c:"sq_sig_all"`
-	_          uint32 `c:"rsvd"`
+	XRCD       uint32 `c:"xrcd"` // ABI 1.11: an XRC target's domain
 	SQGPA      uint64 `c:"sq_gpa"`
 	RQGPA      uint64 `c:"rq_gpa"`
 	SQDBRecGPA uint64 `c:"sq_dbrec_gpa"`
@@ -335,10 +338,18 @@ type CmdCreateSRQArgs struct {
 	MaxSGE   uint32 `c:"max_sge"`
 	Limit    uint32 `c:"limit"`
 	Stride   uint32 `c:"stride"`
-	_        uint32 `c:"rsvd"`
+	SRQType  uint32 `c:"srq_type"` // ABI 1.11: SRQTBasic or SRQTXRC
 	RingGPA  uint64 `c:"ring_gpa"`
 	DBRecGPA uint64 `c:"dbrec_gpa"`
+	XRCD     uint32 `c:"xrcd"` // ABI 1.11, SRQTXRC
+	CQ       uint32 `c:"cq"`   // ABI 1.11, SRQTXRC
 }
+
+// SRQ types (hicain_cmd_create_srq.srq_type, enum ib_srq_type).
+const (
+	SRQTBasic = 0
+	SRQTXRC   = 1
+)
 
 // CmdModifySRQArgs is struct hicain_cmd_modify_srq.
 type CmdModifySRQArgs struct {
@@ -550,7 +561,7 @@ type SendWQE struct {
 	AH         uint32 `c:"ah"`
 	RemoteQPN  uint32 `c:"remote_qpn"`
 	RemoteQKey uint32 `c:"remote_qkey"`
-	_          uint32 `c:"rsvd"`
+	RemoteSRQN uint32 `c:"remote_srqn"` // ABI 1.11, XRC initiator
 }
 
 // WQEAV is struct hicain_wqe_av: the address vector of a SendAV WQE.

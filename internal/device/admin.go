@@ -151,6 +151,10 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		s.pds[pd.Handle()] = pd
 		out.Handle = pd.Handle()
 		return StOK
+	case CmdAllocXRCD:
+		return s.allocXRCD(out)
+	case CmdDeallocXRCD:
+		return s.deallocXRCD(c.Handle)
 	case CmdDeallocPD:
 		pd, ok := s.pds[c.Handle]
 		if !ok {
@@ -216,11 +220,7 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if err := q.qp.Destroy(); err != nil {
 			return status(err)
 		}
-		q.scq.users--
-		q.rcq.users--
-		if q.srq != nil {
-			q.srq.users--
-		}
+		q.releaseUsers()
 		delete(s.qps, c.Handle)
 		s.mem.refund(q.cost)
 		s.publishQPs()
@@ -277,6 +277,10 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		if err := q.srq.Destroy(); err != nil {
 			return status(err)
+		}
+		if q.xrcd != nil {
+			q.xrcd.users--
+			q.cq.users--
 		}
 		delete(s.srqs, c.Handle)
 		s.mem.refund(q.cost)
@@ -620,29 +624,41 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 }
 
 func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
+	typ := rdma.QPType(a.QPType)
+	switch typ {
+	case rdma.QPTypeXRCTgt:
+		return s.createXRCTgt(a, out)
+	}
+	ini := typ == rdma.QPTypeXRCIni
+	rcqn, srqn := a.RecvCQ, a.SRQ
+	if ini { // send side only: recv_cq, srq and the rq_* fields are ignored
+		rcqn, srqn = a.SendCQ, 0
+	}
 	pd, ok := s.pds[a.PD]
 	if !ok {
 		return StENOENT
 	}
 	scq, ok1 := s.cqs[a.SendCQ]
-	rcq, ok2 := s.cqs[a.RecvCQ]
+	rcq, ok2 := s.cqs[rcqn]
 	if !ok1 || !ok2 {
 		return StENOENT
 	}
-	typ := rdma.QPType(a.QPType)
 	switch typ {
-	case rdma.QPTypeRC, rdma.QPTypeUC, rdma.QPTypeUD, rdma.QPTypeGSI:
+	case rdma.QPTypeRC, rdma.QPTypeUC, rdma.QPTypeUD, rdma.QPTypeGSI, rdma.QPTypeXRCIni:
 	case rdma.QPTypeSMI:
 		if !s.v.cfg.ib() {
 			return StEOPNOTSUPP // QP0 exists only on an InfiniBand port (as rxe)
 		}
 	default:
-		return StEOPNOTSUPP // XRC, raw packet, driver types
+		return StEOPNOTSUPP // raw packet, driver types
 	}
 	var srq *gsrq
-	if a.SRQ != 0 {
-		if srq, ok = s.srqs[a.SRQ]; !ok {
+	if srqn != 0 {
+		if srq, ok = s.srqs[srqn]; !ok {
 			return StENOENT
+		}
+		if srq.xrcd != nil {
+			return StEINVAL // an XRC SRQ serves XRC target QPs only
 		}
 	}
 	if !isPow2(a.SQDepth) || a.SQDepth > s.lim.maxQPWR {
@@ -661,7 +677,7 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) || !s.ramRange(a.SQDBRecGPA, 8) {
 		return StEFAULT
 	}
-	if srq == nil {
+	if srq == nil && !ini {
 		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
 		// ignored).
 		if !isPow2(a.RQDepth) || a.RQDepth > s.lim.maxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.lim.maxSGE {
@@ -681,6 +697,10 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		attr.SRQ = srq.srq
 		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0 // the engine ignores them
 	}
+	if ini {
+		attr.RecvCQ = nil
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
+	}
 	cost := gqpSize + s.dev.QPMemory(attr.Cap)
 	if !s.mem.charge(cost) {
 		return StENOMEM
@@ -696,16 +716,21 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, sqDB: a.SQDBRecGPA, sqDepth: a.SQDepth,
 		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq, cost: cost}
 	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
-	if srq == nil {
+	switch {
+	case ini:
+		q.noRQ, q.rcq = true, nil
+	case srq == nil:
 		rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
 		q.rq, q.rqDB, q.rqDepth, q.rqStride, q.maxRecvSGE, q.rqCons = a.RQGPA, a.RQDBRecGPA, a.RQDepth,
 			a.RQStride, a.MaxRecvSGE, rqp
 		s.v.ram.Store32(a.RQDBRecGPA+4, rqp)
-	} else {
+	default:
 		srq.users++
 	}
 	scq.users++
-	rcq.users++
+	if q.rcq != nil {
+		q.rcq.users++
+	}
 	s.qps[qp.QPN()] = q
 	s.publishQPs()
 	out.Handle = qp.QPN()
@@ -724,9 +749,11 @@ func (s *session) modifyQP(a *CmdModifyQPArgs) uint16 {
 	if rdma.QPAttrMask(a.AttrMask)&rdma.QPAttrState != 0 && attr.QPState == rdma.QPStateReset {
 		// RESET discards posted work; the rings restart at the
 		// guest's current producer indices.
-		q.sqCons, _ = s.v.ram.Load32(q.sqDB)
-		s.v.ram.Store32(q.sqDB+4, q.sqCons)
-		if q.srq == nil {
+		if !q.noSQ {
+			q.sqCons, _ = s.v.ram.Load32(q.sqDB)
+			s.v.ram.Store32(q.sqDB+4, q.sqCons)
+		}
+		if q.srq == nil && !q.noRQ {
 			q.rqCons, _ = s.v.ram.Load32(q.rqDB)
 			s.v.ram.Store32(q.rqDB+4, q.rqCons)
 		}
@@ -741,6 +768,21 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	pd, ok := s.pds[a.PD]
 	if !ok {
 		return StENOENT
+	}
+	var x *gxrcd
+	var xcq *gcq
+	switch a.SRQType {
+	case SRQTBasic:
+	case SRQTXRC:
+		x, ok = s.xrcds[a.XRCD]
+		if !ok {
+			return StENOENT
+		}
+		if xcq, ok = s.cqs[a.CQ]; !ok {
+			return StENOENT
+		}
+	default:
+		return StEOPNOTSUPP // IB_SRQT_TM
 	}
 	da := s.dev.QueryDevice()
 	if !isPow2(a.Depth) || a.Depth > uint32(da.MaxSRQWR) || a.Limit > a.Depth {
@@ -759,12 +801,23 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	if !s.mem.charge(cost) {
 		return StENOMEM
 	}
-	srq, err := s.dev.CreateSRQ(pd, rdma.SRQInitAttr{MaxWR: int(a.Depth), MaxSGE: int(a.MaxSGE), Limit: int(a.Limit)})
+	sa := rdma.SRQInitAttr{MaxWR: int(a.Depth), MaxSGE: int(a.MaxSGE), Limit: int(a.Limit)}
+	if x != nil {
+		sa.XRCD, sa.CQ = x.xrcd, xcq.cq
+	}
+	srq, err := s.dev.CreateSRQ(pd, sa)
 	if err != nil {
 		s.mem.refund(cost)
 		return status(err)
 	}
 	n := srq.Handle()
+	if x != nil && n != srq.Num() {
+		// An XRC SRQ's handle is its 24-bit number (the guest's
+		// ibv_get_srq_num); past 2^24 handles there is none.
+		srq.Destroy()
+		s.mem.refund(cost)
+		return StENOMEM
+	}
 	if _, live := s.srqs[n]; live {
 		srq.Destroy() // the engine's counter wrapped onto a handle the guest holds
 		s.mem.refund(cost)
@@ -773,7 +826,11 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	prod, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, prod)
 	s.srqs[n] = &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
-		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod, cost: cost}
+		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod, cost: cost, xrcd: x, cq: xcq}
+	if x != nil {
+		x.users++
+		xcq.users++
+	}
 	out.Handle = n
 	return StOK
 }
@@ -907,4 +964,80 @@ func qpAttrToABI(a rdma.QPAttr) QPAttr {
 		QPAccessFlags: uint32(a.QPAccessFlags), PKeyIndex: a.PKeyIndex, PortNum: a.PortNum, Timeout: a.Timeout,
 		RetryCnt: a.RetryCnt, RNRRetry: a.RNRRetry, MinRNRTimer: a.MinRNRTimer, MaxRDAtomic: a.MaxRDAtomic,
 		MaxDestRDAtomic: a.MaxDestRDAtomic, SQDraining: a.SQDraining, AH: ahToABI(a.AHAttr)}
+}
+
+// allocXRCD allocates an XRC domain (ibv_open_xrcd), charged to the
+// guest's budget.
+func (s *session) allocXRCD(out *AdminCQE) uint16 {
+	cost := xrcdCost()
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
+	x, err := s.dev.AllocXRCD()
+	if err != nil {
+		s.mem.refund(cost)
+		return status(err)
+	}
+	if _, live := s.xrcds[x.Handle()]; live {
+		x.Dealloc() // the engine's counter wrapped onto a handle the guest holds
+		s.mem.refund(cost)
+		return StENOMEM
+	}
+	s.xrcds[x.Handle()] = &gxrcd{xrcd: x, cost: cost}
+	out.Handle = x.Handle()
+	return StOK
+}
+
+func (s *session) deallocXRCD(h uint32) uint16 {
+	x, ok := s.xrcds[h]
+	if !ok {
+		return StENOENT
+	}
+	if x.users > 0 {
+		return StEBUSY
+	}
+	if err := x.xrcd.Dealloc(); err != nil {
+		return status(err)
+	}
+	delete(s.xrcds, h)
+	s.mem.refund(x.cost)
+	return StOK
+}
+
+// createXRCTgt creates an XRC target QP: no PD, CQs, SRQ or rings (those
+// fields are ignored), only its domain (IB_QPT_XRC_TGT).
+func (s *session) createXRCTgt(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
+	x, ok := s.xrcds[a.XRCD]
+	if !ok {
+		return StENOENT
+	}
+	cost := gqpSize + s.dev.QPMemory(rdma.QPCap{})
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
+	qp, err := s.dev.CreateQP(nil, rdma.QPInitAttr{QPType: rdma.QPTypeXRCTgt, XRCD: x.xrcd})
+	if err != nil {
+		s.mem.refund(cost)
+		return status(err)
+	}
+	x.users++
+	s.qps[qp.QPN()] = &gqp{qp: qp, typ: rdma.QPTypeXRCTgt, xrcd: x, noSQ: true, noRQ: true, cost: cost}
+	s.publishQPs()
+	out.Handle = qp.QPN()
+	return StOK
+}
+
+// releaseUsers drops the QP's uses of its CQs, SRQ and XRC domain.
+func (q *gqp) releaseUsers() {
+	for _, c := range []*gcq{q.scq, q.rcq} {
+		if c != nil {
+			c.users--
+		}
+	}
+	if q.srq != nil {
+		q.srq.users--
+	}
+	if q.xrcd != nil {
+		q.xrcd.users--
+	}
 }

@@ -12,8 +12,8 @@ import (
 const DefaultMemBudget = 1 << 30
 
 // budget counts the host memory a guest's objects hold: MR page lists,
-// QP, SRQ and CQ rings at their full size, AHs, memory windows. The guest sizes them all
-// through admin commands and may reuse one page list or one pair of
+// QP, SRQ and CQ rings at their full size, AHs, memory windows, XRC
+// domains. The guest sizes them all through admin commands and may reuse one page list or one pair of
 // rings for any number of objects, so its own memory bounds nothing: a
 // command whose object would pass the limit gets ENOMEM, and another
 // guest's vNIC, with its own budget, does not notice. Each object is
@@ -38,10 +38,11 @@ func (b *budget) refund(n int64) { b.used -= n }
 
 // The backend's own share of each object, on top of the engine's.
 const (
-	gqpSize  = int64(unsafe.Sizeof(gqp{}))
-	gcqSize  = int64(unsafe.Sizeof(gcq{}))
-	gsrqSize = int64(unsafe.Sizeof(gsrq{}))
-	gahSize  = int64(unsafe.Sizeof(gah{}))
+	gqpSize   = int64(unsafe.Sizeof(gqp{}))
+	gcqSize   = int64(unsafe.Sizeof(gcq{}))
+	gsrqSize  = int64(unsafe.Sizeof(gsrq{}))
+	gahSize   = int64(unsafe.Sizeof(gah{}))
+	gxrcdSize = int64(unsafe.Sizeof(gxrcd{}))
 )
 
 func mrCost(pages uint32) int64 { return rdma.MRMemory(int(pages)) }
@@ -55,3 +56,5 @@ func ahCost() int64 { return gahSize + rdma.AHMemory() }
 // mwCost is a memory window's: the engine's window and the session's map
 // entry.
 func mwCost() int64 { return rdma.MWMemory() + 16 }
+
+func xrcdCost() int64 { return gxrcdSize + rdma.XRCDMemory() }

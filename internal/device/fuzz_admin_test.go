@@ -73,6 +73,13 @@ func FuzzAdminCommands(f *testing.F) {
 	// then the PD they hold.
 	f.Add(cat(cmd(device.CmdAllocMW, 0, 1, 1), cmd(device.CmdAllocMW, 0, 1, 2), cmd(device.CmdAllocMW, 0, 1, 3),
 		cmd(device.CmdDeallocMW, 0x80000001), cmd(device.CmdDeallocPD, 1)))
+	// XRC (ABI 1.11): a domain, an XRC SRQ in it on the seeded CQ, a
+	// target QP in it, an initiator QP, the domain freed while in use.
+	f.Add(cat(cmd(device.CmdAllocXRCD, 0),
+		cmd(device.CmdCreateSRQ, 0, 1, 16, 1, 0, 32, device.SRQTXRC, 0x10000, 0, 0x20000, 0, 1, 1),
+		cmd(device.CmdCreateQP, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1),
+		cmd(device.CmdCreateQP, 0, 1, 9, 1, 0, 7, 64, 0, 1, 0, 0, 128, 0, 0, 0, 0x10000, 0, 0, 0, 0x20000, 0),
+		cmd(device.CmdDeallocXRCD, 1)))
 	f.Add([]byte("\x01\x00\xff\xff garbage"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tb := newFuzzGuest(t, fmt.Sprintf("admin %x", data))

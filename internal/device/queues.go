@@ -38,6 +38,9 @@ func (s *session) qpFatal(q *gqp, reason uint32) {
 }
 
 func (s *session) serviceSQ(q *gqp) {
+	if q.noSQ {
+		return
+	}
 	ram := s.v.ram
 	prod, err := ram.Load32(q.sqDB)
 	if err != nil {
@@ -75,6 +78,9 @@ func (s *session) serviceSQ(q *gqp) {
 			}
 			wr.Bind = rdma.MWBind{MWKey: w.RKey, NewRKey: w.ImmData, LKey: uint32(w.Swap),
 				Addr: w.RemoteAddr, Length: w.CompareAdd, Access: rdma.Access(w.Swap >> 32)}
+		}
+		if q.typ == rdma.QPTypeXRCIni {
+			wr.RemoteSRQN = w.RemoteSRQN
 		}
 		data := at + sendHdrSize // the SGEs or the inline data
 		room := uint64(q.sqStride) - sendHdrSize
@@ -220,7 +226,7 @@ func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
 }
 
 func (s *session) serviceRQ(q *gqp) {
-	if q.srq != nil {
+	if q.srq != nil || q.noRQ {
 		return
 	}
 	ram := s.v.ram

@@ -78,6 +78,7 @@ type session struct {
 	qps       map[uint32]*gqp
 	ahs       map[uint32]*gah
 	srqs      map[uint32]*gsrq
+	xrcds     map[uint32]*gxrcd
 	nextCQ    atomic.Uint32 // handle counters; atomic only for tests' hooks
 	nextAH    atomic.Uint32
 	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
@@ -204,8 +205,10 @@ type gqp struct {
 	maxRecvSGE       uint32
 	maxInline        uint32
 	sqCons, rqCons   uint32
-	srq              *gsrq // receive WRs come from this SRQ (no RQ ring)
-	sqBlocked        bool  // the engine's send queue was full
+	srq              *gsrq  // receive WRs come from this SRQ (no RQ ring)
+	xrcd             *gxrcd // XRC target: its domain
+	noSQ, noRQ       bool   // XRC: the target has no rings, the initiator no RQ
+	sqBlocked        bool   // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
 	cost             int64 // budget charged
@@ -233,6 +236,16 @@ type gsrq struct {
 	fatal   bool // the guest broke the ring: no more WQEs are taken
 	users   int  // QPs created with it
 	cost    int64
+	// XRC SRQ: its domain and CQ (nil otherwise).
+	xrcd *gxrcd
+	cq   *gcq
+}
+
+// gxrcd is a guest XRC domain.
+type gxrcd struct {
+	xrcd  *rdma.XRCD
+	users int // XRC SRQs and target QPs in it
+	cost  int64
 }
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
@@ -240,7 +253,8 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 		retry: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		mws: map[uint32]*rdma.MW{},
-		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{}}
+		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{},
+		xrcds: map[uint32]*gxrcd{}}
 	s.nextCQ.Store(1)
 	s.nextAH.Store(1)
 	s.mem.limit = int64(v.cfg.MemBudget)
@@ -337,10 +351,10 @@ func (s *session) initHeader(resetCount uint32) {
 	h.LinkLayer = LinkEthernet
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
-	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2
+	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC
 	if cfg.ib() {
 		// No Ethernet on an IB port: the L2 rings carry nothing.
-		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic
+		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC
 	}
 	h.MaxMTU = MaxNetdevMTU
 	h.NumVectors = uint32(cfg.Vectors)
@@ -698,6 +712,10 @@ func (s *session) destroyAll() {
 	for k, q := range s.srqs {
 		q.srq.Destroy()
 		delete(s.srqs, k)
+	}
+	for k, x := range s.xrcds {
+		x.xrcd.Dealloc()
+		delete(s.xrcds, k)
 	}
 	for k, a := range s.ahs {
 		a.ah.Destroy()

@@ -92,8 +92,13 @@ func (s *session) publishQPs() {
 	snap := sessionSnap{objects: ObjectCounts{PDs: len(s.pds), MRs: len(s.mrs), CQs: len(s.cqs),
 		QPs: len(s.qps), AHs: len(s.ahs), SRQs: len(s.srqs)}}
 	for qpn, q := range s.qps {
-		st := QPStatus{QPN: qpn, State: q.qp.State().String(), SendCQ: q.scq.cqn,
-			RecvCQ: q.rcq.cqn, SQCons: q.sqCons, RQCons: q.rqCons, Fatal: q.fatal}
+		st := QPStatus{QPN: qpn, State: q.qp.State().String(), SQCons: q.sqCons, RQCons: q.rqCons, Fatal: q.fatal}
+		if q.scq != nil { // an XRC target has no CQs, an initiator no receive CQ
+			st.SendCQ = q.scq.cqn
+		}
+		if q.rcq != nil {
+			st.RecvCQ = q.rcq.cqn
+		}
 		if q.srq != nil {
 			st.SRQ = q.srq.srqn
 		}

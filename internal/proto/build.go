@@ -23,7 +23,9 @@ type PacketFields struct {
 	// GRH for native IB with Global set, and for RoCEv1.
 	GRH GRHFields
 
-	BTH       BTHFields
+	BTH BTHFields
+	// XRCSRQ is the XRCETH's SRQ number (XRC requests).
+	XRCSRQ    uint32
 	DETH      DETHFields
 	RETH      RETHFields
 	AtomicETH AtomicETHFields
@@ -179,6 +181,10 @@ func (f *PacketFields) encodeTransport(b []byte, off int, info *OpcodeInfo) int 
 	BTH(b[off:]).Encode(&bth)
 	off += BTHSize
 	h := info.Headers
+	if h&HdrXRCETH != 0 {
+		XRCETH(b[off:]).Encode(f.XRCSRQ)
+		off += XRCETHSize
+	}
 	if h&HdrDETH != 0 {
 		DETH(b[off:]).Encode(&f.DETH)
 		off += DETHSize

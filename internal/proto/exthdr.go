@@ -190,3 +190,28 @@ func (h IETH) RKey() uint32 { return binary.BigEndian.Uint32(h[0:]) }
 
 // Encode writes the R_Key; h must hold IETHSize bytes.
 func (h IETH) Encode(rkey uint32) { binary.BigEndian.PutUint32(h[0:], rkey) }
+
+// XRCETHSize is the size of the XRC extended transport header.
+const XRCETHSize = 4
+
+// XRCETH (IBA 9.3.9) names the XRC shared receive queue at the target
+// that an XRC request is for. Every XRC request packet (SEND, WRITE, READ
+// request, atomic) carries one directly after the BTH; responses do not.
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|   Reserved    |                    XRCSRQ                     |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+type XRCETH []byte
+
+// xrcSRQMask keeps the 24-bit XRC SRQ number.
+const xrcSRQMask = 0xFFFFFF
+
+// XRCSRQ returns the XRC SRQ number. The reserved byte is ignored on
+// receipt (IBA 9.3: reserved fields are not checked by the receiver).
+func (h XRCETH) XRCSRQ() uint32 { return binary.BigEndian.Uint32(h[0:]) & xrcSRQMask }
+
+// Encode writes the SRQ number (reserved byte zero); h must hold
+// XRCETHSize bytes.
+func (h XRCETH) Encode(srqn uint32) { binary.BigEndian.PutUint32(h[0:], srqn&xrcSRQMask) }

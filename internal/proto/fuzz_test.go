@@ -10,7 +10,8 @@ import (
 func seedFrames(f *testing.F, link LinkType) {
 	for _, enc := range encapsulations {
 		for _, op := range []Opcode{OpRCSendOnly, OpRCWriteFirst, OpRCReadRequest, OpRCReadResponseOnly,
-			OpRCAcknowledge, OpRCCompareSwap, OpRCAtomicAcknowledge, OpUDSendOnlyImm, OpRCSendOnlyInvalidate, OpCNP} {
+			OpRCAcknowledge, OpRCCompareSwap, OpRCAtomicAcknowledge, OpUDSendOnlyImm, OpRCSendOnlyInvalidate, OpCNP,
+			OpXRCSendOnlyImm, OpXRCWriteFirst, OpXRCReadRequest, OpXRCFetchAdd, OpXRCAcknowledge} {
 			p := samplePacket(op, 5)
 			enc.set(&p)
 			if p.Link != link {
@@ -42,6 +43,9 @@ func checkReencode(t *testing.T, data []byte, link LinkType) {
 	}
 	if p.LRH != nil && (p.LRH[lrhSLLNH]&0x0C != 0 || p.LRH[lrhPktLen]&0xF8 != 0) {
 		return // LRH reserved bits: Encode writes them zero
+	}
+	if p.XRCETH != nil && p.XRCETH[0] != 0 {
+		return // XRCETH reserved byte: Encode writes it zero
 	}
 	for _, b := range p.Pad {
 		if b != 0 {

@@ -61,14 +61,47 @@ const (
 	OpUDSendOnly     Opcode = 0x64
 	OpUDSendOnlyImm  Opcode = 0x65
 	OpCNP            Opcode = 0x81
+
+	// XRC opcodes (IBA 9.2.1 table 38, transport 101b): the RC
+	// operations at base 0xA0. Requests carry an XRCETH after the BTH;
+	// responses (ACKs, READ responses, atomic ACKs) do not.
+	OpXRCSendFirst          Opcode = 0xA0
+	OpXRCSendMiddle         Opcode = 0xA1
+	OpXRCSendLast           Opcode = 0xA2
+	OpXRCSendLastImm        Opcode = 0xA3
+	OpXRCSendOnly           Opcode = 0xA4
+	OpXRCSendOnlyImm        Opcode = 0xA5
+	OpXRCWriteFirst         Opcode = 0xA6
+	OpXRCWriteMiddle        Opcode = 0xA7
+	OpXRCWriteLast          Opcode = 0xA8
+	OpXRCWriteLastImm       Opcode = 0xA9
+	OpXRCWriteOnly          Opcode = 0xAA
+	OpXRCWriteOnlyImm       Opcode = 0xAB
+	OpXRCReadRequest        Opcode = 0xAC
+	OpXRCReadResponseFirst  Opcode = 0xAD
+	OpXRCReadResponseMiddle Opcode = 0xAE
+	OpXRCReadResponseLast   Opcode = 0xAF
+	OpXRCReadResponseOnly   Opcode = 0xB0
+	OpXRCAcknowledge        Opcode = 0xB1
+	OpXRCAtomicAcknowledge  Opcode = 0xB2
+	OpXRCCompareSwap        Opcode = 0xB3
+	OpXRCFetchAdd           Opcode = 0xB4
+	OpXRCSendLastInvalidate Opcode = 0xB6
+	OpXRCSendOnlyInvalidate Opcode = 0xB7
+
+	// XRCBase is what an RC opcode gains to become its XRC twin.
+	XRCBase = OpXRCSendFirst - OpRCSendFirst
 )
 
 // Header is a set of extension headers that follow the BTH.
-type Header uint8
+type Header uint16
 
 // Extension headers, in the order they follow the BTH.
 const (
-	HdrDETH Header = 1 << iota
+	// HdrXRCETH is the XRC extended transport header of XRC requests; it
+	// comes first, directly after the BTH (IBA 9.3.1.1, 9.3.9).
+	HdrXRCETH Header = 1 << iota
+	HdrDETH
 	HdrRETH
 	HdrAtomicETH
 	HdrAETH
@@ -135,11 +168,43 @@ var opcodeTable = func() (t [256]OpcodeInfo) {
 			Headers: hdrs, HeaderLen: headerLen(hdrs), Payload: payload, Valid: true,
 		}
 	}
+	// RC and XRC share the operations and their headers; an XRC request
+	// adds the XRCETH (IBA 9.2.1 table 38).
 	for _, tr := range []struct {
 		base   Opcode
 		prefix string
-	}{{0x00, "RC_"}, {0x20, "UC_"}} {
-		b, p := tr.base, tr.prefix
+		req    Header
+	}{{0x00, "RC_", 0}, {XRCBase, "XRC_", HdrXRCETH}} {
+		b, p, x := tr.base, tr.prefix, tr.req
+		add(b+0x00, p+"SEND_FIRST", KindSend, PosFirst, x, true)
+		add(b+0x01, p+"SEND_MIDDLE", KindSend, PosMiddle, x, true)
+		add(b+0x02, p+"SEND_LAST", KindSend, PosLast, x, true)
+		add(b+0x03, p+"SEND_LAST_WITH_IMMEDIATE", KindSend, PosLast, x|HdrImmDt, true)
+		add(b+0x04, p+"SEND_ONLY", KindSend, PosOnly, x, true)
+		add(b+0x05, p+"SEND_ONLY_WITH_IMMEDIATE", KindSend, PosOnly, x|HdrImmDt, true)
+		add(b+0x06, p+"RDMA_WRITE_FIRST", KindWrite, PosFirst, x|HdrRETH, true)
+		add(b+0x07, p+"RDMA_WRITE_MIDDLE", KindWrite, PosMiddle, x, true)
+		add(b+0x08, p+"RDMA_WRITE_LAST", KindWrite, PosLast, x, true)
+		add(b+0x09, p+"RDMA_WRITE_LAST_WITH_IMMEDIATE", KindWrite, PosLast, x|HdrImmDt, true)
+		add(b+0x0A, p+"RDMA_WRITE_ONLY", KindWrite, PosOnly, x|HdrRETH, true)
+		add(b+0x0B, p+"RDMA_WRITE_ONLY_WITH_IMMEDIATE", KindWrite, PosOnly, x|HdrRETH|HdrImmDt, true)
+		add(b+0x0C, p+"RDMA_READ_REQUEST", KindReadRequest, PosNone, x|HdrRETH, false)
+		add(b+0x0D, p+"RDMA_READ_RESPONSE_FIRST", KindReadResponse, PosFirst, HdrAETH, true)
+		add(b+0x0E, p+"RDMA_READ_RESPONSE_MIDDLE", KindReadResponse, PosMiddle, 0, true)
+		add(b+0x0F, p+"RDMA_READ_RESPONSE_LAST", KindReadResponse, PosLast, HdrAETH, true)
+		add(b+0x10, p+"RDMA_READ_RESPONSE_ONLY", KindReadResponse, PosOnly, HdrAETH, true)
+		add(b+0x11, p+"ACKNOWLEDGE", KindAck, PosNone, HdrAETH, false)
+		add(b+0x12, p+"ATOMIC_ACKNOWLEDGE", KindAtomicAck, PosNone, HdrAETH|HdrAtomicAckETH, false)
+		add(b+0x13, p+"COMPARE_SWAP", KindAtomic, PosNone, x|HdrAtomicETH, false)
+		add(b+0x14, p+"FETCH_ADD", KindAtomic, PosNone, x|HdrAtomicETH, false)
+		add(b+0x16, p+"SEND_LAST_WITH_INVALIDATE", KindSend, PosLast, x|HdrIETH, true)
+		add(b+0x17, p+"SEND_ONLY_WITH_INVALIDATE", KindSend, PosOnly, x|HdrIETH, true)
+	}
+	// ATOMIC WRITE (IBA 1.5): offered on RC only, as Linux rxe offers
+	// it; its XRC twin is not decoded.
+	add(OpRCAtomicWrite, "RC_ATOMIC_WRITE", KindAtomicWrite, PosNone, HdrRETH, true)
+	{ // UC: SEND and WRITE only (IBA 9.2.1 table 38)
+		b, p := Opcode(0x20), "UC_"
 		add(b+0x00, p+"SEND_FIRST", KindSend, PosFirst, 0, true)
 		add(b+0x01, p+"SEND_MIDDLE", KindSend, PosMiddle, 0, true)
 		add(b+0x02, p+"SEND_LAST", KindSend, PosLast, 0, true)
@@ -153,18 +218,6 @@ var opcodeTable = func() (t [256]OpcodeInfo) {
 		add(b+0x0A, p+"RDMA_WRITE_ONLY", KindWrite, PosOnly, HdrRETH, true)
 		add(b+0x0B, p+"RDMA_WRITE_ONLY_WITH_IMMEDIATE", KindWrite, PosOnly, HdrRETH|HdrImmDt, true)
 	}
-	add(OpRCReadRequest, "RC_RDMA_READ_REQUEST", KindReadRequest, PosNone, HdrRETH, false)
-	add(OpRCReadResponseFirst, "RC_RDMA_READ_RESPONSE_FIRST", KindReadResponse, PosFirst, HdrAETH, true)
-	add(OpRCReadResponseMiddle, "RC_RDMA_READ_RESPONSE_MIDDLE", KindReadResponse, PosMiddle, 0, true)
-	add(OpRCReadResponseLast, "RC_RDMA_READ_RESPONSE_LAST", KindReadResponse, PosLast, HdrAETH, true)
-	add(OpRCReadResponseOnly, "RC_RDMA_READ_RESPONSE_ONLY", KindReadResponse, PosOnly, HdrAETH, true)
-	add(OpRCAcknowledge, "RC_ACKNOWLEDGE", KindAck, PosNone, HdrAETH, false)
-	add(OpRCAtomicAcknowledge, "RC_ATOMIC_ACKNOWLEDGE", KindAtomicAck, PosNone, HdrAETH|HdrAtomicAckETH, false)
-	add(OpRCCompareSwap, "RC_COMPARE_SWAP", KindAtomic, PosNone, HdrAtomicETH, false)
-	add(OpRCFetchAdd, "RC_FETCH_ADD", KindAtomic, PosNone, HdrAtomicETH, false)
-	add(OpRCSendLastInvalidate, "RC_SEND_LAST_WITH_INVALIDATE", KindSend, PosLast, HdrIETH, true)
-	add(OpRCSendOnlyInvalidate, "RC_SEND_ONLY_WITH_INVALIDATE", KindSend, PosOnly, HdrIETH, true)
-	add(OpRCAtomicWrite, "RC_ATOMIC_WRITE", KindAtomicWrite, PosNone, HdrRETH, true)
 	add(OpUDSendOnly, "UD_SEND_ONLY", KindSend, PosOnly, HdrDETH, true)
 	add(OpUDSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", KindSend, PosOnly, HdrDETH|HdrImmDt, true)
 	add(OpCNP, "CNP", KindCNP, PosNone, HdrCNPReserved, false)
@@ -177,7 +230,7 @@ func headerLen(h Header) int {
 		h    Header
 		size int
 	}{
-		{HdrDETH, DETHSize}, {HdrRETH, RETHSize}, {HdrAtomicETH, AtomicETHSize},
+		{HdrXRCETH, XRCETHSize}, {HdrDETH, DETHSize}, {HdrRETH, RETHSize}, {HdrAtomicETH, AtomicETHSize},
 		{HdrAETH, AETHSize}, {HdrAtomicAckETH, AtomicAckETHSize},
 		{HdrImmDt, ImmDtSize}, {HdrIETH, IETHSize}, {HdrCNPReserved, CNPReservedSize},
 	} {

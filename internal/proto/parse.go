@@ -63,6 +63,7 @@ type Packet struct {
 	GRH  GRH
 
 	BTH          BTH
+	XRCETH       XRCETH
 	DETH         DETH
 	RETH         RETH
 	AtomicETH    AtomicETH
@@ -272,6 +273,9 @@ func (p *Packet) parseTransport(start, end int) error {
 	}
 	h := info.Headers
 	take := func(n int) []byte { b := f[off : off+n]; off += n; return b }
+	if h&HdrXRCETH != 0 {
+		p.XRCETH = XRCETH(take(XRCETHSize))
+	}
 	if h&HdrDETH != 0 {
 		p.DETH = DETH(take(DETHSize))
 	}

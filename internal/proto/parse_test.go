@@ -93,7 +93,7 @@ func checkParsed(t *testing.T, f *PacketFields, p *Packet) {
 		hdr     Header
 		present bool
 	}{
-		{HdrDETH, p.DETH != nil}, {HdrRETH, p.RETH != nil}, {HdrAtomicETH, p.AtomicETH != nil},
+		{HdrXRCETH, p.XRCETH != nil}, {HdrDETH, p.DETH != nil}, {HdrRETH, p.RETH != nil}, {HdrAtomicETH, p.AtomicETH != nil},
 		{HdrAETH, p.AETH != nil}, {HdrAtomicAckETH, p.AtomicAckETH != nil},
 		{HdrImmDt, p.ImmDt != nil}, {HdrIETH, p.IETH != nil}, {HdrCNPReserved, op(f) == OpCNP},
 	} {

@@ -48,6 +48,9 @@ func fieldsOf(p *Packet) PacketFields {
 	b := p.BTH
 	f.BTH = BTHFields{Opcode: b.Opcode(), SE: b.SE(), MigReq: b.MigReq(), TVer: b.TVer(), PKey: b.PKey(),
 		FECN: b.FECN(), BECN: b.BECN(), DestQP: b.DestQP(), AckReq: b.AckReq(), PSN: b.PSN()}
+	if p.XRCETH != nil {
+		f.XRCSRQ = p.XRCETH.XRCSRQ()
+	}
 	if p.DETH != nil {
 		f.DETH = DETHFields{QKey: p.DETH.QKey(), SrcQP: p.DETH.SrcQP()}
 	}
@@ -103,6 +106,7 @@ func samplePacket(op Opcode, n int) PacketFields {
 		GRH: GRHFields{TClass: 0x20, FlowLabel: 0x12345, HopLmt: 255,
 			SGID: [16]byte{0xfe, 0x80, 8: 0x02, 15: 1}, DGID: [16]byte{0xfe, 0x80, 8: 0x02, 15: 2}},
 		BTH:            BTHFields{Opcode: op, SE: true, PKey: PKeyDefault, DestQP: 0x000011, AckReq: true, PSN: 0xFFFFFE},
+		XRCSRQ:         0x00ABCD,
 		DETH:           DETHFields{QKey: 0x11111111, SrcQP: 0x000022},
 		RETH:           RETHFields{VA: 0x00007F00DEADB000, RKey: 0x1234, DMALength: 4096},
 		AtomicETH:      AtomicETHFields{VA: 0x7F0000001000, RKey: 0x4321, SwapData: 0x0102030405060708, CompareData: 0x1112131415161718},

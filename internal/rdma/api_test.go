@@ -242,7 +242,7 @@ func TestCreateLimits(t *testing.T) {
 		t.Fatalf("second CQ: %v", err)
 	}
 	attr := rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeRC, Cap: rdma.QPCap{MaxSendWR: 8, MaxRecvWR: 8}}
-	if _, err := d.CreateQP(pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPType(9)}); !errors.Is(err, rdma.ErrInvalid) {
+	if _, err := d.CreateQP(pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPType(7)}); !errors.Is(err, rdma.ErrInvalid) {
 		t.Fatalf("QP of an unknown type: %v", err)
 	}
 	bad := attr

@@ -51,3 +51,6 @@ func MWMemory() int64 {
 
 // AHMemory is the host memory of an address handle.
 func AHMemory() int64 { return int64(unsafe.Sizeof(AH{})) }
+
+// XRCDMemory is the host memory of an XRC domain.
+func XRCDMemory() int64 { return int64(unsafe.Sizeof(XRCD{})) }

@@ -28,6 +28,9 @@ type Counters struct {
 	// and destination are not the QP's remote and local addresses (rxe's
 	// check_addr): dropped, not even NAKed.
 	RxAddrMismatch uint64
+	// XRCBadSRQ counts XRC requests whose XRCETH named no XRC SRQ of
+	// the target QP's XRC domain (answered with NAK Invalid Request).
+	XRCBadSRQ uint64
 
 	// Requester side.
 	Retransmits        uint64 // request packets sent again (any cause)
@@ -94,7 +97,7 @@ type counters struct {
 
 	rxDropped, rxICRC, rxMalformed, rxNotRoCE, rxNotForUs, rxUnknownQP atomic.Uint64
 	rxPKey, rxWrongState, rxUnsupported                                atomic.Uint64
-	rxAddrMismatch                                                     atomic.Uint64
+	rxAddrMismatch, xrcBadSRQ                                          atomic.Uint64
 
 	retransmits, retransmitTimeouts, acksReceived, seqNAKsReceived  atomic.Uint64
 	rnrNAKsReceived, errNAKsReceived, readGapRetries, retryExceeded atomic.Uint64
@@ -123,6 +126,7 @@ func (c *counters) snapshot() Counters {
 		RxNotRoCE: c.rxNotRoCE.Load(), RxNotForUs: c.rxNotForUs.Load(), RxUnknownQP: c.rxUnknownQP.Load(),
 		RxPKeyErrors: c.rxPKey.Load(), RxWrongState: c.rxWrongState.Load(), RxUnsupported: c.rxUnsupported.Load(),
 		RxAddrMismatch: c.rxAddrMismatch.Load(),
+		XRCBadSRQ:      c.xrcBadSRQ.Load(),
 
 		Retransmits: c.retransmits.Load(), RetransmitTimeouts: c.retransmitTimeouts.Load(),
 		AcksReceived: c.acksReceived.Load(), SeqNAKsReceived: c.seqNAKsReceived.Load(),

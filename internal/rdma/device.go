@@ -101,6 +101,8 @@ type DeviceConfig struct {
 	// SRQ and multicast limits; zero means the Default* value (MaxSRQSGE:
 	// MaxSGE).
 	MaxSRQ, MaxSRQWR, MaxSRQSGE, MaxMcastGrp, MaxMcastQPAttach int
+	// MaxXRCD is the XRC domains; zero means DefaultMaxXRCD.
+	MaxXRCD int
 
 	// Identity reported by QueryDevice; zero means the defaults.
 	VendorID, VendorPartID, HWVer uint32
@@ -174,6 +176,7 @@ const (
 	DeviceMemWindow       = 1 << 17 // IBV_DEVICE_MEM_WINDOW
 	DeviceMemWindowType2A = 1 << 23 // IBV_DEVICE_MEM_WINDOW_TYPE_2A: type 2 windows bound to a QP
 	DeviceMemWindowType2B = 1 << 24 // IBV_DEVICE_MEM_WINDOW_TYPE_2B: type 2 windows, remote invalidation
+	DeviceXRC             = 1 << 20 // IBV_DEVICE_XRC
 )
 
 // PortAttr is what QueryPort reports (struct ibv_port_attr).
@@ -234,6 +237,8 @@ type Device struct {
 	nSRQ    int
 	pdID    uint32
 	srqID   uint32
+	nXRCD   int
+	xrcdID  uint32
 
 	// Memory-region key table, read by the engine on every DMA lookup.
 	mrMu    sync.RWMutex
@@ -295,6 +300,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	def(&cfg.MaxInline, DefaultMaxInline)
 	def(&cfg.MaxQPRDAtomic, DefaultMaxQPRDAtomic)
 	def(&cfg.MaxSRQ, DefaultMaxSRQ)
+	def(&cfg.MaxXRCD, DefaultMaxXRCD)
 	def(&cfg.MaxSRQWR, DefaultMaxSRQWR)
 	def(&cfg.MaxSRQSGE, cfg.MaxSGE)
 	def(&cfg.MaxMcastGrp, DefaultMaxMcastGrp)
@@ -416,7 +422,7 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxQP:        c.MaxQP,
 		MaxQPWR:      c.MaxQPWR,
 		DeviceCapFlags: DeviceCurrQPStateMod | DeviceSysImageGUID | DeviceRCRNRNAKGen | DeviceSRQResize |
-			DeviceMemWindow | DeviceMemWindowType2A | DeviceMemWindowType2B,
+			DeviceMemWindow | DeviceMemWindowType2A | DeviceMemWindowType2B | DeviceXRC,
 		MaxSGE:                c.MaxSGE,
 		MaxSGERd:              c.MaxSGE,
 		MaxCQ:                 c.MaxCQ,

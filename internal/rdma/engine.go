@@ -79,6 +79,7 @@ type engine struct {
 
 	// Owned by the engine goroutine.
 	qps      map[uint32]*QP
+	xsrqs    map[uint32]*SRQ    // XRC SRQs by number (xrc.go)
 	mcast    map[[16]byte][]*QP // multicast groups and their UD QPs
 	sendList []*QP
 	ackList  []*QP
@@ -98,6 +99,7 @@ func (e *engine) init(d *Device) {
 	e.quit = make(chan struct{})
 	e.done = make(chan struct{})
 	e.qps = make(map[uint32]*QP)
+	e.xsrqs = make(map[uint32]*SRQ)
 	e.mcast = make(map[[16]byte][]*QP)
 }
 
@@ -517,7 +519,7 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		}
 		return false
 	case tr == proto.TransportCNP && !mcast:
-		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeRC {
+		if qp := e.qps[bth.DestQP()]; qp != nil && (qp.init.QPType == QPTypeRC || qp.init.QPType == QPTypeXRCIni) {
 			if !qp.fromPeer(pkt) {
 				d.ctr.rxAddrMismatch.Add(1)
 				return false
@@ -529,7 +531,7 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 			d.ctr.rxUnknownQP.Add(1)
 		}
 		return false
-	case mcast || tr != proto.TransportRC:
+	case mcast || (tr != proto.TransportRC && tr != proto.TransportXRC):
 		d.ctr.rxUnsupported.Add(1)
 		return false
 	}
@@ -538,7 +540,7 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		d.ctr.rxUnknownQP.Add(1)
 		return false
 	}
-	if qp.init.QPType != QPTypeRC {
+	if !qp.takes(op) {
 		d.ctr.rxUnsupported.Add(1)
 		return false
 	}
@@ -573,6 +575,27 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		qp.onResponse(pkt)
 	default:
 		d.ctr.rxUnsupported.Add(1)
+	}
+	return false
+}
+
+// takes reports whether an RC or XRC packet with opcode op is for a QP
+// of this type: RC packets for an RC QP; XRC requests for an XRC target
+// and XRC responses for an XRC initiator (IBA 9.8: each side of XRC is
+// half a connection).
+func (qp *QP) takes(op proto.Opcode) bool {
+	switch qp.init.QPType {
+	case QPTypeRC:
+		return op.Transport() == proto.TransportRC
+	case QPTypeXRCTgt, QPTypeXRCIni:
+		if op.Transport() != proto.TransportXRC {
+			return false
+		}
+		switch op.Info().Kind {
+		case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic:
+			return qp.init.QPType == QPTypeXRCTgt
+		}
+		return qp.init.QPType == QPTypeXRCIni
 	}
 	return false
 }

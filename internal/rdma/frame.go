@@ -149,6 +149,11 @@ func (qp *QP) txBegin(f *proto.PacketFields, ect bool) (*frameBuf, int) {
 // txBeginOn is txBegin for a frame on path p (a UD address handle's).
 func (qp *QP) txBeginOn(p *txPath, f *proto.PacketFields, ect bool) (*frameBuf, int) {
 	e := &qp.dev.eng
+	if qp.isXRC() && f.BTH.Opcode.Transport() == proto.TransportRC {
+		// The requester and responder build RC opcodes; XRC's are the
+		// same operations at base 0xA0 (IBA 9.2.1 table 38).
+		f.BTH.Opcode += proto.XRCBase
+	}
 	tos := p.tc
 	if ect {
 		tos |= proto.ECNECT0

@@ -59,6 +59,27 @@ var rcTransitions = func() (t transitions) {
 	return t
 }()
 
+// xrcIniTransitions and xrcTgtTransitions are RC's with the required
+// attributes of ib_modify_qp_is_ok for IB_QPT_XRC_INI and IB_QPT_XRC_TGT:
+// an initiator has no responder (INIT->RTR needs no MaxDestRDAtomic or
+// MinRNRTimer), a target no requester (RTR->RTS needs only Timeout and
+// SQPSN).
+var xrcIniTransitions = func() (t transitions) {
+	t = rcTransitions
+	r := &t[QPStateInit][QPStateRTR]
+	r.req &^= QPAttrMaxDestRDAtomic | QPAttrMinRNRTimer
+	r.opt |= QPAttrMaxDestRDAtomic | QPAttrMinRNRTimer
+	return t
+}()
+
+var xrcTgtTransitions = func() (t transitions) {
+	t = rcTransitions
+	r := &t[QPStateRTR][QPStateRTS]
+	r.req = QPAttrTimeout | QPAttrSQPSN
+	r.opt |= QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRDAtomic
+	return t
+}()
+
 // Modify changes the QP's state and attributes (ibv_modify_qp), following
 // the IBTA state machine RESET -> INIT -> RTR -> RTS <-> SQD, any -> ERR,
 // any -> RESET, with the required and optional attributes of
@@ -115,6 +136,10 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 		tr = udTransitions[cur][next]
 	case qp.init.QPType == QPTypeUC:
 		tr = ucTransitions[cur][next]
+	case qp.init.QPType == QPTypeXRCIni:
+		tr = xrcIniTransitions[cur][next]
+	case qp.init.QPType == QPTypeXRCTgt:
+		tr = xrcTgtTransitions[cur][next]
 	}
 	if !tr.valid {
 		return fail("illegal state transition")

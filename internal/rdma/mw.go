@@ -148,15 +148,16 @@ func (d *Device) lookupMW(key uint32) *MW {
 // need and hold [va, va+n). It returns the MR to access, or nil.
 func (qp *QP) remoteMR(rkey uint32, va, n uint64, need Access) *MR {
 	d := qp.dev
+	pd := qp.respPD() // an XRC target's is its SRQ's
 	if rkey&mwKeyBit == 0 {
 		mr := d.lookupMR(rkey)
-		if mr == nil || mr.pd != qp.pd || mr.access&need == 0 || !mr.contains(va, n) {
+		if mr == nil || mr.pd != pd || mr.access&need == 0 || !mr.contains(va, n) {
 			return nil
 		}
 		return mr
 	}
 	mw := d.lookupMW(rkey)
-	if mw == nil || mw.pd != qp.pd {
+	if mw == nil || mw.pd != pd {
 		return nil
 	}
 	b := mw.bind.Load()
@@ -246,7 +247,7 @@ func (qp *QP) bindMW(b *MWBind) WCStatus {
 // bind.
 func (qp *QP) invalidateKey(rkey uint32) bool {
 	mw := qp.dev.lookupMW(rkey)
-	if mw == nil || mw.pd != qp.pd || mw.typ != MWType2 {
+	if mw == nil || mw.pd != qp.respPD() || mw.typ != MWType2 {
 		return false
 	}
 	cur := mw.bind.Load()

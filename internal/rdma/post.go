@@ -17,6 +17,9 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	if d.closed.Load() {
 		return &PostError{Index: 0, Err: ErrClosed}
 	}
+	if qp.isXRCTgt() {
+		return &PostError{Index: 0, Err: fmt.Errorf("post send to XRC target QP %#x: it has no send queue: %w", qp.qpn, ErrInvalid)}
+	}
 	switch st := qp.State(); st {
 	case QPStateRTS, QPStateSQD, QPStateSQE, QPStateErr:
 	default:
@@ -42,6 +45,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
 		w.compareAdd, w.swap = wr.CompareAdd, wr.Swap
 		w.ah, w.remoteQPN, w.remoteQKey = nil, 0, 0
+		w.remoteSRQN = wr.RemoteSRQN & xrcSRQNMask
 		if wr.Opcode == WRBindMW {
 			w.bind = wr.Bind
 		}
@@ -183,6 +187,9 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 	}
 	if qp.srq != nil {
 		return &PostError{Index: 0, Err: fmt.Errorf("post recv to QP %#x: it receives through SRQ %d: %w", qp.qpn, qp.srq.handle, ErrInvalid)}
+	}
+	if qp.isXRC() {
+		return &PostError{Index: 0, Err: fmt.Errorf("post recv to XRC QP %#x: it has no receive queue: %w", qp.qpn, ErrInvalid)}
 	}
 	capWR := uint32(qp.init.Cap.MaxRecvWR)
 	qp.rqMu.Lock()

@@ -30,6 +30,11 @@ type QPInitAttr struct {
 	// receive queue of its own (Cap.MaxRecvWR/MaxRecvSGE are ignored and
 	// PostRecv fails).
 	SRQ *SRQ
+	// XRCD is the XRC domain of an XRC target QP (QPTypeXRCTgt, which
+	// has no PD, CQs or queues: each request picks an XRC SRQ of the
+	// domain). An XRC initiator (QPTypeXRCIni) has a PD and a send CQ
+	// only.
+	XRCD *XRCD
 }
 
 // GlobalRoute is the GRH part of an address vector (struct ibv_global_route).
@@ -121,6 +126,10 @@ type SendWR struct {
 
 	// BIND_MW (RC): the window, its new R_Key and what it covers.
 	Bind MWBind
+	// RemoteSRQN is, on an XRC initiator QP, the number of the XRC SRQ
+	// at the target the request is for (ibv_send_wr.qp_type.xrc); it
+	// travels in every request packet's XRCETH.
+	RemoteSRQN uint32
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
@@ -143,6 +152,7 @@ type sendWQE struct {
 	swap       uint64 // atomics: swap operand (CMP_AND_SWP)
 	ah         *AH    // UD destination
 	remoteQPN  uint32 // UD
+	remoteSRQN uint32 // XRC initiator: the XRCETH's SRQ number
 	remoteQKey uint32 // UD: the Q_Key to send (high bit: the QP's own)
 	bind       MWBind // BIND_MW
 	length     uint32
@@ -240,7 +250,8 @@ type QP struct {
 	rqProd atomic.Uint32
 	rqCons atomic.Uint32
 
-	srq *SRQ // shared receive queue, or nil
+	srq  *SRQ  // shared receive queue, or nil
+	xrcd *XRCD // XRC target: its domain
 
 	events atomic.Uint32 // pending engine events (ev* bits)
 
@@ -268,6 +279,9 @@ type QP struct {
 	// received (srqHeld); the SRQ slot itself is free again at once.
 	srqWQE  recvWQE
 	srqHeld bool
+	// xsrq is an XRC target's SRQ for the request being handled (the one
+	// its XRCETH named, xrcSelect); engine-owned.
+	xsrq *SRQ
 	// mcast are the groups the QP is attached to (UD).
 	mcast [][16]byte
 	// dc is the congestion state (dcqcn.go).
@@ -294,11 +308,34 @@ func ringSize(n int) (int, uint32) {
 // the device's own SMA and PMA answer the requests for this port, and the
 // consumer gets everything else (answers to its requests, other classes).
 func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
-	if err := d.checkPD(pd); err != nil {
+	tgt := attr.QPType == QPTypeXRCTgt
+	if tgt {
+		// An XRC target has no PD: the SRQ of each request supplies it.
+		if d.closed.Load() {
+			return nil, ErrClosed
+		}
+		if err := d.checkXRCD(attr.XRCD); err != nil {
+			return nil, fmt.Errorf("rdma: create XRC target QP: %w", err)
+		}
+		if attr.SRQ != nil || attr.SendCQ != nil || attr.RecvCQ != nil {
+			return nil, fmt.Errorf("rdma: create XRC target QP: it takes no SRQ or CQs: %w", ErrInvalid)
+		}
+		pd = nil
+		attr.Cap = QPCap{}
+	} else if err := d.checkPD(pd); err != nil {
 		return nil, fmt.Errorf("rdma: create QP: %w", err)
+	} else if attr.XRCD != nil {
+		return nil, fmt.Errorf("rdma: create QP: only an XRC target QP takes an XRCD: %w", ErrInvalid)
+	}
+	if attr.QPType == QPTypeXRCIni {
+		if attr.SRQ != nil {
+			return nil, fmt.Errorf("rdma: create XRC initiator QP: it takes no SRQ: %w", ErrInvalid)
+		}
+		attr.RecvCQ = nil // send side only
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
 	}
 	switch attr.QPType {
-	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeGSI:
+	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeGSI, QPTypeXRCIni, QPTypeXRCTgt:
 	case QPTypeSMI:
 		if !d.ib() {
 			return nil, fmt.Errorf("rdma: create QP: QP0 exists only on an InfiniBand port: %w", ErrInvalid)
@@ -312,9 +349,17 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		}
 		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
 	}
-	for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
-		if cq == nil || cq.dev != d {
-			return nil, fmt.Errorf("rdma: create QP: send and receive CQs of this device are required: %w", ErrInvalid)
+	switch {
+	case tgt:
+	case attr.QPType == QPTypeXRCIni:
+		if attr.SendCQ == nil || attr.SendCQ.dev != d {
+			return nil, fmt.Errorf("rdma: create XRC initiator QP: a send CQ of this device is required: %w", ErrInvalid)
+		}
+	default:
+		for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
+			if cq == nil || cq.dev != d {
+				return nil, fmt.Errorf("rdma: create QP: send and receive CQs of this device are required: %w", ErrInvalid)
+			}
 		}
 	}
 	c := &attr.Cap
@@ -335,13 +380,17 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 
-	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ}
+	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, xrcd: attr.XRCD}
 	n, mask := ringSize(c.MaxSendWR)
 	qp.sq, qp.sqMask = make([]sendWQE, n), mask // SGE and inline buffers come with the posts
 	qp.rq, qp.rqMask = newRecvRing(c.MaxRecvWR)
 	if attr.SRQ != nil {
 		qp.srqWQE.sgeBuf = make([]SGE, attr.SRQ.maxSGE)
 		qp.srqWQE.mrs = make([]*MR, attr.SRQ.maxSGE)
+	}
+	if tgt { // any SRQ of the domain may supply the WR
+		qp.srqWQE.sgeBuf = make([]SGE, max(d.cfg.MaxSRQSGE, 1))
+		qp.srqWQE.mrs = make([]*MR, max(d.cfg.MaxSRQSGE, 1))
 	}
 	qp.readRes = make([]readRes, max(d.cfg.MaxQPRDAtomic, 1))
 	qp.attr.PortNum = 1
@@ -364,6 +413,13 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		}
 		attr.SRQ.refs.Add(1)
 	}
+	if tgt {
+		if attr.XRCD.dead.Load() {
+			d.mu.Unlock()
+			return nil, fmt.Errorf("rdma: create XRC target QP: XRCD deallocated: %w", ErrInvalid)
+		}
+		attr.XRCD.refs.Add(1)
+	}
 	if special := attr.QPType == QPTypeSMI || attr.QPType == QPTypeGSI; special {
 		qp.qpn = uint32(attr.QPType)
 		if d.qpnUsed[qp.qpn] {
@@ -382,9 +438,9 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	}
 	d.qpnUsed[qp.qpn] = true
 	d.nQP++
-	pd.refs.Add(1)
-	attr.SendCQ.refs.Add(1)
-	attr.RecvCQ.refs.Add(1)
+	for _, r := range qp.refCounts() {
+		r.Add(1)
+	}
 	d.mu.Unlock()
 
 	if err := d.eng.do(func() { d.eng.qps[qp.qpn] = qp }); err != nil {
@@ -400,13 +456,32 @@ func (qp *QP) release() {
 	d.mu.Lock()
 	delete(d.qpnUsed, qp.qpn)
 	d.nQP--
-	qp.pd.refs.Add(-1)
-	qp.sendCQ.refs.Add(-1)
-	qp.recvCQ.refs.Add(-1)
+	for _, r := range qp.refCounts() {
+		r.Add(-1)
+	}
 	if qp.srq != nil {
 		qp.srq.refs.Add(-1)
 	}
+	if qp.xrcd != nil {
+		qp.xrcd.refs.Add(-1)
+	}
 	d.mu.Unlock()
+}
+
+// refCounts are the reference counts of the PD and CQs the QP holds
+// (XRC QPs lack some of them).
+func (qp *QP) refCounts() []*atomic.Int32 {
+	var r []*atomic.Int32
+	if qp.pd != nil {
+		r = append(r, &qp.pd.refs)
+	}
+	if qp.sendCQ != nil {
+		r = append(r, &qp.sendCQ.refs)
+	}
+	if qp.recvCQ != nil {
+		r = append(r, &qp.recvCQ.refs)
+	}
+	return r
 }
 
 // Destroy destroys the QP. Outstanding work is discarded without
@@ -546,11 +621,11 @@ func (qp *QP) flushSQ() {
 // flushRQ completes every posted receive with WRFlushErr; with an SRQ
 // only the WR the QP holds (the SRQ's WRs stay for the other QPs).
 func (qp *QP) flushRQ() {
-	if qp.srq != nil {
+	if qp.rsrq() != nil || qp.isXRC() {
 		if qp.srqHeld {
 			qp.srqHeld = false
 			wc := WC{WRID: qp.srqWQE.wrID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-			qp.recvCQ.push(&wc, false)
+			qp.rcq().push(&wc, false)
 		}
 		return
 	}
@@ -574,6 +649,7 @@ func (qp *QP) reset() {
 	qp.req = reqState{compIdx: c, startIdx: c, reqIdx: c}
 	qp.resp = respState{}
 	qp.srqHeld = false
+	qp.xsrq = nil
 	qp.dc = dcqcnState{}
 	clear(qp.readRes)
 	cap := qp.attr.Cap
@@ -584,8 +660,11 @@ func (qp *QP) reset() {
 // recvAvailable reports whether a receive WR is there for a new message
 // (engine).
 func (qp *QP) recvAvailable() bool {
-	if qp.srq != nil {
-		return qp.srqHeld || !qp.srq.empty()
+	if s := qp.rsrq(); s != nil {
+		return qp.srqHeld || !s.empty()
+	}
+	if qp.isXRC() {
+		return false
 	}
 	return qp.rqCons.Load() != qp.rqProd.Load()
 }
@@ -593,7 +672,7 @@ func (qp *QP) recvAvailable() bool {
 // recvHeld reports whether the QP holds a receive WR it is filling or is
 // about to fill: the RQ's head, or the WR taken from the SRQ (engine).
 func (qp *QP) recvHeld() bool {
-	if qp.srq != nil {
+	if qp.rsrq() != nil || qp.isXRC() {
 		return qp.srqHeld
 	}
 	return qp.rqCons.Load() != qp.rqProd.Load()
@@ -602,9 +681,9 @@ func (qp *QP) recvHeld() bool {
 // recvTake returns the receive WR for the current message, taking it from
 // the SRQ if needed, or nil when there is none (engine).
 func (qp *QP) recvTake() *recvWQE {
-	if qp.srq != nil {
+	if s := qp.rsrq(); s != nil {
 		if !qp.srqHeld {
-			if !qp.srq.take(&qp.srqWQE) {
+			if !s.take(&qp.srqWQE) {
 				return nil
 			}
 			qp.srqHeld = true
@@ -621,7 +700,7 @@ func (qp *QP) recvTake() *recvWQE {
 // recvDone retires the WR recvTake returned; its completion is pushed
 // after (engine).
 func (qp *QP) recvDone() {
-	if qp.srq != nil {
+	if qp.rsrq() != nil {
 		qp.srqHeld = false
 		return
 	}
@@ -630,8 +709,8 @@ func (qp *QP) recvDone() {
 
 // recvPD is the protection domain of the receive WRs' lkeys.
 func (qp *QP) recvPD() *PD {
-	if qp.srq != nil {
-		return qp.srq.pd
+	if s := qp.rsrq(); s != nil {
+		return s.pd
 	}
 	return qp.pd
 }

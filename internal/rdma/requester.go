@@ -227,6 +227,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	retrans := psn.Before(r.sqPSN)
 	f := qp.path.f
 	f.BTH.PSN = psn
+	f.XRCSRQ = w.remoteSRQN // written only for XRC opcodes
 	idx := int(psn.Diff(w.firstPSN))
 	off := idx * qp.pmtu
 	if w.isAtomic() {
@@ -630,7 +631,7 @@ func (qp *QP) onResponse(pkt *proto.Packet) {
 		d.ctr.staleResponses.Add(1)
 		return
 	}
-	switch pkt.BTH.Opcode() {
+	switch rcOpcode(pkt.BTH.Opcode()) {
 	case proto.OpRCAcknowledge:
 		qp.onAETH(psn, pkt.AETH)
 	case proto.OpRCAtomicAcknowledge:
@@ -896,7 +897,7 @@ func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
 		// Answered by one READ RESPONSE ONLY without data (IBA 1.5).
 		want, op = 0, proto.OpRCReadResponseOnly
 	}
-	if (!w.isRead() && w.opcode != WRAtomicWrite) || pkt.BTH.Opcode() != op || len(pkt.Payload) != want ||
+	if (!w.isRead() && w.opcode != WRAtomicWrite) || rcOpcode(pkt.BTH.Opcode()) != op || len(pkt.Payload) != want ||
 		(pkt.AETH != nil && pkt.AETH.Type() != proto.AckTypeACK) {
 		qp.failAt(psn, WCBadRespErr)
 		return

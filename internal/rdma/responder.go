@@ -99,6 +99,9 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 		qp.duplicate(pkt, psn)
 		return
 	}
+	if qp.isXRCTgt() && !qp.xrcSelect(pkt, psn) {
+		return
+	}
 	info := bth.Opcode().Info()
 	switch info.Kind {
 	case proto.KindSend:
@@ -148,7 +151,7 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 	}
 	var orig uint64
 	var err error
-	if pkt.BTH.Opcode() == proto.OpRCCompareSwap {
+	if rcOpcode(pkt.BTH.Opcode()) == proto.OpRCCompareSwap {
 		orig, err = d.mem.CompareAndSwap64(addr, a.CompareData(), a.SwapData())
 	} else {
 		orig, err = d.mem.FetchAndAdd64(addr, a.SwapData())
@@ -363,7 +366,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		qp.recvDone()
 		rs.op = respIdle
 		rs.msn++
-		qp.recvCQ.push(&wc, pkt.BTH.SE())
+		qp.rcq().push(&wc, pkt.BTH.SE())
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
 }
@@ -430,7 +433,7 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 			wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
 				WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
 			qp.recvDone()
-			qp.recvCQ.push(&wc, pkt.BTH.SE())
+			qp.rcq().push(&wc, pkt.BTH.SE())
 		}
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
@@ -628,7 +631,7 @@ func (qp *QP) respFatal(psn proto.PSN, nakCode uint8, recvStatus WCStatus) {
 		w := qp.recvTake()
 		wc := WC{WRID: w.wrID, Status: recvStatus, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
 		qp.recvDone()
-		qp.recvCQ.push(&wc, false)
+		qp.rcq().push(&wc, false)
 	}
 	rs.op = respIdle
 	qp.enterError()

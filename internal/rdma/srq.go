@@ -9,7 +9,14 @@ import (
 // SRQInitAttr are the creation attributes of a shared receive queue
 // (struct ibv_srq_init_attr).
 type SRQInitAttr struct {
-	MaxWR  int // receive WRs the SRQ holds
+	MaxWR int // receive WRs the SRQ holds
+	// XRCD, when set, makes this an XRC SRQ (IBV_SRQT_XRC): XRC target
+	// QPs of the domain deliver into it the requests that name its
+	// number (Num), and its receive completions go to CQ (required
+	// then). The PD checks the receive lkeys and the R_Keys of remote
+	// accesses through those target QPs.
+	XRCD   *XRCD
+	CQ     *CQ
 	MaxSGE int // scatter elements per WR
 	// Limit arms the limit event at creation: EventSRQLimitReached is
 	// raised once when fewer than Limit WRs remain. Zero leaves it unarmed.
@@ -56,7 +63,22 @@ type SRQ struct {
 
 	refs atomic.Int32 // QPs using the SRQ
 	dead atomic.Bool
+
+	xrcd *XRCD // XRC SRQ: its domain and completion queue
+	cq   *CQ
 }
+
+// Num returns the SRQ number an XRC request names in its XRCETH
+// (ibv_get_srq_num). It is 0 for an SRQ that is not an XRC SRQ.
+func (s *SRQ) Num() uint32 {
+	if s.xrcd == nil {
+		return 0
+	}
+	return s.handle & xrcSRQNMask
+}
+
+// XRCD returns the XRC domain of an XRC SRQ, or nil.
+func (s *SRQ) XRCD() *XRCD { return s.xrcd }
 
 // Handle returns a number that identifies the SRQ on its device.
 func (s *SRQ) Handle() uint32 { return s.handle }
@@ -81,6 +103,14 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 	case attr.Limit < 0 || attr.Limit > attr.MaxWR:
 		return nil, fmt.Errorf("rdma: create SRQ: Limit %d outside 0..MaxWR (%d): %w", attr.Limit, attr.MaxWR, ErrInvalid)
 	}
+	if attr.XRCD != nil {
+		if err := d.checkXRCD(attr.XRCD); err != nil {
+			return nil, fmt.Errorf("rdma: create XRC SRQ: %w", err)
+		}
+		if attr.CQ == nil || attr.CQ.dev != d {
+			return nil, fmt.Errorf("rdma: create XRC SRQ: a CQ of this device is required: %w", ErrInvalid)
+		}
+	}
 	s := &SRQ{dev: d, pd: pd, maxWR: attr.MaxWR, maxSGE: max(attr.MaxSGE, 1), limit: attr.Limit}
 	s.ring, s.mask = newRecvRing(attr.MaxWR)
 	d.mu.Lock()
@@ -88,11 +118,45 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("rdma: create SRQ: %d SRQs exist (MaxSRQ): %w", d.nSRQ, ErrNoResources)
 	}
+	if x := attr.XRCD; x != nil {
+		if x.dead.Load() {
+			d.mu.Unlock()
+			return nil, fmt.Errorf("rdma: create XRC SRQ: XRCD %d deallocated: %w", x.handle, ErrInvalid)
+		}
+		s.xrcd, s.cq = x, attr.CQ
+		x.refs.Add(1)
+		attr.CQ.refs.Add(1)
+	}
 	d.nSRQ++
 	d.srqID++
+	if s.xrcd != nil && d.srqID&xrcSRQNMask == 0 {
+		d.srqID++ // XRC SRQ number 0 is never handed out
+	}
 	s.handle = d.srqID
 	pd.refs.Add(1)
 	d.mu.Unlock()
+	if s.xrcd != nil {
+		var busy bool
+		err := d.eng.do(func() {
+			n := s.Num()
+			if busy = d.eng.xsrqs[n] != nil; !busy {
+				d.eng.xsrqs[n] = s
+			}
+		})
+		if err == nil && busy {
+			err = fmt.Errorf("XRC SRQ number %#x in use: %w", s.Num(), ErrBusy)
+		}
+		if err != nil {
+			s.xrcd = nil // not registered: release only the counts
+			d.mu.Lock()
+			d.nSRQ--
+			pd.refs.Add(-1)
+			attr.XRCD.refs.Add(-1)
+			attr.CQ.refs.Add(-1)
+			d.mu.Unlock()
+			return nil, fmt.Errorf("rdma: create XRC SRQ: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -198,15 +262,26 @@ func (s *SRQ) Len() int {
 func (s *SRQ) Destroy() error {
 	d := s.dev
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if n := s.refs.Load(); n > 0 {
+		d.mu.Unlock()
 		return fmt.Errorf("rdma: destroy SRQ %d: %d QPs use it: %w", s.handle, n, ErrBusy)
 	}
 	if !s.dead.CompareAndSwap(false, true) {
+		d.mu.Unlock()
 		return fmt.Errorf("rdma: destroy SRQ %d: already destroyed: %w", s.handle, ErrInvalid)
 	}
 	d.nSRQ--
 	s.pd.refs.Add(-1)
+	if s.xrcd != nil {
+		s.xrcd.refs.Add(-1)
+		s.cq.refs.Add(-1)
+	}
+	d.mu.Unlock()
+	if s.xrcd != nil {
+		// Requests that name the number meanwhile find it dead
+		// (xrcSelect); after Close the engine's table is gone anyway.
+		_ = d.eng.do(func() { delete(d.eng.xsrqs, s.Num()) })
+	}
 	return nil
 }
 

@@ -77,7 +77,7 @@ func (s QPState) String() string {
 type QPType uint32
 
 // QP types (the kernel's enum ib_qp_type, which libibverbs' shares from RC
-// on). CreateQP accepts RC, UC and UD, and the special QPs SMI (QP0, on
+// on). CreateQP accepts RC, UC, UD, the XRC initiator and target, and the special QPs SMI (QP0, on
 // an InfiniBand port) and GSI (QP1).
 const (
 	QPTypeSMI QPType = 0 // IB_QPT_SMI: QP0, the subnet management interface (InfiniBand only)
@@ -85,6 +85,12 @@ const (
 	QPTypeRC  QPType = 2 // IBV_QPT_RC
 	QPTypeUC  QPType = 3 // IBV_QPT_UC
 	QPTypeUD  QPType = 4 // IBV_QPT_UD
+	// QPTypeXRCIni is the sending side of XRC (IB_QPT_XRC_INI,
+	// IBV_QPT_XRC_SEND): a send queue only.
+	QPTypeXRCIni QPType = 9
+	// QPTypeXRCTgt is the receiving side of XRC (IB_QPT_XRC_TGT,
+	// IBV_QPT_XRC_RECV): no queues, CQs or PD of its own.
+	QPTypeXRCTgt QPType = 10
 )
 
 func (t QPType) String() string {
@@ -95,6 +101,10 @@ func (t QPType) String() string {
 		return "UC"
 	case QPTypeUD:
 		return "UD"
+	case QPTypeXRCIni:
+		return "XRC_INI"
+	case QPTypeXRCTgt:
+		return "XRC_TGT"
 	case QPTypeSMI:
 		return "SMI"
 	case QPTypeGSI:

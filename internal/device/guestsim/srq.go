@@ -12,6 +12,10 @@ const (
 	QPTypeRC  = 2
 	QPTypeUC  = 3
 	QPTypeUD  = 4
+	// XRC (ABI 1.11): the initiator has an SQ only, the target no rings
+	// at all (QPConfig.XRCD).
+	QPTypeXRCIni = 9
+	QPTypeXRCTgt = 10
 )
 
 // SRQ is a guest shared receive queue: a ring of receive WQEs and a
@@ -32,6 +36,10 @@ type SRQConfig struct {
 	Depth  uint32 // a power of two; default 64
 	MaxSGE uint32 // default 2
 	Limit  uint32 // arms SRQ_LIMIT at creation when non-zero
+	// XRCD and CQ make an XRC SRQ (ABI 1.11): its SRQN is then the XRC
+	// SRQ number requests name.
+	XRCD uint32
+	CQ   *CQ
 }
 
 // CreateSRQ creates an SRQ.
@@ -53,6 +61,10 @@ func (g *Guest) CreateSRQ(ctx context.Context, c SRQConfig) (*SRQ, error) {
 	cmd := device.AdminCmd{Opcode: device.CmdCreateSRQ}
 	*device.PayloadOf[device.CmdCreateSRQArgs](&cmd) = device.CmdCreateSRQArgs{PD: c.PD, Depth: c.Depth,
 		MaxSGE: c.MaxSGE, Limit: c.Limit, Stride: q.stride, RingGPA: q.ring, DBRecGPA: q.db}
+	if c.CQ != nil {
+		a := device.PayloadOf[device.CmdCreateSRQArgs](&cmd)
+		a.SRQType, a.XRCD, a.CQ = device.SRQTXRC, c.XRCD, c.CQ.CQN
+	}
 	r, err := g.Admin(ctx, &cmd)
 	if err != nil {
 		return nil, err

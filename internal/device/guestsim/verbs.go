@@ -382,6 +382,9 @@ type QPConfig struct {
 	// SMI asks for QP0 (IB_QPT_SMI, type 0 on the wire; Type is ignored).
 	SMI bool
 	SRQ *SRQ // receive WQEs from this SRQ: the QP has no RQ ring
+	// XRCD is the domain of an XRC target QP (Type QPTypeXRCTgt), which
+	// has no rings, CQs or PD.
+	XRCD uint32
 	// AV makes room in each send WQE for an address vector (ABI 1.3,
 	// PostSendAV) before the SGEs or inline data.
 	AV bool
@@ -427,6 +430,17 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 	sqStride := (64 + avRoom + max(16*c.MaxSGE, c.MaxInline) + 63) &^ 63
 	rqStride := 16 + 16*c.MaxSGE
 	q := &QP{g: g, sqDepth: c.SQDepth, rqDepth: c.RQDepth, sqStride: sqStride, rqStride: rqStride}
+	if c.Type == QPTypeXRCTgt {
+		cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
+		*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{QPType: c.Type, XRCD: c.XRCD}
+		r, err := g.Admin(ctx, &cmd)
+		if err != nil {
+			return nil, err
+		}
+		q.QPN = r.Handle
+		return q, nil
+	}
+	noRQ := c.SRQ != nil || c.Type == QPTypeXRCIni
 	var err error
 	if q.sq, err = g.Alloc(uint64(c.SQDepth*sqStride), 4096, false); err != nil {
 		return nil, err
@@ -434,7 +448,7 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 	if q.sqDB, err = g.Alloc(8, 8, false); err != nil {
 		return nil, err
 	}
-	if c.SRQ == nil {
+	if !noRQ {
 		if q.rq, err = g.Alloc(uint64(c.RQDepth*rqStride), 4096, false); err != nil {
 			return nil, err
 		}
@@ -443,10 +457,15 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 		}
 	}
 	cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
-	a := device.CmdCreateQPArgs{PD: c.PD, QPType: c.Type, SendCQ: c.SendCQ.CQN, RecvCQ: c.RecvCQ.CQN,
+	a := device.CmdCreateQPArgs{PD: c.PD, QPType: c.Type, SendCQ: c.SendCQ.CQN,
 		SQDepth: c.SQDepth, MaxSendSGE: c.MaxSGE, MaxInline: c.MaxInline, SQStride: sqStride, SQGPA: q.sq,
 		SQDBRecGPA: q.sqDB}
-	if c.SRQ == nil {
+	if c.RecvCQ != nil {
+		a.RecvCQ = c.RecvCQ.CQN
+	}
+	if c.Type == QPTypeXRCIni {
+		// no RQ, receive CQ or SRQ
+	} else if c.SRQ == nil {
 		a.RQDepth, a.MaxRecvSGE, a.RQStride, a.RQGPA, a.RQDBRecGPA = c.RQDepth, c.MaxSGE, rqStride, q.rq, q.rqDB
 	} else {
 		a.SRQ = c.SRQ.SRQN
@@ -461,6 +480,12 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 	}
 	q.QPN = r.Handle
 	return q, nil
+}
+
+// AllocXRCD allocates an XRC domain (ABI 1.11).
+func (g *Guest) AllocXRCD(ctx context.Context) (uint32, error) {
+	c, err := g.simple(ctx, device.CmdAllocXRCD, 0)
+	return c.Handle, err
 }
 
 // ModifyQP runs MODIFY_QP.

@@ -21,6 +21,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -712,6 +713,146 @@ static const char *mw_case(struct ibv_pd *pd, struct ibv_pd *pd2, struct ibv_mr 
 	return why;
 }
 
+/*
+ * xrc_case - XRC through the provider and the kernel (ABI 1.11): a
+ * domain, an XRC SRQ and its number, a target QP, an initiator made
+ * with ibv_create_qp_ex and only IBV_QP_INIT_ATTR_PD (libibverbs takes
+ * that to the provider's create_qp), a SEND from the initiator to the
+ * SRQ through the target, an ibv_open_qp handle on the target, and a
+ * SEND to an SRQ number that is not the domain's, which must fail
+ * REM_INV_REQ_ERR. NULL, or what went wrong.
+ */
+static const char *xrc_case(struct ibv_pd *pd)
+{
+	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD |
+					 IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1, .oflags = O_CREAT };
+	struct ibv_srq_init_attr_ex sa = {};
+	struct ibv_qp_init_attr_ex qa = {};
+	struct ibv_qp_open_attr oa = {};
+	struct ibv_qp *tgt = NULL, *ini = NULL, *opened;
+	struct ibv_send_wr wr = {}, *bad;
+	struct ibv_recv_wr rwr = {}, *rbad;
+	struct ibv_sge sge;
+	struct ibv_srq *srq = NULL;
+	struct ibv_xrcd *xrcd;
+	struct ibv_cq *cq = NULL;
+	struct ibv_mr *mr = NULL;
+	struct ibv_wc wc;
+	const char *why = NULL;
+	uint32_t srqn = 0;
+	uint8_t *buf;
+	int got = 0, recv = 0;
+
+	xrcd = ibv_open_xrcd(ctx, &xa);
+	if (!xrcd)
+		return "ibv_open_xrcd failed";
+	buf = aligned_alloc(BUF, BUF);
+	memset(buf, 'X', BUF / 2);
+	memset(buf + BUF / 2, 0, BUF / 2);
+	mr = ibv_reg_mr(pd, buf, BUF, IBV_ACCESS_LOCAL_WRITE);
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!mr || !cq) {
+		why = "MR or CQ";
+		goto out;
+	}
+	sa.attr.max_wr = 4;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+		       IBV_SRQ_INIT_ATTR_CQ;
+	sa.srq_type = IBV_SRQT_XRC;
+	sa.pd = pd;
+	sa.xrcd = xrcd;
+	sa.cq = cq;
+	srq = ibv_create_srq_ex(ctx, &sa);
+	if (!srq || ibv_get_srq_num(srq, &srqn) || !srqn) {
+		why = "XRC SRQ or its number";
+		goto out;
+	}
+	qa.qp_type = IBV_QPT_XRC_RECV;
+	qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	qa.xrcd = xrcd;
+	tgt = ibv_create_qp_ex(ctx, &qa);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_XRC_SEND;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	qa.pd = pd;
+	qa.send_cq = cq;
+	qa.sq_sig_all = 1;
+	qa.cap.max_send_wr = 4;
+	qa.cap.max_send_sge = 1;
+	ini = ibv_create_qp_ex(ctx, &qa);
+	if (!tgt || !ini) {
+		why = !tgt ? "XRC_RECV QP" : "XRC_SEND QP (ibv_create_qp_ex, PD only)";
+		goto out;
+	}
+	if (to_rts(tgt, ini->qp_num) || to_rts(ini, tgt->qp_num)) {
+		why = "XRC QPs to RTS";
+		goto out;
+	}
+	oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	oa.qp_num = tgt->qp_num;
+	oa.xrcd = xrcd;
+	oa.qp_type = IBV_QPT_XRC_RECV;
+	opened = ibv_open_qp(ctx, &oa);
+	if (!opened || opened->qp_num != tgt->qp_num || ibv_destroy_qp(opened)) {
+		why = "ibv_open_qp of the target";
+		goto out;
+	}
+	sge.addr = (uintptr_t)(buf + BUF / 2);
+	sge.length = 256;
+	sge.lkey = mr->lkey;
+	rwr.wr_id = 7;
+	rwr.sg_list = &sge;
+	rwr.num_sge = 1;
+	if (ibv_post_srq_recv(srq, &rwr, &rbad)) {
+		why = "ibv_post_srq_recv";
+		goto out;
+	}
+	sge.addr = (uintptr_t)buf;
+	sge.length = 100;
+	wr.wr_id = 8;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.qp_type.xrc.remote_srqn = srqn;
+	if (ibv_post_send(ini, &wr, &bad)) {
+		why = "ibv_post_send on the initiator";
+		goto out;
+	}
+	for (got = 0; got < 2; got++) {
+		if (wait_wc(cq, &wc, 5000) || wc.status != IBV_WC_SUCCESS) {
+			why = "the XRC SEND did not complete";
+			goto out;
+		}
+		if (wc.wr_id == 7)
+			recv = wc.qp_num == tgt->qp_num && wc.byte_len == 100;
+	}
+	if (!recv || !all_bytes(buf + BUF / 2, 100, 'X')) {
+		why = "the receive completion or its data";
+		goto out;
+	}
+	wr.wr_id = 9;
+	wr.qp_type.xrc.remote_srqn = srqn + 1;
+	if (ibv_post_send(ini, &wr, &bad) || wait_wc(cq, &wc, 5000) ||
+	    wc.wr_id != 9 || wc.status != IBV_WC_REM_INV_REQ_ERR)
+		why = "a SEND to another SRQ number did not fail REM_INV_REQ_ERR";
+out:
+	if (ini)
+		ibv_destroy_qp(ini);
+	if (tgt)
+		ibv_destroy_qp(tgt);
+	if (srq)
+		ibv_destroy_srq(srq);
+	if (cq)
+		ibv_destroy_cq(cq);
+	if (mr)
+		ibv_dereg_mr(mr);
+	if (ibv_close_xrcd(xrcd) && !why)
+		why = "ibv_close_xrcd";
+	free(buf);
+	return why;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list;
@@ -1179,6 +1320,16 @@ rereg_done:
 			fail("qp-ex", why);
 		else
 			ok("qp-ex");
+	}
+
+	/* xrc: XRC domain, SRQ and QPs (xrc_case). */
+	{
+		const char *why = xrc_case(pd);
+
+		if (why)
+			fail("xrc", why);
+		else
+			ok("xrc");
 	}
 
 	/* paged-cq: a CQ larger than one contiguous allocation (ofi_rxm's

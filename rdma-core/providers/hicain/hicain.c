@@ -871,7 +871,11 @@ static struct ibv_qp *hicain_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
 		errno = ret;
 		return NULL;
 	}
-	ret = hicain_qp_map(pd->context, qp, attr->srq, &resp);
+	/* ibv_create_qp_ex with only IBV_QP_INIT_ATTR_PD comes here too,
+	 * XRC initiators included: those have no RQ.
+	 */
+	ret = hicain_qp_map(pd->context, qp, attr->srq || attr->qp_type == IBV_QPT_XRC_SEND,
+			    &resp);
 	if (ret) {
 		ibv_cmd_destroy_qp(&qp->vqp.qp);
 		free(qp);
@@ -1037,6 +1041,8 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 		w->remote_qpn = htole32(wr->wr.ud.remote_qpn);
 		w->remote_qkey = htole32(wr->wr.ud.remote_qkey);
 	}
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
+		w->remote_srqn = htole32(wr->qp_type.xrc.remote_srqn);
 	w->wr_id = htole64(wr->wr_id);
 	w->opcode = wr->opcode;
 	w->send_flags = htole16(wr->send_flags);
@@ -1367,6 +1373,16 @@ static void hicain_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint
 	w->remote_qkey = htole32(remote_qkey);
 }
 
+/* hicain_wr_set_xrc_srqn - the XRC SRQ at the target the WQE is for. */
+static void hicain_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct hicain_qp *qp = qpx_to_hqp(qpx);
+	struct hicain_send_wqe *w = hicain_wr_last(qp);
+
+	if (w)
+		w->remote_srqn = htole32(remote_srqn);
+}
+
 static void hicain_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 				   const struct ibv_sge *sg_list)
 {
@@ -1479,17 +1495,24 @@ static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 	uint64_t ops;
 
 	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-					  IBV_QP_INIT_ATTR_CREATE_FLAGS))
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD))
 		return EOPNOTSUPP;
 	/* No create flag is offered; an empty set is no request. */
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
 		return EOPNOTSUPP;
+	/* An XRC target QP has its domain and nothing else: no PD, CQs,
+	 * queues or send operations; every other type has a PD.
+	 */
+	if (attr->qp_type == IBV_QPT_XRC_RECV)
+		return (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && attr->xrcd &&
+		       !(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? 0 : EINVAL;
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD))
 		return EINVAL;
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		return 0;
 	switch (attr->qp_type) {
 	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:
 		ops = HICAIN_QP_EX_RC_OPS;
 		break;
 	case IBV_QPT_UC:
@@ -1534,6 +1557,8 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
 		qpx->wr_atomic_write = hicain_wr_atomic_write;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD)
 		qpx->wr_set_ud_addr = hicain_wr_set_ud_addr;
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
+		qpx->wr_set_xrc_srqn = hicain_wr_set_xrc_srqn;
 	qpx->wr_set_sge = hicain_wr_set_sge;
 	qpx->wr_set_sge_list = hicain_wr_set_sge_list;
 	qpx->wr_set_inline_data = hicain_wr_set_inline_data;
@@ -1552,7 +1577,10 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
  * QP whose SQ the kernel could not map (a context without the doorbell
  * page, an SQ too large to map) is refused it with EOPNOTSUPP; a plain
  * ibv_create_qp still gives such a QP. Create flags (the empty set is
- * taken: pyverbs sends it), XRC domains, RSS and TSO are not offered.
+ * taken: pyverbs sends it), RSS and TSO are not offered. XRC (ABI
+ * 1.11): an IBV_QPT_XRC_SEND QP is an RC send queue whose WQEs name the
+ * target's XRC SRQ (remote_srqn); an IBV_QPT_XRC_RECV QP belongs to its
+ * XRC domain and has nothing to map.
  */
 static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 					  struct ibv_qp_init_attr_ex *attr)
@@ -1584,7 +1612,16 @@ static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 		return NULL;
 	}
 	attr->cap = a.cap;	/* what the QP got */
-	ret = hicain_qp_map(context, qp, attr->srq, &resp);
+	/* An XRC initiator has no RQ; an XRC target no queue at all (the
+	 * kernel creates it without udata: its response is empty).
+	 */
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+		pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+		ret = 0;
+	} else
+		ret = hicain_qp_map(context, qp, attr->srq || attr->qp_type == IBV_QPT_XRC_SEND,
+				    &resp);
 	if (!ret && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && !qp->mapped) {
 		hicain_unmap_ring(&qp->sq);
 		hicain_unmap_ring(&qp->rq);
@@ -1600,6 +1637,36 @@ static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 		hicain_set_qp_ex_ops(qp, attr->send_ops_flags);
 		qp->vqp.comp_mask |= VERBS_QP_EX;
 	}
+	return &qp->vqp.qp;
+}
+
+/*
+ * hicain_open_qp - ibv_open_qp: another handle on an XRC target QP of an
+ * XRC domain this process opened, by number. The kernel keeps the QP
+ * while any handle is open (its creator's included) and sends the
+ * handle's events to it; nothing is mapped, the QP has no queues.
+ */
+static struct ibv_qp *hicain_open_qp(struct ibv_context *context, struct ibv_qp_open_attr *attr)
+{
+	struct ib_uverbs_create_qp_resp resp;
+	struct ibv_open_qp cmd;
+	struct hicain_qp *qp;
+	int ret;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_open_qp(context, &qp->vqp, sizeof(qp->vqp), attr, &cmd, sizeof(cmd), &resp,
+			      sizeof(resp));
+	if (ret) {
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
 	return &qp->vqp.qp;
 }
 
@@ -1654,7 +1721,7 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 		return NULL;
 	}
 	/* attr comes back with the ring's actual max_wr and max_sge. */
-	ret = ibv_cmd_create_srq(pd, &srq->ibv_srq, attr, &cmd, sizeof(cmd), &resp.core,
+	ret = ibv_cmd_create_srq(pd, &srq->vsrq.srq, attr, &cmd, sizeof(cmd), &resp.core,
 				 sizeof(resp));
 	if (ret) {
 		free(srq);
@@ -1664,7 +1731,7 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	ret = hicain_map_ring(pd->context, &resp.drv.srq, resp.drv.max_sge,
 			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
 	if (ret) {
-		ibv_cmd_destroy_srq(&srq->ibv_srq);
+		ibv_cmd_destroy_srq(&srq->vsrq.srq);
 		free(srq);
 		errno = ret;
 		return NULL;
@@ -1672,7 +1739,112 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	srq->dbrec = dbrec;
 	srq->srqn = resp.drv.srqn;
 	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
-	return &srq->ibv_srq;
+	return &srq->vsrq.srq;
+}
+
+/*
+ * hicain_create_srq_ex - ibv_create_srq_ex: a basic SRQ, or (ABI 1.11)
+ * an XRC SRQ of an XRC domain with its CQ, on the same mapped ring and
+ * udata as create_srq's. The kernel returns the XRC SRQ number, which
+ * libibverbs keeps in vsrq.srq_num for ibv_get_srq_num. Tag matching
+ * SRQs are not offered.
+ */
+static struct ibv_srq *hicain_create_srq_ex(struct ibv_context *context,
+					    struct ibv_srq_init_attr_ex *attr)
+{
+	struct hicain_create_srq_resp resp = {};
+	struct ibv_create_xsrq cmd;
+	struct hicain_srq *srq;
+	void *dbrec = NULL;
+	int ret;
+
+	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
+	    attr->srq_type != IBV_SRQT_XRC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+					  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_srq_ex(context, &srq->vsrq, attr, &cmd, sizeof(cmd), &resp.core,
+				    sizeof(resp));
+	if (ret) {
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	ret = hicain_map_ring(context, &resp.drv.srq, resp.drv.max_sge,
+			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
+	if (ret) {
+		ibv_cmd_destroy_srq(&srq->vsrq.srq);
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	srq->dbrec = dbrec;
+	srq->srqn = resp.drv.srqn;
+	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	return &srq->vsrq.srq;
+}
+
+/* hicain_get_srq_num - ibv_get_srq_num: an XRC SRQ's number. */
+static int hicain_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+
+	if (srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EINVAL;
+	*srq_num = srq->vsrq.srq_num;
+	return 0;
+}
+
+/* ---- XRC domains ---- */
+
+/*
+ * hicain_open_xrcd - ibv_open_xrcd: the kernel shares one domain among
+ * the processes that open it through the same file (attr->fd), or makes
+ * a private one (fd -1); the device allocates it once (ABI 1.11).
+ */
+static struct ibv_xrcd *hicain_open_xrcd(struct ibv_context *context,
+					 struct ibv_xrcd_init_attr *attr)
+{
+	struct ib_uverbs_open_xrcd_resp resp;
+	struct ibv_open_xrcd cmd;
+	struct verbs_xrcd *xrcd;
+	int ret;
+
+	xrcd = calloc(1, sizeof(*xrcd));
+	if (!xrcd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_open_xrcd(context, xrcd, sizeof(*xrcd), attr, &cmd, sizeof(cmd), &resp,
+				sizeof(resp));
+	if (ret) {
+		free(xrcd);
+		errno = ret;
+		return NULL;
+	}
+	return &xrcd->xrcd;
+}
+
+static int hicain_close_xrcd(struct ibv_xrcd *ibxrcd)
+{
+	struct verbs_xrcd *xrcd = hicain_container_of(ibxrcd, struct verbs_xrcd, xrcd);
+	int ret;
+
+	ret = ibv_cmd_close_xrcd(xrcd);
+	if (ret)
+		return ret;
+	free(xrcd);
+	return 0;
 }
 
 static int hicain_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask)
@@ -1739,6 +1911,11 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.create_qp_ex = hicain_create_qp_ex,
 	.create_srq = hicain_create_srq,
 	.dealloc_mw = hicain_dealloc_mw,
+	.create_srq_ex = hicain_create_srq_ex,
+	.close_xrcd = hicain_close_xrcd,
+	.get_srq_num = hicain_get_srq_num,
+	.open_qp = hicain_open_qp,
+	.open_xrcd = hicain_open_xrcd,
 	.dealloc_pd = hicain_dealloc_pd,
 	.dereg_mr = hicain_dereg_mr,
 	.destroy_ah = hicain_destroy_ah,

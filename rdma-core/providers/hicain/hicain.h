@@ -97,7 +97,7 @@ struct hicain_qp {
 };
 
 struct hicain_srq {
-	struct ibv_srq ibv_srq;
+	struct verbs_srq vsrq;		/* vsrq.srq is the ibv_srq */
 	pthread_spinlock_t lock;
 	struct hicain_ring ring;	/* receive WQEs */
 	struct hicain_wq_dbrec *dbrec;
@@ -134,7 +134,7 @@ static inline struct hicain_qp *to_hqp(struct ibv_qp *ibqp)
 
 static inline struct hicain_srq *to_hsrq(struct ibv_srq *ibsrq)
 {
-	return hicain_container_of(ibsrq, struct hicain_srq, ibv_srq);
+	return hicain_container_of(ibsrq, struct hicain_srq, vsrq.srq);
 }
 
 static inline struct hicain_ah *to_hah(struct ibv_ah *ibah)

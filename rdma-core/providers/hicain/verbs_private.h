@@ -120,7 +120,23 @@ enum {
 	VERBS_QP_EX = 1 << 1,	/* ibv_qp_to_qp_ex gives qp_ex */
 };
 
-struct verbs_xrcd;
+/* An XRC domain: libibverbs' handle to the kernel object. */
+struct verbs_xrcd {
+	struct ibv_xrcd xrcd;
+	uint32_t comp_mask;
+	uint32_t handle;
+};
+
+/* An SRQ of the extended API (ibv_create_srq_ex): ibv_cmd_create_srq_ex
+ * fills srq_type, xrcd, cq and, for an XRC SRQ, srq_num.
+ */
+struct verbs_srq {
+	struct ibv_srq srq;
+	enum ibv_srq_type srq_type;
+	struct verbs_xrcd *xrcd;
+	struct ibv_cq *cq;
+	uint32_t srq_num;
+};
 
 /* A QP of the extended API: libibverbs' ibv_qp_to_qp_ex reads comp_mask. */
 struct verbs_qp {
@@ -151,7 +167,7 @@ struct verbs_context_ops {
 	verbs_unused_op attach_counters_point_flow;
 	int (*attach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 	int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind);
-	verbs_unused_op close_xrcd;
+	int (*close_xrcd)(struct ibv_xrcd *xrcd);
 	void (*cq_event)(struct ibv_cq *cq);
 	struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 	verbs_unused_op create_counters;
@@ -166,7 +182,8 @@ struct verbs_context_ops {
 				       struct ibv_qp_init_attr_ex *attr);
 	verbs_unused_op create_rwq_ind_table;
 	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
-	verbs_unused_op create_srq_ex;
+	struct ibv_srq *(*create_srq_ex)(struct ibv_context *context,
+					 struct ibv_srq_init_attr_ex *attr);
 	verbs_unused_op create_wq;
 	int (*dealloc_mw)(struct ibv_mw *mw);
 	int (*dealloc_pd)(struct ibv_pd *pd);
@@ -184,7 +201,7 @@ struct verbs_context_ops {
 	int (*detach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 	void (*free_context)(struct ibv_context *context);
 	verbs_unused_op free_dm;
-	verbs_unused_op get_srq_num;
+	int (*get_srq_num)(struct ibv_srq *srq, uint32_t *srq_num);
 	verbs_unused_op import_dm;
 	verbs_unused_op import_mr;
 	verbs_unused_op import_pd;
@@ -194,8 +211,9 @@ struct verbs_context_ops {
 	verbs_unused_op modify_qp_rate_limit;
 	int (*modify_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask);
 	verbs_unused_op modify_wq;
-	verbs_unused_op open_qp;
-	verbs_unused_op open_xrcd;
+	struct ibv_qp *(*open_qp)(struct ibv_context *context, struct ibv_qp_open_attr *attr);
+	struct ibv_xrcd *(*open_xrcd)(struct ibv_context *context,
+				      struct ibv_xrcd_init_attr *attr);
 	int (*poll_cq)(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
@@ -307,6 +325,21 @@ struct ibv_query_srq {
 	struct ib_uverbs_query_srq core;
 };
 
+struct ibv_open_xrcd {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_open_xrcd core;
+};
+
+struct ibv_create_xsrq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_create_xsrq core;
+};
+
+struct ibv_open_qp {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_open_qp core;
+};
+
 /* Layouts, x86-64 (device-facts.md 4.2, 4.3, 4.6). */
 HICAIN_STATIC_ASSERT(sizeof(struct verbs_match_ent) == 24);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_match_ent, u) == 8);
@@ -411,6 +444,21 @@ HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_qp_resp) == 32);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_alloc_pd_resp) == 4);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_srq_resp) == 16);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_create_ah_resp) == 4);
+HICAIN_STATIC_ASSERT(sizeof(struct verbs_xrcd) == 16);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_srq) == 128);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_srq, srq_type) == 128);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_srq, xrcd) == 136);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_srq, cq) == 144);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_srq, srq_num) == 152);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, close_xrcd) == 0x058);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_srq_ex) == 0x0b8);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, get_srq_num) == 0x148);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, open_qp) == 0x198);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, open_xrcd) == 0x1a0);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_open_xrcd) == 24);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_xsrq) == 56);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_open_qp) == 40);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_open_xrcd_resp) == 4);
 
 /* Exported by libibverbs.so.1 at version IBVERBS_PRIVATE_34. */
 void verbs_register_driver_34(const struct verbs_device_ops *ops);
@@ -484,6 +532,18 @@ int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int s
 int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
 		      struct ibv_query_srq *cmd, size_t cmd_size);
 int ibv_cmd_destroy_srq(struct ibv_srq *srq);
+int ibv_cmd_create_srq_ex(struct ibv_context *context, struct verbs_srq *srq,
+			  struct ibv_srq_init_attr_ex *attr_ex, struct ibv_create_xsrq *cmd,
+			  size_t cmd_size, struct ib_uverbs_create_srq_resp *resp,
+			  size_t resp_size);
+int ibv_cmd_open_xrcd(struct ibv_context *context, struct verbs_xrcd *xrcd, int vxrcd_size,
+		      struct ibv_xrcd_init_attr *attr, struct ibv_open_xrcd *cmd,
+		      size_t cmd_size, struct ib_uverbs_open_xrcd_resp *resp,
+		      size_t resp_size);
+int ibv_cmd_close_xrcd(struct verbs_xrcd *xrcd);
+int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz,
+		    struct ibv_qp_open_attr *attr, struct ibv_open_qp *cmd, size_t cmd_size,
+		    struct ib_uverbs_create_qp_resp *resp, size_t resp_size);
 int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
 		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size);
 int ibv_cmd_destroy_ah(struct ibv_ah *ah);

@@ -48,6 +48,8 @@ type Record struct {
 	BECN        *bool   `json:"becn,omitempty"`
 	Pad         *int    `json:"pad,omitempty"`
 
+	// XRCSRQ is the XRCETH's SRQ number (XRC requests).
+	XRCSRQ    *uint32    `json:"xrc_srq,omitempty"`
 	RETH      *RETH      `json:"reth,omitempty"`
 	AETH      *AETH      `json:"aeth,omitempty"`
 	Atomic    *Atomic    `json:"atomic,omitempty"`
@@ -253,6 +255,9 @@ func describeTransport(r *Record, p *proto.Packet) {
 	if !p.HasTransport() {
 		return
 	}
+	if h := p.XRCETH; h != nil {
+		r.XRCSRQ = ptr(h.XRCSRQ())
+	}
 	if h := p.RETH; h != nil {
 		r.RETH = &RETH{VA: h.VA(), RKey: h.RKey(), DMALen: h.DMALength()}
 	}
@@ -309,6 +314,9 @@ func (r *Record) summary() string {
 	}
 	if r.LRH != nil {
 		add("dlid=%d slid=%d vl=%d sl=%d", r.LRH.DLID, r.LRH.SLID, r.LRH.VL, r.LRH.SL)
+	}
+	if r.XRCSRQ != nil {
+		add("xrc_srq=%#x", *r.XRCSRQ)
 	}
 	if r.RETH != nil {
 		add("va=%#x rkey=%#x len=%d", r.RETH.VA, r.RETH.RKey, r.RETH.DMALen)

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hicain_ib_xrc.c - XRC (IBA vol. 1 9.8, 10.2.x, 11.x): XRC domains, the
+ * XRC fields of an SRQ and the XRC target QP, on a device of ABI 1.11
+ * with HICAIN_CAP_XRC.
+ *
+ * ib_core keeps the domain's sharing (ibv_open_xrcd through one file
+ * from several processes) and the opened handles of a target QP
+ * (ib_open_qp): the device sees one ALLOC_XRCD per domain and one
+ * CREATE_QP per target QP. A target QP has no PD, CQs or rings; each
+ * XRC request names, in its XRCETH, an XRC SRQ of the domain, which
+ * takes the receive and completes on its own CQ. The initiator is an
+ * RC send queue (hicain_create_qp) whose WQEs carry the SRQ number.
+ */
+
+#include <rdma/ib_verbs.h>
+
+#include "hicain_ib.h"
+
+static inline struct hicain_xrcd *to_hxrcd(struct ib_xrcd *ibxrcd)
+{
+	return container_of(ibxrcd, struct hicain_xrcd, ibxrcd);
+}
+
+/* hicain_xrc_ok - the device does XRC (ABI 1.11, HICAIN_CAP_XRC). */
+bool hicain_xrc_ok(struct hicain_ibdev *hidev)
+{
+	return hicain_abi_minor_at_least(hidev, 11) &&
+	       (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_XRC);
+}
+
+int hicain_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibxrcd->device);
+	struct hicain_xrcd *xrcd = to_hxrcd(ibxrcd);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	if (!hicain_xrc_ok(hidev))
+		return -EOPNOTSUPP;
+	xrcd->epoch = atomic_read(&hidev->epoch);
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_ALLOC_XRCD);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		return ret;
+	xrcd->xrcdn = le32_to_cpu(cqe.handle);
+	return 0;
+}
+
+int hicain_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
+{
+	struct hicain_xrcd *xrcd = to_hxrcd(ibxrcd);
+
+	return hicain_destroy_handle(to_hidev(ibxrcd->device), xrcd->epoch,
+				     HICAIN_CMD_DEALLOC_XRCD, xrcd->xrcdn);
+}
+
+/*
+ * hicain_xrc_srq_cmd - the XRC fields of CREATE_SRQ for init; 0 for a
+ * basic SRQ, -EOPNOTSUPP for a type the device lacks.
+ */
+int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr *init,
+		       struct hicain_cmd_create_srq *c)
+{
+	switch (init->srq_type) {
+	case IB_SRQT_BASIC:
+		return 0;
+	case IB_SRQT_XRC:
+		if (!hicain_xrc_ok(hidev) || !init->ext.xrc.xrcd || !init->ext.cq)
+			return -EOPNOTSUPP;
+		c->srq_type = cpu_to_le32(HICAIN_SRQT_XRC);
+		c->xrcd = cpu_to_le32(to_hxrcd(init->ext.xrc.xrcd)->xrcdn);
+		c->cq = cpu_to_le32(to_hcq(init->ext.cq)->cqn);
+		return 0;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+/*
+ * hicain_create_xrc_tgt - an XRC target QP of init->xrc's domain. ib_core
+ * creates it without udata (the process holds it through ib_open_qp
+ * handles) and without PD or CQs; the device wants its domain only.
+ */
+int hicain_create_xrc_tgt(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	if (!hicain_xrc_ok(hidev) || !init->xrcd)
+		return -EOPNOTSUPP;
+	if (init->create_flags)
+		return -EOPNOTSUPP;
+	qp->epoch = atomic_read(&hidev->epoch);
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
+	cmd.create_qp.qp_type = cpu_to_le32(IB_QPT_XRC_TGT);
+	cmd.create_qp.xrcd = cpu_to_le32(to_hxrcd(init->xrcd)->xrcdn);
+	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	if (ret)
+		return ret;
+	qp->qpn = le32_to_cpu(cqe.handle);
+	ibqp->qp_num = qp->qpn;
+	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
+	if (ret) {
+		hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn, NULL);
+		return ret;
+	}
+	memset(&qp->cap, 0, sizeof(qp->cap));
+	init->cap = qp->cap;
+	return 0;
+}
