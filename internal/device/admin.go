@@ -112,7 +112,9 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			return StEINVAL
 		}
 		a := s.dev.QueryPort()
-		if !s.v.linkUp() {
+		if !s.v.linkUp() && !s.v.cfg.ib() {
+			// An InfiniBand port's own state follows the link
+			// (rdma.Device.SetLinkUp: Down, Polling).
 			a.State = rdma.PortDown
 			a.PhysState = 3 // Disabled
 		}

@@ -22,19 +22,8 @@ func newIBTestbed(t *testing.T, n int) *testbed {
 	t.Helper()
 	dir := t.TempDir()
 	tb := &testbed{dir: dir}
-	sc := fabric.SwitchConfig{Name: fabric.DefaultSwitchName, Ports: 4}
-	for i := 1; i <= n; i++ {
-		sc.Port = append(sc.Port, fabric.PortConfig{Num: i, Link: "ib"})
-	}
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 4, Switches: []fabric.SwitchConfig{sc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fab.Start(); err != nil {
-		t.Fatal(err)
-	}
+	fab := startIBFabric(t, dir, n)
 	tb.fab = fab
-	t.Cleanup(func() { fab.Close() })
 	sw := fab.Switches()[0]
 	for i := 1; i <= n; i++ {
 		c := vnicConfig(dir, i, sw.SocketPath(i))
@@ -51,6 +40,25 @@ func newIBTestbed(t *testing.T, n int) *testbed {
 		tb.guests = append(tb.guests, tb.connect(t, i))
 	}
 	return tb
+}
+
+// startIBFabric starts a switch in dir/fabric whose ports 1..n are
+// InfiniBand links, and closes it at the end of the test.
+func startIBFabric(t *testing.T, dir string, n int) *fabric.Fabric {
+	t.Helper()
+	sc := fabric.SwitchConfig{Name: fabric.DefaultSwitchName, Ports: 4}
+	for i := 1; i <= n; i++ {
+		sc.Port = append(sc.Port, fabric.PortConfig{Num: i, Link: "ib"})
+	}
+	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 4, Switches: []fabric.SwitchConfig{sc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fab.Close() })
+	return fab
 }
 
 // guestMADPort is ibsm.Port over a simulated guest's QP0 and QP1, the
@@ -269,5 +277,92 @@ func (e *rcEnd) connectLID(t *testing.T, r *rcEnd, dlid uint16) {
 		if err := e.g.ModifyQP(ctx, e.qp.QPN, uint32(s.mask), s.attr); err != nil {
 			t.Fatalf("modify QP %d to %d: %v", e.qp.QPN, s.attr.QPState, err)
 		}
+	}
+}
+
+// TestIBFabricRestart: on InfiniBand the port state follows the link.
+// When the switch goes away, each port goes Down (PhysState Polling) and
+// the guest hears PORT_ERR; when a new switch answers, the port comes
+// back in Initialize with its LID, and the guest hears nothing until the
+// subnet manager's next sweep takes it to Active (PORT_ACTIVE); then RC
+// by LID works again. Before, the port stayed Active through the outage
+// and told the guest so while the new switch forwarded nothing.
+func TestIBFabricRestart(t *testing.T) {
+	tb := newIBTestbed(t, 2)
+	ctx := testCtx(t)
+	g1, g2 := tb.guests[0], tb.guests[1]
+	smPort := newGuestMADPort(t, g1)
+	if err := ibsm.New(smPort).Bringup(); err != nil {
+		t.Fatal(err)
+	}
+	waitPortEvent := func(g *guestsim.Guest, typ uint32) {
+		t.Helper()
+		ev, err := g.WaitEvent(ctx, typ)
+		if err != nil || ev.Handle != 1 {
+			t.Fatalf("event %+v, %v; want %d for port 1", ev, err, typ)
+		}
+	}
+	lids := make([]uint16, 2)
+	for i, g := range tb.guests {
+		waitPortEvent(g, device.EvPortActive)
+		pa, err := g.QueryPort(ctx)
+		if err != nil || pa.State != uint32(rdma.PortActive) {
+			t.Fatalf("guest %d before the restart: %+v %v", i+1, pa, err)
+		}
+		lids[i] = pa.LID
+		g.Events()
+	}
+	tb.fab.Close()
+	for i, g := range tb.guests {
+		waitPortEvent(g, device.EvPortErr)
+		pa, err := g.QueryPort(ctx)
+		if err != nil || pa.State != uint32(rdma.PortDown) || pa.PhysState != proto.PortPhysStatePolling {
+			t.Fatalf("guest %d with the switch gone: %+v %v; want Down, Polling", i+1, pa, err)
+		}
+	}
+	tb.fab = startIBFabric(t, tb.dir, 2)
+	for i, g := range tb.guests {
+		var pa device.PortAttr
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			var err error
+			if pa, err = g.QueryPort(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if pa.State != uint32(rdma.PortDown) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if pa.State != uint32(rdma.PortInit) || pa.PhysState != proto.PortPhysStateLinkUp || pa.LID != lids[i] {
+			t.Fatalf("guest %d after the restart: %+v; want Init, LinkUp, LID %#x", i+1, pa, lids[i])
+		}
+		for _, e := range g.Events() {
+			if e.Type == device.EvPortActive {
+				t.Fatalf("guest %d: PORT_ACTIVE before the subnet manager swept", i+1)
+			}
+		}
+	}
+	if err := ibsm.New(smPort).Bringup(); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range tb.guests {
+		waitPortEvent(g, device.EvPortActive)
+		if pa, err := g.QueryPort(ctx); err != nil || pa.State != uint32(rdma.PortActive) {
+			t.Fatalf("guest %d after the sweep: %+v %v", i+1, pa, err)
+		} else {
+			lids[i] = pa.LID
+		}
+	}
+	a := newRCEnd(t, g1, [6]byte{}, false)
+	b := newRCEnd(t, g2, [6]byte{}, false)
+	a.connectLID(t, b, lids[1])
+	b.connectLID(t, a, lids[0])
+	want := fill(t, g1, a.buf, 3000, 5)
+	b.qp.PostRecv(1, []device.SGE{{Addr: b.buf, Length: 4096, LKey: b.lkey}})
+	a.qp.PostSend(device.SendWQE{WRID: 2, Opcode: uint8(rdma.WRSend), SendFlags: uint16(rdma.SendSignaled)},
+		[]device.SGE{{Addr: a.buf, Length: 3000, LKey: a.lkey}}, nil)
+	wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCSend, 2)
+	wantCQE(t, b.rcq, rdma.WCSuccess, rdma.WCRecv, 1)
+	if got := read(t, g2, b.buf, 3000); !bytes.Equal(got, want) {
+		t.Fatal("data differs after the restart")
 	}
 }

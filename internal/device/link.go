@@ -113,12 +113,19 @@ func (v *VNIC) linkRestored(c *net.UnixConn) bool {
 	return true
 }
 
-// portUp sets LINK_UP again after the link came back and posts
-// PORT_ACTIVE to a live guest: always on Ethernet; on InfiniBand when
-// the engine's port is active (its subnet manager sets it so, and its
-// own PORT_ACTIVE event follows it otherwise). The mirror of portDown,
-// with the same eqMu ordering. Idempotent.
+// portUp sets LINK_UP again after the link came back; on Ethernet it
+// posts PORT_ACTIVE to a live guest, on InfiniBand the engine's port
+// state does (see SetLinkUp). The mirror of portDown, with the same eqMu
+// ordering. Idempotent.
 func (s *session) portUp() {
+	if s.v.cfg.ib() {
+		// An InfiniBand port comes back in Initialize, for its subnet
+		// manager to activate (or Active, with a static LID): the
+		// engine's PORT_ACTIVE follows, as in portDown.
+		s.setStatus(DevLinkUp, 0)
+		s.dev.SetLinkUp(true)
+		return
+	}
 	s.eqMu.Lock()
 	st := s.setStatus(DevLinkUp, 0)
 	post := st&DevLinkUp == 0 && st&DevLive != 0 &&

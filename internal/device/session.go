@@ -639,6 +639,14 @@ func (s *session) goLive() {
 // when the fabric connection is gone (any goroutine, with the session
 // held current by v.mu). Idempotent.
 func (s *session) portDown() {
+	if s.v.cfg.ib() {
+		// An InfiniBand port goes Down in the engine, whose PORT_ERR
+		// (an active port's) reaches the guest through the event
+		// switch above, as any other port state change.
+		s.setStatus(0, DevLinkUp)
+		s.dev.SetLinkUp(false)
+		return
+	}
 	s.eqMu.Lock()
 	st := s.setStatus(0, DevLinkUp)
 	post := st&DevLinkUp != 0 && st&DevLive != 0

@@ -342,6 +342,41 @@ func (d *Device) setPortState(s uint8) {
 	}
 }
 
+// SetLinkUp tells an InfiniBand port that its physical link, the fabric
+// connection, went down or came back (any goroutine). Down: PortState
+// Down and PortPhysicalState Polling (IBA 7.2, 14.2.5.6), which raises
+// PORT_ERR if the port was active; data and SMPs find no port until the
+// link is back. Up: LinkUp, and PortState Initialize, where the subnet
+// manager's next sweep finds the port and takes it through Armed to
+// Active, as after a cable re-plug; a port given a static LID (no SM)
+// goes straight back to Active. LID, M_Key and the rest of PortInfo are
+// kept, as the SM set them. No-op on Ethernet. It waits for the engine.
+func (d *Device) SetLinkUp(up bool) {
+	if !d.ib() {
+		return
+	}
+	// The port state is the engine's (its receive path reads it without
+	// a lock), so the change runs there; a closed engine has no port.
+	_ = d.eng.do(func() {
+		p := &d.port1
+		p.mu.Lock()
+		if up {
+			p.pi.PortPhysicalState = proto.PortPhysStateLinkUp
+		} else {
+			p.pi.PortPhysicalState = proto.PortPhysStatePolling
+		}
+		p.mu.Unlock()
+		switch {
+		case !up:
+			d.setPortState(proto.PortStateDown)
+		case d.cfg.LID != 0:
+			d.setPortState(proto.PortStateActive)
+		default:
+			d.setPortState(proto.PortStateInit)
+		}
+	})
+}
+
 // rxSMP handles a VL15 packet: an SMP for the SMA, or an answer for the
 // SM behind QP0.
 func (e *engine) rxSMP(pkt *proto.Packet, frame []byte) {
