@@ -58,6 +58,17 @@ func (s *session) serviceSQ(q *gqp) {
 	sges, raw := sc.sges[:], sc.raw[:]
 	q.sqBlocked = false
 	for q.sqCons != prod {
+		if !q.qp.SendRoom() {
+			// More WRs outstanding than the QP holds: leave the WQE in
+			// the ring and retry when completions free room. Say so
+			// before looking again: a completion from now on wakes the
+			// worker, one before made the room this finds.
+			s.blocked.Store(true)
+			if !q.qp.SendRoom() {
+				q.sqBlocked = true
+				break
+			}
+		}
 		at := q.sq + uint64(q.sqCons&(q.sqDepth-1))*uint64(q.sqStride)
 		w := &sc.send
 		if err := ram.ReadAt(AsBytes(w), at); err != nil {
@@ -154,13 +165,14 @@ func (s *session) serviceSQ(q *gqp) {
 			}
 			wr.AH = avAH
 		}
+		// The WQE is consumed: say so before the engine has it. Its
+		// completion can reach the guest's CQ (the CQ sink) before
+		// PostSend returns, and the provider counts its SQ's room by
+		// this index: published later, a process that polled the
+		// completion could find its SQ full.
+		q.sqCons++
+		ram.Store32(q.sqDB+4, q.sqCons)
 		err := q.qp.PostSend(sc.sendWR[:])
-		if errors.Is(err, rdma.ErrNoResources) {
-			// Say so before looking again: a completion from now on
-			// wakes the worker, one before made the room this finds.
-			s.blocked.Store(true)
-			err = q.qp.PostSend(sc.sendWR[:])
-		}
 		if avAH != nil {
 			// The posted request keeps the AH's frame template: the
 			// engine's WQE points at the AH, and destroying an AH only
@@ -169,14 +181,10 @@ func (s *session) serviceSQ(q *gqp) {
 			// retried.
 			avAH.Destroy()
 		}
-		if errors.Is(err, rdma.ErrNoResources) {
-			// More WRs outstanding than the QP holds: leave the WQE in
-			// the ring and retry when completions free room.
-			q.sqBlocked = true
-			break
-		} else if err != nil {
-			// The engine refused the request (opcode, state, length):
-			// complete it with an error as hardware would.
+		if err != nil {
+			// The engine refused the request (opcode, state, length; it
+			// had room, this being its only poster): complete it with an
+			// error as hardware would.
 			s.v.stats.wqeErrors.Add(1)
 			st := rdma.WCLocQPOpErr
 			if errors.Is(err, rdma.ErrInvalid) {
@@ -184,9 +192,7 @@ func (s *session) serviceSQ(q *gqp) {
 			}
 			s.errorCQE(q.scq, rdma.WC{WRID: w.WRID, Status: st, Opcode: wcOpcodeOf(wr.Opcode), QPNum: q.qp.QPN()})
 		}
-		q.sqCons++
 	}
-	ram.Store32(q.sqDB+4, q.sqCons)
 }
 
 // datagram reports whether q sends datagrams: UD, GSI (QP1) or SMI (QP0).
@@ -199,9 +205,10 @@ func (q *gqp) datagram() bool {
 // moves past it; the QP carries on.
 func (s *session) badSend(q *gqp, w *SendWQE) {
 	s.v.stats.wqeErrors.Add(1)
+	q.sqCons++
+	s.v.ram.Store32(q.sqDB+4, q.sqCons) // before the completion (see serviceSQ)
 	s.errorCQE(q.scq, rdma.WC{WRID: w.WRID, Status: rdma.WCLocQPOpErr, Opcode: wcOpcodeOf(rdma.WROpcode(w.Opcode)),
 		QPNum: q.qp.QPN()})
-	q.sqCons++
 }
 
 func wcOpcodeOf(op rdma.WROpcode) rdma.WCOpcode {
@@ -246,6 +253,13 @@ func (s *session) serviceRQ(q *gqp) {
 	sges, raw := sc.sges[:], sc.raw[:]
 	q.rqBlocked = false
 	for q.rqCons != prod {
+		if !q.qp.RecvRoom() {
+			s.blocked.Store(true) // as in serviceSQ
+			if !q.qp.RecvRoom() {
+				q.rqBlocked = true
+				break
+			}
+		}
 		at := q.rq + uint64(q.rqCons&(q.rqDepth-1))*uint64(q.rqStride)
 		w := &sc.recv
 		if err := ram.ReadAt(AsBytes(w), at); err != nil {
@@ -266,22 +280,14 @@ func (s *session) serviceRQ(q *gqp) {
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
 		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
-		err := q.qp.PostRecv(sc.recvWR[:])
-		if errors.Is(err, rdma.ErrNoResources) {
-			s.blocked.Store(true) // as in serviceSQ
-			err = q.qp.PostRecv(sc.recvWR[:])
-		}
-		if errors.Is(err, rdma.ErrNoResources) {
-			q.rqBlocked = true
-			break
-		} else if err != nil {
+		q.rqCons++
+		ram.Store32(q.rqDB+4, q.rqCons) // before a completion can use it (see serviceSQ)
+		if err := q.qp.PostRecv(sc.recvWR[:]); err != nil {
 			s.v.stats.wqeErrors.Add(1)
 			s.errorCQE(q.rcq, rdma.WC{WRID: w.WRID, Status: rdma.WCLocQPOpErr, Opcode: rdma.WCRecv,
 				QPNum: q.qp.QPN()})
 		}
-		q.rqCons++
 	}
-	ram.Store32(q.rqDB+4, q.rqCons)
 }
 
 // srqFatal stops taking WQEs from an SRQ whose ring the guest broke and
@@ -317,6 +323,15 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 	sges, raw := sc.sges[:], sc.raw[:]
 	q.blocked = false
 	for q.cons != prod {
+		if !q.srq.Room() {
+			// The engine SRQ holds max_wr WRs: the rest wait in the ring
+			// until QPs take some.
+			s.blocked.Store(true) // as in serviceSQ
+			if !q.srq.Room() {
+				q.blocked = true
+				break
+			}
+		}
 		at := q.ring + uint64(q.cons&(q.depth-1))*uint64(q.stride)
 		w := &sc.recv
 		if err := ram.ReadAt(AsBytes(w), at); err != nil {
@@ -337,23 +352,13 @@ func (s *session) takeSRQ(q *gsrq, prod uint32) {
 			sges[i] = rdma.SGE{Addr: e.Addr, Length: e.Length, LKey: e.LKey}
 		}
 		sc.recvWR[0] = rdma.RecvWR{WRID: w.WRID, SGList: sges[:n]}
-		err := q.srq.PostRecv(sc.recvWR[:])
-		if errors.Is(err, rdma.ErrNoResources) {
-			s.blocked.Store(true) // as in serviceSQ
-			err = q.srq.PostRecv(sc.recvWR[:])
-		}
-		if errors.Is(err, rdma.ErrNoResources) {
-			// The engine SRQ holds max_wr WRs: the rest wait in the ring
-			// until QPs take some.
-			q.blocked = true
-			break
-		} else if err != nil {
+		q.cons++
+		ram.Store32(q.db+4, q.cons) // before a completion can use it (see serviceSQ)
+		if err := q.srq.PostRecv(sc.recvWR[:]); err != nil {
 			s.srqFatal(q, QPFatalWQE)
 			return
 		}
-		q.cons++
 	}
-	ram.Store32(q.db+4, q.cons)
 }
 
 // errorCQE writes a completion the device made itself (a request the

@@ -2,6 +2,20 @@ package rdma
 
 import "fmt"
 
+// SendRoom reports whether PostSend has room for one more request now.
+// Room only grows while no one else posts: a caller that is the QP's
+// only poster and found room can post one request without
+// ErrNoResources. The device backend uses it to publish a WQE's
+// consumption before the engine can complete it.
+func (qp *QP) SendRoom() bool {
+	return qp.sqProd.Load()-qp.sqCons.Load() < uint32(qp.init.Cap.MaxSendWR)
+}
+
+// RecvRoom is SendRoom for PostRecv.
+func (qp *QP) RecvRoom() bool {
+	return qp.rqProd.Load()-qp.rqCons.Load() < uint32(qp.init.Cap.MaxRecvWR)
+}
+
 // PostSend posts send work requests (ibv_post_send). It checks the QP state
 // (RTS, SQD, SQE or ERR; in ERR the requests complete with WRFlushErr), the
 // opcode, the SGE count, the total length, inline size and queue space, and

@@ -167,6 +167,14 @@ func newRecvRing(n int) ([]recvWQE, uint32) {
 	return make([]recvWQE, size), mask
 }
 
+// Room reports whether PostRecv has room for one more request now (see
+// QP.SendRoom).
+func (s *SRQ) Room() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.prod-s.cons) < s.maxWR
+}
+
 // PostRecv posts receive work requests to the SRQ (ibv_post_srq_recv),
 // with the checks and error reporting of QP.PostRecv.
 func (s *SRQ) PostRecv(wrs []RecvWR) error {
