@@ -41,9 +41,14 @@ type Conn struct {
 	// the peer's producer.
 	txData, txSpace, rxData, rxSpace *os.File
 
-	txBuf   [8]byte // owned by the sender
-	rxBuf   [8]byte // owned by the receiver
-	rxBatch [][]byte
+	txBuf [8]byte // owned by the sender: the value a kick adds (1), never overwritten
+	rxBuf [8]byte // owned by the receiver: the same
+	// txRead and rxRead take what sleep reads from an eventfd (the
+	// count of kicks it consumes). Read into txBuf or rxBuf, the count
+	// became the next kick's value: kicks grew with every wake-up until
+	// the counter neared 2^64 and a write could only wait.
+	txRead, rxRead [8]byte
+	rxBatch        [][]byte
 
 	closed    atomic.Bool
 	shutOnce  sync.Once
@@ -472,7 +477,7 @@ func (c *Conn) reserve() error {
 			return err
 		}
 		c.sleeps.Add(1)
-		if err := c.sleep(c.txSpace, c.txBuf[:]); err != nil {
+		if err := c.sleep(c.txSpace, c.sleepBuf(true)); err != nil {
 			return err
 		}
 		w.Store(0)
@@ -500,6 +505,15 @@ func (c *Conn) kickProducer() {
 // sleep waits for a kick on f. A peer that shares f could clear its
 // O_NONBLOCK flag to make the read block an OS thread; the flag is
 // checked first, and such a peer is treated as broken.
+// sleepBuf is where the sender's (tx) or the receiver's sleep reads its
+// eventfd.
+func (c *Conn) sleepBuf(tx bool) []byte {
+	if tx {
+		return c.txRead[:]
+	}
+	return c.rxRead[:]
+}
+
 func (c *Conn) sleep(f *os.File, buf []byte) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -578,7 +592,7 @@ func (c *Conn) waitData() (uint32, error) {
 			return n, err
 		}
 		c.sleeps.Add(1)
-		if err := c.sleep(c.rxData, c.rxBuf[:]); err != nil {
+		if err := c.sleep(c.rxData, c.sleepBuf(false)); err != nil {
 			return 0, err
 		}
 		w.Store(0)
