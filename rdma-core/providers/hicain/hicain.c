@@ -1705,6 +1705,30 @@ static int hicain_destroy_ah(struct ibv_ah *ibah)
 	return 0;
 }
 
+/*
+ * hicain_srq_mapped - the end of create_srq and create_srq_ex: map the
+ * SRQ's ring that the kernel's answer names, or destroy the new SRQ.
+ */
+static struct ibv_srq *hicain_srq_mapped(struct ibv_context *context, struct hicain_srq *srq,
+					 struct hicain_create_srq_resp *resp)
+{
+	void *dbrec = NULL;
+	int ret;
+
+	ret = hicain_map_ring(context, &resp->drv.srq, resp->drv.max_sge,
+			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
+	if (ret) {
+		ibv_cmd_destroy_srq(&srq->vsrq.srq);
+		free(srq);
+		errno = ret;
+		return NULL;
+	}
+	srq->dbrec = dbrec;
+	srq->srqn = resp->drv.srqn;
+	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	return &srq->vsrq.srq;
+}
+
 /* ---- shared receive queues ---- */
 
 static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
@@ -1712,7 +1736,6 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 	struct hicain_create_srq_resp resp = {};
 	struct ibv_create_srq cmd;
 	struct hicain_srq *srq;
-	void *dbrec = NULL;
 	int ret;
 
 	srq = calloc(1, sizeof(*srq));
@@ -1728,18 +1751,7 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
 		errno = ret;
 		return NULL;
 	}
-	ret = hicain_map_ring(pd->context, &resp.drv.srq, resp.drv.max_sge,
-			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
-	if (ret) {
-		ibv_cmd_destroy_srq(&srq->vsrq.srq);
-		free(srq);
-		errno = ret;
-		return NULL;
-	}
-	srq->dbrec = dbrec;
-	srq->srqn = resp.drv.srqn;
-	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
-	return &srq->vsrq.srq;
+	return hicain_srq_mapped(pd->context, srq, &resp);
 }
 
 /*
@@ -1755,7 +1767,6 @@ static struct ibv_srq *hicain_create_srq_ex(struct ibv_context *context,
 	struct hicain_create_srq_resp resp = {};
 	struct ibv_create_xsrq cmd;
 	struct hicain_srq *srq;
-	void *dbrec = NULL;
 	int ret;
 
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
@@ -1780,18 +1791,7 @@ static struct ibv_srq *hicain_create_srq_ex(struct ibv_context *context,
 		errno = ret;
 		return NULL;
 	}
-	ret = hicain_map_ring(context, &resp.drv.srq, resp.drv.max_sge,
-			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
-	if (ret) {
-		ibv_cmd_destroy_srq(&srq->vsrq.srq);
-		free(srq);
-		errno = ret;
-		return NULL;
-	}
-	srq->dbrec = dbrec;
-	srq->srqn = resp.drv.srqn;
-	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
-	return &srq->vsrq.srq;
+	return hicain_srq_mapped(context, srq, &resp);
 }
 
 /* hicain_get_srq_num - ibv_get_srq_num: an XRC SRQ's number. */
