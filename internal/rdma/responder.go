@@ -1,6 +1,10 @@
 package rdma
 
-import "github.com/PacketFive/hinic/internal/proto"
+import (
+	"encoding/binary"
+
+	"github.com/PacketFive/hinic/internal/proto"
+)
 
 // Responder operation in progress (IBA 9.7.5: the opcode sequence of a
 // multi-packet message).
@@ -126,7 +130,6 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 // replays and answers with an ATOMIC ACKNOWLEDGE (IBA 9.4.5, 9.5.2).
 func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 	d := qp.dev
-	rs := &qp.resp
 	if !qp.checkSequence(psn, proto.KindAtomic, proto.PosNone) {
 		return
 	}
@@ -140,14 +143,10 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	mr := qp.remoteMR(rkey, va, 8, AccessRemoteAtomic)
-	if mr == nil {
+	addr, ok := qp.atomicTarget(rkey, va, AccessRemoteAtomic)
+	if !ok {
 		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 		return
-	}
-	addr := mr.base + (va - mr.iova)
-	if mr.paged {
-		addr, _ = mr.translate(va, 8) // an aligned word never crosses a page
 	}
 	var orig uint64
 	var err error
@@ -160,12 +159,7 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 		qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
 		return
 	}
-	res := &qp.readRes[rs.resNext]
-	rs.resNext = (rs.resNext + 1) % len(qp.readRes)
-	*res = readRes{valid: true, first: psn, last: psn, atomic: true, orig: orig}
-	rs.msn++
-	rs.ackPending = false // the response acknowledges everything before it
-	qp.accepted(psn, 1, false)
+	qp.executedOnce(psn, readRes{valid: true, first: psn, last: psn, atomic: true, orig: orig})
 	// Counted before the answer leaves: whoever sees the completion sees
 	// the count.
 	d.ctr.atomicsExecuted.Add(1)
@@ -180,7 +174,6 @@ func (qp *QP) respAtomic(pkt *proto.Packet, psn proto.PSN) {
 // again from the replay ring and not executed twice.
 func (qp *QP) respAtomicWrite(pkt *proto.Packet, psn proto.PSN) {
 	d := qp.dev
-	rs := &qp.resp
 	if !qp.checkSequence(psn, proto.KindAtomicWrite, proto.PosNone) {
 		return
 	}
@@ -194,31 +187,49 @@ func (qp *QP) respAtomicWrite(pkt *proto.Packet, psn proto.PSN) {
 		qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
 		return
 	}
-	mr := qp.remoteMR(rkey, va, 8, AccessRemoteWrite)
-	if mr == nil {
+	addr, ok := qp.atomicTarget(rkey, va, AccessRemoteWrite)
+	if !ok {
 		qp.respFatal(psn, proto.NAKRemoteAccessError, WCLocProtErr)
 		return
 	}
-	addr := mr.base + (va - mr.iova)
-	if mr.paged {
-		addr, _ = mr.translate(va, 8)
-	}
 	// The payload's bytes become the word's: the value in memory order.
-	val := uint64(pkt.Payload[0]) | uint64(pkt.Payload[1])<<8 | uint64(pkt.Payload[2])<<16 |
-		uint64(pkt.Payload[3])<<24 | uint64(pkt.Payload[4])<<32 | uint64(pkt.Payload[5])<<40 |
-		uint64(pkt.Payload[6])<<48 | uint64(pkt.Payload[7])<<56
+	val := binary.LittleEndian.Uint64(pkt.Payload)
 	if !atomicStore64(d.mem, addr, val) {
 		qp.respFatal(psn, proto.NAKRemoteOperationalError, WCLocProtErr)
 		return
 	}
-	res := &qp.readRes[rs.resNext]
+	qp.executedOnce(psn, readRes{valid: true, first: psn, last: psn, atomicWrite: true})
+	d.ctr.atomicWrites.Add(1)
+	qp.sendEmptyReadResponse(psn)
+}
+
+// atomicTarget resolves the aligned 8-byte word an atomic or an ATOMIC
+// WRITE names, checked against rkey with the right need (remoteMR), to
+// its address in the engine's memory. An aligned word never crosses a
+// page of a paged MR.
+func (qp *QP) atomicTarget(rkey uint32, va uint64, need Access) (uint64, bool) {
+	mr := qp.remoteMR(rkey, va, 8, need)
+	if mr == nil {
+		return 0, false
+	}
+	if mr.paged {
+		addr, _ := mr.translate(va, 8)
+		return addr, true
+	}
+	return mr.base + (va - mr.iova), true
+}
+
+// executedOnce records the answer of a request executed at psn (an
+// atomic or an ATOMIC WRITE) in the replay ring, so that a duplicate is
+// answered again and not executed twice, and accepts the request: the
+// response acknowledges everything before it.
+func (qp *QP) executedOnce(psn proto.PSN, res readRes) {
+	rs := &qp.resp
+	qp.readRes[rs.resNext] = res
 	rs.resNext = (rs.resNext + 1) % len(qp.readRes)
-	*res = readRes{valid: true, first: psn, last: psn, atomicWrite: true}
 	rs.msn++
 	rs.ackPending = false
 	qp.accepted(psn, 1, false)
-	d.ctr.atomicWrites.Add(1)
-	qp.sendEmptyReadResponse(psn)
 }
 
 // atomicStore64 replaces the 8-byte word at addr with v through the
