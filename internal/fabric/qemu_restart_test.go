@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,22 +24,8 @@ import (
 // take the new client (QEMU re-arms its listener when a client leaves),
 // and the pings succeed again with no guest reboot.
 func TestQEMUStreamServerRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots two VMs")
-	}
-	qemu, kernel, release, busybox := testutil.GuestBoot(t)
-	modDir := filepath.Join("/lib/modules", release)
-	_, err := os.Stat(filepath.Join(modDir, "modules.dep"))
-	testutil.RequireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
-	mods, err := moduleOrder(modDir, "kernel/drivers/virtio/virtio_pci.ko", "kernel/drivers/net/virtio_net.ko")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "hqr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	g := virtioGuests(t, "hqr")
+	qemu, kernel, busybox, modDir, mods, dir := g.qemu, g.kernel, g.busybox, g.modDir, g.mods, g.dir
 	sock := func(n int) string { return filepath.Join(dir, fmt.Sprintf("vm%d.sock", n)) }
 	cfg := fabric.Config{RunDir: filepath.Join(dir, "fab"), Switches: []fabric.SwitchConfig{{
 		Ports: 2, Port: []fabric.PortConfig{{Num: 1, Kind: fabric.KindQEMUStream, Dial: sock(1)},

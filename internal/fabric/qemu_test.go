@@ -21,24 +21,8 @@ import (
 // NICs on -netdev stream ports of one switch; each pings the other
 // through it.
 func TestQEMUGuestsPing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots two VMs")
-	}
-	qemu, kernel, release, busybox := testutil.GuestBoot(t)
-	modDir := filepath.Join("/lib/modules", release)
-	_, err := os.Stat(filepath.Join(modDir, "modules.dep"))
-	testutil.RequireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
-
-	mods, err := moduleOrder(modDir, "kernel/drivers/virtio/virtio_pci.ko", "kernel/drivers/net/virtio_net.ko")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	dir, err := os.MkdirTemp("", "hq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	g := virtioGuests(t, "hq")
+	qemu, kernel, busybox, modDir, mods, dir := g.qemu, g.kernel, g.busybox, g.modDir, g.mods, g.dir
 	fab, err := fabric.New(fabric.Config{RunDir: dir, Switches: []fabric.SwitchConfig{{
 		Ports: 2, Port: []fabric.PortConfig{{Num: 1, Kind: fabric.KindQEMUStream}, {Num: 2, Kind: fabric.KindQEMUStream}},
 	}}})
@@ -150,6 +134,38 @@ $B poweroff -f
 
 // moduleOrder returns the modules to load, dependencies first, from
 // modules.dep (which lists a module's dependencies so that the last is
+
+// virtioBoot is what a test needs to boot busybox guests with virtio-net
+// NICs: QEMU, the host's kernel and its modules, busybox, and a scratch
+// directory removed at the end of the test.
+type virtioBoot struct {
+	qemu, kernel, busybox, modDir, dir string
+	mods                               []string // virtio_pci, virtio_net and their dependencies, in load order
+}
+
+// virtioGuests skips a -short run, finds what virtioBoot holds (or skips
+// naming the package to install) and makes the directory (prefix).
+func virtioGuests(t *testing.T, prefix string) *virtioBoot {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("boots two VMs")
+	}
+	qemu, kernel, release, busybox := testutil.GuestBoot(t)
+	modDir := filepath.Join("/lib/modules", release)
+	_, err := os.Stat(filepath.Join(modDir, "modules.dep"))
+	testutil.RequireTool(t, "modules of "+release, "apt-get install linux-image-"+release, err == nil)
+	mods, err := moduleOrder(modDir, "kernel/drivers/virtio/virtio_pci.ko", "kernel/drivers/net/virtio_net.ko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return &virtioBoot{qemu: qemu, kernel: kernel, busybox: busybox, modDir: modDir, dir: dir, mods: mods}
+}
+
 // loaded first, as modprobe does).
 func moduleOrder(modDir string, want ...string) ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(modDir, "modules.dep"))
