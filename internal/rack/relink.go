@@ -124,24 +124,26 @@ func (h *Host) dial(ctx context.Context, shm bool) (*hostLink, error) {
 // one frame per SEQPACKET message, gathered over a round of the engine's
 // work and sent with one sendmmsg (an rdma.FlushPort), blocking while the
 // socket buffer is full (the back-pressure a NIC gets from its link);
-// over rings, Send copies the frame into the next slot, waiting while
-// the ring is full. A frame sent on a link that just failed is lost, and
+// over rings, Send copies the frame into the next slot (waiting while
+// the ring is full) and Flush publishes the round's frames with at most
+// one wake-up of the switch. A frame sent on a link that just failed is lost, and
 // so are frames gathered for a link that was replaced before the flush.
 type linkPort struct{ h *Host }
 
 func (p linkPort) Send(frame []byte) error {
 	l := p.h.link.Load()
 	if l.shm != nil {
-		return l.shm.Send(frame)
+		return l.shm.Queue(frame)
 	}
 	return l.w.Send(frame)
 }
 
 func (p linkPort) Flush() error {
-	if l := p.h.link.Load(); l.w != nil {
-		return l.w.Flush()
+	l := p.h.link.Load()
+	if l.shm != nil {
+		return l.shm.Flush()
 	}
-	return nil
+	return l.w.Flush()
 }
 
 // receive is the host's rx goroutine: it hands every frame from the

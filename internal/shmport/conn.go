@@ -445,7 +445,46 @@ func (c *Conn) SendBatch(frames [][]byte) (dropped int, err error) {
 	return dropped, nil
 }
 
-// reserve makes sure a slot is free, polling and then sleeping.
+// Queue copies frame into the next slot without publishing it: the
+// consumer sees it at the next Flush (or Send, TrySend, SendBatch),
+// together with every frame queued before it, for one wake-up. When the
+// ring is full, Queue publishes what is queued and waits for room as
+// Send does. Queue and Flush follow Send's goroutine rules.
+func (c *Conn) Queue(frame []byte) error {
+	if !c.enter(&c.txIn) {
+		return ErrClosed
+	}
+	defer c.txIn.Add(-1)
+	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
+		return ErrTooBig
+	}
+	if err := c.reserve(); err != nil {
+		return err
+	}
+	c.tx.put(frame)
+	return nil
+}
+
+// Flush publishes the frames Queue put and wakes the peer once when it
+// sleeps. With nothing queued it does nothing.
+func (c *Conn) Flush() error {
+	if !c.enter(&c.txIn) {
+		return ErrClosed
+	}
+	defer c.txIn.Add(-1)
+	if c.tx.pending() {
+		c.tx.publish()
+		c.kickConsumer()
+	}
+	return nil
+}
+
+// Queued is how many frames Queue put that no Flush has published yet.
+func (c *Conn) Queued() int { return int(c.tx.head - c.tx.pub) }
+
+// reserve makes sure a slot is free, polling and then sleeping. Frames
+// queued and not yet published are published before it waits: the
+// consumer frees no slot it cannot see.
 func (c *Conn) reserve() error {
 	if c.tx.free > 0 {
 		return nil
@@ -453,6 +492,10 @@ func (c *Conn) reserve() error {
 	n, err := c.tx.space()
 	if err != nil || n > 0 {
 		return err
+	}
+	if c.tx.pending() {
+		c.tx.publish()
+		c.kickConsumer()
 	}
 	if c.poll > 0 {
 		deadline := time.Now().Add(c.poll)

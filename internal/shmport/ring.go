@@ -38,6 +38,7 @@ func newRing(mem []byte, g Geometry) ring {
 type producer struct {
 	r    ring
 	head uint32 // private: the next slot to fill
+	pub  uint32 // private: the head last published
 	free uint32 // slots known free at the last look at the tail
 }
 
@@ -70,8 +71,12 @@ func (p *producer) put(frame []byte) {
 // publish makes the frames put so far visible to the consumer.
 func (p *producer) publish() {
 	raceRelease()
+	p.pub = p.head
 	p.r.head.Store(p.head)
 }
+
+// pending reports whether frames were put and not yet published.
+func (p *producer) pending() bool { return p.head != p.pub }
 
 // consumer is the receiving side of a ring; owned by one goroutine.
 type consumer struct {

@@ -26,12 +26,12 @@ func frameOf(i, size int) []byte {
 }
 
 // TestPairOrder sends frames of every size both ways at once, with
-// polling on and off and in single and batched sends, and checks each
-// arrives once, in order, intact.
+// polling on and off, in single sends, batched sends and queued sends
+// published by Flush, and checks each arrives once, in order, intact.
 func TestPairOrder(t *testing.T) {
 	for _, poll := range []time.Duration{0, DefaultPoll} {
-		for _, batch := range []bool{false, true} {
-			t.Run(fmt.Sprintf("poll=%v/batch=%v", poll, batch), func(t *testing.T) {
+		for _, mode := range []string{"send", "batch", "queue"} {
+			t.Run(fmt.Sprintf("poll=%v/%s", poll, mode), func(t *testing.T) {
 				a, b, err := Pair(testGeo, Options{Poll: poll})
 				if err != nil {
 					t.Fatal(err)
@@ -46,10 +46,23 @@ func TestPairOrder(t *testing.T) {
 					var pend [][]byte
 					for i := range n {
 						f := frameOf(i, 4+i%int(testGeo.BufSize-4))
-						if !batch {
+						switch mode {
+						case "send":
 							if err := c.Send(f); err != nil {
 								errs <- err
 								return
+							}
+							continue
+						case "queue":
+							if err := c.Queue(f); err != nil {
+								errs <- err
+								return
+							}
+							if i%5 == 4 || i == n-1 {
+								if err := c.Flush(); err != nil {
+									errs <- err
+									return
+								}
 							}
 							continue
 						}
@@ -419,5 +432,92 @@ func TestTrySend(t *testing.T) {
 		if _, _, err := b.Recv(64, check); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestQueueFlush: queued frames stay invisible to the consumer until
+// Flush, which wakes a sleeping consumer once for all of them; Queue on
+// a full ring publishes what it queued before it waits, so a sender that
+// never flushes still makes progress, in order.
+func TestQueueFlush(t *testing.T) {
+	a, b, err := Pair(testGeo, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	for i := range 3 {
+		if err := a.Queue(frameOf(i, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := b.rx.avail(); err != nil || n != 0 {
+		t.Fatalf("before Flush the consumer sees %d frames (%v), want 0", n, err)
+	}
+	if q := a.Queued(); q != 3 {
+		t.Fatalf("Queued = %d, want 3", q)
+	}
+	a.tx.r.consWait.Store(1) // the consumer sleeps
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(); err != nil { // nothing queued: no second kick
+		t.Fatal(err)
+	}
+	a.tx.r.consWait.Store(0)
+	if k := a.Stats().Kicks; k != 1 {
+		t.Fatalf("%d kicks for one Flush of 3 frames, want 1", k)
+	}
+	if q := a.Queued(); q != 0 {
+		t.Fatalf("Queued = %d after Flush, want 0", q)
+	}
+	next := 0
+	check := func(fs [][]byte) {
+		for _, f := range fs {
+			if !bytes.Equal(f, frameOf(next, 64)) {
+				t.Errorf("frame %d differs", next)
+			}
+			next++
+		}
+	}
+	if n, _, err := b.Recv(16, check); err != nil || n != 3 {
+		t.Fatalf("Recv: %d frames, %v; want 3", n, err)
+	}
+
+	// Three rings' worth without a Flush: every full ring publishes.
+	total := 3 + 3*int(testGeo.Entries)
+	done := make(chan error, 1)
+	go func() {
+		for next < total {
+			if _, _, err := b.Recv(16, check); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := 3; i < total-1; i++ {
+		if err := a.Queue(frameOf(i, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Queue(frameOf(total-1, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Queue(nil); !errors.Is(err, ErrTooBig) {
+		t.Errorf("Queue of an empty frame: %v, want ErrTooBig", err)
+	}
+	a.Shutdown()
+	if err := a.Queue([]byte{1}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Queue after Shutdown: %v, want ErrClosed", err)
+	}
+	if err := a.Flush(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Flush after Shutdown: %v, want ErrClosed", err)
 	}
 }
