@@ -97,3 +97,52 @@ func FuzzSetup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProducer plays a hostile consumer: the fuzz input becomes the
+// peer's tail and the sizes of the frames queued and flushed against
+// it. A tail ahead of the producer's head or more than a ring behind
+// must be an error, a put must stay inside the ring's buffer area, and
+// the published head never runs more than a ring ahead of the tail the
+// producer last trusted.
+func FuzzProducer(f *testing.F) {
+	g := Geometry{Entries: MinEntries, BufSize: MinBufSize}
+	f.Add(uint32(0), uint32(0), []byte{10, 200, 255})
+	f.Add(uint32(3), uint32(5), []byte{1})                  // tail ahead of head
+	f.Add(uint32(20), uint32(0), []byte{1, 2})              // head a ring and more past tail
+	f.Add(uint32(0xFFFFFFF0), uint32(0xFFFFFFF0), []byte{}) // wrapped indices
+	mem := make([]byte, g.ringSize()+64)
+	off := (64 - uintptr(unsafePtr(mem))%64) % 64
+	mem = mem[off : off+uintptr(g.ringSize())]
+	f.Fuzz(func(t *testing.T, head, tail uint32, sizes []byte) {
+		clear(mem)
+		p := producer{r: newRing(mem, g), head: head, pub: head}
+		p.r.tail.Store(tail)
+		for _, s := range sizes {
+			if p.free == 0 {
+				n, err := p.space()
+				if head-tail > g.Entries {
+					if err == nil {
+						t.Fatalf("head %d, tail %d accepted (%d free)", head, tail, n)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("head %d, tail %d: %v", head, tail, err)
+				}
+				if n == 0 {
+					break
+				}
+			}
+			p.put(make([]byte, 1+int(s)))
+		}
+		if p.pending() && p.head-tail > g.Entries {
+			t.Fatalf("head %d more than a ring past tail %d", p.head, tail)
+		}
+		if p.pending() {
+			p.publish()
+			if p.r.head.Load() != p.head || p.pending() {
+				t.Fatalf("published head %d, want %d", p.r.head.Load(), p.head)
+			}
+		}
+	})
+}
