@@ -378,13 +378,9 @@ func (c *Conn) Send(frame []byte) error {
 		return ErrClosed
 	}
 	defer c.txIn.Add(-1)
-	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
-		return ErrTooBig
-	}
-	if err := c.reserve(); err != nil {
+	if err := c.queue(frame); err != nil {
 		return err
 	}
-	c.tx.put(frame)
 	c.tx.publish()
 	c.kickConsumer()
 	return nil
@@ -455,6 +451,11 @@ func (c *Conn) Queue(frame []byte) error {
 		return ErrClosed
 	}
 	defer c.txIn.Add(-1)
+	return c.queue(frame)
+}
+
+// queue is Queue inside a call that entered the sending direction.
+func (c *Conn) queue(frame []byte) error {
 	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
 		return ErrTooBig
 	}

@@ -13,12 +13,7 @@ import (
 // count last read and kicks grew with every wake-up until the 64-bit
 // counter was full and a kick could only block (TestPairOrder hung so).
 func TestKickStaysOne(t *testing.T) {
-	a, b, err := Pair(testGeo, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
+	a, b := testPair(t)
 	var five [8]byte
 	binary.LittleEndian.PutUint64(five[:], 5)
 	if _, err := b.rxSpace.Write(five[:]); err != nil { // a's txSpace

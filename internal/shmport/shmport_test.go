@@ -142,12 +142,7 @@ func TestCloseWakes(t *testing.T) {
 // a ring is an error and a descriptor outside the buffer area a dropped
 // frame.
 func TestUntrustedIndices(t *testing.T) {
-	a, b, err := Pair(testGeo, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
+	a, b := testPair(t)
 
 	// b's ring to a: a forged head.
 	b.tx.r.head.Store(testGeo.Entries + 1)
@@ -392,12 +387,7 @@ func BenchmarkPair(b *testing.B) {
 // waiting, when it is full; once the peer consumes it sends again, and
 // every frame arrives in order.
 func TestTrySend(t *testing.T) {
-	a, b, err := Pair(testGeo, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
+	a, b := testPair(t)
 	n := 0
 	for {
 		ok, err := a.TrySend(frameOf(n, 64))
@@ -413,14 +403,7 @@ func TestTrySend(t *testing.T) {
 		t.Fatalf("sent %d into an empty ring of %d", n, testGeo.Entries)
 	}
 	next := 0
-	check := func(fs [][]byte) {
-		for _, f := range fs {
-			if !bytes.Equal(f, frameOf(next, 64)) {
-				t.Errorf("frame %d differs", next)
-			}
-			next++
-		}
-	}
+	check := inOrder(t, &next)
 	if _, _, err := b.Recv(16, check); err != nil {
 		t.Fatal(err)
 	}
@@ -440,12 +423,7 @@ func TestTrySend(t *testing.T) {
 // a full ring publishes what it queued before it waits, so a sender that
 // never flushes still makes progress, in order.
 func TestQueueFlush(t *testing.T) {
-	a, b, err := Pair(testGeo, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	defer b.Close()
+	a, b := testPair(t)
 	for i := range 3 {
 		if err := a.Queue(frameOf(i, 64)); err != nil {
 			t.Fatal(err)
@@ -472,14 +450,7 @@ func TestQueueFlush(t *testing.T) {
 		t.Fatalf("Queued = %d after Flush, want 0", q)
 	}
 	next := 0
-	check := func(fs [][]byte) {
-		for _, f := range fs {
-			if !bytes.Equal(f, frameOf(next, 64)) {
-				t.Errorf("frame %d differs", next)
-			}
-			next++
-		}
-	}
+	check := inOrder(t, &next)
 	if n, _, err := b.Recv(16, check); err != nil || n != 3 {
 		t.Fatalf("Recv: %d frames, %v; want 3", n, err)
 	}
@@ -519,5 +490,30 @@ func TestQueueFlush(t *testing.T) {
 	}
 	if err := a.Flush(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Flush after Shutdown: %v, want ErrClosed", err)
+	}
+}
+
+// testPair returns a connected pair without polling, closed when the
+// test ends.
+func testPair(t *testing.T) (*Conn, *Conn) {
+	t.Helper()
+	a, b, err := Pair(testGeo, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// inOrder returns a Recv callback that checks each frame is the 64-byte
+// frameOf(*next) and counts it.
+func inOrder(t *testing.T, next *int) func([][]byte) {
+	return func(fs [][]byte) {
+		for _, f := range fs {
+			if !bytes.Equal(f, frameOf(*next, 64)) {
+				t.Errorf("frame %d differs", *next)
+			}
+			*next++
+		}
 	}
 }
