@@ -282,44 +282,28 @@ struct hicain_mr {
 	int access;			/* what REG_MR got, for a rereg */
 };
 
+/*
+ * HICAIN_TO - fn(), the driver object of type hicain_##obj that embeds
+ * the ib_core object ib_##ibobj as its member of that name.
+ */
+#define HICAIN_TO(fn, obj, ibobj)						\
+static inline struct hicain_##obj *fn(struct ib_##ibobj *p)			\
+{										\
+	return container_of(p, struct hicain_##obj, ib##ibobj);			\
+}
+
+HICAIN_TO(to_hmw, mw, mw)
+HICAIN_TO(to_hpd, pd, pd)
+HICAIN_TO(to_hcq, cq, cq)
+HICAIN_TO(to_hqp, qp, qp)
+HICAIN_TO(to_hmr, mr, mr)
+HICAIN_TO(to_hah, ah, ah)
+HICAIN_TO(to_hsrq, srq, srq)
+HICAIN_TO(to_hxrcd, xrcd, xrcd)
+
 static inline struct hicain_ibdev *to_hidev(struct ib_device *ibdev)
 {
 	return container_of(ibdev, struct hicain_ibdev, ibdev);
-}
-
-static inline struct hicain_mw *to_hmw(struct ib_mw *ibmw)
-{
-	return container_of(ibmw, struct hicain_mw, ibmw);
-}
-
-static inline struct hicain_pd *to_hpd(struct ib_pd *ibpd)
-{
-	return container_of(ibpd, struct hicain_pd, ibpd);
-}
-
-static inline struct hicain_cq *to_hcq(struct ib_cq *ibcq)
-{
-	return container_of(ibcq, struct hicain_cq, ibcq);
-}
-
-static inline struct hicain_qp *to_hqp(struct ib_qp *ibqp)
-{
-	return container_of(ibqp, struct hicain_qp, ibqp);
-}
-
-static inline struct hicain_mr *to_hmr(struct ib_mr *ibmr)
-{
-	return container_of(ibmr, struct hicain_mr, ibmr);
-}
-
-static inline struct hicain_ah *to_hah(struct ib_ah *ibah)
-{
-	return container_of(ibah, struct hicain_ah, ibah);
-}
-
-static inline struct hicain_srq *to_hsrq(struct ib_srq *ibsrq)
-{
-	return container_of(ibsrq, struct hicain_srq, ibsrq);
 }
 
 /*
@@ -351,6 +335,8 @@ int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 			struct hicain_admin_cqe *cqe);
 bool hicain_undo_create(struct hicain_ibdev *hidev, u16 opcode, u32 handle);
+int hicain_create_handle(struct hicain_ibdev *hidev, struct hicain_admin_cmd *cmd, u16 opcode,
+			 int *epoch, u32 *handle);
 int hicain_destroy_handle(struct hicain_ibdev *hidev, int epoch, u16 opcode, u32 handle);
 
 /* hicain_ib_verbs.c: verbs */

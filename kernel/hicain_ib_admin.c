@@ -51,6 +51,27 @@ int hicain_admin_handle(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
 }
 
 /*
+ * hicain_create_handle - run cmd, whose fields but the opcode the caller
+ * filled, as opcode and put the device's new handle in *handle. *epoch
+ * gets the device epoch the handle belongs to, for
+ * hicain_destroy_handle.
+ */
+int hicain_create_handle(struct hicain_ibdev *hidev, struct hicain_admin_cmd *cmd, u16 opcode,
+			 int *epoch, u32 *handle)
+{
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	*epoch = atomic_read(&hidev->epoch);
+	cmd->opcode = cpu_to_le16(opcode);
+	ret = hicain_admin_exec(hidev->hdev, cmd, &cqe);
+	if (ret)
+		return ret;
+	*handle = le32_to_cpu(cqe.handle);
+	return 0;
+}
+
+/*
  * hicain_undo_create - destroy an object that create could not hand out
  * after all. Returns whether the device no longer has it, so that the
  * memory it used may be freed.

@@ -5,6 +5,7 @@
  * SMPs for the device's SMA (MAD_IFC).
  */
 
+#include <asm/unaligned.h>
 #include <linux/dma-mapping.h>
 #include <rdma/ib_mad.h>
 #include <rdma/ib_pma.h>
@@ -81,19 +82,81 @@ static int hicain_pma_counters(struct hicain_ibdev *hidev, u32 port, enum hicain
 }
 
 /* PMA counters stop at their maximum instead of wrapping (IBA 16.1.3.5). */
-static u8 hicain_pma_sat8(u64 v)
-{
-	return min_t(u64, v, U8_MAX);
-}
+/*
+ * struct hicain_pma_field - where the PMA attributes carry a counter:
+ * PortCounters' big-endian field of pc_width octets at pc_off and
+ * PortCountersExtended's 64-bit one at ext_off (0: the attribute has
+ * none). Both get the counter shifted right by shift (data counts
+ * 4-octet words), saturated to the field.
+ */
+struct hicain_pma_field {
+	u8 pc_off;
+	u8 pc_width;
+	u8 ext_off;
+	u8 shift;
+};
 
-static __be16 hicain_pma_sat16(u64 v)
-{
-	return cpu_to_be16(min_t(u64, v, U16_MAX));
-}
+#define HICAIN_PMA_PC(field)							\
+	.pc_off = offsetof(struct ib_pma_portcounters, field),			\
+	.pc_width = sizeof_field(struct ib_pma_portcounters, field)
+#define HICAIN_PMA_EXT(field)	.ext_off = offsetof(struct ib_pma_portcounters_ext, field)
 
-static __be32 hicain_pma_sat32(u64 v)
+/*
+ * hicain_pma_fields - each counter's places. PortCounters' reserved2
+ * is QP1Dropped (IBA 1.3; reserved in ib_pma.h's layout), which no
+ * CounterSelect bit clears.
+ */
+static const struct hicain_pma_field hicain_pma_fields[HICAIN_PMA_NR] = {
+	[HICAIN_PMA_XMIT_DATA] = { HICAIN_PMA_PC(port_xmit_data),
+				   HICAIN_PMA_EXT(port_xmit_data), .shift = 2 },
+	[HICAIN_PMA_RCV_DATA] = { HICAIN_PMA_PC(port_rcv_data),
+				  HICAIN_PMA_EXT(port_rcv_data), .shift = 2 },
+	[HICAIN_PMA_XMIT_PKTS] = { HICAIN_PMA_PC(port_xmit_packets),
+				   HICAIN_PMA_EXT(port_xmit_packets) },
+	[HICAIN_PMA_RCV_PKTS] = { HICAIN_PMA_PC(port_rcv_packets),
+				  HICAIN_PMA_EXT(port_rcv_packets) },
+	[HICAIN_PMA_UCAST_XMIT_PKTS] = { HICAIN_PMA_EXT(port_unicast_xmit_packets) },
+	[HICAIN_PMA_UCAST_RCV_PKTS] = { HICAIN_PMA_EXT(port_unicast_rcv_packets) },
+	[HICAIN_PMA_MCAST_XMIT_PKTS] = { HICAIN_PMA_EXT(port_multicast_xmit_packets) },
+	[HICAIN_PMA_MCAST_RCV_PKTS] = { HICAIN_PMA_EXT(port_multicast_rcv_packets) },
+	[HICAIN_PMA_RCV_ERRORS] = { HICAIN_PMA_PC(port_rcv_errors) },
+	[HICAIN_PMA_XMIT_DISCARDS] = { HICAIN_PMA_PC(port_xmit_discards) },
+	[HICAIN_PMA_RCV_CONSTRAINT_ERRORS] = { HICAIN_PMA_PC(port_rcv_constraint_errors) },
+	[HICAIN_PMA_LINK_DOWNED] = { HICAIN_PMA_PC(link_downed_counter) },
+	[HICAIN_PMA_VL15_DROPPED] = { HICAIN_PMA_PC(vl15_dropped) },
+	[HICAIN_PMA_QP1_DROPPED] = { HICAIN_PMA_PC(reserved2) },
+};
+
+/*
+ * hicain_pma_fill - write the counters val into PortCounters data, or
+ * PortCountersExtended data when ext.
+ */
+static void hicain_pma_fill(u8 *data, bool ext, const u64 *val)
 {
-	return cpu_to_be32(min_t(u64, v, U32_MAX));
+	int i;
+
+	for (i = 0; i < HICAIN_PMA_NR; i++) {
+		const struct hicain_pma_field *f = &hicain_pma_fields[i];
+		u64 v = val[i] >> f->shift;
+		u8 *dst = data + (ext ? f->ext_off : f->pc_off);
+
+		if (dst == data)
+			continue;
+		switch (ext ? 8 : f->pc_width) {
+		case 1:
+			*dst = min_t(u64, v, U8_MAX);
+			break;
+		case 2:
+			put_unaligned_be16(min_t(u64, v, U16_MAX), dst);
+			break;
+		case 4:
+			put_unaligned_be32(min_t(u64, v, U32_MAX), dst);
+			break;
+		case 8:
+			put_unaligned_be64(v, dst);
+			break;
+		}
+	}
 }
 
 static int hicain_pma_class_port_info(struct ib_pma_mad *pmp)
@@ -184,19 +247,7 @@ static int hicain_pma_port_counters(struct hicain_ibdev *hidev, u32 port, struct
 			     hicain_pma_clear_mask(p->counter_select), val);
 	if (ret)
 		return ret;
-	p->link_downed_counter = hicain_pma_sat8(val[HICAIN_PMA_LINK_DOWNED]);
-	p->port_rcv_errors = hicain_pma_sat16(val[HICAIN_PMA_RCV_ERRORS]);
-	p->port_xmit_discards = hicain_pma_sat16(val[HICAIN_PMA_XMIT_DISCARDS]);
-	p->port_rcv_constraint_errors = hicain_pma_sat8(val[HICAIN_PMA_RCV_CONSTRAINT_ERRORS]);
-	/* QP1Dropped (IBA 1.3; reserved in ib_pma.h's layout). No
-	 * CounterSelect bit clears it.
-	 */
-	p->reserved2 = hicain_pma_sat16(val[HICAIN_PMA_QP1_DROPPED]);
-	p->vl15_dropped = hicain_pma_sat16(val[HICAIN_PMA_VL15_DROPPED]);
-	p->port_xmit_data = hicain_pma_sat32(val[HICAIN_PMA_XMIT_DATA] / 4);
-	p->port_rcv_data = hicain_pma_sat32(val[HICAIN_PMA_RCV_DATA] / 4);
-	p->port_xmit_packets = hicain_pma_sat32(val[HICAIN_PMA_XMIT_PKTS]);
-	p->port_rcv_packets = hicain_pma_sat32(val[HICAIN_PMA_RCV_PKTS]);
+	hicain_pma_fill(pmp->data, false, val);
 	return IB_MGMT_MAD_STATUS_SUCCESS;
 }
 
@@ -213,14 +264,7 @@ static int hicain_pma_port_counters_ext(struct hicain_ibdev *hidev, u32 port,
 			     be16_to_cpu(p->counter_select) & 0xff, val);
 	if (ret)
 		return ret;
-	p->port_xmit_data = cpu_to_be64(val[HICAIN_PMA_XMIT_DATA] / 4);
-	p->port_rcv_data = cpu_to_be64(val[HICAIN_PMA_RCV_DATA] / 4);
-	p->port_xmit_packets = cpu_to_be64(val[HICAIN_PMA_XMIT_PKTS]);
-	p->port_rcv_packets = cpu_to_be64(val[HICAIN_PMA_RCV_PKTS]);
-	p->port_unicast_xmit_packets = cpu_to_be64(val[HICAIN_PMA_UCAST_XMIT_PKTS]);
-	p->port_unicast_rcv_packets = cpu_to_be64(val[HICAIN_PMA_UCAST_RCV_PKTS]);
-	p->port_multicast_xmit_packets = cpu_to_be64(val[HICAIN_PMA_MCAST_XMIT_PKTS]);
-	p->port_multicast_rcv_packets = cpu_to_be64(val[HICAIN_PMA_MCAST_RCV_PKTS]);
+	hicain_pma_fill(pmp->data, true, val);
 	return IB_MGMT_MAD_STATUS_SUCCESS;
 }
 

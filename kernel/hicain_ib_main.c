@@ -353,41 +353,49 @@ static void hicain_ib_obj_event(struct hicain_ibdev *hidev, u32 handle, enum ib_
 	xa_unlock(xa);
 }
 
+/* Where hicain_ib_event delivers a device event: nowhere (not ours). */
+enum hicain_ib_ev_to {
+	HICAIN_IB_EV_NONE,
+	HICAIN_IB_EV_PORT,	/* to the port */
+	HICAIN_IB_EV_OBJ,	/* to the QP, CQ or SRQ of the EQE's handle */
+};
+
+/*
+ * hicain_ib_events - the ib_core event of each device event the RDMA
+ * side reports. Device events not listed (DEVICE_FATAL is the reset
+ * path's) are not ours.
+ */
+static const struct {
+	enum hicain_ib_ev_to to;
+	enum ib_event_type type;
+} hicain_ib_events[] = {
+	[HICAIN_EV_PORT_ACTIVE] = { HICAIN_IB_EV_PORT, IB_EVENT_PORT_ACTIVE },
+	[HICAIN_EV_PORT_ERR] = { HICAIN_IB_EV_PORT, IB_EVENT_PORT_ERR },
+	[HICAIN_EV_LID_CHANGE] = { HICAIN_IB_EV_PORT, IB_EVENT_LID_CHANGE },
+	[HICAIN_EV_SM_CHANGE] = { HICAIN_IB_EV_PORT, IB_EVENT_SM_CHANGE },
+	[HICAIN_EV_CLIENT_REREGISTER] = { HICAIN_IB_EV_PORT, IB_EVENT_CLIENT_REREGISTER },
+	[HICAIN_EV_QP_FATAL] = { HICAIN_IB_EV_OBJ, IB_EVENT_QP_FATAL },
+	[HICAIN_EV_CQ_ERR] = { HICAIN_IB_EV_OBJ, IB_EVENT_CQ_ERR },
+	[HICAIN_EV_QP_LAST_WQE] = { HICAIN_IB_EV_OBJ, IB_EVENT_QP_LAST_WQE_REACHED },
+	[HICAIN_EV_SRQ_LIMIT] = { HICAIN_IB_EV_OBJ, IB_EVENT_SRQ_LIMIT_REACHED },
+	[HICAIN_EV_SRQ_ERR] = { HICAIN_IB_EV_OBJ, IB_EVENT_SRQ_ERR },
+};
+
 static void hicain_ib_event(struct hicain_dev *hdev, const struct hicain_eqe *eqe)
 {
 	struct hicain_ibdev *hidev = hdev->rdma_priv;
-	u32 handle = le32_to_cpu(eqe->handle);
+	u32 ev = le32_to_cpu(eqe->type);
 
-	switch (le32_to_cpu(eqe->type)) {
-	case HICAIN_EV_PORT_ACTIVE:
-		hicain_ib_port_event(hidev, IB_EVENT_PORT_ACTIVE);
+	if (ev >= ARRAY_SIZE(hicain_ib_events))
+		return;
+	switch (hicain_ib_events[ev].to) {
+	case HICAIN_IB_EV_PORT:
+		hicain_ib_port_event(hidev, hicain_ib_events[ev].type);
 		break;
-	case HICAIN_EV_PORT_ERR:
-		hicain_ib_port_event(hidev, IB_EVENT_PORT_ERR);
+	case HICAIN_IB_EV_OBJ:
+		hicain_ib_obj_event(hidev, le32_to_cpu(eqe->handle), hicain_ib_events[ev].type);
 		break;
-	case HICAIN_EV_LID_CHANGE:
-		hicain_ib_port_event(hidev, IB_EVENT_LID_CHANGE);
-		break;
-	case HICAIN_EV_SM_CHANGE:
-		hicain_ib_port_event(hidev, IB_EVENT_SM_CHANGE);
-		break;
-	case HICAIN_EV_CLIENT_REREGISTER:
-		hicain_ib_port_event(hidev, IB_EVENT_CLIENT_REREGISTER);
-		break;
-	case HICAIN_EV_QP_FATAL:
-		hicain_ib_obj_event(hidev, handle, IB_EVENT_QP_FATAL);
-		break;
-	case HICAIN_EV_CQ_ERR:
-		hicain_ib_obj_event(hidev, handle, IB_EVENT_CQ_ERR);
-		break;
-	case HICAIN_EV_QP_LAST_WQE:
-		hicain_ib_obj_event(hidev, handle, IB_EVENT_QP_LAST_WQE_REACHED);
-		break;
-	case HICAIN_EV_SRQ_LIMIT:
-		hicain_ib_obj_event(hidev, handle, IB_EVENT_SRQ_LIMIT_REACHED);
-		break;
-	case HICAIN_EV_SRQ_ERR:
-		hicain_ib_obj_event(hidev, handle, IB_EVENT_SRQ_ERR);
+	case HICAIN_IB_EV_NONE:
 		break;
 	}
 }

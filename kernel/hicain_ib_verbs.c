@@ -369,15 +369,11 @@ int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
 	struct hicain_pd *pd = to_hpd(ibpd);
 	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
 	int ret;
 
-	pd->epoch = atomic_read(&hidev->epoch);
-	cmd.opcode = cpu_to_le16(HICAIN_CMD_ALLOC_PD);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	ret = hicain_create_handle(hidev, &cmd, HICAIN_CMD_ALLOC_PD, &pd->epoch, &pd->pdn);
 	if (ret)
 		return ret;
-	pd->pdn = le32_to_cpu(cqe.handle);
 	if (udata) {
 		struct hicain_ib_alloc_pd_resp resp = { .pdn = pd->pdn };
 
@@ -411,8 +407,6 @@ int hicain_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 	struct hicain_ibdev *hidev = to_hidev(ibmw->device);
 	struct hicain_mw *mw = to_hmw(ibmw);
 	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
-	int ret;
 
 	if (!hicain_abi_minor_at_least(hidev, 10))
 		return -EOPNOTSUPP;
@@ -420,15 +414,9 @@ int hicain_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 		return -EINVAL;
 	if (udata && udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EINVAL;
-	mw->epoch = atomic_read(&hidev->epoch);
-	cmd.opcode = cpu_to_le16(HICAIN_CMD_ALLOC_MW);
 	cmd.alloc_mw.pd = cpu_to_le32(to_hpd(ibmw->pd)->pdn);
 	cmd.alloc_mw.type = cpu_to_le32(ibmw->type);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
-		return ret;
-	ibmw->rkey = le32_to_cpu(cqe.handle);
-	return 0;
+	return hicain_create_handle(hidev, &cmd, HICAIN_CMD_ALLOC_MW, &mw->epoch, &ibmw->rkey);
 }
 
 int hicain_dealloc_mw(struct ib_mw *ibmw)

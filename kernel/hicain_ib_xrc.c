@@ -17,11 +17,6 @@
 
 #include "hicain_ib.h"
 
-static inline struct hicain_xrcd *to_hxrcd(struct ib_xrcd *ibxrcd)
-{
-	return container_of(ibxrcd, struct hicain_xrcd, ibxrcd);
-}
-
 /* hicain_xrc_ok - the device does XRC (ABI 1.11, HICAIN_CAP_XRC). */
 bool hicain_xrc_ok(struct hicain_ibdev *hidev)
 {
@@ -34,18 +29,10 @@ int hicain_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
 	struct hicain_ibdev *hidev = to_hidev(ibxrcd->device);
 	struct hicain_xrcd *xrcd = to_hxrcd(ibxrcd);
 	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
-	int ret;
 
 	if (!hicain_xrc_ok(hidev))
 		return -EOPNOTSUPP;
-	xrcd->epoch = atomic_read(&hidev->epoch);
-	cmd.opcode = cpu_to_le16(HICAIN_CMD_ALLOC_XRCD);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret)
-		return ret;
-	xrcd->xrcdn = le32_to_cpu(cqe.handle);
-	return 0;
+	return hicain_create_handle(hidev, &cmd, HICAIN_CMD_ALLOC_XRCD, &xrcd->epoch, &xrcd->xrcdn);
 }
 
 int hicain_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
@@ -88,21 +75,17 @@ int hicain_create_xrc_tgt(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
 	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
 	int ret;
 
 	if (!hicain_xrc_ok(hidev) || !init->xrcd)
 		return -EOPNOTSUPP;
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	qp->epoch = atomic_read(&hidev->epoch);
-	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
 	cmd.create_qp.qp_type = cpu_to_le32(IB_QPT_XRC_TGT);
 	cmd.create_qp.xrcd = cpu_to_le32(to_hxrcd(init->xrcd)->xrcdn);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
+	ret = hicain_create_handle(hidev, &cmd, HICAIN_CMD_CREATE_QP, &qp->epoch, &qp->qpn);
 	if (ret)
 		return ret;
-	qp->qpn = le32_to_cpu(cqe.handle);
 	ibqp->qp_num = qp->qpn;
 	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
 	if (ret) {

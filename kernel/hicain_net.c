@@ -1156,8 +1156,9 @@ static void hicain_free_priv(struct hicain_priv *priv)
  * with its indices at 0 when a previous driver left it live (or it went
  * fatal).
  */
-static int hicain_map_bar0(struct hicain_dev *hdev)
+static int hicain_map_bar0(struct hicain_priv *priv)
 {
+	struct hicain_dev *hdev = &priv->hdev;
 	int ret;
 
 	hdev->bar0 = pci_iomap(hdev->pdev, 0, 0);
@@ -1172,9 +1173,15 @@ static int hicain_map_bar0(struct hicain_dev *hdev)
 	return ret;
 }
 
-/* hicain_alloc_vectors - stage 6: at least the control and L2 vectors; the rest serve CQs. */
-static int hicain_alloc_vectors(struct hicain_dev *hdev)
+static void hicain_unmap_bar0(struct hicain_priv *priv)
 {
+	pci_iounmap(priv->hdev.pdev, priv->hdev.bar0);
+}
+
+/* hicain_alloc_vectors - stage 6: at least the control and L2 vectors; the rest serve CQs. */
+static int hicain_alloc_vectors(struct hicain_priv *priv)
+{
+	struct hicain_dev *hdev = &priv->hdev;
 	unsigned int nvec;
 	int ret;
 
@@ -1188,6 +1195,11 @@ static int hicain_alloc_vectors(struct hicain_dev *hdev)
 	hdev->num_vectors = ret;
 	hdev->num_comp_vectors = ret - HICAIN_IRQ_CQ_BASE;
 	return 0;
+}
+
+static void hicain_free_vectors(struct hicain_priv *priv)
+{
+	pci_free_irq_vectors(priv->hdev.pdev);
 }
 
 /*
@@ -1284,6 +1296,44 @@ static void hicain_unregister(struct hicain_priv *priv)
 		unregister_netdev(priv->ndev);
 }
 
+/*
+ * hicain_stages - what hicain_probe sets up once priv exists, in order
+ * (stages 5 to 9); a failed probe and hicain_remove undo them in
+ * reverse order.
+ */
+static const struct hicain_stage {
+	int (*setup)(struct hicain_priv *priv);
+	void (*teardown)(struct hicain_priv *priv);
+} hicain_stages[] = {
+	{ hicain_map_bar0, hicain_unmap_bar0 },
+	{ hicain_alloc_vectors, hicain_free_vectors },
+	{ hicain_rx_alloc_all, hicain_rx_release },
+	{ hicain_up, hicain_down },
+	{ hicain_register, hicain_unregister },
+};
+
+/* hicain_teardown - undo the first n of hicain_stages, last first. */
+static void hicain_teardown(struct hicain_priv *priv, unsigned int n)
+{
+	while (n--)
+		hicain_stages[n].teardown(priv);
+}
+
+static int hicain_setup(struct hicain_priv *priv)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(hicain_stages); i++) {
+		ret = hicain_stages[i].setup(priv);
+		if (ret) {
+			hicain_teardown(priv, i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct hicain_priv *priv;
@@ -1305,32 +1355,12 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		ret = -ENOMEM;
 		goto err_unmap_bar2;
 	}
-	ret = hicain_map_bar0(&priv->hdev);
+	ret = hicain_setup(priv);
 	if (ret)
 		goto err_free_priv;
-	ret = hicain_alloc_vectors(&priv->hdev);
-	if (ret)
-		goto err_unmap_bar0;
-	ret = hicain_rx_alloc_all(priv);
-	if (ret)
-		goto err_free_vectors;
-	ret = hicain_up(priv);
-	if (ret)
-		goto err_rx_release;
-	ret = hicain_register(priv);
-	if (ret)
-		goto err_down;
 	hicain_adev_create(&priv->hdev);
 	return 0;
 
-err_down:
-	hicain_down(priv);
-err_rx_release:
-	hicain_rx_release(priv);
-err_free_vectors:
-	pci_free_irq_vectors(pdev);
-err_unmap_bar0:
-	pci_iounmap(pdev, priv->hdev.bar0);
 err_free_priv:
 	hicain_free_priv(priv);
 err_unmap_bar2:
@@ -1349,11 +1379,7 @@ static void hicain_remove(struct pci_dev *pdev)
 	void *bar2 = priv->hdev.bar2;
 
 	hicain_adev_destroy(&priv->hdev);
-	hicain_unregister(priv);
-	hicain_down(priv);
-	hicain_rx_release(priv);
-	pci_free_irq_vectors(pdev);
-	pci_iounmap(pdev, priv->hdev.bar0);
+	hicain_teardown(priv, ARRAY_SIZE(hicain_stages));
 	hicain_free_priv(priv);
 	memunmap(bar2);
 	pci_release_regions(pdev);
