@@ -53,7 +53,18 @@ func connect(a, b *rack.Host, bufSize int) (*pair, error) {
 	return connectOpts(a, b, rack.RCOptions{BufSize: uint64(bufSize), Events: true, SendDepth: 128, RecvDepth: slots + 8})
 }
 
+// stallTimeout is the local ACK timeout of the workloads' QPs: code 17,
+// 0.54 s, so 7 retries span about 3.8 s. The embedded rack loses
+// nothing, so a retransmission only follows a stall of this process (the
+// race detector, or a loaded 2-core host, can hold a 64 KiB WRITE window
+// for longer than the usual 67 ms); resending the window then only adds
+// load, and running out of retries fails a case that would pass.
+const stallTimeout = 17
+
 func connectOpts(a, b *rack.Host, o rack.RCOptions) (*pair, error) {
+	if o.Timeout == 0 {
+		o.Timeout = stallTimeout
+	}
 	c, s, err := rack.ConnectRC(a, b, o)
 	if err != nil {
 		return nil, err

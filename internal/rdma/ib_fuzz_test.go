@@ -1,6 +1,7 @@
 package rdma_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -11,13 +12,25 @@ import (
 
 // recorder passes frames to a device and keeps a copy of each, so the
 // fuzz corpus starts from the packets a real exchange put on the wire.
+// Both directions' engines deliver at once, so they share a lock.
 type recorder struct {
 	to     rdmatest.Receiver
-	frames *[][]byte
+	frames *frames
+}
+
+// frames is what the recorders of a link have kept.
+type frames struct {
+	mu   sync.Mutex
+	all  [][]byte
+	done bool // seeding is over: keep no more
 }
 
 func (r recorder) Deliver(f []byte) {
-	*r.frames = append(*r.frames, append([]byte(nil), f...))
+	r.frames.mu.Lock()
+	if !r.frames.done {
+		r.frames.all = append(r.frames.all, append([]byte(nil), f...))
+	}
+	r.frames.mu.Unlock()
 	r.to.Deliver(f)
 }
 
@@ -42,7 +55,7 @@ func FuzzDeliverIB(f *testing.F) {
 	link := rdmatest.NewLink(1, rdmatest.Faults{})
 	a := newIBNode(f, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
 	b := newIBNode(f, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)
-	var seen [][]byte
+	var seen frames
 	link.Connect(recorder{a.dev, &seen}, recorder{b.dev, &seen})
 	devs := []*rdma.Device{a.dev, b.dev}
 	qa, qb := connectRC(f, a, b, 64)
@@ -59,9 +72,12 @@ func FuzzDeliverIB(f *testing.F) {
 		{WRID: 4, Opcode: rdma.WRAtomicFetchAndAdd, SendFlags: rdma.SendSignaled, SGList: a.sge(0x50000, 8), RemoteAddr: 0x30000, RKey: b.mr.RKey, CompareAdd: 1},
 	}))
 	pollN(f, devs, link, clk, a.scq, 4)
-	for _, fr := range seen {
+	seen.mu.Lock()
+	for _, fr := range seen.all {
 		f.Add(fr)
 	}
+	seen.all, seen.done = nil, true
+	seen.mu.Unlock()
 
 	smp := func(class uint8, dlid uint16, attr uint16) []byte {
 		mad := make([]byte, proto.MADSize)
