@@ -1,54 +1,44 @@
 package device
 
 import (
-	"bytes"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"reflect"
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
 
 // abiStructs maps each Go mirror to its C struct in kernel/hicain_abi.h.
-var abiStructs = []struct {
-	c string
-	v any
-}{
-	{"hicain_dev_hdr", DevHdr{}},
-	{"hicain_ah_attr", AHAttr{}},
-	{"hicain_qp_attr", QPAttr{}},
-	{"hicain_cmd_reg_mr", CmdRegMRArgs{}},
-	{"hicain_cmd_create_cq", CmdCreateCQArgs{}},
-	{"hicain_cmd_create_qp", CmdCreateQPArgs{}},
-	{"hicain_cmd_modify_qp", CmdModifyQPArgs{}},
-	{"hicain_cmd_create_ah", CmdCreateAHArgs{}},
-	{"hicain_cmd_set_addr", CmdSetAddrArgs{}},
-	{"hicain_cmd_create_srq", CmdCreateSRQArgs{}},
-	{"hicain_cmd_modify_srq", CmdModifySRQArgs{}},
-	{"hicain_srq_attr", SRQAttr{}},
-	{"hicain_cmd_mcast", CmdMcastArgs{}},
-	{"hicain_cmd_mad_ifc", CmdMADIfcArgs{}},
-	{"hicain_cmd_port_cap", CmdPortCapArgs{}},
-	{"hicain_cmd_alloc_mw", CmdAllocMWArgs{}},
-	{"hicain_admin_cmd", AdminCmd{}},
-	{"hicain_admin_cqe", AdminCQE{}},
-	{"hicain_device_attr", DeviceAttr{}},
-	{"hicain_port_attr", PortAttr{}},
-	{"hicain_port_counters", PortCounters{}},
-	{"hicain_eqe", EQE{}},
-	{"hicain_l2_desc", L2Desc{}},
-	{"hicain_wq_dbrec", WQDBRec{}},
-	{"hicain_cq_dbrec", CQDBRec{}},
-	{"hicain_sge", SGE{}},
-	{"hicain_send_wqe", SendWQE{}},
-	{"hicain_wqe_av", WQEAV{}},
-	{"hicain_recv_wqe", RecvWQE{}},
-	{"hicain_cqe", CQE{}},
+var abiStructs = []testutil.CStruct{
+	{C: "hicain_dev_hdr", V: DevHdr{}},
+	{C: "hicain_ah_attr", V: AHAttr{}},
+	{C: "hicain_qp_attr", V: QPAttr{}},
+	{C: "hicain_cmd_reg_mr", V: CmdRegMRArgs{}},
+	{C: "hicain_cmd_create_cq", V: CmdCreateCQArgs{}},
+	{C: "hicain_cmd_create_qp", V: CmdCreateQPArgs{}},
+	{C: "hicain_cmd_modify_qp", V: CmdModifyQPArgs{}},
+	{C: "hicain_cmd_create_ah", V: CmdCreateAHArgs{}},
+	{C: "hicain_cmd_set_addr", V: CmdSetAddrArgs{}},
+	{C: "hicain_cmd_create_srq", V: CmdCreateSRQArgs{}},
+	{C: "hicain_cmd_modify_srq", V: CmdModifySRQArgs{}},
+	{C: "hicain_srq_attr", V: SRQAttr{}},
+	{C: "hicain_cmd_mcast", V: CmdMcastArgs{}},
+	{C: "hicain_cmd_mad_ifc", V: CmdMADIfcArgs{}},
+	{C: "hicain_cmd_port_cap", V: CmdPortCapArgs{}},
+	{C: "hicain_cmd_alloc_mw", V: CmdAllocMWArgs{}},
+	{C: "hicain_admin_cmd", V: AdminCmd{}},
+	{C: "hicain_admin_cqe", V: AdminCQE{}},
+	{C: "hicain_device_attr", V: DeviceAttr{}},
+	{C: "hicain_port_attr", V: PortAttr{}},
+	{C: "hicain_port_counters", V: PortCounters{}},
+	{C: "hicain_eqe", V: EQE{}},
+	{C: "hicain_l2_desc", V: L2Desc{}},
+	{C: "hicain_wq_dbrec", V: WQDBRec{}},
+	{C: "hicain_cq_dbrec", V: CQDBRec{}},
+	{C: "hicain_sge", V: SGE{}},
+	{C: "hicain_send_wqe", V: SendWQE{}},
+	{C: "hicain_wqe_av", V: WQEAV{}},
+	{C: "hicain_recv_wqe", V: RecvWQE{}},
+	{C: "hicain_cqe", V: CQE{}},
 }
 
 // abiConsts are the numeric constants compared with the header's macros
@@ -94,100 +84,9 @@ var abiConsts = map[string]int64{
 	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
 }
 
-// goLayout lists "struct.field offset size" for every field of the Go
-// mirrors, plus "struct sizeof N".
-func goLayout() []string {
-	var out []string
-	for _, s := range abiStructs {
-		t := reflect.TypeOf(s.v)
-		for i := range t.NumField() {
-			f := t.Field(i)
-			out = append(out, fmt.Sprintf("%s.%s %d %d", s.c, f.Tag.Get("c"), f.Offset, f.Type.Size()))
-		}
-		out = append(out, fmt.Sprintf("%s sizeof %d", s.c, t.Size()))
-	}
-	return out
-}
-
-func cProgram() string {
-	var b strings.Builder
-	b.WriteString("#include <stddef.h>\n#include <stdio.h>\n#include \"hicain_abi.h\"\n")
-	b.WriteString("#define F(s, f) printf(#s \".\" #f \" %zu %zu\\n\", offsetof(struct s, f), sizeof(((struct s *)0)->f))\n")
-	b.WriteString("#define S(s) printf(#s \" sizeof %zu\\n\", sizeof(struct s))\n")
-	b.WriteString("#define C(c) printf(#c \" %lld\\n\", (long long)(c))\n")
-	b.WriteString("int main(void)\n{\n")
-	for _, s := range abiStructs {
-		t := reflect.TypeOf(s.v)
-		for i := range t.NumField() {
-			fmt.Fprintf(&b, "\tF(%s, %s);\n", s.c, t.Field(i).Tag.Get("c"))
-		}
-		fmt.Fprintf(&b, "\tS(%s);\n", s.c)
-	}
-	for _, k := range sortedKeys(abiConsts) {
-		fmt.Fprintf(&b, "\tC(%s);\n", k)
-	}
-	b.WriteString("\treturn 0;\n}\n")
-	return b.String()
-}
-
-func sortedKeys(m map[string]int64) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	for i := range ks {
-		for j := i + 1; j < len(ks); j++ {
-			if ks[j] < ks[i] {
-				ks[i], ks[j] = ks[j], ks[i]
-			}
-		}
-	}
-	return ks
-}
-
-// TestABILayout fails when kernel/hicain_abi.h and the Go mirror drift:
-// it builds a C program with gcc against the header that prints the
-// offset and size of every field and the value of every constant.
+// TestABILayout fails when kernel/hicain_abi.h and the Go mirror drift
+// (testutil.CheckCABI compiles the header and compares every offset, size
+// and constant).
 func TestABILayout(t *testing.T) {
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		if os.Getenv("HINIC_REQUIRE_TOOLS") == "1" {
-			t.Fatalf("gcc not found (apt-get install gcc): %v", err)
-		}
-		t.Skip("gcc not found; install gcc or set HINIC_REQUIRE_TOOLS=1 to fail")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	inc := filepath.Join(filepath.Dir(file), "..", "..", "kernel")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "layout.c")
-	if err := os.WriteFile(src, []byte(cProgram()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "layout")
-	if out, err := exec.Command(cc, "-std=gnu11", "-Wall", "-Werror", "-I", inc, "-o", bin, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		k, v, _ := strings.Cut(l, " ")
-		got[k] = v
-	}
-	for _, l := range goLayout() {
-		k, v, _ := strings.Cut(l, " ")
-		if got[k] != v {
-			t.Errorf("%s: C %q, Go %q", k, got[k], v)
-		}
-	}
-	for k, v := range abiConsts {
-		if got[k] != fmt.Sprint(v) {
-			t.Errorf("%s: C %s, Go %d", k, got[k], v)
-		}
-	}
-	if t.Failed() {
-		t.Logf("C output:\n%s", bytes.TrimSpace(out))
-	}
+	testutil.CheckCABI(t, "hicain_abi.h", abiStructs, abiConsts)
 }
