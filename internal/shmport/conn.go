@@ -480,8 +480,9 @@ func (c *Conn) Flush() error {
 	return nil
 }
 
-// Queued is how many frames Queue put that no Flush has published yet.
-func (c *Conn) Queued() int { return int(c.tx.head - c.tx.pub) }
+// queued is how many frames Queue put that no Flush has published yet
+// (the tests read it).
+func (c *Conn) queued() int { return int(c.tx.head - c.tx.pub) }
 
 // reserve makes sure a slot is free, polling and then sleeping. Frames
 // queued and not yet published are published before it waits: the

@@ -432,7 +432,7 @@ func TestQueueFlush(t *testing.T) {
 	if n, err := b.rx.avail(); err != nil || n != 0 {
 		t.Fatalf("before Flush the consumer sees %d frames (%v), want 0", n, err)
 	}
-	if q := a.Queued(); q != 3 {
+	if q := a.queued(); q != 3 {
 		t.Fatalf("Queued = %d, want 3", q)
 	}
 	a.tx.r.consWait.Store(1) // the consumer sleeps
@@ -446,7 +446,7 @@ func TestQueueFlush(t *testing.T) {
 	if k := a.Stats().Kicks; k != 1 {
 		t.Fatalf("%d kicks for one Flush of 3 frames, want 1", k)
 	}
-	if q := a.Queued(); q != 0 {
+	if q := a.queued(); q != 0 {
 		t.Fatalf("Queued = %d after Flush, want 0", q)
 	}
 	next := 0
