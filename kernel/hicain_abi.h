@@ -25,7 +25,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	11	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	12	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -38,7 +38,9 @@
 				 * BIND_MW, LOCAL_INV, SEND_WITH_INV WQEs,
 				 * device_attr.max_mw); ATOMIC_WRITE WQEs;
 				 * 1.11: XRC (ALLOC_XRCD, DEALLOC_XRCD, XRC
-				 *       SRQs and QPs, remote_srqn) */
+				 *       SRQs and QPs, remote_srqn);
+				 * 1.12: hicain_cqe.timestamp
+				 *       (HICAIN_CAP_CQE_TS) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -99,6 +101,7 @@
 #define HICAIN_CAP_ATOMIC	0x8
 #define HICAIN_CAP_L2		0x10
 #define HICAIN_CAP_XRC		0x20	/* ABI 1.11: XRC domains, SRQs, QPs */
+#define HICAIN_CAP_CQE_TS	0x40	/* ABI 1.12: hicain_cqe.timestamp */
 
 #define HICAIN_LINK_ETHERNET	2	/* IBV_LINK_LAYER_ETHERNET */
 #define HICAIN_LINK_INFINIBAND	1
@@ -745,7 +748,15 @@ struct hicain_cqe {
 	__le16 slid;
 	__u8 sl;
 	__u8 dlid_path_bits;
-	__u8 rsvd[18];
+	__u8 rsvd0[2];
+	/*
+	 * ABI 1.12 (HICAIN_CAP_CQE_TS): when the device wrote the CQE, in
+	 * nanoseconds since the Unix epoch on the host's real-time clock.
+	 * It is both the free-running completion clock (1 GHz) and the
+	 * wall clock; a guest's own clock may differ from the host's.
+	 */
+	__le64 timestamp;
+	__u8 rsvd[8];			/* rsvd[7]: the provider's own mark */
 };					/* 64 bytes */
 
 #endif /* HICAIN_ABI_H */

@@ -78,6 +78,11 @@ int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	 * offers no MEM_WINDOW flags.
 	 */
 	props->max_mw = le32_to_cpu(a.max_mw);
+	/* ABI 1.12: every CQE carries the device's nanosecond clock. */
+	if (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_CQE_TS) {
+		props->timestamp_mask = U64_MAX;
+		props->hca_core_clock = 1000000;	/* kHz: 1 GHz, ns */
+	}
 	/* ATOMIC WRITE has no capability bit here: 6.1's uverbs does not
 	 * pass IB_UVERBS_DEVICE_ATOMIC_WRITE (bit 40, later uapi) through
 	 * (docs/verbs-driver.md).
@@ -845,7 +850,11 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct hicain_admin_cqe cqe;
 	int ret;
 
-	if (attr->flags)
+	/* Every CQE of an ABI 1.12 device is stamped: the flag asks no more. */
+	if (attr->flags & ~IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION)
+		return -EOPNOTSUPP;
+	if ((attr->flags & IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION) &&
+	    !(le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_CQE_TS))
 		return -EOPNOTSUPP;
 	if (attr->cqe < 1 || attr->cqe > max_cqe)
 		return -EINVAL;

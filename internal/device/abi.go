@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 11
+	ABIMinor       = 12
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -61,6 +61,7 @@ const (
 	CapAtomic = 0x8
 	CapL2     = 0x10
 	CapXRC    = 0x20 // ABI 1.11
+	CapCQETS  = 0x40 // ABI 1.12: CQE.Timestamp
 
 	LinkEthernet   = 2
 	LinkInfiniBand = 1
@@ -579,20 +580,22 @@ type RecvWQE struct {
 
 // CQE is struct hicain_cqe.
 type CQE struct {
-	WRID         uint64   `c:"wr_id"`
-	Status       uint32   `c:"status"`
-	Opcode       uint32   `c:"opcode"`
-	VendorErr    uint32   `c:"vendor_err"`
-	ByteLen      uint32   `c:"byte_len"`
-	ImmData      uint32   `c:"imm_data"`
-	QPNum        uint32   `c:"qp_num"`
-	SrcQP        uint32   `c:"src_qp"`
-	WCFlags      uint32   `c:"wc_flags"`
-	PKeyIndex    uint16   `c:"pkey_index"`
-	SLID         uint16   `c:"slid"`
-	SL           uint8    `c:"sl"`
-	DLIDPathBits uint8    `c:"dlid_path_bits"`
-	_            [18]byte `c:"rsvd"`
+	WRID         uint64  `c:"wr_id"`
+	Status       uint32  `c:"status"`
+	Opcode       uint32  `c:"opcode"`
+	VendorErr    uint32  `c:"vendor_err"`
+	ByteLen      uint32  `c:"byte_len"`
+	ImmData      uint32  `c:"imm_data"`
+	QPNum        uint32  `c:"qp_num"`
+	SrcQP        uint32  `c:"src_qp"`
+	WCFlags      uint32  `c:"wc_flags"`
+	PKeyIndex    uint16  `c:"pkey_index"`
+	SLID         uint16  `c:"slid"`
+	SL           uint8   `c:"sl"`
+	DLIDPathBits uint8   `c:"dlid_path_bits"`
+	_            [2]byte `c:"rsvd0"`
+	Timestamp    uint64  `c:"timestamp"` // ABI 1.12: host CLOCK_REALTIME, ns
+	_            [8]byte `c:"rsvd"`
 }
 
 // AsBytes returns the memory of *p as a byte slice (for copying ABI

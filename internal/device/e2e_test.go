@@ -352,13 +352,21 @@ func TestRCSendWriteRead(t *testing.T) {
 	// receive buffer at offset 8192.
 	const n = 3000
 	want := fill(t, a.g, a.buf, n, 1)
+	before := uint64(time.Now().UnixNano())
 	b.qp.PostRecv(7, []device.SGE{{Addr: b.buf + 8192, Length: 4096, LKey: b.lkey}})
 	a.qp.PostSend(device.SendWQE{WRID: 1, Opcode: uint8(rdma.WRSendWithImm), SendFlags: uint16(rdma.SendSignaled),
 		ImmData: 0xabcdef}, []device.SGE{{Addr: a.buf, Length: n, LKey: a.lkey}}, nil)
-	wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCSend, 1)
+	se := wantCQE(t, a.scq, rdma.WCSuccess, rdma.WCSend, 1)
 	e := wantCQE(t, b.rcq, rdma.WCSuccess, rdma.WCRecv, 7)
+	after := uint64(time.Now().UnixNano())
 	if e.ByteLen != n || e.ImmData != 0xabcdef || e.QPNum != b.qp.QPN || e.WCFlags&uint32(rdma.WCWithImm) == 0 {
 		t.Errorf("recv CQE %+v", e)
+	}
+	// ABI 1.12: the device stamps each CQE with its real-time clock.
+	for _, c := range []device.CQE{se, e} {
+		if c.Timestamp < before || c.Timestamp > after {
+			t.Errorf("CQE timestamp %d outside [%d, %d]", c.Timestamp, before, after)
+		}
 	}
 	if got := read(t, b.g, b.buf+8192, n); !bytes.Equal(got, want) {
 		t.Fatal("SEND payload differs")

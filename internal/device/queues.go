@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/PacketFive/hinic/internal/proto"
@@ -383,6 +384,8 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 		return false
 	}
 	var e CQE
+	// One stamp for the batch: the engine finished these together.
+	ts := uint64(time.Now().UnixNano())
 	for i := range wcs {
 		wc := &wcs[i]
 		if cq.prod-cons >= cq.depth {
@@ -390,7 +393,7 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 		}
 		e = CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
 			ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
-			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits}
+			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits, Timestamp: ts}
 		if err := ram.WriteAt(AsBytes(&e), cq.slot(cq.prod)); err != nil {
 			return false
 		}

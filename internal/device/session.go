@@ -351,10 +351,10 @@ func (s *session) initHeader(resetCount uint32) {
 	h.LinkLayer = LinkEthernet
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
-	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC
+	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS
 	if cfg.ib() {
 		// No Ethernet on an IB port: the L2 rings carry nothing.
-		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC
+		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC|CapCQETS
 	}
 	h.MaxMTU = MaxNetdevMTU
 	h.NumVectors = uint32(cfg.Vectors)

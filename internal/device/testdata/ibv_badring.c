@@ -132,6 +132,9 @@ static int make_pair_cq(struct pair *p, struct ibv_pd *pd_a, struct ibv_pd *pd_b
 
 	memset(p, 0, sizeof(*p));
 	if (ex) {
+		/* ABI 1.12: both completion timestamps as well. */
+		ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 		xa = ibv_create_cq_ex(ctx, &ca);
 		xb = ibv_create_cq_ex(ctx, &ca);
 		p->cq_a = xa ? ibv_cq_ex_to_cq(xa) : NULL;
@@ -1163,12 +1166,17 @@ rereg_done:
 	}
 
 	/* cq-ex: extended CQs, through the poll API and every accessor of
-	 * IBV_WC_STANDARD_FLAGS, on both sides of an RDMA WRITE with
-	 * immediate; a flag the CQ does not offer is refused.
+	 * IBV_WC_STANDARD_FLAGS and both timestamps, on both sides of an
+	 * RDMA WRITE with immediate; a flag the CQ does not offer is
+	 * refused. The stamps are the device's nanosecond clock (the
+	 * host's real time): the guest's clock agrees within a day.
 	 */
 	{
 		struct ibv_cq_init_attr_ex bad_attr = { .cqe = 4,
-			.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+			.wc_flags = IBV_WC_EX_WITH_CVLAN };
+		struct ibv_device_attr_ex dx;
+		struct timespec now;
+		uint64_t ts_a = 0, ts_b = 0, wall, day = 86400ULL * 1000000000ULL;
 		struct ibv_sge sge = { .addr = (uintptr_t)buf_a, .length = 64, .lkey = mr_a->lkey };
 		struct ibv_sge rsge = { .addr = (uintptr_t)buf_b, .length = 64, .lkey = mr_b->lkey };
 		struct ibv_recv_wr rwr = { .wr_id = 21, .sg_list = &rsge, .num_sge = 1 }, *rbad;
@@ -1186,7 +1194,10 @@ rereg_done:
 		wr.wr.rdma.remote_addr = (uintptr_t)buf_b;
 		wr.wr.rdma.rkey = mr_b->rkey;
 		if (ibv_create_cq_ex(ctx, &bad_attr) || errno != EOPNOTSUPP)
-			why = "a timestamp CQ was not refused";
+			why = "a CVLAN CQ was not refused";
+		else if (ibv_query_device_ex(ctx, NULL, &dx) ||
+			 dx.completion_timestamp_mask != UINT64_MAX || dx.hca_core_clock != 1000000)
+			why = "query_device_ex has no nanosecond completion clock";
 		else if (make_pair_cq(&p, pd, pd, 1))
 			why = "set-up";
 		else if (!to_hcq(p.cq_a)->ring.map)
@@ -1201,6 +1212,11 @@ rereg_done:
 				  ibv_wc_read_opcode(xa) != IBV_WC_RDMA_WRITE ||
 				  ibv_wc_read_qp_num(xa) != p.a->qp_num))
 			why = "the send completion reads wrong";
+		else if (!why) {
+			ts_a = ibv_wc_read_completion_ts(xa);
+			if (ibv_wc_read_completion_wallclock_ns(xa) != ts_a)
+				why = "the send completion's two stamps differ";
+		}
 		if (!why) {
 			if (ibv_next_poll(xa) != ENOENT)
 				why = "a second send completion";
@@ -1219,7 +1235,15 @@ rereg_done:
 				  ibv_wc_read_slid(xb) != 0))
 			why = "the receive completion reads wrong";
 		if (!why) {
+			ts_b = ibv_wc_read_completion_wallclock_ns(xb);
 			ibv_end_poll(xb);
+			clock_gettime(CLOCK_REALTIME, &now);
+			wall = (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+			if (!ts_a || !ts_b || ts_a + day < wall || ts_a > wall + day ||
+			    ts_b + day < wall || ts_b > wall + day)
+				why = "a completion timestamp is not the real time";
+		}
+		if (!why) {
 			if (!all_bytes(buf_b, 64, 'A'))
 				why = "the data did not arrive";
 		}

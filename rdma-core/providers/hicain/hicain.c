@@ -470,7 +470,7 @@ static int hicain_resize_cq(struct ibv_cq *ibcq, int cqe)
 	return ret;
 }
 
-/* CQE rsvd[17] of an entry hicain_cq_clean took out: poll skips it. */
+/* CQE rsvd[7] of an entry hicain_cq_clean took out: poll skips it. */
 #define HICAIN_CQE_SKIP	0xff
 
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
@@ -526,7 +526,7 @@ static void hicain_cq_count_recv(struct hicain_cq *cq, const struct ibv_wc *wc, 
  * handed back (release). When the ring was full the device holds
  * completions back until it sees the room: the CQ doorbell tells it.
  */
-static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+static int hicain_poll_cq_ts(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc, uint64_t *ts)
 {
 	struct hicain_cq *cq = to_hcq(ibcq);
 	struct hicain_context *ctx;
@@ -553,8 +553,10 @@ static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 			(cq->ring.buf + (size_t)(cq->ring.idx & (cq->ring.depth - 1)) * 64);
 
 		cq->ring.idx++;
-		if (c->rsvd[17] == HICAIN_CQE_SKIP)
+		if (c->rsvd[7] == HICAIN_CQE_SKIP)
 			continue;
+		if (ts)
+			ts[n] = le64toh(c->timestamp);
 		hicain_cqe_to_wc(c, &wc[n++]);
 	}
 	hicain_cq_count_recv(cq, wc, n);
@@ -567,6 +569,11 @@ static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	}
 	pthread_spin_unlock(&cq->lock);
 	return n;
+}
+
+static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	return hicain_poll_cq_ts(ibcq, ne, wc, NULL);
 }
 
 /*
@@ -612,7 +619,7 @@ static void hicain_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 				(cq->ring.buf + (size_t)(i & (cq->ring.depth - 1)) * 64);
 
 			if (le32toh(c->qp_num) == qpn)
-				c->rsvd[17] = HICAIN_CQE_SKIP;
+				c->rsvd[7] = HICAIN_CQE_SKIP;
 		}
 	}
 	pthread_spin_unlock(&cq->lock);
@@ -637,7 +644,7 @@ static int hicain_cqx_next(struct ibv_cq_ex *cqx)
 	struct hicain_cq *cq = cqx_to_hcq(cqx);
 	int n;
 
-	n = hicain_poll_cq(&cq->ibv_cq, 1, &cq->cur);
+	n = hicain_poll_cq_ts(&cq->ibv_cq, 1, &cq->cur, &cq->cur_ts);
 	if (n < 0)
 		return EINVAL;
 	if (n == 0)
@@ -709,12 +716,25 @@ static uint8_t hicain_cqx_dlid_path_bits(struct ibv_cq_ex *cqx)
 }
 
 /*
+ * The device's clock (ABI 1.12) counts nanoseconds of the host's real
+ * time, so the free-running stamp (hca_core_clock 1 GHz) and the wall
+ * clock are the same number.
+ */
+static uint64_t hicain_cqx_ts(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_hcq(cqx)->cur_ts;
+}
+
+#define HICAIN_WC_TS_FLAGS \
+	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+
+/*
  * hicain_create_cq_ex - ibv_create_cq_ex: the fields of ibv_wc
- * (IBV_WC_STANDARD_FLAGS), also for a parent domain
- * (IBV_CQ_INIT_ATTR_MASK_PD, which must be one); timestamps, CVLAN,
- * flow tags and tag matching are not offered, nor
- * IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN. SINGLE_THREADED is a hint the CQ
- * takes without change.
+ * (IBV_WC_STANDARD_FLAGS) and, on a device that stamps its CQEs
+ * (HICAIN_CAP_CQE_TS), both completion timestamps; also for a parent
+ * domain (IBV_CQ_INIT_ATTR_MASK_PD, which must be one). CVLAN, flow tags
+ * and tag matching are not offered, nor IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN.
+ * SINGLE_THREADED is a hint the CQ takes without change.
  */
 static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 					     struct ibv_cq_init_attr_ex *attr)
@@ -733,7 +753,11 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS) ||
+	uint64_t wc_ok = IBV_WC_STANDARD_FLAGS;
+
+	if (to_hctx(context)->caps.dev_caps & HICAIN_CAP_CQE_TS)
+		wc_ok |= HICAIN_WC_TS_FLAGS;
+	if ((attr->wc_flags & ~wc_ok) ||
 	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) ||
 	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
 	     (attr->flags & ~(uint32_t)IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
@@ -754,7 +778,11 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 	}
 	ret = hicain_map_ring(context, &resp.drv.cq, 0, sizeof(struct hicain_cq_dbrec), &cq->ring,
 			      &dbrec);
+	/* The kernel's poll_cq fallback has no stamps to give. */
+	if (!ret && !cq->ring.map && (attr->wc_flags & HICAIN_WC_TS_FLAGS))
+		ret = EOPNOTSUPP;
 	if (ret) {
+		hicain_unmap_ring(&cq->ring);
 		ibv_cmd_destroy_cq(&cq->ibv_cq);
 		free(cq);
 		errno = ret;
@@ -783,6 +811,10 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 		cqx->read_sl = hicain_cqx_sl;
 	if (attr->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
 		cqx->read_dlid_path_bits = hicain_cqx_dlid_path_bits;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		cqx->read_completion_ts = hicain_cqx_ts;
+	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		cqx->read_completion_wallclock_ns = hicain_cqx_ts;
 	return cqx;
 }
 

@@ -66,6 +66,7 @@ struct hicain_cq {
 	struct hicain_cq_dbrec *dbrec;
 	uint32_t cqn;
 	struct ibv_wc cur;		/* the completion start/next_poll took */
+	uint64_t cur_ts;		/* its CQE's timestamp (ABI 1.12) */
 	struct hicain_qp *rq_qps;	/* mapped RQs completing here, under lock */
 };
 
