@@ -198,6 +198,11 @@ func ParsePyverbs(out string) (*PyverbsRun, error) {
 // in a TCG guest; traffic tests that hang end at their own timeouts.
 const pyverbsTimeout = 10 * time.Minute
 
+// pyverbsHugePages is how many 2 MiB pages the case reserves in the guest
+// for the suite's huge-page tests (a parent domain's allocator over one
+// huge page; ODP's, which skip without ODP): 16 MiB, given back after.
+const pyverbsHugePages = 8
+
 // pyverbs runs rdma-core's suite on the server host's device: copied out
 // of /usr/share/doc (where the package gzips some of its modules and the
 // suite cannot run in place), with the device and the GID index the
@@ -216,13 +221,21 @@ func (g *sshGate) pyverbs(ctx context.Context) (Outcome, error) {
 	cmd := fmt.Sprintf(`set -e
 test -d /usr/share/doc/rdma-core/tests || { echo "no /usr/share/doc/rdma-core/tests: install python3-pyverbs"; exit 2; }
 d=$(mktemp -d /tmp/hinic-pyverbs.XXXXXX)
-trap 'rm -rf "$d"' EXIT
+# The suite's huge-page tests want 2 MiB pages reserved: %d for the run,
+# then the reservation the guest had.
+hp=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+hp_old=$(cat "$hp" 2>/dev/null || echo)
+trap 'rm -rf "$d"; [ -z "$hp_old" ] || echo "$hp_old" > "$hp" 2>/dev/null || true' EXIT
+if [ -n "$hp_old" ] && [ "$hp_old" -lt %d ]; then
+	echo %d > "$hp" 2>/dev/null || echo "hinic: could not reserve 2 MiB huge pages"
+fi
 cp -r /usr/share/doc/rdma-core/tests "$d/"
 cd "$d/tests" && for f in *.gz; do [ -e "$f" ] && gunzip -f "$f"; done
 cd "$d"
 rc=0
 timeout -s KILL %d python3 tests/run_tests.py --dev %s --gid %d -v 2>&1 || rc=$?
-echo "HINIC-SUITE-EXIT $rc"`, int(pyverbsTimeout.Seconds()), h.Device(), gid)
+echo "HINIC-SUITE-EXIT $rc"`, pyverbsHugePages, pyverbsHugePages, pyverbsHugePages,
+		int(pyverbsTimeout.Seconds()), h.Device(), gid)
 	rctx, cancel := context.WithTimeout(ctx, pyverbsTimeout+time.Minute)
 	defer cancel()
 	out, err := h.Run(rctx, cmd)
