@@ -102,3 +102,8 @@ func must[T any](t testing.TB) func(T, error) T {
 		return v
 	}
 }
+
+// gpusimRings builds gpusim.Rings in tests.
+type gpusimRings gpusim.Rings
+
+func (r gpusimRings) rings() gpusim.Rings { return gpusim.Rings(r) }

@@ -43,6 +43,8 @@ type Guest struct {
 	next    uint64
 
 	mu      sync.Mutex // ring state below
+	cmdN    uint32
+	cplN    uint32
 	cmdGPA  uint64
 	cplGPA  uint64
 	cmdProd uint32
@@ -184,7 +186,7 @@ func (g *Guest) HandshakeWith(ctx context.Context, r Rings) error {
 		r.ABI = gpu.ABIMajor<<16 | gpu.ABIMinor
 	}
 	g.mu.Lock()
-	g.cmdGPA, g.cplGPA, g.cfg.CmdN, g.cfg.CplN = r.CmdGPA, r.CplGPA, r.CmdN, r.CplN
+	g.cmdGPA, g.cplGPA, g.cmdN, g.cplN = r.CmdGPA, r.CplGPA, r.CmdN, r.CplN
 	g.cmdProd, g.cplCons = 0, 0
 	clear(g.got)
 	g.order = nil
@@ -272,8 +274,8 @@ func (g *Guest) Post(ctx context.Context, cmds ...gpu.Cmd) error {
 		g.mu.Lock()
 		cons := atomic.LoadUint32(&h.CmdCons)
 		n := 0
-		for ; n < len(cmds) && g.cmdProd-cons < g.cfg.CmdN; n++ {
-			slot := g.cmdGPA + uint64(g.cmdProd&(g.cfg.CmdN-1))*64
+		for ; n < len(cmds) && g.cmdProd-cons < g.cmdN; n++ {
+			slot := g.cmdGPA + uint64(g.cmdProd&(g.cmdN-1))*64
 			copy(g.Mem(slot, 64), unsafe.Slice((*byte)(unsafe.Pointer(&cmds[n])), 64))
 			g.cmdProd++
 		}
@@ -307,7 +309,7 @@ func (g *Guest) SetCmdProd(v uint32) {
 func (g *Guest) WriteCmdSlot(i uint32, b []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	copy(g.Mem(g.cmdGPA+uint64(i&(g.cfg.CmdN-1))*64, 64), b)
+	copy(g.Mem(g.cmdGPA+uint64(i&(g.cmdN-1))*64, 64), b)
 }
 
 // reap reads the completions the device posted, frees their slots
@@ -319,7 +321,7 @@ func (g *Guest) reap() {
 	moved := false
 	for ; g.cplCons != prod; g.cplCons++ {
 		var c gpu.Cpl
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&c)), 32), g.Mem(g.cplGPA+uint64(g.cplCons&(g.cfg.CplN-1))*32, 32))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&c)), 32), g.Mem(g.cplGPA+uint64(g.cplCons&(g.cplN-1))*32, 32))
 		g.got[c.Tag] = c
 		g.order = append(g.order, c.Tag)
 		moved = true
