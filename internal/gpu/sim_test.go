@@ -52,7 +52,7 @@ func newRig(t testing.TB, mod func(*gpu.GPUConfig), sim func(*gpusim.Config)) *r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	sc := gpusim.Config{Socket: cfg.Socket, RAMPath: cfg.RAMPath, RAMSize: cfg.RAMSize}
 	if sim != nil {
