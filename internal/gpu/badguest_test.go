@@ -116,6 +116,20 @@ func TestBadCommands(t *testing.T) {
 	if e := g.Header().Errors; e < 40 {
 		t.Errorf("device errors %d", e)
 	}
+	// The ring configuration and limits in BAR2 are the driver's to
+	// read, not the device's: scribbling on them changes nothing.
+	h := g.Header()
+	atomic.StoreUint64(&h.CmdRingGPA, 0x80000000)
+	atomic.StoreUint64(&h.CplRingGPA, ^uint64(0))
+	atomic.StoreUint32(&h.CmdEntries, 3)
+	atomic.StoreUint32(&h.MaxSGE, 1<<30)
+	atomic.StoreUint64(&h.MemBudget, ^uint64(0))
+	if _, err := g.MemAlloc(ctx, c, 4096, 0); err != nil {
+		t.Fatalf("after scribbling on the header: %v", err)
+	}
+	if cpl := must[gpu.Cpl](t)(g.Do(ctx, cp(gpu.OpCopyH2D, dev, sgl(make([]gpu.SGE, 5)...), 16, 5))); cpl.Status != gpu.StEINVAL {
+		t.Errorf("max_sge from BAR2 was used: %+v", cpl)
+	}
 }
 
 func TestBudgets(t *testing.T) {

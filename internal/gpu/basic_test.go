@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"bytes"
+	"context"
 	"sync/atomic"
 	"testing"
 
@@ -121,5 +122,45 @@ func TestAllocFree(t *testing.T) {
 	dev = must[gpu.DevInfo](t)(g.QueryDevice(ctx))
 	if dev.MemUsed != 0 || dev.Allocs != 0 || dev.Contexts != 0 || dev.MemFreeLargest != testMem {
 		t.Errorf("after destroy %+v", dev)
+	}
+}
+
+// TestServerConfig: GPUs of one guest share its RAM; conflicting or
+// invalid configurations are refused before anything listens.
+func TestServerConfig(t *testing.T) {
+	dir := shortDir(t)
+	ram := dir + "/ram"
+	ok := func(id int, sock string) gpu.GPUConfig {
+		return gpu.GPUConfig{ID: id, Socket: dir + "/" + sock, RAMPath: ram, RAMSize: 16 << 20, MemSize: 1 << 20}
+	}
+	srv, err := gpu.Start(context.Background(), gpu.Config{GPUs: []gpu.GPUConfig{ok(0, "a"), ok(1, "b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := srv.Status()
+	if len(st.GPUs) != 2 || st.GPUs[1].VABase != gpu.VABase(1) || st.GPUs[0].Name != gpu.DefaultName || st.GPUs[0].State != "waiting" {
+		t.Errorf("status %+v", st)
+	}
+	srv.Close()
+	for _, tc := range []struct {
+		name string
+		gpus []gpu.GPUConfig
+	}{
+		{"none", nil},
+		{"same id twice", []gpu.GPUConfig{ok(0, "a"), ok(0, "b")}},
+		{"same socket twice", []gpu.GPUConfig{ok(0, "a"), ok(1, "a")}},
+		{"id 8", []gpu.GPUConfig{ok(8, "a")}},
+		{"RAM of two sizes", []gpu.GPUConfig{ok(0, "a"), func() gpu.GPUConfig { c := ok(1, "b"); c.RAMSize = 32 << 20; return c }()}},
+		{"RAM of two machines", []gpu.GPUConfig{func() gpu.GPUConfig { c := ok(0, "a"); c.RAMSize = 4 << 30; return c }(),
+			func() gpu.GPUConfig { c := ok(1, "b"); c.RAMSize = 4 << 30; c.Machine = "pc"; return c }()}},
+		{"odd memory size", []gpu.GPUConfig{func() gpu.GPUConfig { c := ok(0, "a"); c.MemSize = 1000; return c }()}},
+		{"long name", []gpu.GPUConfig{func() gpu.GPUConfig { c := ok(0, "a"); c.Name = string(make([]byte, 32)); return c }()}},
+		{"one vector", []gpu.GPUConfig{func() gpu.GPUConfig { c := ok(0, "a"); c.Vectors = 1; return c }()}},
+		{"no RAM", []gpu.GPUConfig{func() gpu.GPUConfig { c := ok(0, "a"); c.RAMPath = ""; return c }()}},
+	} {
+		if srv, err := gpu.Start(context.Background(), gpu.Config{GPUs: tc.gpus}); err == nil {
+			srv.Close()
+			t.Errorf("%s: accepted", tc.name)
+		}
 	}
 }

@@ -175,9 +175,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 				return nil, fmt.Errorf("gpu: GPU %d: %w", i, err)
 			}
 			ram, s.rams[c.RAMPath] = r, r
-		} else if ram.RAMSize() != c.RAMSize {
+		} else if below, _ := guestmem.BelowFourG(c.Machine, c.RAMSize); ram.RAMSize() != c.RAMSize || ram.Below4G() != below {
 			s.Close()
-			return nil, fmt.Errorf("gpu: GPU %d: RAM %s given with two sizes", i, c.RAMPath)
+			return nil, fmt.Errorf("gpu: GPU %d: RAM %s given with two sizes or machine types", i, c.RAMPath)
 		}
 		g, err := startGPU(c, ram, log)
 		if err != nil {
