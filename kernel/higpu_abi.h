@@ -440,6 +440,69 @@ struct higpu_ctx_info {
 	__le32 rsvd1[2];
 };					/* 48 bytes */
 
+/*
+ * Rules the text above leaves open, as the backend (internal/gpu)
+ * implements them; docs/gpu.md lists the same. They change no layout.
+ *
+ * Commands:
+ *  - opcode 0 or >= HIGPU_OP_MAX: HIGPU_ST_EOPNOTSUPP. A flags bit other
+ *    than HIGPU_CMD_F_NO_IRQ: HIGPU_ST_EINVAL. rsvd fields of the
+ *    arguments are ignored; drivers write 0.
+ *  - ctx_id must name a live context except for CTX_CREATE and
+ *    QUERY_DEVICE (which ignore it); else HIGPU_ST_ENOENT. A context
+ *    whose CTX_DESTROY was taken is no longer live. stream_id is checked
+ *    (< max_streams, else ENOENT) for stream-ordered commands only.
+ *  - result is 0 but for CTX_CREATE (the id), MEM_ALLOC (the address),
+ *    EVENT_RECORD and EVENT_WAIT (the count) and QUERY (the bytes of the
+ *    answer written). A failed CTX_CREATE completes with ctx_id 0.
+ *  - Context ids count up from 1 and are reused only after 16-bit wrap;
+ *    after a reset they start at 1 again. A context being destroyed
+ *    counts against max_contexts until its CTX_DESTROY completes.
+ *  - max_inflight counts every command taken, immediate ones too.
+ * Memory:
+ *  - MEM_ALLOC returns zeroed memory, aligned to max(align, alloc_align)
+ *    as a device address. max_allocs (or the backend's per-context
+ *    allocation limit) reached: ENOSPC; mem_budget (or the per-context
+ *    byte limit) or the memory itself exhausted: ENOMEM.
+ *  - MEM_FREE of an address that starts no live allocation: ENOENT; of
+ *    the start of another context's allocation: EACCES; of an address
+ *    inside one of the context's allocations but not its start: EINVAL.
+ *  - A MEM_FREE does not wait for queued work, but a command already
+ *    running finishes on the memory before the free takes effect.
+ * Copies, memset, kernels:
+ *  - len (count) 0: EINVAL. A scatter list not 16-byte aligned, longer
+ *    than max_sge, with a 0-length entry or lengths not adding up to
+ *    len: EINVAL; the list or a segment outside guest RAM: EFAULT.
+ *  - Device addresses of kernels need no element alignment.
+ *  - An unknown kernel: EOPNOTSUPP; an unknown dtype or reduction op,
+ *    count * element size overflowing, FILL with src0, src1 or op set,
+ *    REDUCE with value set: EINVAL.
+ *  - FILL uses the low bytes of value (the rest is ignored); a float
+ *    FILL whose pattern is a NaN writes the type's default quiet NaN.
+ * Events:
+ *  - EVENT_RECORD with count != 0: EINVAL. A context's record counts
+ *    start at 0 and live as long as the context. There is no query
+ *    command: a runtime knows an event has happened when the RECORD's
+ *    completion arrived.
+ *  - EVENT_RECORD's timestamp_ns is the moment it recorded; every other
+ *    timestamp_ns is the moment the command completed.
+ * Error record: every completion other than OK of a command of a live
+ *  context counts (not the CTX_DESTROY itself). HIGPU_QUERY_F_CLEAR_ERR
+ *  zeroes errors as well as the first-error fields. QUERY answers'
+ *  inflight counts exclude the QUERY itself.
+ * Handshake, fatal, reset:
+ *  - driver_status is looked at on HIGPU_DB_CTRL only. DRV_OK without
+ *    DRV_MSIX_ON is a polling driver: no interrupts at all. Commands
+ *    posted before the device went LIVE are taken when it does.
+ *  - The ring configuration is read once, at DRV_OK; later writes to
+ *    it are ignored until a reset.
+ *  - FATAL cancels the commands in flight (no completions are written
+ *    any more) and keeps contexts and memory until the reset.
+ *  - A reset rewrites the whole header: driver_status, the ring fields
+ *    and all four ring indices read 0 again.
+ *  - The device clock counts from the backend's start (never 0).
+ */
+
 static_assert(sizeof(struct higpu_dev_hdr) == 0x140, "higpu_dev_hdr");
 static_assert(sizeof(struct higpu_sge) == 16, "higpu_sge");
 static_assert(sizeof(struct higpu_args_alloc) == 16, "higpu_args_alloc");

@@ -8,6 +8,7 @@ import (
 	deploycmd "github.com/PacketFive/hinic/internal/cli/deploy"
 	devicecmd "github.com/PacketFive/hinic/internal/cli/device"
 	fabriccmd "github.com/PacketFive/hinic/internal/cli/fabric"
+	gpucmd "github.com/PacketFive/hinic/internal/cli/gpu"
 	imagecmd "github.com/PacketFive/hinic/internal/cli/image"
 	"github.com/PacketFive/hinic/internal/cli/image/doctor"
 	pkgcmd "github.com/PacketFive/hinic/internal/cli/pkg"
@@ -72,6 +73,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		benchcmd.NewCmdBench(f),
 		fabriccmd.NewCmdFabric(f),
 		devicecmd.NewCmdDevice(f),
+		gpucmd.NewCmdGPU(f),
 		imagecmd.NewCmdImage(f),
 		deploycmd.NewCmdDeploy(f),
 		doctor.NewCmdDoctor(f, nil),

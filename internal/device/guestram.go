@@ -1,268 +1,37 @@
 package device
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"sync/atomic"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
-
+	"github.com/PacketFive/hinic/internal/guestmem"
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
-// Machine is a QEMU x86 machine type; it decides where guest RAM sits in
-// guest-physical space (device-facts §2.2).
-type Machine string
+// Guest RAM mapping and GPA translation live in internal/guestmem,
+// shared with the GPU backend; these names keep the device's API.
+type (
+	// Machine is a QEMU x86 machine type (guestmem.Machine).
+	Machine = guestmem.Machine
+	// GuestRAM is a guest's RAM file mapped for DMA (guestmem.RAM).
+	GuestRAM = guestmem.RAM
+)
 
 // Machine types.
 const (
-	MachinePC  Machine = "pc"
-	MachineQ35 Machine = "q35"
+	MachinePC  = guestmem.MachinePC
+	MachineQ35 = guestmem.MachineQ35
 )
-
-const (
-	gib        = 1 << 30
-	above4GGPA = 4 * gib
-)
-
-// BelowFourG returns how many bytes of RAM QEMU 7.2 maps below 4 GiB for a
-// machine of ramSize bytes (hw/i386/pc_piix.c and pc_q35.c; default
-// max-ram-below-4g, gigabyte_align on).
-func BelowFourG(m Machine, ramSize uint64) (uint64, error) {
-	var lowmem uint64
-	switch m {
-	case MachinePC:
-		lowmem = 0xe0000000
-		if ramSize >= lowmem {
-			lowmem = 0xc0000000
-		}
-	case MachineQ35:
-		lowmem = 0xb0000000
-		if ramSize >= 0xb0000000 {
-			lowmem = 0x80000000
-		}
-	default:
-		return 0, fmt.Errorf("device: machine %q: want pc or q35", m)
-	}
-	if ramSize >= lowmem {
-		return lowmem, nil
-	}
-	return ramSize, nil
-}
-
-// GuestRAM is a guest's RAM file (memory-backend-file, share=on) mapped
-// shared, addressed by guest-physical address. It implements rdma.Memory:
-// every access is translated and bounds-checked, so no GPA can reach
-// memory outside the file. Safe for concurrent use; like DMA, concurrent
-// plain accesses to the same bytes are the guest's business.
-type GuestRAM struct {
-	mem     []byte
-	below4G uint64
-	size    uint64
-	path    string
-	closed  atomic.Bool
-}
 
 // ErrOutsideRAM is returned for a guest-physical range that is not RAM.
-var ErrOutsideRAM = fmt.Errorf("device: GPA outside guest RAM: %w", rdma.ErrBadAddress)
+var ErrOutsideRAM = guestmem.ErrOutsideRAM
 
-// OpenGuestRAM opens or creates the RAM file at path as QEMU does
-// (create when missing, extend when empty, refuse when shorter than size)
-// and maps it shared.
+// OpenGuestRAM opens or creates the RAM file at path as QEMU does and
+// maps it shared (guestmem.Open).
 func OpenGuestRAM(path string, size uint64, m Machine) (*GuestRAM, error) {
-	if size == 0 || size%4096 != 0 {
-		return nil, fmt.Errorf("device: RAM size %d: want a positive multiple of 4 KiB", size)
-	}
-	below, err := BelowFourG(m, size)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("device: RAM file: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("device: RAM file: %w", err)
-	}
-	switch {
-	case st.Size() == 0:
-		if err := f.Truncate(int64(size)); err != nil {
-			return nil, fmt.Errorf("device: RAM file %s: %w", path, err)
-		}
-	case uint64(st.Size()) < size:
-		return nil, fmt.Errorf("device: RAM file %s: %d bytes, smaller than the RAM size %d", path, st.Size(), size)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("device: map RAM file %s: %w", path, err)
-	}
-	return &GuestRAM{mem: mem, below4G: below, size: size, path: path}, nil
+	return guestmem.Open(path, size, m)
 }
 
-// Close unmaps the file. Later accesses fail.
-func (g *GuestRAM) Close() error {
-	if g.closed.Swap(true) {
-		return nil
-	}
-	// Accesses racing with Close are prevented by the owner (the vNIC
-	// stops its engine first); unmap last.
-	return unix.Munmap(g.mem)
-}
-
-// RAMSize returns the RAM size in bytes. (It is deliberately not named
-// Size: package rdma treats a Memory with Size() as the contiguous space
-// [0, Size), which a GPA space with the PCI hole below 4 GiB is not; the
-// bounds checks are done here, per access.)
-func (g *GuestRAM) RAMSize() uint64 { return g.size }
-
-// Below4G returns the RAM bytes mapped below 4 GiB.
-func (g *GuestRAM) Below4G() uint64 { return g.below4G }
+// BelowFourG returns how many bytes of RAM QEMU 7.2 maps below 4 GiB
+// (guestmem.BelowFourG).
+func BelowFourG(m Machine, ramSize uint64) (uint64, error) { return guestmem.BelowFourG(m, ramSize) }
 
 var _ rdma.Bounded = (*GuestRAM)(nil)
-
-// Contains reports whether [gpa, gpa+n) is guest RAM (rdma.Bounded): the
-// engine then refuses MRs that reach into the PCI hole or past the end.
-func (g *GuestRAM) Contains(gpa, n uint64) bool {
-	_, err := g.Offset(gpa, n)
-	return err == nil
-}
-
-// Offset translates [gpa, gpa+n) to a file offset. The range must lie in
-// one RAM block: below 4 GiB, or from 4 GiB on.
-func (g *GuestRAM) Offset(gpa, n uint64) (uint64, error) {
-	if g.closed.Load() {
-		return 0, ErrOutsideRAM
-	}
-	end := gpa + n
-	if end < gpa {
-		return 0, ErrOutsideRAM
-	}
-	if end <= g.below4G {
-		return gpa, nil
-	}
-	if gpa >= above4GGPA {
-		off := g.below4G + (gpa - above4GGPA)
-		if off < g.below4G || off+n > g.size || off+n < off {
-			return 0, ErrOutsideRAM
-		}
-		return off, nil
-	}
-	return 0, ErrOutsideRAM
-}
-
-// GPA returns the guest-physical address of file offset off.
-func (g *GuestRAM) GPA(off uint64) uint64 {
-	if off < g.below4G {
-		return off
-	}
-	return above4GGPA + off - g.below4G
-}
-
-// Slice returns the mapped bytes of [gpa, gpa+n), bounds-checked.
-func (g *GuestRAM) Slice(gpa, n uint64) ([]byte, error) {
-	off, err := g.Offset(gpa, n)
-	if err != nil {
-		return nil, err
-	}
-	return g.mem[off : off+n : off+n], nil
-}
-
-// ReadAt implements rdma.Memory.
-func (g *GuestRAM) ReadAt(p []byte, addr uint64) error {
-	b, err := g.Slice(addr, uint64(len(p)))
-	if err != nil {
-		return err
-	}
-	copy(p, b)
-	return nil
-}
-
-// WriteAt implements rdma.Memory.
-func (g *GuestRAM) WriteAt(p []byte, addr uint64) error {
-	b, err := g.Slice(addr, uint64(len(p)))
-	if err != nil {
-		return err
-	}
-	copy(b, p)
-	return nil
-}
-
-func (g *GuestRAM) word64(addr uint64) (*uint64, error) {
-	if addr%8 != 0 {
-		return nil, rdma.ErrUnaligned
-	}
-	b, err := g.Slice(addr, 8)
-	if err != nil {
-		return nil, err
-	}
-	return (*uint64)(unsafe.Pointer(&b[0])), nil
-}
-
-func (g *GuestRAM) word32(addr uint64) (*uint32, error) {
-	if addr%4 != 0 {
-		return nil, errors.New("device: unaligned 32-bit access")
-	}
-	b, err := g.Slice(addr, 4)
-	if err != nil {
-		return nil, err
-	}
-	return (*uint32)(unsafe.Pointer(&b[0])), nil
-}
-
-// CompareAndSwap64 implements rdma.Memory.
-func (g *GuestRAM) CompareAndSwap64(addr, compare, swap uint64) (uint64, error) {
-	p, err := g.word64(addr)
-	if err != nil {
-		return 0, err
-	}
-	for {
-		old := atomic.LoadUint64(p)
-		if old != compare {
-			return old, nil
-		}
-		if atomic.CompareAndSwapUint64(p, old, swap) {
-			return old, nil
-		}
-	}
-}
-
-// FetchAndAdd64 implements rdma.Memory.
-func (g *GuestRAM) FetchAndAdd64(addr, add uint64) (uint64, error) {
-	p, err := g.word64(addr)
-	if err != nil {
-		return 0, err
-	}
-	return atomic.AddUint64(p, add) - add, nil
-}
-
-// Load32 reads a 32-bit index at addr with acquire semantics.
-func (g *GuestRAM) Load32(addr uint64) (uint32, error) {
-	p, err := g.word32(addr)
-	if err != nil {
-		return 0, err
-	}
-	return atomic.LoadUint32(p), nil
-}
-
-// Store32 writes a 32-bit index at addr with release semantics.
-func (g *GuestRAM) Store32(addr uint64, v uint32) error {
-	p, err := g.word32(addr)
-	if err != nil {
-		return err
-	}
-	atomic.StoreUint32(p, v)
-	return nil
-}
-
-// Swap32 atomically exchanges the 32-bit word at addr.
-func (g *GuestRAM) Swap32(addr uint64, v uint32) (uint32, error) {
-	p, err := g.word32(addr)
-	if err != nil {
-		return 0, err
-	}
-	return atomic.SwapUint32(p, v), nil
-}
+var _ rdma.Memory = (*GuestRAM)(nil)

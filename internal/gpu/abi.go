@@ -1,4 +1,3 @@
-// Package gpu is the HiGPU backend; abi.go mirrors kernel/higpu_abi.h.
 package gpu
 
 // This file mirrors kernel/higpu_abi.h, the one source of truth of the

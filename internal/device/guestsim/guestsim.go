@@ -14,7 +14,6 @@ package guestsim
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/ivshmem"
 )
 
 // Config describes the simulated VM.
@@ -41,7 +41,7 @@ type Guest struct {
 	cfg    Config
 	conn   *net.UnixConn
 	peerID int
-	shmFD  int
+	peer   *ivshmem.Peer // the connection, BAR2 and eventfds below
 	shm    []byte
 	hdr    *device.DevHdr
 	ram    *device.GuestRAM
@@ -76,147 +76,27 @@ func Connect(ctx context.Context, cfg Config) (*Guest, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Guest{cfg: cfg, ram: ram, shmFD: -1, low: 1 << 20, high: 4 << 30,
+	g := &Guest{cfg: cfg, ram: ram, low: 1 << 20, high: 4 << 30,
 		irqCount: make([]atomic.Uint64, cfg.Vectors)}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", cfg.Socket)
+	p, err := ivshmem.Dial(ctx, cfg.Socket, cfg.Vectors)
 	if err != nil {
 		ram.Close()
-		return nil, fmt.Errorf("guestsim: connect %s: %w", cfg.Socket, err)
+		return nil, fmt.Errorf("guestsim: %w", err)
 	}
-	g.conn = c.(*net.UnixConn)
-	if dl, ok := ctx.Deadline(); ok {
-		g.conn.SetReadDeadline(dl)
-	} else {
-		g.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if len(p.SHM) < int(unsafe.Sizeof(device.DevHdr{})) {
+		p.Close()
+		ram.Close()
+		return nil, fmt.Errorf("guestsim: BAR2 of %d bytes", len(p.SHM))
 	}
-	if err := g.setup(); err != nil {
-		g.Close()
-		return nil, fmt.Errorf("guestsim: ivshmem setup: %w", err)
-	}
-	g.conn.SetReadDeadline(time.Time{})
+	g.peer, g.conn, g.peerID, g.shm, g.db, g.irq = p, p.Conn, p.ID, p.SHM, p.DB, p.IRQ
+	g.hdr = (*device.DevHdr)(unsafe.Pointer(&g.shm[0]))
 	return g, nil
-}
-
-// recv reads one server message: 8 bytes, maybe one fd.
-func (g *Guest) recv() (int64, int, error) {
-	var b [8]byte
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	fd := -1
-	got := 0
-	for got < 8 {
-		n, oobn, _, _, err := g.conn.ReadMsgUnix(b[got:], oob)
-		if err != nil {
-			return 0, -1, err
-		}
-		if n == 0 {
-			return 0, -1, errors.New("connection closed")
-		}
-		if oobn > 0 {
-			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-			if err != nil {
-				return 0, -1, err
-			}
-			for _, m := range msgs {
-				fds, err := unix.ParseUnixRights(&m)
-				if err != nil {
-					continue
-				}
-				for _, f := range fds {
-					if fd < 0 {
-						fd = f
-					} else {
-						unix.Close(f)
-					}
-				}
-			}
-		}
-		got += n
-	}
-	return int64(binary.LittleEndian.Uint64(b[:])), fd, nil
-}
-
-func (g *Guest) setup() error {
-	v, fd, err := g.recv()
-	if err != nil {
-		return err
-	}
-	if v != 0 || fd >= 0 {
-		return fmt.Errorf("bad version message %d (fd %d)", v, fd)
-	}
-	id, fd, err := g.recv()
-	if err != nil {
-		return err
-	}
-	if id < 0 || id > 0xffff || fd >= 0 {
-		return fmt.Errorf("bad ID message %d", id)
-	}
-	g.peerID = int(id)
-	n := g.cfg.Vectors
-	for g.shmFD < 0 || len(g.db) < n || len(g.irq) < n {
-		m, fd, err := g.recv()
-		if err != nil {
-			return err
-		}
-		switch {
-		case m == -1:
-			if fd < 0 {
-				return errors.New("shm message without fd")
-			}
-			g.shmFD = fd
-		case fd < 0:
-			return fmt.Errorf("disconnect of peer %d during setup", m)
-		case m == id:
-			if len(g.irq) >= n {
-				unix.Close(fd) // "Too many eventfd received"
-				continue
-			}
-			unix.SetNonblock(fd, true)
-			g.irq = append(g.irq, fd)
-		case m == device.BackendPeerID:
-			if len(g.db) >= n {
-				unix.Close(fd)
-				continue
-			}
-			unix.SetNonblock(fd, true)
-			g.db = append(g.db, fd)
-		default:
-			unix.Close(fd) // another peer: not ours to ring
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(g.shmFD, &st); err != nil {
-		return err
-	}
-	size := uint64(st.Size)
-	if size == 0 || size&(size-1) != 0 {
-		return fmt.Errorf("BAR2 size %d is not a power of two", size)
-	}
-	shm, err := unix.Mmap(g.shmFD, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return err
-	}
-	g.shm = shm
-	g.hdr = (*device.DevHdr)(unsafe.Pointer(&shm[0]))
-	return nil
 }
 
 // Close disconnects the guest, as QEMU exiting does.
 func (g *Guest) Close() error {
-	if g.conn != nil {
-		g.conn.Close()
-	}
-	if g.shm != nil {
-		unix.Munmap(g.shm)
-		g.shm = nil
-	}
-	if g.shmFD >= 0 {
-		unix.Close(g.shmFD)
-	}
-	for _, fd := range append(g.db, g.irq...) {
-		unix.Close(fd)
-	}
-	g.db, g.irq = nil, nil
+	g.peer.Close()
+	g.shm, g.db, g.irq = nil, nil, nil
 	return g.ram.Close()
 }
 

@@ -1,12 +1,10 @@
-package device
+package guestmem
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/PacketFive/hinic/internal/rdma"
 )
 
 // TestBelowFourG checks the split against device-facts §2.2's table
@@ -42,19 +40,19 @@ func TestBelowFourG(t *testing.T) {
 func TestGuestRAMTranslation(t *testing.T) {
 	dir := t.TempDir()
 	// q35 with 4 GiB: GPA 0x101b7b000 -> offset 0x81b7b000 (2 GiB below 4 GiB on q35).
-	g, err := OpenGuestRAM(filepath.Join(dir, "q35.ram"), 4<<30, MachineQ35)
+	g, err := Open(filepath.Join(dir, "q35.ram"), 4<<30, MachineQ35)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	pc, err := OpenGuestRAM(filepath.Join(dir, "pc.ram"), 4<<30, MachinePC)
+	pc, err := Open(filepath.Join(dir, "pc.ram"), 4<<30, MachinePC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
 	for _, tc := range []struct {
 		name string
-		g    *GuestRAM
+		g    *RAM
 		gpa  uint64
 		n    uint64
 		off  uint64
@@ -79,8 +77,8 @@ func TestGuestRAMTranslation(t *testing.T) {
 		if !tc.ok && err == nil {
 			t.Errorf("%s: offset %#x accepted", tc.name, off)
 		}
-		if err != nil && !errors.Is(err, rdma.ErrBadAddress) {
-			t.Errorf("%s: error %v is not ErrBadAddress", tc.name, err)
+		if err != nil && !errors.Is(err, ErrOutsideRAM) {
+			t.Errorf("%s: error %v is not ErrOutsideRAM", tc.name, err)
 		}
 	}
 	// Writes land at the translated offset and reads come back.
@@ -94,7 +92,7 @@ func TestGuestRAMTranslation(t *testing.T) {
 	if string(g.mem[0x80000000:0x80000004]) != "high" {
 		t.Fatal("high GPA not at file offset below_4g")
 	}
-	if _, err := g.FetchAndAdd64(0x100000004, 1); !errors.Is(err, rdma.ErrUnaligned) {
+	if _, err := g.FetchAndAdd64(0x100000004, 1); !errors.Is(err, ErrUnaligned) {
 		t.Errorf("unaligned atomic: %v", err)
 	}
 	if old, err := g.CompareAndSwap64(0x1000, 0, 5); err != nil || old != 0 {
@@ -111,18 +109,18 @@ func TestGuestRAMTranslation(t *testing.T) {
 func TestGuestRAMFileRules(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "small.ram")
-	g, err := OpenGuestRAM(p, 1<<20, MachinePC)
+	g, err := Open(p, 1<<20, MachinePC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Close()
 	// A non-empty file smaller than the RAM is refused, like QEMU's
 	// "backing store size ... too small".
-	if _, err := OpenGuestRAM(p, 2<<20, MachinePC); err == nil {
+	if _, err := Open(p, 2<<20, MachinePC); err == nil {
 		t.Error("short RAM file accepted")
 	}
 	// A larger one is used for its first size bytes.
-	if g, err = OpenGuestRAM(p, 512<<10, MachinePC); err != nil {
+	if g, err = Open(p, 512<<10, MachinePC); err != nil {
 		t.Fatal(err)
 	}
 	g.Close()
@@ -135,7 +133,7 @@ func TestGuestRAMFileRules(t *testing.T) {
 // backend's user (and QEMU, running as it) may read it.
 func TestGuestRAMFilePrivate(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ram")
-	g, err := OpenGuestRAM(p, 1<<20, MachinePC)
+	g, err := Open(p, 1<<20, MachinePC)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,197 @@
+package gpu_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	cligpu "github.com/PacketFive/hinic/internal/cli/gpu"
+	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
+	"github.com/PacketFive/hinic/internal/gpu"
+	"github.com/PacketFive/hinic/internal/gpu/gpusim"
+)
+
+func isolate(t *testing.T) {
+	t.Helper()
+	t.Chdir(t.TempDir())
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_GPU_CONTROL", "HINIC_GPU_GPUS"} {
+		t.Setenv(k, "")
+	}
+}
+
+func shortDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "hgc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func TestParseGPU(t *testing.T) {
+	c, err := serve.ParseGPU("socket=/s,ram=/r,ram-size=4G,machine=pc,id=3,name=g3,mem=/m,mem-size=2G,vectors=8," +
+		"mem-budget=1G,max-contexts=9,max-allocs=99,max-inflight=77,max-streams=5,max-events=6,max-sge=7," +
+		"ctx-mem-budget=512M,ctx-max-allocs=11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gpu.GPUConfig{ID: 3, Name: "g3", Socket: "/s", RAMPath: "/r", RAMSize: 4 << 30, Machine: "pc", MemPath: "/m",
+		MemSize: 2 << 30, Vectors: 8, MemBudget: 1 << 30, MaxContexts: 9, MaxAllocs: 99, MaxInflight: 77,
+		MaxStreams: 5, MaxEvents: 6, MaxSGE: 7, CtxMemBudget: 512 << 20, CtxMaxAllocs: 11}
+	if c != want {
+		t.Errorf("%+v\nwant %+v", c, want)
+	}
+	for _, bad := range []string{
+		"ram=/r,ram-size=1G",
+		"socket=/s,ram-size=1G",
+		"socket=/s,ram=/r",
+		"socket=/s,ram=/r,ram-size=1G,id=8",
+		"socket=/s,ram=/r,ram-size=1G,id=-1",
+		"socket=/s,ram=/r,ram-size=1G,machine=virt",
+		"socket=/s,ram=/r,ram-size=1G,mem-size=lots",
+		"socket=/s,ram=/r,ram-size=1G,max-streams=0",
+		"socket=/s,ram=/r,ram-size=1G,colour=blue",
+		"socket=/s,ram=/r,ram-size=1G,id",
+	} {
+		if _, err := serve.ParseGPU(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestHelpDocumentsKeys(t *testing.T) {
+	isolate(t)
+	ios, _, out, _ := cmdutil.Test()
+	cmd := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
+	cmd.SetArgs([]string{"serve", "--help"})
+	cmd.SetOut(out)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"--gpu", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "id=", "name=",
+		"mem=", "mem-size=", "vectors=", "mem-budget=", "max-contexts=", "max-allocs=", "max-inflight=", "max-streams=",
+		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs="} {
+		if !strings.Contains(out.String(), k) {
+			t.Errorf("help lacks %s", k)
+		}
+	}
+}
+
+func TestServeNeedsAGPU(t *testing.T) {
+	isolate(t)
+	ios, _, _, _ := cmdutil.Test()
+	cmd := serve.NewCmdServe(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}), func(context.Context, *serve.Options) error { return nil })
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+		t.Errorf("no --gpu: %v", err)
+	}
+	cmd.SetArgs([]string{"--gpu", "socket=/s"})
+	if err := cmd.Execute(); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+		t.Errorf("bad --gpu: %v", err)
+	}
+}
+
+func TestServeAndStatus(t *testing.T) {
+	isolate(t)
+	dir := shortDir(t)
+	ctl := filepath.Join(dir, "gpu.sock")
+	ram := filepath.Join(dir, "a.ram")
+	sock0, sock1 := filepath.Join(dir, "g0.sock"), filepath.Join(dir, "g1.sock")
+	ios, _, _, _ := cmdutil.Test()
+	cmd := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
+	cmd.SetArgs([]string{"serve", "--control", ctl,
+		"--gpu", "socket=" + sock0 + ",ram=" + ram + ",ram-size=16M,mem-size=8M,name=gpu-a",
+		"--gpu", "socket=" + sock1 + ",ram=" + ram + ",ram-size=16M,mem-size=4M,id=1,mem=" + filepath.Join(dir, "g1.mem")})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(ctl); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("control socket did not appear")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "g1.mem")); err != nil || fi.Size() != 4<<20 {
+		t.Errorf("device memory file: %v", err)
+	}
+	gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer gcancel()
+	g, err := gpusim.Connect(gctx, gpusim.Config{Socket: sock0, RAMPath: ram, RAMSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Handshake(gctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := g.CtxCreate(gctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.MemAlloc(gctx, c, 1<<20, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Do(gctx, gpu.Cmd{Opcode: 200, CtxID: c}); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(args ...string) string {
+		ios, _, out, _ := cmdutil.Test()
+		c := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
+		c.SetArgs(append([]string{"status", "--control", ctl}, args...))
+		if err := c.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	table := run()
+	for _, want := range []string{"gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	var st gpu.Status
+	t.Setenv("HINIC_OUTPUT", "json")
+	if err := json.Unmarshal([]byte(run()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.GPUs) != 2 {
+		t.Fatalf("json: %+v", st)
+	}
+	a := st.GPUs[0]
+	if a.Name != "gpu-a" || a.State != "live" || a.MemUsed != 1<<20 || a.MemSize != 8<<20 || a.Contexts != 1 ||
+		a.Allocs != 1 || a.Counters.Commands != 3 || a.Counters.Errors != 1 || a.VABase != gpu.VABase(0) {
+		t.Errorf("json GPU 0: %+v", a)
+	}
+	if b := st.GPUs[1]; b.ID != 1 || b.Guest || b.State != "waiting" || b.VABase != gpu.VABase(1) {
+		t.Errorf("json GPU 1: %+v", b)
+	}
+}
+
+func TestStatusWithoutBackend(t *testing.T) {
+	isolate(t)
+	ios, _, _, _ := cmdutil.Test()
+	c := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
+	c.SilenceErrors, c.SilenceUsage = true, true
+	c.SetArgs([]string{"status", "--control", filepath.Join(shortDir(t), "none.sock")})
+	if err := c.Execute(); err == nil || !strings.Contains(err.Error(), "hinic gpu serve") {
+		t.Errorf("err = %v, want a hint to start the backend", err)
+	}
+}

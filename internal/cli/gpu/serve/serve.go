@@ -1,0 +1,238 @@
+// Package serve implements `hinic gpu serve`: it runs the GPU backend
+// (one or more HiGPUs) until interrupted.
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/gpu"
+	"github.com/PacketFive/hinic/internal/guestmem"
+)
+
+// Setting keys.
+const (
+	KeyControl = "gpu.control"
+	KeyGPUs    = "gpu.gpus"
+	KeyPprof   = "gpu.pprof"
+)
+
+// Options are the settings of one `hinic gpu serve` run.
+type Options struct {
+	IO      *cmdutil.IOStreams
+	Logger  *slog.Logger
+	Control string
+	GPUs    []gpu.GPUConfig
+	Pprof   string
+	// Ready, if set, is called once every socket listens (tests).
+	Ready func(*gpu.Server)
+}
+
+const long = `Run the HiGPU backend: the "hardware" of emulated GPUs that stock QEMU
+guests drive through the ivshmem-doorbell PCI device (higpu.ko, libhicart).
+
+Each --gpu is one GPU function of one guest. The backend maps the guest's
+RAM file and the GPU's device memory, and listens on the ivshmem socket;
+start it before QEMU, which reads the ivshmem setup synchronously at
+start-up. QEMU then needs, per GPU:
+
+  -machine <pc|q35>,memory-backend=ram0 -m <ram-size>
+  -object memory-backend-file,id=ram0,size=<ram-size>,mem-path=<ram>,share=on
+  -chardev socket,path=<socket>,id=gpu0
+  -device ivshmem-doorbell,chardev=gpu0,vectors=<vectors>
+
+Several GPUs of one guest name the same ram= and different id= and socket=.
+
+A --gpu value is a comma-separated list of key=value:
+  socket=PATH       ivshmem server socket (required)
+  ram=PATH          guest RAM file, the memory-backend-file mem-path (required)
+  ram-size=SIZE     guest RAM, equal to QEMU's -m: bytes or with K, M, G (required)
+  machine=TYPE      pc or q35 (default q35): where RAM sits below and above 4 GiB
+  id=N              gpu_id 0..7 (default 0): device addresses start at (N+1) TiB
+  name=NAME         the name in the device header (default HiGPU, at most 31 bytes)
+  mem=PATH          host file holding device memory (created, sized, kept sparse);
+                    default an anonymous memfd
+  mem-size=SIZE     device memory (default 1G, a multiple of 4K, at most 1T)
+  vectors=N         ivshmem vectors, same as QEMU's vectors= (default 4, at least 2)
+  mem-budget=SIZE   device memory the guest may hold (default mem-size)
+  max-contexts=N    contexts of the guest (default 64)
+  max-allocs=N      allocations of the guest, all contexts (default 4096)
+  max-inflight=N    commands taken and not completed (default 1024)
+  max-streams=N     streams per context (default 16)
+  max-events=N      events per context (default 256)
+  max-sge=N         scatter-list entries of one copy (default 256)
+  ctx-mem-budget=SIZE  device memory one context may hold (default mem-budget)
+  ctx-max-allocs=N  allocations of one context (default max-allocs)
+
+The ABI is kernel/higpu_abi.h; docs/gpu.md describes the device. hinic gpu
+status reads the control socket. The command runs until SIGINT or SIGTERM.`
+
+const example = `  hinic gpu serve --gpu socket=/run/hinic/vm-a.gpu0,ram=/dev/shm/vm-a.ram,ram-size=4G,mem-size=8G
+  hinic gpu serve --gpu socket=/tmp/g0.sock,ram=/dev/shm/a.ram,ram-size=2G,id=0,mem=/var/tmp/g0.mem \
+                  --gpu socket=/tmp/g1.sock,ram=/dev/shm/a.ram,ram-size=2G,id=1,mem=/var/tmp/g1.mem`
+
+// NewCmdServe returns the `gpu serve` command. runF replaces the work in
+// tests; nil runs it.
+func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{IO: f.IOStreams}
+	cmd := &cobra.Command{
+		Use:     "serve",
+		Short:   "Run the emulated GPU backend for QEMU guests until interrupted",
+		Long:    long,
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := f.Config()
+			if err != nil {
+				return err
+			}
+			specs := v.GetStringSlice(KeyGPUs)
+			if len(specs) == 0 {
+				return cmdutil.UsageErrorf("no GPU: give at least one --gpu socket=...,ram=...,ram-size=...")
+			}
+			opts.GPUs = nil
+			for _, s := range specs {
+				c, err := ParseGPU(s)
+				if err != nil {
+					return cmdutil.UsageErrorf("--gpu %q: %v", s, err)
+				}
+				opts.GPUs = append(opts.GPUs, c)
+			}
+			opts.Control = ControlPath(v.GetString(KeyControl))
+			opts.Pprof = v.GetString(KeyPprof)
+			opts.Logger = f.Logger()
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return Run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringArray("gpu", nil, "a GPU as `key=value,...` (see above); repeat for several")
+	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
+	f.BindFlag(KeyGPUs, cmd.Flags().Lookup("gpu"))
+	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
+	return cmd
+}
+
+// ControlPath returns the control socket path: the setting, else gpu.sock
+// in the default run directory.
+func ControlPath(set string) string {
+	if set != "" {
+		return set
+	}
+	return filepath.Join(fabric.DefaultRunDir(), "gpu.sock")
+}
+
+// Run serves until ctx is cancelled.
+func Run(ctx context.Context, opts *Options) error {
+	if opts.Pprof != "" {
+		p, err := cmdutil.StartPprof(opts.Pprof, opts.Logger)
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+	}
+	srv, err := gpu.Start(ctx, gpu.Config{GPUs: opts.GPUs, Logger: opts.Logger, Control: opts.Control})
+	if err != nil {
+		return err
+	}
+	for _, g := range srv.GPUs() {
+		c := g.Config()
+		opts.Logger.Info("GPU serving", "gpu_id", c.ID, "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
+			"mem_size", c.MemSize, "mem", c.MemPath)
+	}
+	opts.Logger.Info("GPU backend serving", "gpus", len(opts.GPUs), "status", "hinic gpu status --control "+opts.Control)
+	if opts.Ready != nil {
+		opts.Ready(srv)
+	}
+	<-ctx.Done()
+	return srv.Close()
+}
+
+// ParseGPU parses one --gpu value.
+func ParseGPU(spec string) (gpu.GPUConfig, error) {
+	var c gpu.GPUConfig
+	for _, kv := range strings.Split(spec, ",") {
+		if kv == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return c, fmt.Errorf("%q is not key=value", kv)
+		}
+		var err error
+		num := func(p *int) {
+			var n int
+			if n, err = strconv.Atoi(val); err == nil && n <= 0 {
+				err = fmt.Errorf("%s=%s: want a positive number", k, val)
+			}
+			*p = n
+		}
+		size := func(p *uint64) { *p, err = cmdutil.ParseSize(val) }
+		switch k {
+		case "socket":
+			c.Socket = val
+		case "ram":
+			c.RAMPath = val
+		case "ram-size":
+			size(&c.RAMSize)
+		case "machine":
+			if val != "pc" && val != "q35" {
+				err = fmt.Errorf("machine %q: want pc or q35", val)
+			}
+			c.Machine = guestmem.Machine(val)
+		case "id":
+			if c.ID, err = strconv.Atoi(val); err == nil && (c.ID < 0 || c.ID >= gpu.MaxGPUs) {
+				err = fmt.Errorf("id=%s: want 0..%d", val, gpu.MaxGPUs-1)
+			}
+		case "name":
+			c.Name = val
+		case "mem":
+			c.MemPath = val
+		case "mem-size":
+			size(&c.MemSize)
+		case "vectors":
+			num(&c.Vectors)
+		case "mem-budget":
+			size(&c.MemBudget)
+		case "max-contexts":
+			num(&c.MaxContexts)
+		case "max-allocs":
+			num(&c.MaxAllocs)
+		case "max-inflight":
+			num(&c.MaxInflight)
+		case "max-streams":
+			num(&c.MaxStreams)
+		case "max-events":
+			num(&c.MaxEvents)
+		case "max-sge":
+			num(&c.MaxSGE)
+		case "ctx-mem-budget":
+			size(&c.CtxMemBudget)
+		case "ctx-max-allocs":
+			num(&c.CtxMaxAllocs)
+		default:
+			err = fmt.Errorf("unknown key %q", k)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	switch {
+	case c.Socket == "":
+		return c, fmt.Errorf("socket= is required")
+	case c.RAMPath == "":
+		return c, fmt.Errorf("ram= is required")
+	case c.RAMSize == 0:
+		return c, fmt.Errorf("ram-size= is required")
+	}
+	return c, nil
+}

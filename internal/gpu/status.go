@@ -1,0 +1,147 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/unixsock"
+)
+
+// Status is what `hinic gpu status` shows: every GPU of a backend.
+type Status struct {
+	UptimeNS uint64      `json:"uptime_ns"`
+	GPUs     []GPUStatus `json:"gpus"`
+}
+
+// GPUStatus describes one GPU.
+type GPUStatus struct {
+	ID        int         `json:"gpu_id"`
+	Name      string      `json:"name"`
+	Socket    string      `json:"socket"`
+	RAMPath   string      `json:"ram_path"`
+	MemPath   string      `json:"mem_path,omitempty"` // "" : an anonymous memfd
+	MemSize   uint64      `json:"mem_size"`
+	MemUsed   uint64      `json:"mem_used"`
+	VABase    uint64      `json:"va_base"`
+	Guest     bool        `json:"guest_connected"`
+	PeerID    int         `json:"peer_id,omitempty"`
+	State     string      `json:"state"` // waiting, ready, live, fatal
+	FatalCode uint32      `json:"fatal_code,omitempty"`
+	Contexts  int         `json:"contexts"`
+	Allocs    int         `json:"allocs"`
+	Inflight  int         `json:"inflight"`
+	Util      float64     `json:"utilization"` // busy time / uptime of the backend (streams add up: may pass 1)
+	Counters  GPUCounters `json:"counters"`
+}
+
+// GPUCounters are the backend's counters of a GPU since it started.
+type GPUCounters struct {
+	Sessions   uint64 `json:"sessions"`
+	Rejected   uint64 `json:"rejected_connections"`
+	Doorbells  uint64 `json:"doorbells"`
+	Interrupts uint64 `json:"interrupts"`
+	Commands   uint64 `json:"commands"`
+	Errors     uint64 `json:"errors"`
+	Kernels    uint64 `json:"kernels"`
+	BytesH2D   uint64 `json:"bytes_h2d"`
+	BytesD2H   uint64 `json:"bytes_d2h"`
+	BytesD2D   uint64 `json:"bytes_d2d"`
+	BusyNS     uint64 `json:"busy_ns"`
+	Fatal      uint64 `json:"fatal"`
+	Resets     uint64 `json:"resets"`
+	// Dropped counts completions not written: the device was reset or
+	// went fatal while the command was in flight.
+	Dropped uint64 `json:"dropped_completions"`
+}
+
+// Status returns the state and counters of the GPU; uptime is the
+// backend's, for the utilisation.
+func (g *GPU) Status(uptime time.Duration) GPUStatus {
+	c := g.cfg
+	x := &g.stats
+	st := GPUStatus{ID: c.ID, Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, MemPath: c.MemPath,
+		MemSize: c.MemSize, VABase: VABase(c.ID), State: "waiting"}
+	st.Counters = GPUCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(), Doorbells: x.doorbells.Load(),
+		Interrupts: x.interrupts.Load(), Commands: x.commands.Load(), Errors: x.errors.Load(), Kernels: x.kernels.Load(),
+		BytesH2D: x.bytesH2D.Load(), BytesD2H: x.bytesD2H.Load(), BytesD2D: x.bytesD2D.Load(), BusyNS: x.busyNS.Load(),
+		Fatal: x.fatal.Load(), Resets: x.resets.Load(), Dropped: x.canceled.Load()}
+	if uptime > 0 {
+		st.Util = float64(st.Counters.BusyNS) / float64(uptime.Nanoseconds())
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.sess
+	if s == nil {
+		return st
+	}
+	st.Guest, st.PeerID = true, s.peerID
+	ds := atomic.LoadUint32(&s.hdr.DevStatus)
+	switch {
+	case ds&DevFatal != 0:
+		st.State, st.FatalCode = "fatal", atomic.LoadUint32(&s.hdr.FatalCode)
+	case ds&DevLive != 0:
+		st.State = "live"
+	default:
+		st.State = "ready"
+	}
+	s.memMu.RLock()
+	st.MemUsed, st.Allocs = s.heap.used, s.nalloc
+	s.memMu.RUnlock()
+	s.mu.Lock()
+	st.Contexts, st.Inflight = len(s.ctxs), s.inflight
+	s.mu.Unlock()
+	return st
+}
+
+// Status returns the status of every GPU.
+func (s *Server) Status() Status {
+	up := time.Since(s.started)
+	st := Status{UptimeNS: uint64(up.Nanoseconds()), GPUs: []GPUStatus{}}
+	for _, g := range s.gpus {
+		st.GPUs = append(st.GPUs, g.Status(up))
+	}
+	return st
+}
+
+// listenControl serves the status on a UNIX stream socket: each
+// connection gets one JSON Status and is closed.
+func (s *Server) listenControl(path string) error {
+	ln, err := unixsock.Listen("unix", path, 0o660)
+	if err != nil {
+		return fmt.Errorf("gpu: control socket: %w", err)
+	}
+	s.control = ln
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			_ = json.NewEncoder(c).Encode(s.Status())
+			c.Close()
+		}
+	}()
+	return nil
+}
+
+// QueryStatus reads a backend's status from its control socket.
+func QueryStatus(ctx context.Context, path string) (Status, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return Status{}, fmt.Errorf("gpu: control socket %s: %w (is `hinic gpu serve` running?)", path, err)
+	}
+	defer c.Close()
+	var st Status
+	if err := json.NewDecoder(c).Decode(&st); err != nil {
+		return Status{}, fmt.Errorf("gpu: status from %s: %w", path, err)
+	}
+	return st, nil
+}
