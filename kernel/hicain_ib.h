@@ -16,6 +16,7 @@
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "hicain_net.h"
 #include "hicain_uverbs_abi.h"
@@ -410,6 +411,8 @@ void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
 void hicain_mmap_free(struct rdma_user_mmap_entry *re);
 int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
 int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata);
+int hicain_query_ucontext(struct ib_ucontext *ibuc, struct uverbs_attr_bundle *attrs);
+extern const struct uapi_definition hicain_ib_uapi_defs[];
 void hicain_dealloc_ucontext(struct ib_ucontext *ibuc);
 
 /* hicain_ib_mad.c: process_mad */

@@ -107,6 +107,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.query_port = hicain_query_port,
 	.query_qp = hicain_query_qp,
 	.query_srq = hicain_query_srq,
+	.query_ucontext = hicain_query_ucontext,
 	.reg_user_mr = hicain_reg_user_mr,
 	.req_notify_cq = hicain_req_notify_cq,
 	.rereg_user_mr = hicain_rereg_user_mr,
@@ -206,6 +207,7 @@ static void hicain_ib_init_dev(struct hicain_ibdev *hidev, struct hicain_dev *hd
 				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ) |
 				  BIT_ULL(IB_USER_VERBS_CMD_POST_SRQ_RECV);
 	ib_set_device_ops(ibdev, &hicain_ib_dev_ops);
+	ibdev->driver_def = hicain_ib_uapi_defs;	/* importing */
 	if (hidev->ib)
 		ib_set_device_ops(ibdev, &hicain_ib_port_ops);
 }

@@ -11,6 +11,8 @@
 #include <linux/vmalloc.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
+#define UVERBS_MODULE_NAME hicain_ib
+#include <rdma/uverbs_named_ioctl.h>
 
 #include "hicain_ib.h"
 
@@ -309,20 +311,38 @@ int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
  * (db_mappable) and the device counts CQ events (ABI 1.7), which the
  * interrupt needs for CQs a process arms itself.
  */
+/* hicain_ucontext_resp - what a context's process learns of it. */
+static void hicain_ucontext_resp(struct hicain_ibdev *hidev, struct hicain_ucontext *uctx,
+				 struct hicain_ib_alloc_ucontext_resp *resp)
+{
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+	u64 key;
+
+	memset(resp, 0, sizeof(*resp));
+	resp->dev_caps = le32_to_cpu(READ_ONCE(h->caps));
+	resp->max_qp_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
+	resp->max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
+	resp->max_inline = min_t(u32, le32_to_cpu(READ_ONCE(h->max_inline)), HICAIN_MAX_INLINE);
+	if (!uctx->db)
+		return;
+	key = rdma_user_mmap_get_offset(&uctx->db->rdma);
+	resp->flags = HICAIN_UCTX_MAPPED;
+	resp->db_off = HICAIN_BAR0_DOORBELL;
+	resp->db_qp = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_QP;
+	resp->db_cq = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_CQ;
+	resp->db_mmap_key_lo = lower_32_bits(key);
+	resp->db_mmap_key_hi = upper_32_bits(key);
+	resp->db_mmap_len = PAGE_SIZE;
+}
+
 int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibuc->device);
 	struct hicain_ucontext *uctx = container_of(ibuc, struct hicain_ucontext, ibuc);
-	struct hicain_dev_hdr *h = hidev->hdev->hdr;
-	struct hicain_ib_alloc_ucontext_resp resp = {};
+	struct hicain_ib_alloc_ucontext_resp resp;
 	struct hicain_mmap_entry *e;
-	u64 key;
 	int ret;
 
-	resp.dev_caps = le32_to_cpu(READ_ONCE(h->caps));
-	resp.max_qp_wr = le32_to_cpu(READ_ONCE(h->max_qp_wr));
-	resp.max_sge = le32_to_cpu(READ_ONCE(h->max_sge));
-	resp.max_inline = min_t(u32, le32_to_cpu(READ_ONCE(h->max_inline)), HICAIN_MAX_INLINE);
 	if (hidev->db_mappable && hicain_abi_minor_at_least(hidev, 7)) {
 		e = kzalloc(sizeof(*e), GFP_KERNEL);
 		if (!e)
@@ -335,15 +355,8 @@ int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 			return ret;
 		}
 		uctx->db = e;
-		key = rdma_user_mmap_get_offset(&e->rdma);
-		resp.flags = HICAIN_UCTX_MAPPED;
-		resp.db_off = HICAIN_BAR0_DOORBELL;
-		resp.db_qp = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_QP;
-		resp.db_cq = (HICAIN_BACKEND_PEER << 16) | HICAIN_DB_CQ;
-		resp.db_mmap_key_lo = lower_32_bits(key);
-		resp.db_mmap_key_hi = upper_32_bits(key);
-		resp.db_mmap_len = PAGE_SIZE;
 	}
+	hicain_ucontext_resp(hidev, uctx, &resp);
 	ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
 	if (ret && uctx->db) {
 		rdma_user_mmap_entry_remove(&uctx->db->rdma);
@@ -362,3 +375,54 @@ void hicain_dealloc_ucontext(struct ib_ucontext *ibuc)
 	if (uctx->db)
 		rdma_user_mmap_entry_remove(&uctx->db->rdma);
 }
+
+/* ---- importing (ibv_import_device, ibv_import_pd) ---- */
+
+/*
+ * hicain_query_ucontext - QUERY_CONTEXT of an imported context: the
+ * response its creator had, which names the same doorbell page.
+ */
+int hicain_query_ucontext(struct ib_ucontext *ibuc, struct uverbs_attr_bundle *attrs)
+{
+	struct hicain_ucontext *uctx = container_of(ibuc, struct hicain_ucontext, ibuc);
+	struct hicain_ib_alloc_ucontext_resp resp;
+
+	if (!uverbs_attr_is_valid(attrs, HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX))
+		return 0;
+	hicain_ucontext_resp(to_hidev(ibuc->device), uctx, &resp);
+	return uverbs_copy_to_struct_or_zero(attrs, HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX,
+					     &resp, sizeof(resp));
+}
+
+ADD_UVERBS_ATTRIBUTES_SIMPLE(hicain_ib_query_context, UVERBS_OBJECT_DEVICE,
+			     UVERBS_METHOD_QUERY_CONTEXT,
+			     UVERBS_ATTR_PTR_OUT(HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX,
+						 UVERBS_ATTR_STRUCT(struct hicain_ib_alloc_ucontext_resp,
+								    reserved),
+						 UA_OPTIONAL));
+
+/* PD_QUERY: the device's number of a PD the caller's file holds. */
+static int UVERBS_HANDLER(HICAIN_IB_METHOD_PD_QUERY)(struct uverbs_attr_bundle *attrs)
+{
+	struct ib_pd *pd = uverbs_attr_get_obj(attrs, HICAIN_IB_ATTR_QUERY_PD_HANDLE);
+	u32 pdn;
+
+	if (IS_ERR(pd))
+		return PTR_ERR(pd);
+	pdn = to_hpd(pd)->pdn;
+	return uverbs_copy_to(attrs, HICAIN_IB_ATTR_QUERY_PD_RESP_PDN, &pdn, sizeof(pdn));
+}
+
+DECLARE_UVERBS_NAMED_METHOD(HICAIN_IB_METHOD_PD_QUERY,
+			    UVERBS_ATTR_IDR(HICAIN_IB_ATTR_QUERY_PD_HANDLE, UVERBS_OBJECT_PD,
+					    UVERBS_ACCESS_READ, UA_MANDATORY),
+			    UVERBS_ATTR_PTR_OUT(HICAIN_IB_ATTR_QUERY_PD_RESP_PDN,
+						UVERBS_ATTR_TYPE(u32), UA_MANDATORY));
+
+ADD_UVERBS_METHODS(hicain_ib_pd, UVERBS_OBJECT_PD, &UVERBS_METHOD(HICAIN_IB_METHOD_PD_QUERY));
+
+const struct uapi_definition hicain_ib_uapi_defs[] = {
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DEVICE, &hicain_ib_query_context),
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_PD, &hicain_ib_pd),
+	{},
+};

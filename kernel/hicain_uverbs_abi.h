@@ -63,6 +63,33 @@ struct hicain_ib_alloc_ucontext_resp {
 	__u32 reserved;
 };
 
+/*
+ * Importing (ibv_import_device, ibv_import_pd, ibv_import_mr): a second
+ * process or context that holds a dup of the uverbs file takes the
+ * objects it names. Driver-namespace uverbs attributes:
+ *   UVERBS_OBJECT_DEVICE / UVERBS_METHOD_QUERY_CONTEXT gains
+ *     HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX (out, optional): the
+ *     context's struct hicain_ib_alloc_ucontext_resp again, the same
+ *     doorbell page key included;
+ *   UVERBS_OBJECT_PD gains HICAIN_IB_METHOD_PD_QUERY:
+ *     HICAIN_IB_ATTR_QUERY_PD_HANDLE (in, the PD's handle) and
+ *     HICAIN_IB_ATTR_QUERY_PD_RESP_PDN (out, __u32).
+ * A kernel without them answers the import with EOPNOTSUPP or
+ * EPROTONOSUPPORT, which the provider passes on.
+ */
+enum hicain_ib_query_context_attrs {		/* 1 << UVERBS_ID_NS_SHIFT */
+	HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX = (1U << 12),
+};
+
+enum hicain_ib_pd_methods {
+	HICAIN_IB_METHOD_PD_QUERY = (1U << 12),
+};
+
+enum hicain_ib_query_pd_attrs {
+	HICAIN_IB_ATTR_QUERY_PD_HANDLE = (1U << 12),
+	HICAIN_IB_ATTR_QUERY_PD_RESP_PDN,
+};
+
 /* ALLOC_PD response, after ib_uverbs_alloc_pd_resp. */
 struct hicain_ib_alloc_pd_resp {
 	__u32 pdn;		/* the device's PD handle */

@@ -27,7 +27,7 @@ poweroff -f
 
 // badRingCases are the cases ibv_badring must pass (testdata/ibv_badring.c).
 var badRingCases = []string{"control", "lkey-other-pd", "lkey-scan", "sge-outside", "opcode", "sq-index",
-	"num-sge", "inline-len", "rq-index", "cq-cons", "fork", "cross-context", "resize-cq", "rereg-mr", "cq-ex", "parent-domain", "rq-full", "qp-ex", "xrc", "paged-cq", "mw", "after"}
+	"num-sge", "inline-len", "rq-index", "cq-cons", "fork", "cross-context", "resize-cq", "rereg-mr", "cq-ex", "parent-domain", "import", "rq-full", "qp-ex", "xrc", "paged-cq", "mw", "after"}
 
 // TestQEMUBadRing: a user process in a TCG guest writes garbage into
 // the rings hicain_ib mapped into it (an unknown opcode, too many SGEs,

@@ -1296,6 +1296,62 @@ rereg_done:
 		memset(buf_b, 0, BUF);
 	}
 
+	/* import: a second context over a dup of the uverbs file takes the
+	 * PD and the MR by handle (ibv_import_device, ibv_import_pd,
+	 * ibv_import_mr); its CQ is mapped through the same doorbell page,
+	 * and a QP of the imported PD writes with the imported lkey into a
+	 * QP of the original context. A handle the file does not hold is
+	 * refused.
+	 */
+	{
+		struct ibv_context *ictx = NULL;
+		struct ibv_pd *ipd = NULL;
+		struct ibv_mr *imr = NULL;
+		const char *why = NULL;
+		int fd = dup(ctx->cmd_fd);
+
+		memset(&p, 0, sizeof(p));
+		memset(buf_b, 0, BUF);
+		if (fd < 0 || !(ictx = ibv_import_device(fd)))
+			why = "ibv_import_device";
+		else if (ibv_import_pd(ictx, pd->handle + 1000) || errno == 0)
+			why = "a PD handle the file does not hold was imported";
+		else if (!(ipd = ibv_import_pd(ictx, pd->handle)) || ipd->handle != pd->handle)
+			why = "ibv_import_pd";
+		else if (!(imr = ibv_import_mr(ipd, mr_a->handle)) || imr->lkey != mr_a->lkey ||
+			 imr->rkey != mr_a->rkey || imr->length != mr_a->length)
+			why = "ibv_import_mr";
+		else if (!(p.cq_a = ibv_create_cq(ictx, 16, NULL, NULL, 0)) || !to_hcq(p.cq_a)->ring.map ||
+			 !(p.cq_b = ibv_create_cq(ctx, 16, NULL, NULL, 0)) ||
+			 !(p.a = new_qp(ipd, p.cq_a)) || !(p.b = new_qp(pd, p.cq_b)) ||
+			 to_rts(p.a, p.b->qp_num) || to_rts(p.b, p.a->qp_num))
+			why = "a mapped CQ and a QP on the imported context";
+		else if (post_write(p.a, 60, (uintptr_t)buf_a, 64, imr->lkey, (uintptr_t)buf_b, mr_b->rkey) ||
+			 wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS || !all_bytes(buf_b, 64, 'A'))
+			why = "a write with the imported MR";
+		free_pair(&p);
+		if (imr)
+			ibv_unimport_mr(imr);
+		if (ipd)
+			ibv_unimport_pd(ipd);
+		if (ictx)
+			ibv_close_device(ictx);
+		else if (fd >= 0)
+			close(fd);
+		/* The originals live on after the unimport. */
+		if (!why && (make_pair(&p, pd, pd) ||
+			     post_write(p.a, 61, (uintptr_t)buf_a, 64, mr_a->lkey, (uintptr_t)buf_b + 64, mr_b->rkey) ||
+			     wait_wc(p.cq_a, &wc, 5000) || wc.status != IBV_WC_SUCCESS ||
+			     !all_bytes(buf_b + 64, 64, 'A')))
+			why = "the original PD and MR after the unimport";
+		free_pair(&p);
+		if (why)
+			fail("import", why);
+		else
+			ok("import");
+		memset(buf_b, 0, BUF);
+	}
+
 	/* rq-full: an RQ takes its depth of receives and no more (ENOMEM),
 	 * although the device has taken them out of the ring meanwhile; a
 	 * completion, once polled, makes room for one.

@@ -26,10 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/ib_user_ioctl_verbs.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 
 #include "hicain.h"
 
@@ -264,6 +267,95 @@ static int hicain_dealloc_pd(struct ibv_pd *ibpd)
 		return ret;
 	free(to_hpd(ibpd));
 	return 0;
+}
+
+/* hicain_ioctl - one uverbs ioctl method with n attributes. */
+static int hicain_ioctl(int cmd_fd, uint16_t object, uint16_t method,
+			struct ib_uverbs_attr *attrs, unsigned int n)
+{
+	struct {
+		struct ib_uverbs_ioctl_hdr hdr;
+		struct ib_uverbs_attr attrs[4];
+	} buf;
+
+	if (n > 4)
+		return EINVAL;
+	memset(&buf, 0, sizeof(buf));
+	buf.hdr.length = sizeof(buf.hdr) + n * sizeof(buf.attrs[0]);
+	buf.hdr.object_id = object;
+	buf.hdr.method_id = method;
+	buf.hdr.num_attrs = n;
+	buf.hdr.driver_id = RDMA_DRIVER_UNKNOWN;
+	memcpy(buf.attrs, attrs, n * sizeof(*attrs));
+	if (ioctl(cmd_fd, RDMA_VERBS_IOCTL, &buf.hdr))
+		return errno;
+	memcpy(attrs, buf.attrs, n * sizeof(*attrs));
+	return 0;
+}
+
+/*
+ * hicain_import_pd - ibv_import_pd: a PD of the context's file, by
+ * handle; hicain_ib's PD_QUERY checks that the file holds it and gives
+ * its number. unimport forgets it and leaves the kernel object alone.
+ */
+static struct ibv_pd *hicain_import_pd(struct ibv_context *context, uint32_t pd_handle)
+{
+	struct hicain_pd *pd;
+	uint32_t pdn = 0;
+	struct ib_uverbs_attr a[2] = {
+		{ .attr_id = HICAIN_IB_ATTR_QUERY_PD_HANDLE, .flags = UVERBS_ATTR_F_MANDATORY,
+		  .data = pd_handle },
+		{ .attr_id = HICAIN_IB_ATTR_QUERY_PD_RESP_PDN, .len = sizeof(pdn),
+		  .flags = UVERBS_ATTR_F_MANDATORY, .data = (uintptr_t)&pdn },
+	};
+	int ret;
+
+	ret = hicain_ioctl(context->cmd_fd, UVERBS_OBJECT_PD, HICAIN_IB_METHOD_PD_QUERY, a, 2);
+	if (ret) {
+		errno = ret;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->ibv_pd.context = context;
+	pd->ibv_pd.handle = pd_handle;
+	pd->pdn = pdn;
+	return &pd->ibv_pd;
+}
+
+static void hicain_unimport_pd(struct ibv_pd *ibpd)
+{
+	free(to_hpd(ibpd));
+}
+
+/* hicain_import_mr - ibv_import_mr: the keys and length of an MR of the
+ * PD's file (QUERY_MR); its address is not known (NULL).
+ */
+static struct ibv_mr *hicain_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_query_mr(pd, vmr, mr_handle);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+static void hicain_unimport_mr(struct ibv_mr *mr)
+{
+	free(mr);
 }
 
 /* ---- memory windows (ABI 1.10) ---- */
@@ -1956,6 +2048,8 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.destroy_srq = hicain_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = hicain_free_context,
+	.import_mr = hicain_import_mr,
+	.import_pd = hicain_import_pd,
 	.modify_qp = hicain_modify_qp,
 	.modify_srq = hicain_modify_srq,
 	.poll_cq = hicain_poll_cq,
@@ -1970,13 +2064,43 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.rereg_mr = hicain_rereg_mr,
 	.req_notify_cq = hicain_req_notify_cq,
 	.resize_cq = hicain_resize_cq,
+	.unimport_mr = hicain_unimport_mr,
+	.unimport_pd = hicain_unimport_pd,
 };
 
 /*
+ * hicain_context_setup - take the kernel's description of the context
+ * (alloc_ucontext's, or QUERY_CONTEXT's for an imported one) and map its
+ * doorbell page; on an error the caller frees the context.
+ */
+static int hicain_context_setup(struct hicain_context *ctx, int cmd_fd,
+				const struct hicain_ib_alloc_ucontext_resp *drv)
+{
+	uint64_t key;
+	void *page;
+
+	ctx->caps = *drv;
+	if (!(ctx->caps.flags & HICAIN_UCTX_MAPPED))
+		return 0;
+	key = (uint64_t)ctx->caps.db_mmap_key_hi << 32 | ctx->caps.db_mmap_key_lo;
+	if (ctx->caps.db_off > ctx->caps.db_mmap_len - sizeof(uint32_t) ||
+	    ctx->caps.db_mmap_len < sizeof(uint32_t)) {
+		fprintf(stderr, "hicain: the kernel's doorbell page is %u bytes, the register at %u\n",
+			ctx->caps.db_mmap_len, ctx->caps.db_off);
+		return EINVAL;
+	}
+	page = mmap(NULL, ctx->caps.db_mmap_len, PROT_WRITE, MAP_SHARED, cmd_fd, key);
+	if (page == MAP_FAILED)
+		return errno;
+	ctx->db_page = page;
+	ctx->db = (volatile uint32_t *)((uint8_t *)page + ctx->caps.db_off);
+	return 0;
+}
+
+/*
  * hicain_alloc_context - the device's limits and, with
- * HICAIN_UCTX_MAPPED, the doorbell page. A doorbell that cannot be
- * mapped leaves the context on the uverbs commands: its queues then
- * come unmapped.
+ * HICAIN_UCTX_MAPPED, the doorbell page; a doorbell page the process
+ * cannot map fails the context.
  */
 static struct verbs_context *hicain_alloc_context(struct ibv_device *ibdev, int cmd_fd,
 						  void *private_data)
@@ -1984,37 +2108,61 @@ static struct verbs_context *hicain_alloc_context(struct ibv_device *ibdev, int 
 	struct hicain_get_context_resp resp = {};
 	struct ibv_get_context cmd;
 	struct hicain_context *ctx;
-	uint64_t key;
-	void *page;
+	int ret;
 
 	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx, RDMA_DRIVER_UNKNOWN);
 	if (!ctx)
 		return NULL;
-	if (ibv_cmd_get_context(&ctx->vctx, &cmd, sizeof(cmd), &resp.core, sizeof(resp))) {
+	ret = ibv_cmd_get_context(&ctx->vctx, &cmd, sizeof(cmd), &resp.core, sizeof(resp));
+	if (!ret)
+		ret = hicain_context_setup(ctx, cmd_fd, &resp.drv);
+	if (ret) {
 		verbs_uninit_context(&ctx->vctx);
 		free(ctx);
+		errno = ret;
 		return NULL;
 	}
-	ctx->caps = resp.drv;
-	if (ctx->caps.flags & HICAIN_UCTX_MAPPED) {
-		key = (uint64_t)ctx->caps.db_mmap_key_hi << 32 | ctx->caps.db_mmap_key_lo;
-		if (ctx->caps.db_off > ctx->caps.db_mmap_len - sizeof(uint32_t) ||
-		    ctx->caps.db_mmap_len < sizeof(uint32_t)) {
-			fprintf(stderr, "hicain: the kernel's doorbell page is %u bytes, the register at %u\n",
-				ctx->caps.db_mmap_len, ctx->caps.db_off);
-			verbs_uninit_context(&ctx->vctx);
-			free(ctx);
-			errno = EINVAL;
-			return NULL;
-		}
-		page = mmap(NULL, ctx->caps.db_mmap_len, PROT_WRITE, MAP_SHARED, cmd_fd, key);
-		if (page == MAP_FAILED) {
-			verbs_uninit_context(&ctx->vctx);
-			free(ctx);
-			return NULL;
-		}
-		ctx->db_page = page;
-		ctx->db = (volatile uint32_t *)((uint8_t *)page + ctx->caps.db_off);
+	verbs_set_ops(&ctx->vctx, &hicain_ctx_ops);
+	return &ctx->vctx;
+}
+
+/*
+ * hicain_import_context - ibv_import_device: a context over a dup of
+ * another's uverbs file. QUERY_CONTEXT gives the core's facts and, from
+ * hicain_ib, the same description the creator had: the imported
+ * context posts and polls through the same doorbell page.
+ */
+static struct verbs_context *hicain_import_context(struct ibv_device *ibdev, int cmd_fd)
+{
+	struct hicain_ib_alloc_ucontext_resp drv = {};
+	uint64_t core_support = 0;
+	uint32_t comp_vectors = 0;
+	struct ib_uverbs_attr a[3] = {
+		{ .attr_id = UVERBS_ATTR_QUERY_CONTEXT_NUM_COMP_VECTORS, .len = sizeof(comp_vectors),
+		  .flags = UVERBS_ATTR_F_MANDATORY, .data = (uintptr_t)&comp_vectors },
+		{ .attr_id = UVERBS_ATTR_QUERY_CONTEXT_CORE_SUPPORT, .len = sizeof(core_support),
+		  .flags = UVERBS_ATTR_F_MANDATORY, .data = (uintptr_t)&core_support },
+		{ .attr_id = HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX, .len = sizeof(drv),
+		  .flags = UVERBS_ATTR_F_MANDATORY, .data = (uintptr_t)&drv },
+	};
+	struct hicain_context *ctx;
+	int ret;
+
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx, RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+	ret = hicain_ioctl(cmd_fd, UVERBS_OBJECT_DEVICE, UVERBS_METHOD_QUERY_CONTEXT, a, 3);
+	if (!ret) {
+		ctx->vctx.context.num_comp_vectors = comp_vectors;
+		/* struct verbs_device starts with its ibv_device */
+		((struct verbs_device *)ibdev)->core_support = core_support;
+		ret = hicain_context_setup(ctx, cmd_fd, &drv);
+	}
+	if (ret) {
+		verbs_uninit_context(&ctx->vctx);
+		free(ctx);
+		errno = ret;
+		return NULL;
 	}
 	verbs_set_ops(&ctx->vctx, &hicain_ctx_ops);
 	return &ctx->vctx;
@@ -2073,6 +2221,7 @@ static const struct verbs_device_ops hicain_dev_ops = {
 	.alloc_device = hicain_alloc_device,
 	.uninit_device = hicain_uninit_device,
 	.alloc_context = hicain_alloc_context,
+	.import_context = hicain_import_context,
 };
 
 static void __attribute__((constructor)) hicain_register_driver(void)

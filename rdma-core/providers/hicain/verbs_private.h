@@ -203,8 +203,8 @@ struct verbs_context_ops {
 	verbs_unused_op free_dm;
 	int (*get_srq_num)(struct ibv_srq *srq, uint32_t *srq_num);
 	verbs_unused_op import_dm;
-	verbs_unused_op import_mr;
-	verbs_unused_op import_pd;
+	struct ibv_mr *(*import_mr)(struct ibv_pd *pd, uint32_t mr_handle);
+	struct ibv_pd *(*import_pd)(struct ibv_context *context, uint32_t pd_handle);
 	verbs_unused_op modify_cq;
 	verbs_unused_op modify_flow_action_esp;
 	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
@@ -242,8 +242,8 @@ struct verbs_context_ops {
 	int (*resize_cq)(struct ibv_cq *cq, int cqe);
 	verbs_unused_op set_ece;
 	verbs_unused_op unimport_dm;
-	verbs_unused_op unimport_mr;
-	verbs_unused_op unimport_pd;
+	void (*unimport_mr)(struct ibv_mr *mr);
+	void (*unimport_pd)(struct ibv_pd *pd);
 };
 
 /* Command buffers: the uverbs header, then the kernel's core struct; the
@@ -488,6 +488,7 @@ int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t hca_va
 		   struct verbs_mr *vmr, struct ibv_reg_mr *cmd, size_t cmd_size,
 		   struct ib_uverbs_reg_mr_resp *resp, size_t resp_size);
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
+int ibv_cmd_query_mr(struct ibv_pd *pd, struct verbs_mr *vmr, uint32_t mr_handle);
 int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr, size_t length,
 		     uint64_t hca_va, int access, struct ibv_pd *pd, struct ibv_rereg_mr *cmd,
 		     size_t cmd_sz, struct ib_uverbs_rereg_mr_resp *resp, size_t resp_sz);
