@@ -410,6 +410,16 @@ void hicain_uq_resp(const struct hicain_uq *uq, u32 depth, u32 stride,
 		    struct hicain_ib_queue *q);
 void hicain_mmap_free(struct rdma_user_mmap_entry *re);
 int hicain_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
+/*
+ * hicain_udata_resp - the driver's part of a create response, cut to
+ * what the process reads (an older provider reads less); nothing for a
+ * kernel caller.
+ */
+static inline int hicain_udata_resp(struct ib_udata *udata, void *resp, size_t len)
+{
+	return udata ? ib_copy_to_udata(udata, resp, min_t(size_t, udata->outlen, len)) : 0;
+}
+
 int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata);
 int hicain_query_ucontext(struct ib_ucontext *ibuc, struct uverbs_attr_bundle *attrs);
 extern const struct uapi_definition hicain_ib_uapi_defs[];

@@ -357,7 +357,7 @@ int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata)
 		uctx->db = e;
 	}
 	hicain_ucontext_resp(hidev, uctx, &resp);
-	ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
 	if (ret && uctx->db) {
 		rdma_user_mmap_entry_remove(&uctx->db->rdma);
 		uctx->db = NULL;

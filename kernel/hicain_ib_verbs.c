@@ -382,7 +382,7 @@ int hicain_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	if (udata) {
 		struct hicain_ib_alloc_pd_resp resp = { .pdn = pd->pdn };
 
-		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		ret = hicain_udata_resp(udata, &resp, sizeof(resp));
 		if (ret) {
 			hicain_admin_handle(hidev, HICAIN_CMD_DEALLOC_PD, pd->pdn, NULL);
 			return ret;
@@ -884,11 +884,10 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (udata) {
 		resp.cqn = cq->cqn;
 		hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
-		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret)
-			goto err_destroy;
 	}
-	ret = hicain_cq_track(hidev, cq);
+	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
+	if (!ret)
+		ret = hicain_cq_track(hidev, cq);
 	if (ret)
 		goto err_destroy;
 	return 0;
@@ -974,7 +973,7 @@ int hicain_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	ibcq->cqe = depth;
 	resp.cqn = cq->cqn;
 	hicain_uq_resp(&cq->uq, depth, sizeof(*cq->ring), &resp.cq);
-	return ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	return hicain_udata_resp(udata, &resp, sizeof(resp));
 }
 
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ib_wc *wc)
@@ -1369,11 +1368,10 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		resp.max_recv_sge = qp->cap.max_recv_sge;
 		hicain_uq_resp(&qp->sq.uq, qp->sq.depth, qp->sq.stride, &resp.sq);
 		hicain_uq_resp(&qp->rq.uq, qp->rq.depth, qp->rq.stride, &resp.rq);
-		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret)
-			goto err_destroy;
 	}
-	ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
+	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
+	if (!ret)
+		ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
 	if (ret)
 		goto err_destroy;
 	init->cap = qp->cap;
@@ -1935,7 +1933,7 @@ int hicain_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 		/* The process's UD WQEs name the device's AH. */
 		struct hicain_ib_create_ah_resp resp = { .handle = ah->handle };
 
-		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+		ret = hicain_udata_resp(udata, &resp, sizeof(resp));
 		if (ret) {
 			hicain_admin_handle(hidev, HICAIN_CMD_DESTROY_AH, ah->handle, NULL);
 			kfree(ah->release);
@@ -2132,11 +2130,10 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		resp.srqn = srq->srqn;
 		resp.max_sge = max_sge;
 		hicain_uq_resp(&srq->wq.uq, depth, srq->wq.stride, &resp.srq);
-		ret = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
-		if (ret)
-			goto err_destroy;
 	}
-	ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
+	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
+	if (!ret)
+		ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
 	if (ret)
 		goto err_destroy;
 	attr->max_wr = depth;
