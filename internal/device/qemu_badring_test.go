@@ -61,17 +61,17 @@ func TestQEMUBadRing(t *testing.T) {
 	srv, cfgs, dir := startTwoVNICs(t, "hbr")
 	r, _ := verbsInitramfs(t, busybox, badRingInit, release, netKo, so, driver,
 		"ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm", "rdma_ucm")
-	r.addFile(t, "/ibv_badring", prog, 0o755)
-	r.addLibs(t, prog, so)
+	r.AddFile(t, "/ibv_badring", prog, 0o755)
+	r.AddLibs(t, prog, so)
 	initrd := filepath.Join(dir, "initrd.cpio")
-	if err := os.WriteFile(initrd, r.w.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(initrd, r.W.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 280*time.Second)
 	defer cancel()
 	g := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1")
-	g.wait(ctx, t, "HICAIN-DONE")
-	con := g.out.String()
+	g.Wait(ctx, t, "HICAIN-DONE")
+	con := g.Out.String()
 	for _, l := range strings.Split(con, "\n") {
 		if strings.Contains(l, "BADRING") || strings.Contains(l, "hicain") {
 			t.Logf("%s", strings.TrimSpace(l))
@@ -141,18 +141,18 @@ func TestQEMUABIMismatch(t *testing.T) {
 	r, _ := verbsInitramfs(t, busybox, abiMismatchInit, release, netKo, so, driver,
 		"ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm", "rdma_ucm")
 	for _, p := range tools {
-		r.addFile(t, p, p, 0o755)
+		r.AddFile(t, p, p, 0o755)
 	}
-	r.addLibs(t, append([]string{so}, tools...)...)
+	r.AddLibs(t, append([]string{so}, tools...)...)
 	initrd := filepath.Join(dir, "initrd.cpio")
-	if err := os.WriteFile(initrd, r.w.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(initrd, r.W.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
 	defer cancel()
 	g := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1")
-	g.wait(ctx, t, "HICAIN-DONE")
-	con := g.out.String()
+	g.Wait(ctx, t, "HICAIN-DONE")
+	con := g.Out.String()
 	t.Logf("ibv_devinfo:\n%s", section(con, "HICAIN-UP", "HICAIN-DEVINFO"))
 	want := fmt.Sprintf("Driver hicain does not support the kernel ABI of %d (supports %d to %d)", abi, abi-1, abi-1)
 	if !strings.Contains(con, want) {

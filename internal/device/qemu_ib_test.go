@@ -1,7 +1,6 @@
 package device_test
 
 import (
-	"bufio"
 	"context"
 	"debug/elf"
 	"fmt"
@@ -281,140 +280,6 @@ echo HICAIN-DONE
 poweroff -f
 `
 
-// guestModules returns the modules of release that mods need, each after
-// its dependencies (modules.dep), as paths relative to /lib/modules/release.
-func guestModules(t *testing.T, release string, mods ...string) []string {
-	t.Helper()
-	root := filepath.Join("/lib/modules", release)
-	f, err := os.Open(filepath.Join(root, "modules.dep"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	deps := map[string][]string{}
-	byName := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		mod, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		deps[mod] = strings.Fields(rest)
-		byName[moduleName(mod)] = mod
-	}
-	var order []string
-	var visit func(string)
-	visit = func(m string) {
-		if slices.Contains(order, m) {
-			return
-		}
-		for _, d := range deps[m] {
-			visit(d)
-		}
-		order = append(order, m)
-	}
-	for _, name := range mods {
-		m, ok := byName[name]
-		if !ok {
-			t.Fatalf("module %s not in %s/modules.dep", name, root)
-		}
-		visit(m)
-	}
-	return order
-}
-
-// moduleName is the module name of a modules.dep path.
-func moduleName(path string) string {
-	base := filepath.Base(path)
-	base = base[:strings.Index(base, ".ko")]
-	return strings.ReplaceAll(base, "-", "_")
-}
-
-// readModule returns the uncompressed object of a module file.
-func readModule(t *testing.T, path string) []byte {
-	t.Helper()
-	var tool string
-	switch {
-	case strings.HasSuffix(path, ".ko"):
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	case strings.HasSuffix(path, ".ko.xz"):
-		tool = "xz"
-	case strings.HasSuffix(path, ".ko.zst"):
-		tool = "zstd"
-	case strings.HasSuffix(path, ".ko.gz"):
-		tool = "gzip"
-	default:
-		t.Fatalf("%s: unknown module compression", path)
-	}
-	b, err := exec.Command(tool, "-dc", path).Output()
-	if err != nil {
-		t.Fatalf("%s -dc %s: %v", tool, path, err)
-	}
-	return b
-}
-
-// sharedLibs returns the shared objects that the binaries load (ldd),
-// the dynamic loader included, by the path they are loaded from.
-func sharedLibs(t *testing.T, bins ...string) []string {
-	t.Helper()
-	var libs []string
-	for _, b := range bins {
-		out, err := exec.Command("ldd", b).Output()
-		if err != nil {
-			t.Fatalf("ldd %s: %v", b, err)
-		}
-		for _, l := range strings.Split(string(out), "\n") {
-			f := strings.Fields(l)
-			var p string
-			switch {
-			case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
-				p = f[2]
-			case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
-				p = f[0] // the loader
-			}
-			if p != "" && !slices.Contains(libs, p) {
-				libs = append(libs, p)
-			}
-		}
-	}
-	return libs
-}
-
-// initramfs adds files under their absolute paths, creating the parent
-// directories once each.
-type initramfs struct {
-	w    *testutil.CPIO
-	dirs map[string]bool
-}
-
-func (r *initramfs) add(t *testing.T, path string, perm uint32, data []byte) {
-	t.Helper()
-	rel := strings.TrimPrefix(filepath.Clean(path), "/")
-	var parents []string
-	for d := filepath.Dir(rel); d != "." && !r.dirs[d]; d = filepath.Dir(d) {
-		parents = append(parents, d)
-	}
-	for _, d := range slices.Backward(parents) {
-		r.w.Dir(d)
-		r.dirs[d] = true
-	}
-	r.w.File(rel, perm, data)
-}
-
-func (r *initramfs) addFile(t *testing.T, guestPath, hostPath string, perm uint32) {
-	t.Helper()
-	b, err := os.ReadFile(hostPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.add(t, guestPath, perm, b)
-}
-
 // buildProvider builds the hicain libibverbs provider from a copy of
 // rdma-core/ (the source tree stays clean) and returns the .so and the
 // libibverbs.d driver file.
@@ -569,12 +434,12 @@ func TestQEMUIB(t *testing.T) {
 	r, order := verbsInitramfs(t, busybox, ibGuestInit, release, netKo, so, driver,
 		"ib_core", "ib_uverbs", "ib_umad", "ib_cm", "rdma_cm", "rdma_ucm")
 	for _, p := range tools {
-		r.addFile(t, p, p, 0o755)
+		r.AddFile(t, p, p, 0o755)
 	}
-	r.addFile(t, "/ibv_hold", hold, 0o755)
-	r.addFile(t, "/umad_ping", umadPing, 0o755)
-	r.addLibs(t, append([]string{hold, umadPing, so}, tools...)...)
-	w := r.w
+	r.AddFile(t, "/ibv_hold", hold, 0o755)
+	r.AddFile(t, "/umad_ping", umadPing, 0o755)
+	r.AddLibs(t, append([]string{hold, umadPing, so}, tools...)...)
+	w := r.W
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, w.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -587,34 +452,34 @@ func TestQEMUIB(t *testing.T) {
 	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1")
 	g2 := startGuest(t, ctx, "guest 2", qemu, kernel, initrd, cfgs[1],
 		"hicain.n=2 hicain.peer6="+linkLocalGID(cfgs[0].MAC).String())
-	g1.wait(ctx, t, "HICAIN-UP")
-	g2.wait(ctx, t, "HICAIN-UP")
+	g1.Wait(ctx, t, "HICAIN-UP")
+	g2.Wait(ctx, t, "HICAIN-UP")
 	t.Logf("both guests up after %v", time.Since(start).Round(time.Second))
 	checkQP1(t, srv)
-	g1.wait(ctx, t, "HICAIN-MAD-LISTEN")
-	fmt.Fprintln(g2.stdin, "go")
-	g2.wait(ctx, t, "HICAIN-MAD-SEND")
-	g1.wait(ctx, t, "HICAIN-PPE-SERVER")
+	g1.Wait(ctx, t, "HICAIN-MAD-LISTEN")
+	fmt.Fprintln(g2.Stdin, "go")
+	g2.Wait(ctx, t, "HICAIN-MAD-SEND")
+	g1.Wait(ctx, t, "HICAIN-PPE-SERVER")
 	t.Logf("pingpong done after %v", time.Since(start).Round(time.Second))
-	g1.wait(ctx, t, "HICAIN-SUITE-DONE")
-	g2.wait(ctx, t, "HICAIN-SUITE-DONE")
+	g1.Wait(ctx, t, "HICAIN-SUITE-DONE")
+	g2.Wait(ctx, t, "HICAIN-SUITE-DONE")
 	t.Logf("verbs suite done after %v", time.Since(start).Round(time.Second))
-	g2.wait(ctx, t, "HICAIN-BREAK-ME")
-	breakRxIndex(t, srv, 1, g2.cmd.Process.Pid, cfgs[1].MAC)
-	fmt.Fprintln(g2.stdin, "go")
-	g2.wait(ctx, t, "HICAIN-RESET-SEEN")
+	g2.Wait(ctx, t, "HICAIN-BREAK-ME")
+	breakRxIndex(t, srv, 1, g2.Cmd.Process.Pid, cfgs[1].MAC)
+	fmt.Fprintln(g2.Stdin, "go")
+	g2.Wait(ctx, t, "HICAIN-RESET-SEEN")
 	t.Logf("guest 2's device reset after %v", time.Since(start).Round(time.Second))
-	fmt.Fprintln(g1.stdin, "go")
-	g1.wait(ctx, t, "HICAIN-DONE")
-	g2.wait(ctx, t, "HICAIN-DONE")
+	fmt.Fprintln(g1.Stdin, "go")
+	g1.Wait(ctx, t, "HICAIN-DONE")
+	g2.Wait(ctx, t, "HICAIN-DONE")
 	t.Logf("both guests done after %v", time.Since(start).Round(time.Second))
 
-	c1, c2 := g1.out.String(), g2.out.String()
+	c1, c2 := g1.Out.String(), g2.Out.String()
 	checkVerbsSuite(t, c1, c2)
-	for _, g := range []*qemuGuest{g1, g2} {
-		for _, l := range strings.Split(g.out.String(), "\n") {
+	for _, g := range []*testutil.QEMU{g1, g2} {
+		for _, l := range strings.Split(g.Out.String(), "\n") {
 			if strings.Contains(l, "HICAIN-") || strings.Contains(l, "hicain") {
-				t.Logf("%s: %s", g.name, strings.TrimSpace(l))
+				t.Logf("%s: %s", g.Name, strings.TrimSpace(l))
 			}
 			for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "INSMOD-FAIL", "HOLD-FAIL",
 				// The peer's address never answered; not udaddy's
@@ -625,7 +490,7 @@ func TestQEMUIB(t *testing.T) {
 				// ib_mad opened QP1 on the device without complaint.
 				"ib_mad", "Couldn't open port", "Couldn't create ib_mad", "SET_ADDR"} {
 				if strings.Contains(l, bad) {
-					t.Errorf("%s: %s", g.name, strings.TrimSpace(l))
+					t.Errorf("%s: %s", g.Name, strings.TrimSpace(l))
 				}
 			}
 		}
@@ -828,56 +693,18 @@ func section(con, from, to string) string {
 	return rest
 }
 
-// addLibgcc adds libgcc_s next to the libc among libs: glibc opens it
-// with dlopen to unwind a thread that calls pthread_exit (rping's
-// threads do), so ldd does not list it; without it the process aborts.
-func addLibgcc(t *testing.T, r *initramfs, libs []string) {
-	t.Helper()
-	for _, lib := range libs {
-		if filepath.Base(lib) != "libc.so.6" {
-			continue
-		}
-		gcc := filepath.Join(filepath.Dir(lib), "libgcc_s.so.1")
-		_, err := os.Stat(gcc)
-		testutil.RequireTool(t, gcc, "apt-get install libgcc-s1", err == nil)
-		r.addFile(t, gcc, gcc, 0o755)
-	}
-}
-
 // verbsInitramfs starts the initramfs of a verbs guest: busybox with init
 // as /init, the Debian modules mods of kernel release with their
 // dependencies (their load order, returned too, in
 // /lib/modules/load-order), /hicain_net.ko at netKo and the
 // /hicain_ib.ko built next to it, and the provider (so, driver file).
-func verbsInitramfs(t *testing.T, busybox, init, release, netKo, so, driver string, mods ...string) (*initramfs, []string) {
+func verbsInitramfs(t *testing.T, busybox, init, release, netKo, so, driver string, mods ...string) (*testutil.Initramfs, []string) {
 	t.Helper()
-	w, err := testutil.BusyboxInitramfs(busybox, init, "proc", "sys", "usr", "usr/bin", "usr/sbin", "sbin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &initramfs{w: w, dirs: map[string]bool{"dev": true, "bin": true, "proc": true, "sys": true,
-		"usr": true, "usr/bin": true, "usr/sbin": true, "sbin": true}}
-	var order []string
-	for _, m := range guestModules(t, release, mods...) {
-		name := moduleName(m) + ".ko"
-		r.add(t, "/lib/modules/"+name, 0o644, readModule(t, filepath.Join("/lib/modules", release, m)))
-		order = append(order, name)
-	}
-	r.add(t, "/lib/modules/load-order", 0o644, []byte(strings.Join(order, "\n")+"\n"))
-	r.addFile(t, "/hicain_net.ko", netKo, 0o644)
-	r.addFile(t, "/hicain_ib.ko", filepath.Join(filepath.Dir(netKo), "hicain_ib.ko"), 0o644)
-	r.addFile(t, "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so", so, 0o755)
-	r.addFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
+	r := testutil.NewInitramfs(t, busybox, init)
+	order := r.AddModules(t, release, mods...)
+	r.AddFile(t, "/hicain_net.ko", netKo, 0o644)
+	r.AddFile(t, "/hicain_ib.ko", filepath.Join(filepath.Dir(netKo), "hicain_ib.ko"), 0o644)
+	r.AddFile(t, "/usr/lib/x86_64-linux-gnu/libibverbs/libhicain-rdmav34.so", so, 0o755)
+	r.AddFile(t, "/etc/libibverbs.d/hicain.driver", driver, 0o644)
 	return r, order
-}
-
-// addLibs adds the shared libraries the binaries need, libgcc_s
-// included (addLibgcc).
-func (r *initramfs) addLibs(t *testing.T, bins ...string) {
-	t.Helper()
-	libs := sharedLibs(t, bins...)
-	for _, lib := range libs {
-		r.addFile(t, lib, lib, 0o755)
-	}
-	addLibgcc(t, r, libs)
 }

@@ -1,15 +1,12 @@
 package device_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,49 +46,7 @@ func buildModule(t *testing.T, release string) string {
 // -Werror: a warning fails the build.
 func buildModules(t *testing.T, release, only string) string {
 	t.Helper()
-	kdir := filepath.Join("/lib/modules", release, "build")
-	_, err := os.Stat(filepath.Join(kdir, "Makefile"))
-	testutil.RequireTool(t, "kernel headers "+kdir, "apt-get install linux-headers-"+release, err == nil)
-	_, err = exec.LookPath("make")
-	testutil.RequireTool(t, "make", "apt-get install make", err == nil)
-	_, err = exec.LookPath("gcc")
-	testutil.RequireTool(t, "gcc", "apt-get install gcc", err == nil)
-
-	src, err := filepath.Abs("../../kernel")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	files, _ := filepath.Glob(filepath.Join(src, "*.[ch]"))
-	files = append(files, filepath.Join(src, "Kbuild"), filepath.Join(src, "Makefile"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if only != "" && filepath.Base(f) == "Kbuild" {
-			var keep []string
-			for _, l := range strings.Split(string(b), "\n") {
-				if !strings.HasPrefix(l, "obj-m") || strings.Contains(l, only) {
-					keep = append(keep, l)
-				}
-			}
-			b = []byte(strings.Join(keep, "\n"))
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("make", "-C", kdir, "M="+dir, "modules")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("module build: %v\n%s", err, out)
-	}
-	ko := filepath.Join(dir, "hicain_net.ko")
-	if _, err := os.Stat(ko); err != nil {
-		t.Fatalf("module build made no hicain_net.ko:\n%s", out)
-	}
-	return ko
+	return filepath.Join(testutil.BuildModules(t, release, "../../kernel", only, "hicain_net.ko"), "hicain_net.ko")
 }
 
 // TestKernelBuild builds every guest module of kernel/Kbuild against the
@@ -190,93 +145,22 @@ const rxSum = `#!/bin/sh
 echo HICAIN-RXSUM $(md5sum | cut -d' ' -f1) > /dev/console
 `
 
-// qemuGuest is one QEMU process and its console.
-type qemuGuest struct {
-	name  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   testutil.LockedBuffer
-	mu    sync.Mutex
-	seen  map[string]chan struct{}
-}
-
-func (g *qemuGuest) marker(m string) chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.seen[m] == nil {
-		g.seen[m] = make(chan struct{})
-	}
-	return g.seen[m]
-}
-
-// wait waits for a console line with marker, a word starting "HICAIN-".
-func (g *qemuGuest) wait(ctx context.Context, t *testing.T, marker string) {
-	t.Helper()
-	select {
-	case <-g.marker(marker):
-	case <-ctx.Done():
-		t.Fatalf("%s: no %q on the console", g.name, marker)
-	}
-}
-
 // startGuest boots a guest with cfg's vNIC, kernel command line args
 // and any further QEMU arguments (extra).
 func startGuest(t *testing.T, ctx context.Context, name, qemu, kernel, initrd string, cfg device.VNICConfig,
-	args string, extra ...string) *qemuGuest {
+	args string, extra ...string) *testutil.QEMU {
 	t.Helper()
-	g := &qemuGuest{name: name, seen: map[string]chan struct{}{}}
 	ramMiB := cfg.RAMSize >> 20
-	g.cmd = exec.CommandContext(ctx, qemu,
+	qargs := []string{
 		"-accel", "tcg", "-machine", "q35,memory-backend=ram0", "-m", fmt.Sprintf("%dM", ramMiB),
 		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", ramMiB, cfg.RAMPath),
-		"-chardev", "socket,path="+cfg.Socket+",id=ivs0",
+		"-chardev", "socket,path=" + cfg.Socket + ",id=ivs0",
 		"-device", fmt.Sprintf("ivshmem-doorbell,chardev=ivs0,vectors=%d", cfg.Vectors),
 		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio", "-monitor", "none", "-smp", "1",
 		"-kernel", kernel, "-initrd", initrd,
-		"-append", "console=ttyS0 panic=-1 loglevel=4 "+args,
-	)
-	g.cmd.Args = append(g.cmd.Args, extra...)
-	pr, pw := io.Pipe()
-	g.cmd.Stdout, g.cmd.Stderr = pw, pw
-	stdin, err := g.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
+		"-append", "console=ttyS0 panic=-1 loglevel=4 " + args,
 	}
-	g.stdin = stdin
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			line := sc.Text()
-			g.out.WriteLine(line)
-			if i := strings.Index(line, "HICAIN-"); i >= 0 {
-				m := strings.Fields(line[i:])[0]
-				g.mu.Lock()
-				ch := g.seen[m]
-				if ch == nil {
-					ch = make(chan struct{})
-					g.seen[m] = ch
-				}
-				select {
-				case <-ch:
-				default:
-					close(ch)
-				}
-				g.mu.Unlock()
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		g.cmd.Process.Kill()
-		g.cmd.Wait()
-		pw.Close()
-		if t.Failed() {
-			t.Logf("%s console:\n%s", name, g.out.String())
-		}
-	})
-	return g
+	return testutil.StartQEMU(t, ctx, name, "HICAIN-", qemu, append(qargs, extra...)...)
 }
 
 // TestQEMUNetPing boots two Debian guests under TCG, each with a HiNIC
@@ -321,28 +205,28 @@ func TestQEMUNetPing(t *testing.T) {
 	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0],
 		"hicain.role=1 hicain.ip=10.42.0.1 hicain.peer=10.42.0.2")
 
-	g1.wait(ctx, t, "HICAIN-UP")
-	g2.wait(ctx, t, "HICAIN-UP")
+	g1.Wait(ctx, t, "HICAIN-UP")
+	g2.Wait(ctx, t, "HICAIN-UP")
 	t.Logf("both guests up after %v", time.Since(start).Round(time.Second))
-	g1.wait(ctx, t, "HICAIN-PINGS-DONE")
-	g2.wait(ctx, t, "HICAIN-RXSUM")
+	g1.Wait(ctx, t, "HICAIN-PINGS-DONE")
+	g2.Wait(ctx, t, "HICAIN-RXSUM")
 	t.Logf("pings and TCP transfer done after %v", time.Since(start).Round(time.Second))
 	before := srv.Status()
 
 	// Break guest 2's device: an L2 RX producer index beyond the ring
 	// makes the backend declare it fatal at the next frame. The driver
 	// must reset it, and guest 1 reach guest 2 again.
-	breakRxIndex(t, srv, 1, g2.cmd.Process.Pid, cfgs[1].MAC)
-	fmt.Fprintln(g1.stdin, "go")
-	g1.wait(ctx, t, "HICAIN-PING2-DONE")
+	breakRxIndex(t, srv, 1, g2.Cmd.Process.Pid, cfgs[1].MAC)
+	fmt.Fprintln(g1.Stdin, "go")
+	g1.Wait(ctx, t, "HICAIN-PING2-DONE")
 	t.Logf("pings after the reset done after %v", time.Since(start).Round(time.Second))
-	fmt.Fprintln(g2.stdin, "go")
-	g1.wait(ctx, t, "HICAIN-DONE")
-	g2.wait(ctx, t, "HICAIN-DONE")
+	fmt.Fprintln(g2.Stdin, "go")
+	g1.Wait(ctx, t, "HICAIN-DONE")
+	g2.Wait(ctx, t, "HICAIN-DONE")
 	t.Logf("both guests done after %v", time.Since(start).Round(time.Second))
 	after := srv.Status()
 
-	c1, c2 := g1.out.String(), g2.out.String()
+	c1, c2 := g1.Out.String(), g2.Out.String()
 	clean := "HICAIN-AFTER dev_status=0x00000009 driver_status=0x00000000"
 	for _, want := range []string{
 		"HICAIN-UP 10.42.0.1 carrier=1 mtu=4000", "HICAIN-PING-OK", "HICAIN-BIGPING-OK",
@@ -368,15 +252,15 @@ func TestQEMUNetPing(t *testing.T) {
 			t.Errorf("guest 2 console lacks %q", want)
 		}
 	}
-	for _, g := range []*qemuGuest{g1, g2} {
-		for _, l := range strings.Split(g.out.String(), "\n") {
+	for _, g := range []*testutil.QEMU{g1, g2} {
+		for _, l := range strings.Split(g.Out.String(), "\n") {
 			if strings.Contains(l, "HICAIN-") || strings.Contains(l, "hicain") {
-				t.Logf("%s: %s", g.name, strings.TrimSpace(l))
+				t.Logf("%s: %s", g.Name, strings.TrimSpace(l))
 			}
 			for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "INSMOD-FAIL", "UNREACHABLE",
 				"MTU-OVER-LIMIT", "MTU-JUMBO-FAIL"} {
 				if strings.Contains(l, bad) {
-					t.Errorf("%s: %s", g.name, strings.TrimSpace(l))
+					t.Errorf("%s: %s", g.Name, strings.TrimSpace(l))
 				}
 			}
 		}

@@ -216,12 +216,12 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 
 	r, _ := verbsInitramfs(t, busybox, opensmGuestInit, release, netKo, so, driver,
 		"ib_core", "ib_uverbs", "ib_umad", "ib_ipoib", "rdma_ucm", "virtio_pci", "virtio_net")
-	r.add(t, "/etc/opensm/opensm.conf", 0o644, []byte("force_log_flush TRUE\n"))
+	r.Add(t, "/etc/opensm/opensm.conf", 0o644, []byte("force_log_flush TRUE\n"))
 	for _, p := range tools {
-		r.addFile(t, "/usr/sbin/"+filepath.Base(p), p, 0o755)
+		r.AddFile(t, "/usr/sbin/"+filepath.Base(p), p, 0o755)
 	}
-	r.addLibs(t, append([]string{so}, tools...)...)
-	w := r.w
+	r.AddLibs(t, append([]string{so}, tools...)...)
+	w := r.W
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := os.WriteFile(initrd, w.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -239,25 +239,25 @@ func testQEMUOpenSM(t *testing.T, prefix string, switches int) {
 	start := time.Now()
 	g1 := startGuest(t, ctx, "guest 1", qemu, kernel, initrd, cfgs[0], "hicain.n=1"+args, oob(1)...)
 	g2 := startGuest(t, ctx, "guest 2", qemu, kernel, initrd, cfgs[1], "hicain.n=2"+args, oob(2)...)
-	g1.wait(ctx, t, "HICAIN-ACTIVE")
-	g2.wait(ctx, t, "HICAIN-ACTIVE")
+	g1.Wait(ctx, t, "HICAIN-ACTIVE")
+	g2.Wait(ctx, t, "HICAIN-ACTIVE")
 	t.Logf("both ports active after %v", time.Since(start).Round(time.Second))
-	g2.wait(ctx, t, "HICAIN-LID")
-	lid2 := consoleWord(g2.out.String(), "HICAIN-LID")
-	g2.wait(ctx, t, "HICAIN-DONE")
-	fmt.Fprintln(g1.stdin, lid2)
-	g1.wait(ctx, t, "HICAIN-DONE")
+	g2.Wait(ctx, t, "HICAIN-LID")
+	lid2 := consoleWord(g2.Out.String(), "HICAIN-LID")
+	g2.Wait(ctx, t, "HICAIN-DONE")
+	fmt.Fprintln(g1.Stdin, lid2)
+	g1.Wait(ctx, t, "HICAIN-DONE")
 	t.Logf("both guests done after %v", time.Since(start).Round(time.Second))
-	fmt.Fprintln(g1.stdin, "bye")
-	fmt.Fprintln(g2.stdin, "bye")
+	fmt.Fprintln(g1.Stdin, "bye")
+	fmt.Fprintln(g2.Stdin, "bye")
 
-	c1, c2 := g1.out.String(), g2.out.String()
-	for _, g := range []*qemuGuest{g1, g2} {
-		for _, l := range strings.Split(g.out.String(), "\n") {
+	c1, c2 := g1.Out.String(), g2.Out.String()
+	for _, g := range []*testutil.QEMU{g1, g2} {
+		for _, l := range strings.Split(g.Out.String(), "\n") {
 			for _, bad := range []string{"Oops", "BUG:", "WARNING:", "Call Trace", "INSMOD-FAIL", "HICAIN-NOT-ACTIVE",
 				"Couldn't open port", "Couldn't create ib_mad", "libibverbs: Warning"} {
 				if strings.Contains(l, bad) {
-					t.Errorf("%s: %s", g.name, strings.TrimSpace(l))
+					t.Errorf("%s: %s", g.Name, strings.TrimSpace(l))
 				}
 			}
 		}

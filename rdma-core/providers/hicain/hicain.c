@@ -336,15 +336,9 @@ static void hicain_unimport_pd(struct ibv_pd *ibpd)
  */
 static struct ibv_mr *hicain_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 {
-	struct verbs_mr *vmr;
-	int ret;
+	struct verbs_mr *vmr = calloc(1, sizeof(*vmr));
+	int ret = vmr ? ibv_cmd_query_mr(pd, vmr, mr_handle) : ENOMEM;
 
-	vmr = calloc(1, sizeof(*vmr));
-	if (!vmr) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	ret = ibv_cmd_query_mr(pd, vmr, mr_handle);
 	if (ret) {
 		free(vmr);
 		errno = ret;
