@@ -167,7 +167,7 @@ struct higpu_fstream {
 
 struct higpu_fevent {
 	bool used;
-	u64 queued;			/* records queued on this id, ever */
+	u64 queued;			/* records sent for this id, ever */
 	u64 last_seq;			/* the last record's operation */
 	bool last_done;
 	u16 last_status;

@@ -232,7 +232,9 @@ err:
 /*
  * higpu_finish - the submitter is done with op (ret: how it went). An
  * operation that failed part-way is marked ECANCELED, so that a stream
- * sync reports it. With HIGPU_SUBMIT_F_WAIT, waits for it.
+ * sync reports it, and res->seq is 0. With HIGPU_SUBMIT_F_WAIT, waits
+ * for it; a wait that fails (ETIMEDOUT, EINTR) leaves res->seq set, and
+ * the ioctl still copies it out.
  */
 static int higpu_finish(struct higpu_file *f, struct higpu_req *op, int ret, u32 flags,
 			u32 timeout_ms, struct higpu_result *res)
@@ -248,9 +250,9 @@ static int higpu_finish(struct higpu_file *f, struct higpu_req *op, int ret, u32
 	higpu_op_end(op);
 	up_read(&f->dev->hw_sem);
 	higpu_op_put(op);
+	memset(res, 0, sizeof(*res));
 	if (ret)
 		return ret;
-	memset(res, 0, sizeof(*res));
 	res->seq = seq;
 	if (flags & HIGPU_SUBMIT_F_WAIT)
 		return higpu_wait_seq(f, seq, timeout_ms, res);
@@ -417,6 +419,14 @@ static int higpu_copy_user(struct higpu_file *f, struct higpu_req *op, const str
 
 /* ---- ioctls ---- */
 
+/* The answer of a submitting ioctl: out even if only its wait failed. */
+static long higpu_submit_out(void __user *uarg, const void *a, size_t len, int ret, u64 seq)
+{
+	if (ret && !seq)
+		return ret;
+	return copy_to_user(uarg, a, len) ? -EFAULT : ret;
+}
+
 static bool higpu_flags_ok(u32 flags)
 {
 	return !(flags & ~HIGPU_SUBMIT_F_WAIT);
@@ -459,9 +469,7 @@ static long higpu_ioc_copy(struct higpu_file *f, void __user *uarg)
 		ret = higpu_copy_user(f, op, &a);
 	}
 	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
 }
 
 static long higpu_ioc_memset(struct higpu_file *f, void __user *uarg)
@@ -483,9 +491,7 @@ static long higpu_ioc_memset(struct higpu_file *f, void __user *uarg)
 	cmd.args.mem_set.value = a.value;
 	ret = higpu_submit(f->dev, op, &cmd, NULL);
 	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
 }
 
 static bool higpu_launch_ok(const struct higpu_launch *a)
@@ -527,9 +533,7 @@ static long higpu_ioc_launch(struct higpu_file *f, void __user *uarg)
 	cmd.args.launch.value = cpu_to_le64(a.value);
 	ret = higpu_submit(f->dev, op, &cmd, NULL);
 	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
 }
 
 static long higpu_ioc_event_op(struct higpu_file *f, void __user *uarg, bool record)
@@ -566,10 +570,14 @@ static long higpu_ioc_event_op(struct higpu_file *f, void __user *uarg, bool rec
 	cmd.args.event.event_id = cpu_to_le32(a.event);
 	cmd.args.event.count = cpu_to_le64(count);
 	ret = higpu_submit(f->dev, op, &cmd, NULL);
+	if (!ret && record) {
+		/* Counted once the device has it: a wait for it must end. */
+		spin_lock(&f->lock);
+		f->events[a.event].queued++;
+		spin_unlock(&f->lock);
+	}
 	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
 }
 
 static long higpu_ioc_wait(struct higpu_file *f, void __user *uarg)

@@ -111,7 +111,6 @@ void higpu_op_begin(struct higpu_req *op)
 		if (op->event >= 0) {
 			struct higpu_fevent *ev = &f->events[op->event];
 
-			ev->queued++;
 			ev->last_seq = op->seq;
 			ev->last_done = false;
 		}
