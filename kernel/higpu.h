@@ -149,7 +149,6 @@ struct higpu_dev {
 	char misc_name[16];
 	char irq_names[HIGPU_NUM_IRQ][24];
 	unsigned int num_vectors;
-	bool irqs_on;
 };
 
 /* higpu_fstream.state */
@@ -220,9 +219,7 @@ void higpu_cancel_all(struct higpu_dev *dev);
 void higpu_wake_files(struct higpu_dev *dev);
 struct higpu_req *higpu_op_new(struct higpu_file *f, u16 opcode, u16 stream);
 void higpu_op_put(struct higpu_req *op);
-void higpu_op_begin(struct higpu_req *op);
-int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *cmd,
-		 struct higpu_piece *piece);
+int higpu_op_begin(struct higpu_req *op);
 void higpu_op_end(struct higpu_req *op);
 /* how higpu_op_wait sleeps */
 enum higpu_wait_mode {
@@ -232,6 +229,8 @@ enum higpu_wait_mode {
 };
 
 int higpu_op_wait(struct higpu_req *op, unsigned int timeout_ms, enum higpu_wait_mode mode);
+int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *cmd,
+		 struct higpu_piece *piece, enum higpu_wait_mode mode);
 bool higpu_op_done(struct higpu_req *op);
 bool higpu_file_stale(struct higpu_file *f);
 void higpu_piece_release(struct higpu_dev *dev, struct higpu_piece *p);

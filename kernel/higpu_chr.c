@@ -208,12 +208,7 @@ static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
 	if (ret)
 		goto err;
 	ret = -EINVAL;
-	spin_lock(&f->lock);
-	if (stream < dev->max_streams && f->streams[stream].state == HIGPU_STREAM_LIVE &&
-	    (event < 0 || (event < dev->max_events && f->events[event].used)))
-		ret = 0;
-	spin_unlock(&f->lock);
-	if (ret)
+	if (stream > U16_MAX)
 		goto err;
 	op = higpu_op_new(f, opcode, stream);
 	if (!op) {
@@ -221,7 +216,11 @@ static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
 		goto err;
 	}
 	op->event = event;
-	higpu_op_begin(op);
+	ret = higpu_op_begin(op);
+	if (ret) {
+		higpu_op_put(op);
+		goto err;
+	}
 	*opp = op;
 	return 0;
 err:
@@ -283,8 +282,8 @@ static int higpu_run_sync(struct higpu_file *f, u16 opcode, struct higpu_cmd *cm
 		up_read(&dev->hw_sem);
 		return -ENOMEM;
 	}
-	higpu_op_begin(op);
-	ret = higpu_submit(dev, op, cmd, piece);
+	higpu_op_begin(op);	/* immediate: cannot fail */
+	ret = higpu_submit(dev, op, cmd, piece, mode);
 	higpu_op_end(op);
 	up_read(&dev->hw_sem);
 	if (!ret)
@@ -404,7 +403,7 @@ static int higpu_copy_user(struct higpu_file *f, struct higpu_req *op, const str
 		cmd.args.copy.src = cpu_to_le64(to_dev ? gpa : daddr);
 		cmd.args.copy.len = cpu_to_le64(len);
 		cmd.args.copy.sg_count = cpu_to_le32(sgc);
-		ret = higpu_submit(dev, op, &cmd, &piece);
+		ret = higpu_submit(dev, op, &cmd, &piece, HIGPU_WAIT_INTR);
 		if (ret) {
 			piece.dirty = false;
 			higpu_piece_release(dev, &piece);
@@ -464,7 +463,7 @@ static long higpu_ioc_copy(struct higpu_file *f, void __user *uarg)
 		cmd.args.copy.dst = cpu_to_le64(a.dst);
 		cmd.args.copy.src = cpu_to_le64(a.src);
 		cmd.args.copy.len = cpu_to_le64(a.len);
-		ret = higpu_submit(f->dev, op, &cmd, NULL);
+		ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
 	} else {
 		ret = higpu_copy_user(f, op, &a);
 	}
@@ -489,7 +488,7 @@ static long higpu_ioc_memset(struct higpu_file *f, void __user *uarg)
 	cmd.args.mem_set.dst = cpu_to_le64(a.dst);
 	cmd.args.mem_set.len = cpu_to_le64(a.len);
 	cmd.args.mem_set.value = a.value;
-	ret = higpu_submit(f->dev, op, &cmd, NULL);
+	ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
 	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
 	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
 }
@@ -531,7 +530,7 @@ static long higpu_ioc_launch(struct higpu_file *f, void __user *uarg)
 	cmd.args.launch.src0 = cpu_to_le64(a.src0);
 	cmd.args.launch.src1 = cpu_to_le64(a.src1);
 	cmd.args.launch.value = cpu_to_le64(a.value);
-	ret = higpu_submit(f->dev, op, &cmd, NULL);
+	ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
 	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
 	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
 }
@@ -565,11 +564,9 @@ static long higpu_ioc_event_op(struct higpu_file *f, void __user *uarg, bool rec
 			  a.event, &op);
 	if (ret)
 		return ret;
-	if (!record)
-		op->event = -1;	/* a wait is no record of the event */
 	cmd.args.event.event_id = cpu_to_le32(a.event);
 	cmd.args.event.count = cpu_to_le64(count);
-	ret = higpu_submit(f->dev, op, &cmd, NULL);
+	ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
 	if (!ret && record) {
 		/* Counted once the device has it: a wait for it must end. */
 		spin_lock(&f->lock);

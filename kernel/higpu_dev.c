@@ -97,18 +97,27 @@ static bool higpu_immediate(u16 opcode)
 /*
  * higpu_op_begin - put op on its file's list of work in flight: a
  * stream-ordered one gets its sequence number and counts on its stream
- * (and its event, for a record). The list holds a reference.
+ * (and its event, for a record), which must exist (else -EINVAL; checked
+ * here, under the lock that destroy takes). The list holds a reference.
  */
-void higpu_op_begin(struct higpu_req *op)
+int higpu_op_begin(struct higpu_req *op)
 {
 	struct higpu_file *f = op->file;
+	struct higpu_dev *dev = f->dev;
 
 	spin_lock(&f->lock);
 	if (!higpu_immediate(op->opcode)) {
+		if (op->stream >= dev->max_streams ||
+		    f->streams[op->stream].state != HIGPU_STREAM_LIVE ||
+		    (op->event >= 0 &&
+		     (op->event >= dev->max_events || !f->events[op->event].used))) {
+			spin_unlock(&f->lock);
+			return -EINVAL;
+		}
 		op->seq = f->next_seq++;
 		f->streams[op->stream].pending++;
 		f->streams[op->stream].last_seq = op->seq;
-		if (op->event >= 0) {
+		if (op->event >= 0 && op->opcode == HIGPU_OP_EVENT_RECORD) {
 			struct higpu_fevent *ev = &f->events[op->event];
 
 			ev->last_seq = op->seq;
@@ -119,6 +128,7 @@ void higpu_op_begin(struct higpu_req *op)
 	f->nops++;
 	kref_get(&op->ref);
 	spin_unlock(&f->lock);
+	return 0;
 }
 
 /* higpu_op_end - the submitter sent all it will send. */
@@ -159,18 +169,33 @@ void higpu_ring_doorbell(struct higpu_dev *dev, unsigned int db)
 	writel((HIGPU_BACKEND_PEER << 16) | (db & 0xffff), dev->bar0 + HIGPU_BAR0_DOORBELL);
 }
 
+/* higpu_room_wait - one wait for ring room or a slot, as mode says. */
+static long higpu_room_wait(struct higpu_dev *dev, enum higpu_wait_mode mode)
+{
+	long t = msecs_to_jiffies(HIGPU_POLL_MS);
+
+	if (mode == HIGPU_WAIT_INTR)
+		return wait_event_interruptible_timeout(dev->sq_wq, higpu_sq_ready(dev), t);
+	if (mode == HIGPU_WAIT_KILLABLE)
+		return wait_event_killable_timeout(dev->sq_wq, higpu_sq_ready(dev), t);
+	return wait_event_timeout(dev->sq_wq, higpu_sq_ready(dev), t);
+}
+
 /*
  * higpu_submit - send cmd as one piece of op, waiting for a slot and
- * ring room. On success the slot owns *piece (cleared here); on failure
- * the caller still does. The caller holds dev->hw_sem for read.
+ * ring room (a signal ends the wait as mode says; HIGPU_WAIT_UNINTR,
+ * for release, gives up after HIGPU_DESTROY_MS). On success the slot
+ * owns *piece (cleared here); on failure the caller still does. The
+ * caller holds dev->hw_sem for read.
  */
 int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *cmd,
-		 struct higpu_piece *piece)
+		 struct higpu_piece *piece, enum higpu_wait_mode mode)
 {
+	unsigned long deadline = jiffies + msecs_to_jiffies(HIGPU_DESTROY_MS);
 	struct higpu_file *f = op->file;
 	struct higpu_slot *slot;
 	unsigned int idx;
-	long t;
+	bool dev_query;
 
 	for (;;) {
 		if (higpu_file_stale(f))
@@ -185,10 +210,10 @@ int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *
 		spin_unlock(&dev->sq_lock);
 		/* Completions free slots and let the device take commands. */
 		higpu_process_cpl(dev);
-		t = wait_event_interruptible_timeout(dev->sq_wq, higpu_sq_ready(dev),
-						     msecs_to_jiffies(HIGPU_POLL_MS));
-		if (t < 0)
+		if (higpu_room_wait(dev, mode) < 0)
 			return -EINTR;
+		if (mode == HIGPU_WAIT_UNINTR && time_after(jiffies, deadline))
+			return -ETIMEDOUT;
 	}
 	idx = dev->free_slots[--dev->nfree];
 	slot = &dev->slots[idx];
@@ -201,7 +226,10 @@ int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *
 		memset(piece, 0, sizeof(*piece));
 	}
 	cmd->tag = cpu_to_le64((u64)slot->gen << 32 | idx);
-	cmd->ctx_id = cpu_to_le16(f->ctx_id);
+	/* QUERY_DEVICE names no context (higpu_abi.h, struct higpu_cmd). */
+	dev_query = op->opcode == HIGPU_OP_QUERY &&
+		    cmd->args.query.what == cpu_to_le32(HIGPU_QUERY_DEVICE);
+	cmd->ctx_id = cpu_to_le16(dev_query ? 0 : f->ctx_id);
 	cmd->opcode = cpu_to_le16(op->opcode);
 	cmd->stream_id = cpu_to_le16(op->stream);
 	memcpy(&dev->cmd_ring[dev->cmd_prod & (HIGPU_RING_ENTRIES - 1)], cmd, sizeof(*cmd));
