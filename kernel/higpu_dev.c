@@ -138,11 +138,17 @@ void higpu_op_end(struct higpu_req *op)
 		higpu_op_finished(op);
 }
 
+/*
+ * higpu_file_stale - f's context is gone, or going: the device was
+ * removed, is dead, or is being reset (not live). Every wait of a
+ * submitter, which holds hw_sem for read, ends on it, so that a reset
+ * can take hw_sem for write.
+ */
 bool higpu_file_stale(struct higpu_file *f)
 {
 	struct higpu_dev *dev = f->dev;
 
-	return READ_ONCE(dev->gone) || READ_ONCE(dev->dead) ||
+	return READ_ONCE(dev->gone) || READ_ONCE(dev->dead) || !READ_ONCE(dev->live) ||
 	       f->epoch != atomic_read(&dev->epoch);
 }
 

@@ -120,7 +120,7 @@ static int higpu_quiesce(struct higpu_dev *dev)
 	int ret;
 
 	spin_lock(&dev->sq_lock);
-	dev->live = false;
+	WRITE_ONCE(dev->live, false);
 	spin_unlock(&dev->sq_lock);
 	higpu_wake_files(dev);
 	down_write(&dev->hw_sem);
@@ -163,7 +163,7 @@ int higpu_recover(struct higpu_dev *dev)
 			WRITE_ONCE(dev->dead, true);
 		} else {
 			spin_lock(&dev->sq_lock);
-			dev->live = true;
+			WRITE_ONCE(dev->live, true);
 			spin_unlock(&dev->sq_lock);
 			dev_warn(&dev->pdev->dev, "device reset (reset_count %u): open contexts are lost\n",
 				 dev->reset_count);
@@ -459,7 +459,7 @@ static int higpu_up(struct higpu_dev *dev)
 		return ret;
 	}
 	spin_lock(&dev->sq_lock);
-	dev->live = true;
+	WRITE_ONCE(dev->live, true);
 	spin_unlock(&dev->sq_lock);
 	return 0;
 }
