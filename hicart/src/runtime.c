@@ -27,6 +27,13 @@
 #include "higpu_abi.h"
 #include "higpu_uapi.h"
 
+/* hicart.h spells the device's values without including its headers. */
+static_assert(hicartFloat32 == HIGPU_DT_F32 && hicartFloat16 == HIGPU_DT_F16 &&
+	      hicartBfloat16 == HIGPU_DT_BF16 && hicartInt32 == HIGPU_DT_I32 &&
+	      hicartInt64 == HIGPU_DT_I64, "hicartDataType is HIGPU_DT_*");
+static_assert(hicartReduceSum == HIGPU_RED_SUM && hicartReduceMin == HIGPU_RED_MIN &&
+	      hicartReduceMax == HIGPU_RED_MAX, "hicartReduceOp is HIGPU_RED_*");
+
 struct rt_alloc {
 	uint64_t addr;
 	uint64_t size;
