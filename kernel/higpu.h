@@ -68,6 +68,7 @@ struct higpu_req {
 	u16 stream;
 	int event;			/* EVENT_RECORD: its id, else -1 */
 	atomic_t pieces;		/* + 1 while still submitting */
+	unsigned int sent;		/* pieces sent (by the submitter) */
 	bool done;			/* under file->lock */
 	u16 status;			/* first failed piece's */
 	u64 result;

@@ -229,21 +229,24 @@ err:
 }
 
 /*
- * higpu_finish - the submitter is done with op (ret: how it went). An
- * operation that failed part-way is marked ECANCELED, so that a stream
- * sync reports it, and res->seq is 0. With HIGPU_SUBMIT_F_WAIT, waits
- * for it; a wait that fails (ETIMEDOUT, EINTR) leaves res->seq set, and
- * the ioctl still copies it out.
+ * higpu_finish - the submitter is done with op (ret: how it went), and
+ * res->seq is 0 if it failed. An operation that failed part-way (some
+ * pieces sent) gets the failure as its status (EFAULT, ENOMEM, else
+ * ECANCELED), so that a stream sync reports it; one that sent nothing is
+ * only the ioctl's error. With HIGPU_SUBMIT_F_WAIT, waits for it; a wait
+ * that fails (ETIMEDOUT, EINTR) leaves res->seq set, and the ioctl still
+ * copies it out.
  */
 static int higpu_finish(struct higpu_file *f, struct higpu_req *op, int ret, u32 flags,
 			u32 timeout_ms, struct higpu_result *res)
 {
 	u64 seq = op->seq;
 
-	if (ret) {
+	if (ret && op->sent) {
 		spin_lock(&f->lock);
 		if (!op->status)
-			op->status = HIGPU_ST_ECANCELED;
+			op->status = ret == -EFAULT ? HIGPU_ST_EFAULT :
+				     ret == -ENOMEM ? HIGPU_ST_ENOMEM : HIGPU_ST_ECANCELED;
 		spin_unlock(&f->lock);
 	}
 	higpu_op_end(op);

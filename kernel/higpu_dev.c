@@ -227,6 +227,7 @@ int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *
 	slot->op = op;
 	kref_get(&op->ref);
 	atomic_inc(&op->pieces);
+	op->sent++;
 	if (piece) {
 		slot->piece = *piece;
 		memset(piece, 0, sizeof(*piece));

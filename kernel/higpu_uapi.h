@@ -156,7 +156,10 @@ struct higpu_result {
  * done (WAIT or a stream sync), not before. A copy is split into pieces
  * of at most the driver's chunk; one larger than the file's pin budget
  * waits inside the call for its earlier pieces. `seq` names the whole
- * copy; its status is the first failed piece's.
+ * copy; its status is the first failed piece's. A call that fails after
+ * sending some pieces (EFAULT on a later page, EINTR) returns the error
+ * and no seq; the pieces sent run on, and the stream's next sync reports
+ * the copy as failed (EFAULT, ENOMEM or ECANCELED).
  */
 struct higpu_copy {
 	__u32 kind;		/* HIGPU_COPY_* */
