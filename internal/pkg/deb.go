@@ -36,6 +36,10 @@ type debSpec struct {
 	Fields      map[string]string
 	Entries     []entry
 	Scripts     nfpm.Scripts // staged paths
+	Triggers    nfpm.DebTriggers
+	// Control holds extra control.tar.gz members by name (shlibs), which
+	// nfpm does not write.
+	Control map[string]string
 	// Dir is the package's directory under packaging/: its copyright and
 	// lintian-overrides files are shipped.
 	Dir string
@@ -107,6 +111,7 @@ func (b *build) pack(s debSpec) (Result, error) {
 				// the same tar gives the same bytes.
 				Compression: "gzip",
 				Fields:      s.Fields,
+				Triggers:    s.Triggers,
 			},
 		},
 	})
@@ -130,6 +135,11 @@ func (b *build) pack(s debSpec) (Result, error) {
 	}
 	if err := tmp.Close(); err != nil {
 		return r, err
+	}
+	if len(s.Control) > 0 {
+		if err := addControlFiles(tmp.Name(), s.Control, b.epoch); err != nil {
+			return r, fmt.Errorf("pkg: %s: %w", s.Name, err)
+		}
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return r, fmt.Errorf("pkg: %w", err)

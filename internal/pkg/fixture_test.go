@@ -112,6 +112,10 @@ func withTestModules(t testing.TB, repo string) {
 	if err := os.RemoveAll(kdir); err != nil {
 		t.Fatal(err)
 	}
+	// The HiGPU runtime includes the real ABI headers.
+	for _, h := range pkg.HicartKernelHeaders {
+		copyTestFile(t, filepath.Join(repoRoot, "kernel", h), filepath.Join(kdir, h))
+	}
 	writeTestFile(t, filepath.Join(kdir, "Kbuild"), testKbuild)
 	writeTestFile(t, filepath.Join(kdir, "Makefile"), "KDIR ?= /lib/modules/$(shell uname -r)/build\nmodules:\n\t$(MAKE) -C $(KDIR) M=$(CURDIR) modules\n")
 	writeTestFile(t, filepath.Join(kdir, "hicain_test.h"), "/* SPDX-License-Identifier: GPL-2.0 */\n#define HICAIN_TEST_OK 0\n")
@@ -128,7 +132,7 @@ func newRepo(t testing.TB, dir string, withProvider bool) string {
 	for _, f := range []string{"go.mod", "go.sum"} {
 		copyTestFile(t, filepath.Join(repoRoot, f), filepath.Join(dir, f))
 	}
-	for _, sub := range []string{"cmd", "internal", "kernel", "packaging", pkg.RacksDir} {
+	for _, sub := range []string{"cmd", "internal", "kernel", "packaging", pkg.HicartDir, pkg.RacksDir} {
 		src := filepath.Join(repoRoot, sub)
 		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {

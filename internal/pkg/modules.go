@@ -227,10 +227,10 @@ func (b *build) modules(ctx context.Context) (Result, error) {
 		Arch:    b.arch,
 		Section: "kernel",
 		Description: "HiNIC guest kernel modules for Linux " + kver + "\n" +
-			"The drivers of the HiNIC emulated RDMA NIC (" + strings.Join(mods, ", ") + "), " +
+			"The drivers of the HiNIC emulated RDMA NIC and HiGPU virtual GPU (" + strings.Join(mods, ", ") + "), " +
 			"prebuilt for the kernel " + kver + " only and installed under /lib/modules/" + kver +
-			"/updates. They drive QEMU's ivshmem-doorbell function that hinic device serve " +
-			"emulates the NIC behind. For other kernels install hicain-dkms instead.",
+			"/updates. They drive the QEMU ivshmem-doorbell functions that hinic device serve " +
+			"and hinic gpu serve emulate the NIC and the GPU behind. For other kernels install hicain-dkms instead.",
 		Depends:   []string{"linux-image-" + kver},
 		Provides:  []string{NameModules},
 		Conflicts: []string{NameDKMS},
@@ -308,7 +308,7 @@ func (b *build) dkms(ctx context.Context) (Result, error) {
 		Arch:    "all",
 		Section: "kernel",
 		Description: "HiNIC guest kernel modules, sources for DKMS\n" +
-			"The drivers of the HiNIC emulated RDMA NIC (" + strings.Join(mods, ", ") + ") as sources. " +
+			"The drivers of the HiNIC emulated RDMA NIC and HiGPU virtual GPU (" + strings.Join(mods, ", ") + ") as sources. " +
 			"DKMS builds and installs them for every installed kernel that has its " +
 			"linux-headers package, now and whenever a new kernel is installed. They drive " +
 			"QEMU's ivshmem-doorbell function that hinic device serve emulates the NIC behind.",

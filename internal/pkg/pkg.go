@@ -3,6 +3,8 @@
 //   - hicain-modules-KVER: hicain_*.ko prebuilt for one exact kernel;
 //   - hicain-dkms: the module sources with a dkms.conf;
 //   - libhicain: the libibverbs provider (libhicain-rdmav34.so, hicain.driver);
+//   - libhicart1, libhicart-dev, hicart-tools: the HiGPU runtime library,
+//     its development files, and its tools (hicart/);
 //   - hinic: the host tools (binary, completions, man pages, rack examples,
 //     the hinic-fabric systemd unit).
 //
@@ -44,10 +46,14 @@ const (
 	NameModules  = "hicain-modules"
 	NameDKMS     = "hicain-dkms"
 	NameProvider = "libhicain"
+	// The HiGPU runtime (hicart/): library, development files, tools.
+	NameHicart      = "libhicart1"
+	NameHicartDev   = "libhicart-dev"
+	NameHicartTools = "hicart-tools"
 )
 
 // Names lists every package in build order.
-var Names = []string{NameHost, NameDKMS, NameModules, NameProvider}
+var Names = []string{NameHost, NameDKMS, NameModules, NameProvider, NameHicart, NameHicartDev, NameHicartTools}
 
 // Fields shared by every package.
 const (
@@ -133,6 +139,7 @@ type build struct {
 	epoch   time.Time
 	stage   string
 	arch    string // Debian architecture of the host
+	hicart  hicartTree
 }
 
 // Build builds the packages opts asks for and returns one Result per
@@ -191,10 +198,13 @@ func Build(ctx context.Context, opts Options) ([]Result, error) {
 	defer os.RemoveAll(b.stage)
 
 	steps := map[string]func(context.Context) (Result, error){
-		NameHost:     b.host,
-		NameDKMS:     b.dkms,
-		NameModules:  b.modules,
-		NameProvider: b.provider,
+		NameHost:        b.host,
+		NameDKMS:        b.dkms,
+		NameModules:     b.modules,
+		NameProvider:    b.provider,
+		NameHicart:      b.hicartLib,
+		NameHicartDev:   b.hicartDev,
+		NameHicartTools: b.hicartTools,
 	}
 	var results []Result
 	for _, name := range Names {

@@ -1,8 +1,12 @@
 package pkg
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,4 +270,78 @@ func TestLintianErrorFails(t *testing.T) {
 	if !results[0].Checked || !hasSeverity(results[0].Lintian, "E") {
 		t.Errorf("result %+v", results[0])
 	}
+}
+
+// TestAddControlFilesRefuses checks that what is not a .deb nfpm wrote is
+// refused, not rewritten: the input is our own build's, but a wrong one
+// must fail the build rather than ship a broken package.
+func TestAddControlFilesRefuses(t *testing.T) {
+	hdr := func(name string, size int) string {
+		return fmt.Sprintf("%-16s%-12d%-6d%-6d%-8s%-10d`\n", name, 0, 0, 0, "100644", size)
+	}
+	for _, tc := range []struct{ name, data string }{
+		{"not ar", "PK\x03\x04"},
+		{"truncated header", arMagic + "debian-binary"},
+		{"size beyond the end", arMagic + hdr("debian-binary", 100) + "2.0\n"},
+		{"no control member", arMagic + hdr("debian-binary", 4) + "2.0\n"},
+		{"control not gzip", arMagic + hdr("control.tar.gz", 4) + "abcd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.deb")
+			if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := addControlFiles(path, map[string]string{"shlibs": "x\n"}, time.Unix(0, 0)); err == nil {
+				t.Errorf("%q accepted", tc.data)
+			}
+			if got, _ := os.ReadFile(path); string(got) != tc.data {
+				t.Errorf("file changed to %q", got)
+			}
+		})
+	}
+}
+
+// FuzzAddControlFiles: any input is refused or rewritten without a
+// panic, and a rewritten package has the member once (a second add is
+// refused as a duplicate).
+func FuzzAddControlFiles(f *testing.F) {
+	hdr := func(name string, size int) string {
+		return fmt.Sprintf("%-16s%-12d%-6d%-6d%-8s%-10d`\n", name, 0, 0, 0, "100644", size)
+	}
+	f.Add([]byte(arMagic + hdr("debian-binary", 4) + "2.0\n"))
+	f.Add([]byte(arMagic + hdr("control.tar.gz", 3) + "abc\n"))
+	f.Add([]byte("!<arch>\n"))
+	// A package with a real control.tar.gz: the path that rewrites.
+	ctl, err := extendControl(gzipTar(f), map[string]string{"control": "Package: x\n"}, time.Unix(0, 0))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(arMagic + hdr("debian-binary", 4) + "2.0\n" + hdr("control.tar.gz", len(ctl)) + string(ctl) + map[bool]string{true: "\n"}[len(ctl)%2 == 1]))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "f.deb")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{"shlibs": "x\n"}
+		if err := addControlFiles(path, m, time.Unix(0, 0)); err != nil {
+			return
+		}
+		if err := addControlFiles(path, m, time.Unix(0, 0)); err == nil {
+			t.Error("a second shlibs was added")
+		}
+	})
+}
+
+// gzipTar is an empty tar, gzipped.
+func gzipTar(t testing.TB) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if err := tar.NewWriter(zw).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

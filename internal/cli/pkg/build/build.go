@@ -56,12 +56,16 @@ const long = `Build HiNIC's Debian packages from this checkout into --out:
                         completions, man pages, example rack specs, the
                         hinic-fabric systemd unit and /etc/hinic/fabric.yaml
   hicain-dkms           the kernel module sources with a dkms.conf
-  hicain-modules-KVER   hicain_*.ko built for kernel KVER only
+  hicain-modules-KVER   the modules (hicain_*.ko, higpu.ko) for kernel KVER only
   libhicain             the libibverbs provider (libhicain-rdmav34.so)
+  libhicart1            the HiGPU runtime library (libhicart.so.1)
+  libhicart-dev         its header, libhicart.so link, pkg-config file
+  hicart-tools          hicart-smi, hicart-bandwidth, hicart_test
 
 Everything packaged is compiled here: hinic with go build -trimpath, the
 modules of kernel/Kbuild's obj-m against /lib/modules/KVER/build, the
-provider with make -C rdma-core (docs/packaging.md has the contract).
+provider with make -C rdma-core and the HiGPU runtime with make -C hicart
+(docs/packaging.md has the contracts).
 With --fix, missing linux-headers-KVER, libibverbs-dev and lintian are
 installed with apt-get. libhicain is listed as not built while
 rdma-core/providers/hicain is absent.
@@ -82,7 +86,7 @@ func NewCmdBuild(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
 	cmd := &cobra.Command{
 		Use:   "build",
-		Short: "Build the .deb packages (hinic, hicain-dkms, hicain-modules-KVER, libhicain)",
+		Short: "Build the .deb packages (hinic, hicain-*, libhicain, libhicart1, libhicart-dev, hicart-tools)",
 		Long:  long,
 		Example: `  hinic pkg build
   hinic pkg build --kernel 6.1.0-57-amd64 --out dist/pkg

@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * higpu - guest driver of the HiGPU virtual GPU.
+ *
+ * The GPU is QEMU's ivshmem-doorbell function served by `hinic gpu
+ * serve`: BAR2 holds the device header (higpu_abi.h, docs/gpu.md), BAR0
+ * the doorbell register; the command and completion rings live in guest
+ * RAM, which the backend reads and writes at their DMA addresses, and the
+ * device interrupts through MSI-X. A function whose BAR2 magic is not
+ * HIGPU_MAGIC (a HiNIC NIC, say) is left alone with -ENODEV.
+ *
+ * This file binds the function, does the handshake and resets;
+ * higpu_dev.c runs the rings, higpu_chr.c the character device
+ * /dev/higpu<gpu_id> (higpu_uapi.h, docs/gpu-driver.md).
+ */
+
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+
+#include "higpu.h"
+
+#define HIGPU_PCI_VENDOR	0x1af4	/* Red Hat / Qumranet */
+#define HIGPU_PCI_DEVICE	0x1110	/* ivshmem */
+
+static u32 higpu_dev_status(struct higpu_dev *dev)
+{
+	return higpu_load(&dev->hdr->dev_status);
+}
+
+/* ---- handshake and reset ---- */
+
+/*
+ * higpu_hw_start - the handshake (higpu_abi.h): driver_abi and the
+ * rings, then driver_status = OK | MSIX_ON and the control doorbell.
+ * The interrupt handlers are in place; dev_status is polled, not trusted
+ * to come with an interrupt.
+ */
+static int higpu_hw_start(struct higpu_dev *dev)
+{
+	struct higpu_dev_hdr *h = dev->hdr;
+	unsigned long deadline;
+	u32 st;
+
+	dev->cmd_prod = 0;
+	dev->cpl_cons = 0;
+	memset(dev->cmd_ring, 0, HIGPU_RING_ENTRIES * sizeof(*dev->cmd_ring));
+	memset(dev->cpl_ring, 0, HIGPU_RING_ENTRIES * sizeof(*dev->cpl_ring));
+	higpu_store(&h->driver_abi, HIGPU_ABI_MAJOR << 16 | HIGPU_ABI_MINOR);
+	WRITE_ONCE(h->cmd_ring_gpa, cpu_to_le64(dev->cmd_dma));
+	WRITE_ONCE(h->cpl_ring_gpa, cpu_to_le64(dev->cpl_dma));
+	higpu_store(&h->cmd_entries, HIGPU_RING_ENTRIES);
+	higpu_store(&h->cpl_entries, HIGPU_RING_ENTRIES);
+	higpu_store(&h->cmd_prod, 0);
+	higpu_store(&h->cpl_cons, 0);
+	dma_wmb();
+	higpu_store(&h->driver_status, HIGPU_DRV_OK | HIGPU_DRV_MSIX_ON);
+	higpu_ring_doorbell(dev, HIGPU_DB_CTRL);
+
+	deadline = jiffies + msecs_to_jiffies(HIGPU_HANDSHAKE_MS);
+	for (;;) {
+		st = higpu_dev_status(dev);
+		if (st & HIGPU_DEV_FATAL) {
+			dev_err(&dev->pdev->dev, "device fatal during handshake, code %u\n",
+				higpu_load(&h->fatal_code));
+			return -EIO;
+		}
+		if (st & HIGPU_DEV_LIVE)
+			return 0;
+		if (time_after(jiffies, deadline))
+			break;
+		usleep_range(500, 1000);
+	}
+	dev_err(&dev->pdev->dev, "device did not go live (dev_status %#x)\n", st);
+	return -ETIMEDOUT;
+}
+
+/*
+ * higpu_hw_reset - the device drops every command and context of ours.
+ * It rewrites the header and sets HIGPU_DEV_READY with reset_count + 1;
+ * seeing that, with the magic, means it is done.
+ */
+static int higpu_hw_reset(struct higpu_dev *dev)
+{
+	struct higpu_dev_hdr *h = dev->hdr;
+	unsigned long deadline;
+	u32 old = higpu_load(&h->reset_count);
+
+	higpu_store(&h->driver_status, HIGPU_DRV_RESET);
+	higpu_ring_doorbell(dev, HIGPU_DB_CTRL);
+
+	deadline = jiffies + msecs_to_jiffies(HIGPU_HANDSHAKE_MS);
+	while (higpu_load(&h->reset_count) != old + 1 ||
+	       higpu_load(&h->magic) != HIGPU_MAGIC ||
+	       !(higpu_dev_status(dev) & HIGPU_DEV_READY) ||
+	       (higpu_dev_status(dev) & HIGPU_DEV_LIVE)) {
+		if (time_after(jiffies, deadline)) {
+			dev_err(&dev->pdev->dev, "device reset timed out\n");
+			return -ETIMEDOUT;
+		}
+		usleep_range(500, 1000);
+	}
+	dma_rmb();
+	dev->reset_count = old + 1;
+	return 0;
+}
+
+/*
+ * higpu_quiesce - stop submissions and completion processing and reset
+ * the device; on success finish everything in flight with ECANCELED. A
+ * device that does not answer keeps all it may still write (dead).
+ * Returns with hw_sem held for write and cpl_lock held.
+ */
+static int higpu_quiesce(struct higpu_dev *dev)
+{
+	int ret;
+
+	spin_lock(&dev->sq_lock);
+	WRITE_ONCE(dev->live, false);
+	spin_unlock(&dev->sq_lock);
+	higpu_wake_files(dev);
+	down_write(&dev->hw_sem);
+	mutex_lock(&dev->cpl_lock);
+	ret = higpu_hw_reset(dev);
+	if (ret) {
+		WRITE_ONCE(dev->dead, true);
+		dev->rings_kept = true;
+		dev_err(&dev->pdev->dev, "device does not reset: keeping the memory it may write; rebind the driver\n");
+	} else {
+		higpu_cancel_all(dev);
+	}
+	atomic_inc(&dev->epoch);
+	return ret;
+}
+
+static void higpu_unquiesce(struct higpu_dev *dev)
+{
+	mutex_unlock(&dev->cpl_lock);
+	up_write(&dev->hw_sem);
+	higpu_wake_files(dev);
+}
+
+/*
+ * higpu_recover - reset the device and start it again: every context is
+ * gone, every open file fails with EIO from now on and must be reopened.
+ * Used when the device went fatal and when a closing file's work did not
+ * finish in time.
+ */
+int higpu_recover(struct higpu_dev *dev)
+{
+	int ret;
+
+	if (READ_ONCE(dev->gone) || READ_ONCE(dev->dead))
+		return -EIO;
+	ret = higpu_quiesce(dev);
+	if (!ret) {
+		ret = higpu_hw_start(dev);
+		if (ret) {
+			WRITE_ONCE(dev->dead, true);
+		} else {
+			spin_lock(&dev->sq_lock);
+			WRITE_ONCE(dev->live, true);
+			spin_unlock(&dev->sq_lock);
+			dev_warn(&dev->pdev->dev, "device reset (reset_count %u): open contexts are lost\n",
+				 dev->reset_count);
+		}
+	}
+	higpu_unquiesce(dev);
+	return ret;
+}
+
+static void higpu_reset_work(struct work_struct *work)
+{
+	struct higpu_dev *dev = container_of(work, struct higpu_dev, reset_work);
+
+	higpu_recover(dev);
+}
+
+/* ---- interrupts ---- */
+
+static irqreturn_t higpu_cpl_irq(int irq, void *data)
+{
+	higpu_process_cpl(data);
+	return IRQ_HANDLED;
+}
+
+static irqreturn_t higpu_ctrl_irq(int irq, void *data)
+{
+	struct higpu_dev *dev = data;
+	u32 st = higpu_dev_status(dev);
+
+	if ((st & HIGPU_DEV_FATAL) && READ_ONCE(dev->live)) {
+		dev_err(&dev->pdev->dev, "device fatal, code %u; resetting\n",
+			higpu_load(&dev->hdr->fatal_code));
+		schedule_work(&dev->reset_work);
+	}
+	return IRQ_HANDLED;
+}
+
+static int higpu_request_irqs(struct higpu_dev *dev)
+{
+	struct pci_dev *pdev = dev->pdev;
+	int ret;
+
+	snprintf(dev->irq_names[HIGPU_IRQ_CTRL], sizeof(dev->irq_names[0]), "higpu%u-ctrl",
+		 dev->gpu_id);
+	snprintf(dev->irq_names[HIGPU_IRQ_CPL], sizeof(dev->irq_names[0]), "higpu%u-cpl",
+		 dev->gpu_id);
+	/* Threaded: completions unpin user pages, which may sleep. */
+	ret = request_threaded_irq(pci_irq_vector(pdev, HIGPU_IRQ_CTRL), NULL, higpu_ctrl_irq,
+				   IRQF_ONESHOT, dev->irq_names[HIGPU_IRQ_CTRL], dev);
+	if (ret)
+		return ret;
+	ret = request_threaded_irq(pci_irq_vector(pdev, HIGPU_IRQ_CPL), NULL, higpu_cpl_irq,
+				   IRQF_ONESHOT, dev->irq_names[HIGPU_IRQ_CPL], dev);
+	if (ret) {
+		free_irq(pci_irq_vector(pdev, HIGPU_IRQ_CTRL), dev);
+		return ret;
+	}
+	return 0;
+}
+
+static void higpu_free_irqs(struct higpu_dev *dev)
+{
+	free_irq(pci_irq_vector(dev->pdev, HIGPU_IRQ_CPL), dev);
+	free_irq(pci_irq_vector(dev->pdev, HIGPU_IRQ_CTRL), dev);
+}
+
+/* ---- PCI ---- */
+
+static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, size_t len)
+{
+	u32 magic = higpu_load(&h->magic);
+
+	if (magic != HIGPU_MAGIC) {
+		dev_info(&pdev->dev, "ivshmem device without a HiGPU header (magic %#x), leaving it\n",
+			 magic);
+		return -ENODEV;
+	}
+	/* The magic is written last: the rest is valid once it is seen. */
+	dma_rmb();
+	if (le16_to_cpu(h->abi_major) != HIGPU_ABI_MAJOR ||
+	    le16_to_cpu(h->vendor_id) != HIGPU_VENDOR_ID ||
+	    le16_to_cpu(h->device_id) != HIGPU_DEVICE_ID) {
+		dev_err(&pdev->dev, "HiGPU ABI %u.%u, identity %04x:%04x: this driver speaks ABI %u\n",
+			le16_to_cpu(h->abi_major), le16_to_cpu(h->abi_minor),
+			le16_to_cpu(h->vendor_id), le16_to_cpu(h->device_id), HIGPU_ABI_MAJOR);
+		return -ENODEV;
+	}
+	if (le32_to_cpu(h->bar_size) > len || h->gpu_id >= HIGPU_MAX_GPUS) {
+		dev_err(&pdev->dev, "BAR2 of %zu bytes, header says %u; gpu_id %u\n", len,
+			le32_to_cpu(h->bar_size), h->gpu_id);
+		return -ENODEV;
+	}
+	if (le32_to_cpu(h->ring_min) > HIGPU_RING_ENTRIES ||
+	    le32_to_cpu(h->ring_max) < HIGPU_RING_ENTRIES ||
+	    le32_to_cpu(h->num_vectors) < HIGPU_MIN_VECTORS) {
+		dev_err(&pdev->dev, "rings of %u..%u entries, %u vectors: this driver needs %u entries and %u vectors\n",
+			le32_to_cpu(h->ring_min), le32_to_cpu(h->ring_max),
+			le32_to_cpu(h->num_vectors), HIGPU_RING_ENTRIES, HIGPU_MIN_VECTORS);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/*
+ * Probe in stages, each undone in reverse order by the error path and by
+ * higpu_remove, its mirror image:
+ *   1. pci_enable_device;
+ *   2. pci_request_regions;
+ *   3. higpu_map_bar2: BAR2 mapped, its header checked, DMA mask;
+ *   4. higpu_alloc_dev: struct higpu_dev (refcounted: open files hold it);
+ *   5. higpu_map_bar0: the doorbell, and a reset of a device left live;
+ *   6. higpu_alloc_rings: both rings in coherent memory (kept for good
+ *      if the device did not reset at stage 8's teardown);
+ *   7. higpu_alloc_vectors: the MSI-X vectors;
+ *   8. higpu_up: interrupts, handshake (higpu_down resets the device
+ *      and finishes all work in flight);
+ *   9. higpu_chr_register: /dev/higpu<gpu_id>.
+ */
+
+static int higpu_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
+{
+	int ret;
+
+	*len = pci_resource_len(pdev, 2);
+	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || *len < sizeof(struct higpu_dev_hdr))
+		return -ENODEV;
+	/* BAR2 is RAM on the host side, shared with the backend process. */
+	*bar2 = memremap(pci_resource_start(pdev, 2), *len, MEMREMAP_WB);
+	if (!*bar2)
+		return -ENOMEM;
+	ret = higpu_check_header(pdev, *bar2 + HIGPU_HDR_OFF, *len);
+	if (ret)
+		goto err_unmap;
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (ret) {
+		dev_err(&pdev->dev, "no 64-bit DMA\n");
+		goto err_unmap;
+	}
+	pci_set_master(pdev);
+	return 0;
+
+err_unmap:
+	memunmap(*bar2);
+	return ret;
+}
+
+static struct higpu_dev *higpu_alloc_dev(struct pci_dev *pdev, void *bar2, size_t len)
+{
+	struct higpu_dev *dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	struct higpu_dev_hdr *h;
+
+	if (!dev)
+		return NULL;
+	kref_init(&dev->ref);
+	dev->pdev = pci_dev_get(pdev);
+	dev->bar2 = bar2;
+	dev->bar2_len = len;
+	dev->hdr = h = bar2 + HIGPU_HDR_OFF;
+	dev->gpu_id = READ_ONCE(h->gpu_id);
+	dev->caps = le32_to_cpu(h->caps);
+	dev->max_streams = clamp_t(u32, le32_to_cpu(h->max_streams), 1, HIGPU_MAX_STREAMS);
+	dev->max_events = min_t(u32, le32_to_cpu(h->max_events), HIGPU_MAX_EVENTS);
+	dev->max_sge = le32_to_cpu(h->max_sge);
+	dev->alloc_align = max_t(u32, le32_to_cpu(h->alloc_align), HIGPU_ALLOC_ALIGN);
+	spin_lock_init(&dev->sq_lock);
+	init_waitqueue_head(&dev->sq_wq);
+	mutex_init(&dev->cpl_lock);
+	init_rwsem(&dev->hw_sem);
+	atomic_set(&dev->epoch, 0);
+	INIT_WORK(&dev->reset_work, higpu_reset_work);
+	mutex_init(&dev->files_lock);
+	INIT_LIST_HEAD(&dev->files);
+	higpu_slots_init(dev);
+	pci_set_drvdata(pdev, dev);
+	return dev;
+}
+
+static void higpu_dev_free(struct kref *ref)
+{
+	struct higpu_dev *dev = container_of(ref, struct higpu_dev, ref);
+
+	pci_dev_put(dev->pdev);
+	kfree(dev);
+}
+
+void higpu_dev_put(struct higpu_dev *dev)
+{
+	kref_put(&dev->ref, higpu_dev_free);
+}
+
+static int higpu_map_bar0(struct higpu_dev *dev)
+{
+	int ret;
+
+	dev->bar0 = pci_iomap(dev->pdev, 0, 0);
+	if (!dev->bar0)
+		return -ENOMEM;
+	dev->reset_count = higpu_load(&dev->hdr->reset_count);
+	if (!(higpu_dev_status(dev) & (HIGPU_DEV_LIVE | HIGPU_DEV_FATAL)))
+		return 0;
+	/* A previous driver left it live: its rings are not ours. */
+	ret = higpu_hw_reset(dev);
+	if (ret)
+		pci_iounmap(dev->pdev, dev->bar0);
+	return ret;
+}
+
+static void higpu_unmap_bar0(struct higpu_dev *dev)
+{
+	pci_iounmap(dev->pdev, dev->bar0);
+}
+
+static int higpu_alloc_rings(struct higpu_dev *dev)
+{
+	struct device *d = &dev->pdev->dev;
+
+	/* dma_alloc_coherent returns page-aligned memory: HIGPU_RING_ALIGN holds. */
+	dev->cmd_ring = dma_alloc_coherent(d, HIGPU_RING_ENTRIES * sizeof(struct higpu_cmd),
+					   &dev->cmd_dma, GFP_KERNEL);
+	if (!dev->cmd_ring)
+		return -ENOMEM;
+	dev->cpl_ring = dma_alloc_coherent(d, HIGPU_RING_ENTRIES * sizeof(struct higpu_cpl),
+					   &dev->cpl_dma, GFP_KERNEL);
+	if (!dev->cpl_ring) {
+		dma_free_coherent(d, HIGPU_RING_ENTRIES * sizeof(struct higpu_cmd), dev->cmd_ring,
+				  dev->cmd_dma);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void higpu_free_rings(struct higpu_dev *dev)
+{
+	struct device *d = &dev->pdev->dev;
+
+	if (dev->rings_kept) {
+		dev_warn(d, "device did not reset; keeping its rings\n");
+		return;
+	}
+	dma_free_coherent(d, HIGPU_RING_ENTRIES * sizeof(struct higpu_cpl), dev->cpl_ring,
+			  dev->cpl_dma);
+	dma_free_coherent(d, HIGPU_RING_ENTRIES * sizeof(struct higpu_cmd), dev->cmd_ring,
+			  dev->cmd_dma);
+}
+
+static int higpu_alloc_vectors(struct higpu_dev *dev)
+{
+	int ret;
+
+	ret = pci_alloc_irq_vectors(dev->pdev, HIGPU_NUM_IRQ, HIGPU_NUM_IRQ, PCI_IRQ_MSIX);
+	if (ret < 0) {
+		dev_err(&dev->pdev->dev, "MSI-X: %d (QEMU's vectors= must be at least %u)\n", ret,
+			HIGPU_MIN_VECTORS);
+		return ret;
+	}
+	dev->num_vectors = ret;
+	return 0;
+}
+
+static void higpu_free_vectors(struct higpu_dev *dev)
+{
+	pci_free_irq_vectors(dev->pdev);
+}
+
+/*
+ * higpu_down - undoes higpu_up: the device reset (all work in flight
+ * finished with ECANCELED, or kept if it does not answer), then no
+ * interrupts and no reset work.
+ */
+static void higpu_down(struct higpu_dev *dev)
+{
+	WRITE_ONCE(dev->gone, true);
+	cancel_work_sync(&dev->reset_work);
+	higpu_quiesce(dev);
+	higpu_unquiesce(dev);
+	higpu_free_irqs(dev);
+	/* An interrupt thread may have queued the work again. */
+	cancel_work_sync(&dev->reset_work);
+}
+
+static int higpu_up(struct higpu_dev *dev)
+{
+	int ret;
+
+	ret = higpu_request_irqs(dev);
+	if (ret)
+		return ret;
+	ret = higpu_hw_start(dev);
+	if (ret) {
+		if (higpu_hw_reset(dev))
+			dev->rings_kept = true;
+		higpu_free_irqs(dev);
+		return ret;
+	}
+	spin_lock(&dev->sq_lock);
+	WRITE_ONCE(dev->live, true);
+	spin_unlock(&dev->sq_lock);
+	return 0;
+}
+
+static const struct higpu_stage {
+	int (*setup)(struct higpu_dev *dev);
+	void (*teardown)(struct higpu_dev *dev);
+} higpu_stages[] = {
+	{ higpu_map_bar0, higpu_unmap_bar0 },
+	{ higpu_alloc_rings, higpu_free_rings },
+	{ higpu_alloc_vectors, higpu_free_vectors },
+	{ higpu_up, higpu_down },
+	{ higpu_chr_register, higpu_chr_unregister },
+};
+
+static void higpu_teardown(struct higpu_dev *dev, unsigned int n)
+{
+	while (n--)
+		higpu_stages[n].teardown(dev);
+}
+
+static int higpu_setup(struct higpu_dev *dev)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(higpu_stages); i++) {
+		ret = higpu_stages[i].setup(dev);
+		if (ret) {
+			higpu_teardown(dev, i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int higpu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct higpu_dev *dev;
+	void *bar2;
+	size_t len;
+	int ret;
+
+	ret = pci_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pci_request_regions(pdev, HIGPU_DRV_NAME);
+	if (ret)
+		goto err_disable;
+	ret = higpu_map_bar2(pdev, &bar2, &len);
+	if (ret)
+		goto err_release_regions;
+	dev = higpu_alloc_dev(pdev, bar2, len);
+	if (!dev) {
+		ret = -ENOMEM;
+		goto err_unmap_bar2;
+	}
+	ret = higpu_setup(dev);
+	if (ret)
+		goto err_put_dev;
+	dev_info(&pdev->dev, "HiGPU %u \"%.*s\": ABI %u.%u, %llu MiB, caps %#x, %u MSI-X vectors\n",
+		 dev->gpu_id, HIGPU_NAME_LEN, dev->hdr->name,
+		 le16_to_cpu(dev->hdr->abi_major), le16_to_cpu(dev->hdr->abi_minor),
+		 le64_to_cpu(dev->hdr->mem_size) >> 20, dev->caps, dev->num_vectors);
+	return 0;
+
+err_put_dev:
+	pci_set_drvdata(pdev, NULL);
+	higpu_dev_put(dev);
+err_unmap_bar2:
+	memunmap(bar2);
+err_release_regions:
+	pci_release_regions(pdev);
+err_disable:
+	pci_disable_device(pdev);
+	return ret;
+}
+
+/*
+ * higpu_remove - higpu_probe's stages undone in reverse order. Files
+ * still open keep struct higpu_dev and get ENODEV; they no longer touch
+ * the function.
+ */
+static void higpu_remove(struct pci_dev *pdev)
+{
+	struct higpu_dev *dev = pci_get_drvdata(pdev);
+	void *bar2 = dev->bar2;
+
+	higpu_teardown(dev, ARRAY_SIZE(higpu_stages));
+	pci_set_drvdata(pdev, NULL);
+	higpu_dev_put(dev);
+	memunmap(bar2);
+	pci_release_regions(pdev);
+	pci_disable_device(pdev);
+}
+
+static const struct pci_device_id higpu_pci_ids[] = {
+	{ PCI_DEVICE(HIGPU_PCI_VENDOR, HIGPU_PCI_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, higpu_pci_ids);
+
+static struct pci_driver higpu_pci_driver = {
+	.name		= HIGPU_DRV_NAME,
+	.id_table	= higpu_pci_ids,
+	.probe		= higpu_probe,
+	.remove		= higpu_remove,
+};
+module_pci_driver(higpu_pci_driver);
+
+MODULE_DESCRIPTION("HiGPU virtual GPU driver");
+MODULE_AUTHOR("PacketFive");
+MODULE_LICENSE("GPL");
