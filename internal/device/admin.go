@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/PacketFive/hinic/internal/rdma"
@@ -561,6 +562,30 @@ func (s *session) createCQ(a *CmdCreateCQArgs, out *AdminCQE) uint16 {
 // to the new ring's entries 0..n-1, its dbrec starts at prod n, cons 0,
 // disarmed, and the engine CQ is resized to the same depth. comp_vector
 // must stay the same. Nothing changes on an error.
+// settleWait bounds how long a resize waits for the engine to run what
+// the guest posted: work that waits on the wire (an RC send's ACK)
+// completes later whatever the wait.
+const settleWait = 100 * time.Millisecond
+
+// settle lets the engine run the work taken from the rings until it has
+// nothing it can do at once (UD sends complete as they leave), within
+// settleWait; the waiter left behind ends when the engine idles or
+// closes.
+func (s *session) settle() {
+	if s.dev == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func(d *rdma.Device) {
+		d.WaitIdle()
+		close(done)
+	}(s.dev)
+	select {
+	case <-done:
+	case <-time.After(settleWait):
+	}
+}
+
 func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	cq, ok := s.cqs[cqn]
 	if !ok {
@@ -579,6 +604,7 @@ func (s *session) resizeCQ(cqn uint32, a *CmdCreateCQArgs) uint16 {
 	// user-space post reaches the device only through its doorbell).
 	if s.live() {
 		s.serviceQPs()
+		s.settle()
 		s.moveCQ(cq)
 	}
 	// The engine CQ holds what completes from here on: the worker has

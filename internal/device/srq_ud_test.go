@@ -672,6 +672,29 @@ func TestResizeCQ(t *testing.T) {
 	}
 }
 
+// TestResizeCQBelowPostedUD is pyverbs' test_resize_cq: UD sends posted
+// (doorbell rung) just before RESIZE_CQ complete on the wire, so a ring
+// smaller than their completions is refused even when the command
+// comes before the engine has sent them.
+func TestResizeCQBelowPostedUD(t *testing.T) {
+	tb := newTestbed(t, 2)
+	a := newUDEnd(t, tb.guests[0], tb.cfgs[0].MAC)
+	b := newUDEnd(t, tb.guests[1], tb.cfgs[1].MAC)
+	ah := a.ahTo(t, a.pd, b)
+	ctx := testCtx(t)
+	for round := 0; round < 20; round++ {
+		for i := 0; i < 3; i++ {
+			udSend(a.qp, uint64(i), ah, b.qp.QPN, 0, device.SGE{Addr: a.buf, Length: 64, LKey: a.lkey})
+		}
+		if err := a.scq.Resize(ctx, 2); err == nil {
+			t.Fatalf("round %d: a ring of 2 for 3 posted UD sends was accepted", round)
+		}
+		if got, err := a.scq.Wait(ctx, 3); err != nil || len(got) != 3 {
+			t.Fatalf("round %d: %d completions, %v", round, len(got), err)
+		}
+	}
+}
+
 // TestPagedCQ: a CQ whose ring is scattered 4 KiB pages named by a page
 // table (ABI 1.9). The pending completions move from a contiguous ring
 // into a paged one on RESIZE_CQ, and the completions that follow wrap
