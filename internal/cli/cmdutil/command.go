@@ -68,3 +68,15 @@ func PrintStatus[S any](ctx context.Context, printer func() (*Printer, error), q
 	}
 	return table(p, st)
 }
+
+// NewGroup returns a noun's command with its verbs and one persistent
+// flag (a string) that they all read, bound to key: one flag binds the
+// setting once, where a key bound to a flag of each verb would follow
+// only the last.
+func NewGroup(f *Factory, use, short, flag, key, usage string, verbs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short}
+	cmd.PersistentFlags().String(flag, "", usage)
+	f.BindFlag(key, cmd.PersistentFlags().Lookup(flag))
+	cmd.AddCommand(verbs...)
+	return cmd
+}
