@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/unixsock"
@@ -212,7 +213,7 @@ type Config struct {
 type Server struct {
 	vnics   []*VNIC
 	log     *slog.Logger
-	control net.Listener
+	control *ctlsock.Server
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -240,10 +241,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.vnics = append(s.vnics, v)
 	}
 	if cfg.Control != "" {
-		if err := s.listenControl(runCtx, cfg.Control); err != nil {
+		ctl, err := ctlsock.Listen(cfg.Control, "device", s.Status)
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
+		s.control = ctl
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/guestmem"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
@@ -137,7 +138,7 @@ type Server struct {
 	gpus    []*GPU
 	rams    map[string]*guestmem.RAM // by RAM path: a guest's GPUs share its RAM
 	log     *slog.Logger
-	control net.Listener
+	control *ctlsock.Server
 	wg      sync.WaitGroup
 	once    sync.Once
 	started time.Time
@@ -187,10 +188,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.gpus = append(s.gpus, g)
 	}
 	if cfg.Control != "" {
-		if err := s.listenControl(cfg.Control); err != nil {
+		ctl, err := ctlsock.Listen(cfg.Control, "gpu", s.Status)
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
+		s.control = ctl
 	}
 	return s, nil
 }

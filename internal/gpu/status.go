@@ -2,13 +2,10 @@ package gpu
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
-	"github.com/PacketFive/hinic/internal/unixsock"
+	"github.com/PacketFive/hinic/internal/ctlsock"
 )
 
 // Status is what `hinic gpu status` shows: every GPU of a backend.
@@ -107,41 +104,7 @@ func (s *Server) Status() Status {
 	return st
 }
 
-// listenControl serves the status on a UNIX stream socket: each
-// connection gets one JSON Status and is closed.
-func (s *Server) listenControl(path string) error {
-	ln, err := unixsock.Listen("unix", path, 0o660)
-	if err != nil {
-		return fmt.Errorf("gpu: control socket: %w", err)
-	}
-	s.control = ln
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_ = json.NewEncoder(c).Encode(s.Status())
-			c.Close()
-		}
-	}()
-	return nil
-}
-
 // QueryStatus reads a backend's status from its control socket.
 func QueryStatus(ctx context.Context, path string) (Status, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return Status{}, fmt.Errorf("gpu: control socket %s: %w (is `hinic gpu serve` running?)", path, err)
-	}
-	defer c.Close()
-	var st Status
-	if err := json.NewDecoder(c).Decode(&st); err != nil {
-		return Status{}, fmt.Errorf("gpu: status from %s: %w", path, err)
-	}
-	return st, nil
+	return ctlsock.Query[Status](ctx, path, "gpu", "hinic gpu serve")
 }
