@@ -198,6 +198,17 @@ func (p *Peer) recv() (int64, int, error) {
 	return int64(binary.LittleEndian.Uint64(b[:])), fd, nil
 }
 
+// keepEventfd appends fd, made non-blocking, to the first n eventfds of
+// a peer, and closes it past them.
+func keepEventfd(fds []int, fd, n int) []int {
+	if len(fds) >= n {
+		unix.Close(fd)
+		return fds
+	}
+	unix.SetNonblock(fd, true)
+	return append(fds, fd)
+}
+
 func (p *Peer) setup(n int) error {
 	v, fd, err := p.recv()
 	if err != nil {
@@ -228,19 +239,9 @@ func (p *Peer) setup(n int) error {
 		case fd < 0:
 			return fmt.Errorf("disconnect of peer %d during setup", m)
 		case m == id:
-			if len(p.IRQ) >= n {
-				unix.Close(fd)
-				continue
-			}
-			unix.SetNonblock(fd, true)
-			p.IRQ = append(p.IRQ, fd)
+			p.IRQ = keepEventfd(p.IRQ, fd, n)
 		case m == BackendPeerID:
-			if len(p.DB) >= n {
-				unix.Close(fd)
-				continue
-			}
-			unix.SetNonblock(fd, true)
-			p.DB = append(p.DB, fd)
+			p.DB = keepEventfd(p.DB, fd, n)
 		default:
 			unix.Close(fd)
 		}
