@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/unixsock"
@@ -83,4 +84,26 @@ func Query[S any](ctx context.Context, path, who, serve string) (S, error) {
 		return zero, fmt.Errorf("%s: status from %s: %w", who, path, err)
 	}
 	return st, nil
+}
+
+// The states of a backend's device in its status.
+const (
+	StateWaiting = "waiting" // no guest connected
+	StateReady   = "ready"   // a guest connected, its driver not live yet
+	StateLive    = "live"    // the driver's handshake done
+	StateFatal   = "fatal"   // the device went fatal; a reset brings it back
+)
+
+// GuestState is the state of a device that has a guest, from the
+// dev_status word of its device header and the bits of its ABI for live
+// and fatal; code is the header's fatal_code, read only when fatal.
+func GuestState(devStatus, fatalCode *uint32, liveBit, fatalBit uint32) (state string, code uint32) {
+	ds := atomic.LoadUint32(devStatus)
+	switch {
+	case ds&fatalBit != 0:
+		return StateFatal, atomic.LoadUint32(fatalCode)
+	case ds&liveBit != 0:
+		return StateLive, 0
+	}
+	return StateReady, 0
 }

@@ -70,3 +70,23 @@ func TestQueryBadAnswer(t *testing.T) {
 		t.Errorf("%+v, %v", st, err)
 	}
 }
+
+func TestGuestState(t *testing.T) {
+	const live, fatal = 0x2, 0x4
+	for _, tc := range []struct {
+		ds, code uint32
+		state    string
+		wantCode uint32
+	}{
+		{0, 9, StateReady, 0},
+		{0x1, 9, StateReady, 0},
+		{0x1 | live, 9, StateLive, 0},
+		{live | fatal, 9, StateFatal, 9},
+		{fatal, 0, StateFatal, 0},
+	} {
+		ds, code := tc.ds, tc.code
+		if s, c := GuestState(&ds, &code, live, fatal); s != tc.state || c != tc.wantCode {
+			t.Errorf("dev_status %#x: %s %d, want %s %d", tc.ds, s, c, tc.state, tc.wantCode)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sort"
-	"sync/atomic"
 
 	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/rdma"
@@ -113,7 +112,7 @@ func (v *VNIC) Status() VNICStatus {
 	c := v.cfg
 	st := VNICStatus{Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, RAMSize: c.RAMSize,
 		Machine: string(c.Machine), FabricPort: c.FabricPort, MAC: net.HardwareAddr(c.MAC[:]).String(),
-		LinkUp: v.linkUp(), State: "waiting", QPs: []QPStatus{}}
+		LinkUp: v.linkUp(), State: ctlsock.StateWaiting, QPs: []QPStatus{}}
 	x := &v.stats
 	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
 		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
@@ -128,16 +127,7 @@ func (v *VNIC) Status() VNICStatus {
 		return st
 	}
 	st.Guest, st.PeerID = true, s.peerID
-	ds := atomic.LoadUint32(&s.hdr.DevStatus)
-	switch {
-	case ds&DevFatal != 0:
-		st.State = "fatal"
-		st.FatalCode = atomic.LoadUint32(&s.hdr.FatalCode)
-	case ds&DevLive != 0:
-		st.State = "live"
-	default:
-		st.State = "ready"
-	}
+	st.State, st.FatalCode = ctlsock.GuestState(&s.hdr.DevStatus, &s.hdr.FatalCode, DevLive, DevFatal)
 	s.statMu.Lock()
 	st.Objects = s.snap.objects
 	st.QPs = append(st.QPs, s.snap.qps...)

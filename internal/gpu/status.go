@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/ctlsock"
@@ -61,7 +60,7 @@ func (g *GPU) Status(uptime time.Duration) GPUStatus {
 	c := g.cfg
 	x := &g.stats
 	st := GPUStatus{ID: c.ID, Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, MemPath: c.MemPath,
-		MemSize: c.MemSize, VABase: VABase(c.ID), State: "waiting"}
+		MemSize: c.MemSize, VABase: VABase(c.ID), State: ctlsock.StateWaiting}
 	st.Counters = GPUCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(), Doorbells: x.doorbells.Load(),
 		Interrupts: x.interrupts.Load(), Commands: x.commands.Load(), Errors: x.errors.Load(), Kernels: x.kernels.Load(),
 		BytesH2D: x.bytesH2D.Load(), BytesD2H: x.bytesD2H.Load(), BytesD2D: x.bytesD2D.Load(), BusyNS: x.busyNS.Load(),
@@ -76,15 +75,7 @@ func (g *GPU) Status(uptime time.Duration) GPUStatus {
 		return st
 	}
 	st.Guest, st.PeerID = true, s.peerID
-	ds := atomic.LoadUint32(&s.hdr.DevStatus)
-	switch {
-	case ds&DevFatal != 0:
-		st.State, st.FatalCode = "fatal", atomic.LoadUint32(&s.hdr.FatalCode)
-	case ds&DevLive != 0:
-		st.State = "live"
-	default:
-		st.State = "ready"
-	}
+	st.State, st.FatalCode = ctlsock.GuestState(&s.hdr.DevStatus, &s.hdr.FatalCode, DevLive, DevFatal)
 	s.memMu.RLock()
 	st.MemUsed, st.Allocs = s.heap.used, s.nalloc
 	s.memMu.RUnlock()
