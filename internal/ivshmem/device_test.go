@@ -1,0 +1,84 @@
+package ivshmem
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestDevice: a Device set up on a connection is what the peer sees
+// (BAR2 shared, eventfds each way), and Wait reports doorbells and extra
+// eventfds by index until Stop.
+func TestDevice(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ivd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const vectors = 3
+	d, err := NewDevice("test", 1<<16, vectors, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if len(d.SHM) != 1<<16 || len(d.DB) != vectors || len(d.IRQ) != vectors || len(d.Extra) != 2 || len(d.Events()) != vectors+3 {
+		t.Fatalf("device: shm %d, %d doorbells, %d vectors, %d extra", len(d.SHM), len(d.DB), len(d.IRQ), len(d.Extra))
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- d.Setup(c, 5)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := Dial(ctx, sock, vectors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d.SHM[9] = 7
+	if p.ID != 5 || p.SHM[9] != 7 {
+		t.Fatalf("peer %d sees %d", p.ID, p.SHM[9])
+	}
+	events := d.Events()
+	wait := func(want int) {
+		t.Helper()
+		n, ok := d.Wait(events)
+		if !ok || n != 1 || int(events[0].Fd) != want {
+			t.Fatalf("Wait: %d events %v, ok %v; want fd index %d", n, events[:n], ok, want)
+		}
+	}
+	p.Ring(2)
+	wait(2)
+	if !Drain(d.DB[2]) {
+		t.Error("Wait drained the doorbell")
+	}
+	Signal(d.Extra[1])
+	wait(vectors + 2)
+	Drain(d.Extra[1])
+	Signal(d.IRQ[0])
+	if n := p.WaitIRQ(0, time.Second); n != 1 {
+		t.Errorf("interrupt: %d", n)
+	}
+	p.Ring(0)
+	Signal(d.Stop)
+	if _, ok := d.Wait(events); ok {
+		t.Error("Wait went on after Stop")
+	}
+}
