@@ -1,10 +1,7 @@
 package ivshmem
 
 import (
-	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -13,17 +10,6 @@ import (
 // (BAR2 shared, eventfds each way), and Wait reports doorbells and extra
 // eventfds by index until Stop.
 func TestDevice(t *testing.T) {
-	dir, err := os.MkdirTemp("", "ivd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	const vectors = 3
 	d, err := NewDevice("test", 1<<16, vectors, 2)
 	if err != nil {
@@ -33,25 +19,7 @@ func TestDevice(t *testing.T) {
 	if len(d.SHM) != 1<<16 || len(d.DB) != vectors || len(d.IRQ) != vectors || len(d.Extra) != 2 || len(d.Events()) != vectors+3 {
 		t.Fatalf("device: shm %d, %d doorbells, %d vectors, %d extra", len(d.SHM), len(d.DB), len(d.IRQ), len(d.Extra))
 	}
-	done := make(chan error, 1)
-	go func() {
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			done <- err
-			return
-		}
-		done <- d.Setup(c, 5)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	p, err := Dial(ctx, sock, vectors)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	p := connect(t, vectors, func(c *net.UnixConn) error { return d.Setup(c, 5) })
 	d.SHM[9] = 7
 	if p.ID != 5 || p.SHM[9] != 7 {
 		t.Fatalf("peer %d sees %d", p.ID, p.SHM[9])
