@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/ctlsock"
+	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/unixsock"
@@ -342,10 +343,7 @@ func (v *VNIC) accept(ctx context.Context) {
 		busy := v.sess != nil
 		id := v.nextID
 		if !busy {
-			v.nextID++
-			if v.nextID > 0xffff {
-				v.nextID = 1
-			}
+			v.nextID = ivshmem.NextPeerID(v.nextID)
 		}
 		v.mu.Unlock()
 		if busy || ctx.Err() != nil {
@@ -386,12 +384,7 @@ func (v *VNIC) accept(ctx context.Context) {
 // session.
 func (v *VNIC) watch(s *session) {
 	defer v.wg.Done()
-	var b [64]byte
-	for {
-		if _, err := s.conn.Read(b[:]); err != nil {
-			break
-		}
-	}
+	ivshmem.WaitHangup(s.conn)
 	v.endSession(s)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/guestmem"
+	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
@@ -323,7 +324,7 @@ func (g *GPU) accept() {
 		busy := g.sess != nil || g.closing
 		id := g.nextID
 		if !busy {
-			g.nextID = g.nextID%0xffff + 1
+			g.nextID = ivshmem.NextPeerID(g.nextID)
 		}
 		g.mu.Unlock()
 		if busy {
@@ -358,12 +359,7 @@ func (g *GPU) accept() {
 // is one-way: a read returns only at EOF).
 func (g *GPU) watch(s *session) {
 	defer g.wg.Done()
-	var b [64]byte
-	for {
-		if _, err := s.conn.Read(b[:]); err != nil {
-			break
-		}
-	}
+	ivshmem.WaitHangup(s.conn)
 	g.endSession(s)
 }
 

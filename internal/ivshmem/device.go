@@ -117,3 +117,18 @@ func (d *Device) Close() {
 		d.SHM = nil
 	}
 }
+
+// NextPeerID is the peer ID after id: IVPosition is 16 bits, and 0 is
+// the backend's (BackendPeerID), so guests get 1..0xffff in turn.
+func NextPeerID(id int) int { return id%0xffff + 1 }
+
+// WaitHangup returns when the guest's connection closes (QEMU exited):
+// the server channel is one-way, so a read returns only at EOF.
+func WaitHangup(c *net.UnixConn) {
+	var b [64]byte
+	for {
+		if _, err := c.Read(b[:]); err != nil {
+			return
+		}
+	}
+}

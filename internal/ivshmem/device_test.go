@@ -50,3 +50,11 @@ func TestDevice(t *testing.T) {
 		t.Error("Wait went on after Stop")
 	}
 }
+
+func TestNextPeerID(t *testing.T) {
+	for id, want := range map[int]int{1: 2, 0x7fff: 0x8000, 0xfffe: 0xffff, 0xffff: 1} {
+		if got := NextPeerID(id); got != want {
+			t.Errorf("NextPeerID(%#x) = %#x, want %#x", id, got, want)
+		}
+	}
+}
