@@ -41,12 +41,18 @@ func TestCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// readDev copies n bytes of device memory at d into fresh host memory
+	// and returns them.
+	readDev := func(t *testing.T, d, n uint64) []byte {
+		t.Helper()
+		h := must[uint64](t)(g.Alloc(n, 64))
+		cp(t, gpu.OpCopyD2H, h, d, n, 0)
+		return g.Mem(h, n)
+	}
 
 	t.Run("h2d d2h", func(t *testing.T) {
 		cp(t, gpu.OpCopyH2D, dev, host, n, 0)
-		back := must[uint64](t)(g.Alloc(n, 64))
-		cp(t, gpu.OpCopyD2H, back, dev, n, 0)
-		if !bytes.Equal(g.Mem(back, n), src) {
+		if !bytes.Equal(readDev(t, dev, n), src) {
 			t.Error("D2H(H2D(x)) != x")
 		}
 	})
@@ -66,9 +72,7 @@ func TestCopies(t *testing.T) {
 		}
 		list := putSGL(t, r, sgl)
 		cp(t, gpu.OpCopyH2D, dev2, list, n, 3)
-		flat := must[uint64](t)(g.Alloc(n, 64))
-		cp(t, gpu.OpCopyD2H, flat, dev2, n, 0)
-		if !bytes.Equal(g.Mem(flat, n), src) {
+		if !bytes.Equal(readDev(t, dev2, n), src) {
 			t.Error("H2D with a scatter list")
 		}
 		// D2H into a scatter list of two pieces.
@@ -89,9 +93,7 @@ func TestCopies(t *testing.T) {
 		copy(want[10:110], append([]byte(nil), want[20:120]...))
 		// And across allocations.
 		cp(t, gpu.OpCopyD2D, dev2, dev, n, 0)
-		out := must[uint64](t)(g.Alloc(n, 64))
-		cp(t, gpu.OpCopyD2H, out, dev2, n, 0)
-		if !bytes.Equal(g.Mem(out, n), want) {
+		if !bytes.Equal(readDev(t, dev2, n), want) {
 			t.Error("D2D is not memmove")
 		}
 	})
