@@ -1,6 +1,7 @@
 package ivshmem
 
 import (
+	"context"
 	"net"
 	"testing"
 	"time"
@@ -56,5 +57,25 @@ func TestNextPeerID(t *testing.T) {
 		if got := NextPeerID(id); got != want {
 			t.Errorf("NextPeerID(%#x) = %#x, want %#x", id, got, want)
 		}
+	}
+}
+
+// TestDialDevice: a BAR2 smaller than the device header is an error,
+// one that holds it is not.
+func TestDialDevice(t *testing.T) {
+	for _, tc := range []struct {
+		hdr int
+		ok  bool
+	}{{4096, true}, {4097, false}} {
+		d, err := NewDevice("test", 4096, 2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := connectWith(t, func(ctx context.Context, sock string) (*Peer, error) { return DialDevice(ctx, sock, 2, tc.hdr) },
+			func(c *net.UnixConn) error { return d.Setup(c, 1) })
+		if ok := err == nil; ok != tc.ok || (ok && len(p.SHM) != 4096) {
+			t.Errorf("header of %d bytes in a 4096-byte BAR2: err %v", tc.hdr, err)
+		}
+		d.Close()
 	}
 }

@@ -161,6 +161,20 @@ func Dial(ctx context.Context, socket string, vectors int) (*Peer, error) {
 	return p, nil
 }
 
+// DialDevice is Dial for a simulated guest of a device whose BAR2 starts
+// with a device header of hdrSize bytes: a smaller BAR2 is an error.
+func DialDevice(ctx context.Context, socket string, vectors, hdrSize int) (*Peer, error) {
+	p, err := Dial(ctx, socket, vectors)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.SHM) < hdrSize {
+		p.Close()
+		return nil, fmt.Errorf("ivshmem: BAR2 of %d bytes, less than the %d-byte device header", len(p.SHM), hdrSize)
+	}
+	return p, nil
+}
+
 func (p *Peer) recv() (int64, int, error) {
 	var b [8]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))

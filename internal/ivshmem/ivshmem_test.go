@@ -13,6 +13,16 @@ import (
 // the peer once both ends are done; the peer closes when the test ends.
 func connect(t *testing.T, vectors int, setup func(*net.UnixConn) error) *Peer {
 	t.Helper()
+	p, err := connectWith(t, func(ctx context.Context, sock string) (*Peer, error) { return Dial(ctx, sock, vectors) }, setup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// connectWith is connect with the dial given; it returns dial's error.
+func connectWith(t *testing.T, dial func(context.Context, string) (*Peer, error), setup func(*net.UnixConn) error) (*Peer, error) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ivs")
 	if err != nil {
 		t.Fatal(err)
@@ -35,15 +45,16 @@ func connect(t *testing.T, vectors int, setup func(*net.UnixConn) error) *Peer {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p, err := Dial(ctx, sock, vectors)
+	p, err := dial(ctx, sock)
 	if err != nil {
-		t.Fatal(err)
+		<-done
+		return nil, err
 	}
 	t.Cleanup(func() { p.Close() })
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p, nil
 }
 
 // TestSetupDial: what Setup sends, Dial receives as QEMU would: the peer
