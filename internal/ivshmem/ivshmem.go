@@ -1,7 +1,9 @@
 // Package ivshmem speaks QEMU's ivshmem server protocol (docs/device.md,
 // device-facts §1.5) from both ends: the server side a device backend
-// uses to hand a guest its shared memory and eventfds, and the client
-// side (Dial) with which a guest simulator plays QEMU's ivshmem-doorbell.
+// uses to hand a guest its shared memory and eventfds (Device: BAR2, the
+// eventfds each way and the epoll set the backend waits on), and the
+// client side (Dial, DialDevice) with which a guest simulator plays
+// QEMU's ivshmem-doorbell.
 // The NIC (internal/device) and the GPU (internal/gpu) backends share it.
 //
 // ivshmem imports only the standard library and golang.org/x/sys/unix.
