@@ -7,6 +7,7 @@ package clitest
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,14 +83,27 @@ func Serve(t *testing.T, cmd *cobra.Command, args ...string) (stop func() error)
 }
 
 // Output runs the command newCmd builds from a fresh Factory with args,
-// and returns what it wrote to Out. An error fails the test.
+// and returns what it wrote to Out (or, for --help, cobra's output). An
+// error fails the test.
 func Output(t *testing.T, newCmd func(*cmdutil.Factory) *cobra.Command, args ...string) string {
 	t.Helper()
 	ios, _, out, _ := cmdutil.Test()
 	c := newCmd(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
 	c.SetArgs(args)
+	c.SetOut(out) // help and usage, which cobra writes
 	if err := c.Execute(); err != nil {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// Contains fails the test for each of want that text, named what in the
+// message, lacks.
+func Contains(t *testing.T, what, text string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, text)
+		}
+	}
 }

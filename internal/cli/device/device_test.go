@@ -49,21 +49,10 @@ func TestParseVNIC(t *testing.T) {
 
 func TestHelpDocumentsFlags(t *testing.T) {
 	isolate(t)
-	ios, _, out, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
-	cmd := clidevice.NewCmdDevice(f)
-	cmd.SetArgs([]string{"serve", "--help"})
-	cmd.SetOut(out)
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
+	clitest.Contains(t, "help", clitest.Output(t, clidevice.NewCmdDevice, "serve", "--help"),
+		"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
 		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name=", "mem-budget=", "--mem-budget",
-		"trust-pause="} {
-		if !strings.Contains(out.String(), k) {
-			t.Errorf("help lacks %s", k)
-		}
-	}
+		"trust-pause=")
 }
 
 // TestMemBudgetSetting: a vNIC's budget is its mem-budget=, else
@@ -133,10 +122,7 @@ func TestServeAndStatus(t *testing.T) {
 	}
 
 	run := func() string { return clitest.Output(t, clidevice.NewCmdDevice, "status", "--control", ctl) }
-	table := run()
-	if !strings.Contains(table, "vm-a") || !strings.Contains(table, "live") || !strings.Contains(table, "peer 1") {
-		t.Errorf("table:\n%s", table)
-	}
+	clitest.Contains(t, "table", run(), "vm-a", "live", "peer 1")
 	var st device.Status
 	// --output lives on the root command; the environment reaches the
 	// same setting.

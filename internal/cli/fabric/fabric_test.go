@@ -72,12 +72,7 @@ func TestServeAndStatus(t *testing.T) {
 			}
 			continue
 		}
-		text := out.String()
-		for _, want := range []string{"Switch sw0", "PORT", "host1/hicain0", "up", "FDB (0 entries)"} {
-			if !strings.Contains(text, want) {
-				t.Errorf("table lacks %q:\n%s", want, text)
-			}
-		}
+		clitest.Contains(t, "table", out.String(), "Switch sw0", "PORT", "host1/hicain0", "up", "FDB (0 entries)")
 	}
 
 	if err := stop(); err != nil {
