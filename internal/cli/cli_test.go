@@ -11,19 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/PacketFive/hinic/internal/cli/clitest"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 )
 
 // isolate keeps the developer's environment and config files out of a
 // test.
-func isolate(t *testing.T) {
-	t.Helper()
-	t.Chdir(t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_NO_COLOR", "HINIC_VERBOSE", "NO_COLOR"} {
-		t.Setenv(k, "")
-	}
-}
+func isolate(t *testing.T) { clitest.Isolate(t, "HINIC_NO_COLOR", "HINIC_VERBOSE", "NO_COLOR") }
 
 func TestRunExitCodes(t *testing.T) {
 	tests := []struct {

@@ -6,13 +6,6 @@ import "github.com/PacketFive/hinic/internal/ivshmem"
 // whose doorbell vectors the guest rings, device-facts §1.6).
 const BackendPeerID = ivshmem.BackendPeerID
 
-// The ivshmem server protocol and the eventfd and memfd helpers live in
-// internal/ivshmem, shared with the GPU backend.
-var (
-	ivshmemSetup    = ivshmem.Setup
-	newEventfds     = ivshmem.NewEventfds
-	closeFDs        = ivshmem.CloseFDs
-	signalEventfd   = ivshmem.Signal
-	drainEventfd    = ivshmem.Drain
-	newSharedMemory = ivshmem.NewSharedMemory
-)
+// The ivshmem server protocol, the device side of a guest's
+// ivshmem-doorbell function (ivshmem.Device) and the eventfd helpers
+// live in internal/ivshmem, shared with the GPU backend.

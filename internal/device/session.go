@@ -1,7 +1,6 @@
 package device
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,8 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
@@ -31,13 +29,9 @@ type session struct {
 	v      *VNIC
 	conn   *net.UnixConn
 	peerID int
-	shmFD  int
-	shm    []byte
+	bar    *ivshmem.Device // BAR2 and the eventfds
+	shm    []byte          // bar.SHM until release, which clears it under l2mu
 	hdr    *DevHdr
-	dbFDs  []int // backend reads: guest doorbells
-	irqFDs []int // backend writes: guest MSI-X vectors
-	stopFD int
-	epfd   int
 	dev    *rdma.Device                // worker-owned (under work)
 	rxDev  atomic.Pointer[rdma.Device] // what the fabric rx goroutine delivers to
 	// portCtr are the port counters of rxDev (QUERY_COUNTERS).
@@ -249,7 +243,7 @@ type gxrcd struct {
 }
 
 func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
-	s := &session{v: v, conn: c, peerID: id, shmFD: -1, stopFD: -1, epfd: -1,
+	s := &session{v: v, conn: c, peerID: id,
 		retry: make(chan struct{}, 1), done: make(chan struct{}),
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		mws: map[uint32]*rdma.MW{},
@@ -265,35 +259,18 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 		}
 	}()
 	var err error
-	if s.shmFD, s.shm, err = newSharedMemory("hicain-bar2", int(v.cfg.ShmSize)); err != nil {
+	if s.bar, err = ivshmem.NewDevice("hicain-bar2", int(v.cfg.ShmSize), v.cfg.Vectors, 0); err != nil {
 		return nil, err
 	}
+	s.shm = s.bar.SHM
 	s.hdr = (*DevHdr)(unsafe.Pointer(&s.shm[0]))
-	if s.dbFDs, err = newEventfds(v.cfg.Vectors); err != nil {
-		return nil, err
-	}
-	if s.irqFDs, err = newEventfds(v.cfg.Vectors); err != nil {
-		return nil, err
-	}
-	if s.stopFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return nil, err
-	}
-	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return nil, err
-	}
-	for i, fd := range append(append([]int(nil), s.dbFDs...), s.stopFD) {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
-		if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			return nil, fmt.Errorf("epoll: %w", err)
-		}
-	}
 	if err := s.newDevice(v.cfg.MAC, v.cfg.IPv4, v.cfg.MTU); err != nil {
 		return nil, err
 	}
 	s.initHeader(0)
 	// The header is complete before QEMU gets the fd: the guest may read
 	// it as soon as it maps BAR2.
-	if err := ivshmemSetup(c, id, s.shmFD, s.dbFDs, s.irqFDs); err != nil {
+	if err := s.bar.Setup(c, id); err != nil {
 		return nil, fmt.Errorf("ivshmem setup: %w", err)
 	}
 	ok = true
@@ -381,7 +358,7 @@ func (s *session) start() {
 // close stops the goroutines, the engine and releases everything.
 func (s *session) close() {
 	close(s.done)
-	signalEventfd(s.stopFD)
+	ivshmem.Signal(s.bar.Stop)
 	s.wg.Wait()
 	s.release()
 }
@@ -390,23 +367,12 @@ func (s *session) release() {
 	if s.dev != nil {
 		s.dev.Close()
 	}
-	if s.epfd >= 0 {
-		unix.Close(s.epfd)
-	}
-	closeFDs(s.dbFDs)
-	closeFDs(s.irqFDs)
-	if s.stopFD >= 0 {
-		unix.Close(s.stopFD)
-	}
 	s.l2mu.Lock()
-	if s.shm != nil {
-		unix.Munmap(s.shm)
-		s.shm, s.hdr = nil, nil
+	s.shm, s.hdr = nil, nil
+	if s.bar != nil {
+		s.bar.Close()
 	}
 	s.l2mu.Unlock()
-	if s.shmFD >= 0 {
-		unix.Close(s.shmFD)
-	}
 	s.conn.Close()
 }
 
@@ -416,22 +382,16 @@ func (s *session) release() {
 // goroutine on the way.
 func (s *session) epollLoop() {
 	defer s.wg.Done()
-	events := make([]unix.EpollEvent, len(s.dbFDs)+1)
+	events := s.bar.Events()
 	for {
-		n, err := unix.EpollWait(s.epfd, events, -1)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
+		n, ok := s.bar.Wait(events)
+		if !ok {
 			return
 		}
 		var rung uint32 // doorbell vectors rung, bit per vector
 		for _, ev := range events[:n] {
 			i := int(ev.Fd)
-			if i == len(s.dbFDs) {
-				return
-			}
-			if drainEventfd(s.dbFDs[i]) {
+			if ivshmem.Drain(s.bar.DB[i]) {
 				s.v.stats.doorbells.Add(1)
 				atomic.AddUint64(&s.hdr.Doorbells, 1)
 				rung |= 1 << min(i, 31)
@@ -517,7 +477,7 @@ func (s *session) live() bool {
 // raise signals MSI-X vector vec, but only once the driver said MSI-X
 // is on: QEMU drops earlier interrupts (device-facts §1.6).
 func (s *session) raise(vec int) {
-	if vec < 0 || vec >= len(s.irqFDs) {
+	if vec < 0 || vec >= len(s.bar.IRQ) {
 		return
 	}
 	if atomic.LoadUint32(&s.hdr.DriverStatus)&DrvMSIXOn == 0 {
@@ -525,7 +485,7 @@ func (s *session) raise(vec int) {
 	}
 	s.v.stats.interrupts.Add(1)
 	atomic.AddUint64(&s.hdr.Interrupts, 1)
-	signalEventfd(s.irqFDs[vec])
+	ivshmem.Signal(s.bar.IRQ[vec])
 }
 
 // postEvent writes an event queue entry and interrupts the guest. When

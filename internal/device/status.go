@@ -2,14 +2,11 @@ package device
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net"
 	"sort"
-	"sync/atomic"
 
+	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/rdma"
-	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
 // Status is what `hinic device status` shows: every vNIC of a backend.
@@ -115,7 +112,7 @@ func (v *VNIC) Status() VNICStatus {
 	c := v.cfg
 	st := VNICStatus{Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, RAMSize: c.RAMSize,
 		Machine: string(c.Machine), FabricPort: c.FabricPort, MAC: net.HardwareAddr(c.MAC[:]).String(),
-		LinkUp: v.linkUp(), State: "waiting", QPs: []QPStatus{}}
+		LinkUp: v.linkUp(), State: ctlsock.StateWaiting, QPs: []QPStatus{}}
 	x := &v.stats
 	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
 		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
@@ -130,16 +127,7 @@ func (v *VNIC) Status() VNICStatus {
 		return st
 	}
 	st.Guest, st.PeerID = true, s.peerID
-	ds := atomic.LoadUint32(&s.hdr.DevStatus)
-	switch {
-	case ds&DevFatal != 0:
-		st.State = "fatal"
-		st.FatalCode = atomic.LoadUint32(&s.hdr.FatalCode)
-	case ds&DevLive != 0:
-		st.State = "live"
-	default:
-		st.State = "ready"
-	}
+	st.State, st.FatalCode = ctlsock.GuestState(&s.hdr.DevStatus, &s.hdr.FatalCode, DevLive, DevFatal)
 	s.statMu.Lock()
 	st.Objects = s.snap.objects
 	st.QPs = append(st.QPs, s.snap.qps...)
@@ -157,42 +145,9 @@ func (s *Server) Status() Status {
 	return st
 }
 
-// listenControl serves the status on a UNIX stream socket: each
-// connection gets one JSON Status and is closed.
-func (s *Server) listenControl(ctx context.Context, path string) error {
-	ln, err := unixsock.Listen("unix", path, 0o660)
-	if err != nil {
-		return fmt.Errorf("device: control socket: %w", err)
-	}
-	s.control = ln
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = json.NewEncoder(c).Encode(s.Status())
-			c.Close()
-		}
-	}()
-	return nil
-}
-
 // QueryStatus reads a backend's status from its control socket.
 func QueryStatus(ctx context.Context, path string) (Status, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return Status{}, fmt.Errorf("device: control socket %s: %w (is `hinic device serve` running?)", path, err)
-	}
-	defer c.Close()
-	var st Status
-	if err := json.NewDecoder(c).Decode(&st); err != nil {
-		return Status{}, fmt.Errorf("device: status from %s: %w", path, err)
-	}
-	return st, nil
+	return ctlsock.Query[Status](ctx, path, "device", "hinic device serve")
 }
 
 // AdminCmds returns the admin commands the vNIC executed.

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/ctlsock"
+	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/unixsock"
@@ -212,7 +214,7 @@ type Config struct {
 type Server struct {
 	vnics   []*VNIC
 	log     *slog.Logger
-	control net.Listener
+	control *ctlsock.Server
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -240,10 +242,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.vnics = append(s.vnics, v)
 	}
 	if cfg.Control != "" {
-		if err := s.listenControl(runCtx, cfg.Control); err != nil {
+		ctl, err := ctlsock.Listen(cfg.Control, "device", s.Status)
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
+		s.control = ctl
 	}
 	return s, nil
 }
@@ -339,10 +343,7 @@ func (v *VNIC) accept(ctx context.Context) {
 		busy := v.sess != nil
 		id := v.nextID
 		if !busy {
-			v.nextID++
-			if v.nextID > 0xffff {
-				v.nextID = 1
-			}
+			v.nextID = ivshmem.NextPeerID(v.nextID)
 		}
 		v.mu.Unlock()
 		if busy || ctx.Err() != nil {
@@ -383,12 +384,7 @@ func (v *VNIC) accept(ctx context.Context) {
 // session.
 func (v *VNIC) watch(s *session) {
 	defer v.wg.Done()
-	var b [64]byte
-	for {
-		if _, err := s.conn.Read(b[:]); err != nil {
-			break
-		}
-	}
+	ivshmem.WaitHangup(s.conn)
 	v.endSession(s)
 }
 

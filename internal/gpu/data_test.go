@@ -35,16 +35,24 @@ func TestCopies(t *testing.T) {
 	dev2 := must[uint64](t)(g.MemAlloc(ctx, c, n, 0))
 	host := must[uint64](t)(g.Alloc(n, 4096))
 	copy(g.Mem(host, n), src)
+	cp := func(t *testing.T, op uint16, dst, src, n uint64, sg uint32) {
+		t.Helper()
+		if err := g.Copy(ctx, op, c, dst, src, n, sg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readDev copies n bytes of device memory at d into fresh host memory
+	// and returns them.
+	readDev := func(t *testing.T, d, n uint64) []byte {
+		t.Helper()
+		h := must[uint64](t)(g.Alloc(n, 64))
+		cp(t, gpu.OpCopyD2H, h, d, n, 0)
+		return g.Mem(h, n)
+	}
 
 	t.Run("h2d d2h", func(t *testing.T) {
-		if err := g.Copy(ctx, gpu.OpCopyH2D, c, dev, host, n, 0); err != nil {
-			t.Fatal(err)
-		}
-		back := must[uint64](t)(g.Alloc(n, 64))
-		if err := g.Copy(ctx, gpu.OpCopyD2H, c, back, dev, n, 0); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(g.Mem(back, n), src) {
+		cp(t, gpu.OpCopyH2D, dev, host, n, 0)
+		if !bytes.Equal(readDev(t, dev, n), src) {
 			t.Error("D2H(H2D(x)) != x")
 		}
 	})
@@ -63,49 +71,29 @@ func TestCopies(t *testing.T) {
 			off += lens[i]
 		}
 		list := putSGL(t, r, sgl)
-		if err := g.Copy(ctx, gpu.OpCopyH2D, c, dev2, list, n, 3); err != nil {
-			t.Fatal(err)
-		}
-		flat := must[uint64](t)(g.Alloc(n, 64))
-		if err := g.Copy(ctx, gpu.OpCopyD2H, c, flat, dev2, n, 0); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(g.Mem(flat, n), src) {
+		cp(t, gpu.OpCopyH2D, dev2, list, n, 3)
+		if !bytes.Equal(readDev(t, dev2, n), src) {
 			t.Error("H2D with a scatter list")
 		}
 		// D2H into a scatter list of two pieces.
 		q0, q1 := must[uint64](t)(g.Alloc(1000, 8)), must[uint64](t)(g.Alloc(n-1000, 8))
 		list = putSGL(t, r, []gpu.SGE{{GPA: q1, Len: n - 1000}, {GPA: q0, Len: 1000}})
-		if err := g.Copy(ctx, gpu.OpCopyD2H, c, list, dev2, n, 2); err != nil {
-			t.Fatal(err)
-		}
+		cp(t, gpu.OpCopyD2H, list, dev2, n, 2)
 		if !bytes.Equal(g.Mem(q1, n-1000), src[:n-1000]) || !bytes.Equal(g.Mem(q0, 1000), src[n-1000:]) {
 			t.Error("D2H into a scatter list")
 		}
 	})
 	t.Run("d2d overlapping", func(t *testing.T) {
-		if err := g.Copy(ctx, gpu.OpCopyH2D, c, dev, host, n, 0); err != nil {
-			t.Fatal(err)
-		}
+		cp(t, gpu.OpCopyH2D, dev, host, n, 0)
 		// memmove forward and backward within one allocation.
-		if err := g.Copy(ctx, gpu.OpCopyD2D, c, dev+1000, dev, 5000, 0); err != nil {
-			t.Fatal(err)
-		}
+		cp(t, gpu.OpCopyD2D, dev+1000, dev, 5000, 0)
 		want := append([]byte(nil), src...)
 		copy(want[1000:6000], src[0:5000])
-		if err := g.Copy(ctx, gpu.OpCopyD2D, c, dev+10, dev+20, 100, 0); err != nil {
-			t.Fatal(err)
-		}
+		cp(t, gpu.OpCopyD2D, dev+10, dev+20, 100, 0)
 		copy(want[10:110], append([]byte(nil), want[20:120]...))
 		// And across allocations.
-		if err := g.Copy(ctx, gpu.OpCopyD2D, c, dev2, dev, n, 0); err != nil {
-			t.Fatal(err)
-		}
-		out := must[uint64](t)(g.Alloc(n, 64))
-		if err := g.Copy(ctx, gpu.OpCopyD2H, c, out, dev2, n, 0); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(g.Mem(out, n), want) {
+		cp(t, gpu.OpCopyD2D, dev2, dev, n, 0)
+		if !bytes.Equal(readDev(t, dev2, n), want) {
 			t.Error("D2D is not memmove")
 		}
 	})
@@ -114,12 +102,8 @@ func TestCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := must[uint64](t)(g.Alloc(2000, 64))
-		if err := g.Copy(ctx, gpu.OpCopyD2H, c, out, dev2, 2000, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Copy(ctx, gpu.OpCopyD2H, c, out, dev, 2000, 0); err != nil {
-			t.Fatal(err)
-		}
+		cp(t, gpu.OpCopyD2H, out, dev2, 2000, 0)
+		cp(t, gpu.OpCopyD2H, out, dev, 2000, 0)
 		b := g.Mem(out, 2000)
 		if b[6] == 0xa5 || b[1008] == 0xa5 || bytes.Count(b[7:1008], []byte{0xa5}) != 1001 {
 			t.Error("memset range")

@@ -21,6 +21,7 @@ func TestLayering(t *testing.T) {
 		{pkg: "./gpusim", banned: []string{"device", "rdma", "fabric", "proto", "shmport", "cli"}},
 		{pkg: "../guestmem", only: []string{"guestmem"}},
 		{pkg: "../ivshmem", only: []string{"ivshmem"}},
+		{pkg: "../ctlsock", only: []string{"ctlsock", "unixsock"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", tc.pkg).Output()
 		if err != nil {

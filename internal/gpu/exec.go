@@ -350,6 +350,7 @@ func (s *session) copyCmd(c *gctx, cmd *Cmd) uint16 {
 	}
 	s.memMu.RLock()
 	defer s.memMu.RUnlock()
+	st := &s.g.stats
 	switch cmd.Opcode {
 	case OpCopyD2D:
 		if a.SGCount != 0 {
@@ -364,38 +365,48 @@ func (s *session) copyCmd(c *gctx, cmd *Cmd) uint16 {
 			return status(err)
 		}
 		copy(dst, src) // memmove
-		s.g.stats.bytesD2D.Add(a.Len)
-		atomic.AddUint64(&s.hdr.BytesD2D, a.Len)
+		addBytes(&st.bytesD2D, &s.hdr.BytesD2D, a.Len)
 	case OpCopyH2D:
-		dst, err := s.devRange(a.Dst, a.Len, c.id)
-		if err != nil {
-			return status(err)
+		if r := s.hostCopy(c, a.Dst, a.Src, a.Len, a.SGCount, true); r != StOK {
+			return r
 		}
-		segs, st := s.hostSegments(a.Src, a.Len, a.SGCount)
-		if st != StOK {
-			return st
-		}
-		for _, b := range segs {
-			dst = dst[copy(dst, b):]
-		}
-		s.g.stats.bytesH2D.Add(a.Len)
-		atomic.AddUint64(&s.hdr.BytesH2D, a.Len)
+		addBytes(&st.bytesH2D, &s.hdr.BytesH2D, a.Len)
 	case OpCopyD2H:
-		src, err := s.devRange(a.Src, a.Len, c.id)
-		if err != nil {
-			return status(err)
+		if r := s.hostCopy(c, a.Src, a.Dst, a.Len, a.SGCount, false); r != StOK {
+			return r
 		}
-		segs, st := s.hostSegments(a.Dst, a.Len, a.SGCount)
-		if st != StOK {
-			return st
-		}
-		for _, b := range segs {
-			src = src[copy(b, src):]
-		}
-		s.g.stats.bytesD2H.Add(a.Len)
-		atomic.AddUint64(&s.hdr.BytesD2H, a.Len)
+		addBytes(&st.bytesD2H, &s.hdr.BytesD2H, a.Len)
 	}
 	return StOK
+}
+
+// hostCopy copies n bytes between the device range at dev and the
+// guest's memory at host (a scatter list of sgCount entries when not 0):
+// to the device when toDev (H2D), else from it (D2H).
+func (s *session) hostCopy(c *gctx, dev, host, n uint64, sgCount uint32, toDev bool) uint16 {
+	d, err := s.devRange(dev, n, c.id)
+	if err != nil {
+		return status(err)
+	}
+	segs, st := s.hostSegments(host, n, sgCount)
+	if st != StOK {
+		return st
+	}
+	for _, b := range segs {
+		if toDev {
+			d = d[copy(d, b):]
+		} else {
+			d = d[copy(b, d):]
+		}
+	}
+	return StOK
+}
+
+// addBytes adds n (bytes moved, or kernels run) to the GPU's counter and
+// to the device header's, which the guest reads.
+func addBytes(ctr *atomic.Uint64, hdr *uint64, n uint64) {
+	ctr.Add(n)
+	atomic.AddUint64(hdr, n)
 }
 
 func (s *session) memset(c *gctx, cmd *Cmd) uint16 {
@@ -410,8 +421,7 @@ func (s *session) memset(c *gctx, cmd *Cmd) uint16 {
 		return status(err)
 	}
 	fillPattern(dst, []byte{a.Value})
-	s.g.stats.bytesD2D.Add(a.Len)
-	atomic.AddUint64(&s.hdr.BytesD2D, a.Len)
+	addBytes(&s.g.stats.bytesD2D, &s.hdr.BytesD2D, a.Len)
 	return StOK
 }
 
@@ -451,10 +461,8 @@ func (s *session) launch(c *gctx, cmd *Cmd) uint16 {
 		}
 		runReduce(bufs[0], bufs[1], bufs[2], a.DType, a.Op, a.Count)
 	}
-	s.g.stats.kernels.Add(1)
-	s.g.stats.bytesD2D.Add(n)
-	atomic.AddUint64(&s.hdr.Kernels, 1)
-	atomic.AddUint64(&s.hdr.BytesD2D, n)
+	addBytes(&s.g.stats.kernels, &s.hdr.Kernels, 1)
+	addBytes(&s.g.stats.bytesD2D, &s.hdr.BytesD2D, n)
 	return StOK
 }
 

@@ -13,7 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/guestmem"
+	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
@@ -137,7 +139,7 @@ type Server struct {
 	gpus    []*GPU
 	rams    map[string]*guestmem.RAM // by RAM path: a guest's GPUs share its RAM
 	log     *slog.Logger
-	control net.Listener
+	control *ctlsock.Server
 	wg      sync.WaitGroup
 	once    sync.Once
 	started time.Time
@@ -187,10 +189,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.gpus = append(s.gpus, g)
 	}
 	if cfg.Control != "" {
-		if err := s.listenControl(cfg.Control); err != nil {
+		ctl, err := ctlsock.Listen(cfg.Control, "gpu", s.Status)
+		if err != nil {
 			s.Close()
 			return nil, err
 		}
+		s.control = ctl
 	}
 	return s, nil
 }
@@ -320,7 +324,7 @@ func (g *GPU) accept() {
 		busy := g.sess != nil || g.closing
 		id := g.nextID
 		if !busy {
-			g.nextID = g.nextID%0xffff + 1
+			g.nextID = ivshmem.NextPeerID(g.nextID)
 		}
 		g.mu.Unlock()
 		if busy {
@@ -355,12 +359,7 @@ func (g *GPU) accept() {
 // is one-way: a read returns only at EOF).
 func (g *GPU) watch(s *session) {
 	defer g.wg.Done()
-	var b [64]byte
-	for {
-		if _, err := s.conn.Read(b[:]); err != nil {
-			break
-		}
-	}
+	ivshmem.WaitHangup(s.conn)
 	g.endSession(s)
 }
 

@@ -160,6 +160,17 @@ func (f format) inf(h uint16) float64 {
 
 // refF32 is the binary32 reference: the float64 sum rounded once to
 // binary32 is the correctly rounded binary32 sum (53 >= 2*24+2).
+// refInt is x OP y for the integer types: a sum wraps.
+func refInt[T int32 | int64](x, y T, op uint8) T {
+	switch op {
+	case gpu.RedMin:
+		return min(x, y)
+	case gpu.RedMax:
+		return max(x, y)
+	}
+	return x + y
+}
+
 func refF32(a, b uint32, op uint8) uint32 {
 	x, y := math.Float32frombits(a), math.Float32frombits(b)
 	if x != x || y != y {
@@ -309,13 +320,7 @@ func TestKernels(t *testing.T) {
 							x, y = math.MaxInt32, int32(i) // wraps
 						}
 						a, b = le.AppendUint32(a, uint32(x)), le.AppendUint32(b, uint32(y))
-						w := x + y
-						if op.op == gpu.RedMin {
-							w = min(x, y)
-						} else if op.op == gpu.RedMax {
-							w = max(x, y)
-						}
-						want = le.AppendUint32(want, uint32(w))
+						want = le.AppendUint32(want, uint32(refInt(x, y, op.op)))
 					}
 				case gpu.DTI64:
 					count = n
@@ -325,13 +330,7 @@ func TestKernels(t *testing.T) {
 							x, y = math.MinInt64, -int64(i)
 						}
 						a, b = le.AppendUint64(a, uint64(x)), le.AppendUint64(b, uint64(y))
-						w := x + y
-						if op.op == gpu.RedMin {
-							w = min(x, y)
-						} else if op.op == gpu.RedMax {
-							w = max(x, y)
-						}
-						want = le.AppendUint64(want, uint64(w))
+						want = le.AppendUint64(want, uint64(refInt(x, y, op.op)))
 					}
 				}
 				upload(bufs[1], a)

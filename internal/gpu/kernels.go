@@ -194,6 +194,19 @@ func fillPattern(dst, p []byte) {
 	}
 }
 
+// pick is the result of a min or max from minMax32's answer m: nan when
+// it is -1, x when 0, else y.
+func pick[T uint16 | uint32](m int, nan, x, y T) T {
+	switch m {
+	case -1:
+		return nan
+	case 0:
+		return x
+	default:
+		return y
+	}
+}
+
 // runReduce computes dst[i] = a[i] OP b[i] for count elements of dt.
 // dst may be a or b (each element is read before it is written).
 func runReduce(dst, a, b []byte, dt, op uint8, count uint64) {
@@ -206,14 +219,7 @@ func runReduce(dst, a, b []byte, dt, op uint8, count uint64) {
 			if op == RedSum {
 				r = canonF32(x + y)
 			} else {
-				switch minMax32(x, y, op == RedMax) {
-				case -1:
-					r = nanF32
-				case 0:
-					r = math.Float32bits(x)
-				default:
-					r = math.Float32bits(y)
-				}
+				r = pick(minMax32(x, y, op == RedMax), nanF32, math.Float32bits(x), math.Float32bits(y))
 			}
 			le.PutUint32(dst[4*i:], r)
 		}
@@ -229,14 +235,7 @@ func runReduce(dst, a, b []byte, dt, op uint8, count uint64) {
 			if op == RedSum {
 				r = narrow(x + y)
 			} else {
-				switch minMax32(x, y, op == RedMax) {
-				case -1:
-					r = nan
-				case 0:
-					r = hx
-				default:
-					r = hy
-				}
+				r = pick(minMax32(x, y, op == RedMax), nan, hx, hy)
 			}
 			le.PutUint16(dst[2*i:], r)
 		}

@@ -1,15 +1,12 @@
 package gpu
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/PacketFive/hinic/internal/ivshmem"
 )
@@ -42,14 +39,9 @@ type session struct {
 	g      *GPU
 	conn   *net.UnixConn
 	peerID int
-	shmFD  int
-	shm    []byte
+	bar    *ivshmem.Device // BAR2 and the eventfds; Extra[0] is the kick
 	hdr    *DevHdr
-	dbFDs  []int // backend reads: guest doorbells
-	irqFDs []int // backend writes: guest MSI-X vectors
-	stopFD int
 	kickFD int // stream goroutines wake the epoll goroutine (room in flight)
-	epfd   int
 	wg     sync.WaitGroup
 
 	// epoll goroutine.
@@ -87,7 +79,7 @@ type limits struct {
 
 func newSession(g *GPU, c *net.UnixConn, id int) (*session, error) {
 	cfg := g.cfg
-	s := &session{g: g, conn: c, peerID: id, shmFD: -1, stopFD: -1, kickFD: -1, epfd: -1,
+	s := &session{g: g, conn: c, peerID: id,
 		ctxs: map[uint16]*gctx{}, nextCtx: 1,
 		heap: newHeap(VABase(cfg.ID), cfg.MemSize, AllocAlgn),
 		lim: limits{memBudget: cfg.MemBudget, ctxMem: cfg.CtxMemBudget, maxCtx: cfg.MaxContexts,
@@ -101,34 +93,14 @@ func newSession(g *GPU, c *net.UnixConn, id int) (*session, error) {
 		}
 	}()
 	var err error
-	if s.shmFD, s.shm, err = ivshmem.NewSharedMemory("higpu-bar2", BAR2Size); err != nil {
+	if s.bar, err = ivshmem.NewDevice("higpu-bar2", BAR2Size, cfg.Vectors, 1); err != nil {
 		return nil, err
 	}
-	s.hdr = (*DevHdr)(unsafe.Pointer(&s.shm[0]))
-	if s.dbFDs, err = ivshmem.NewEventfds(cfg.Vectors); err != nil {
-		return nil, err
-	}
-	if s.irqFDs, err = ivshmem.NewEventfds(cfg.Vectors); err != nil {
-		return nil, err
-	}
-	if s.stopFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return nil, err
-	}
-	if s.kickFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return nil, err
-	}
-	if s.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
-		return nil, err
-	}
-	for i, fd := range append(append([]int(nil), s.dbFDs...), s.stopFD, s.kickFD) {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
-		if err := unix.EpollCtl(s.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			return nil, fmt.Errorf("epoll: %w", err)
-		}
-	}
+	s.hdr = (*DevHdr)(unsafe.Pointer(&s.bar.SHM[0]))
+	s.kickFD = s.bar.Extra[0]
 	s.initHeader(0)
 	// The header is complete before QEMU gets the fd.
-	if err := ivshmem.Setup(c, id, s.shmFD, s.dbFDs, s.irqFDs); err != nil {
+	if err := s.bar.Setup(c, id); err != nil {
 		return nil, fmt.Errorf("ivshmem setup: %w", err)
 	}
 	ok = true
@@ -172,26 +144,16 @@ func (s *session) start() {
 // close stops the goroutines and releases everything: as a reset, with
 // nobody to tell.
 func (s *session) close() {
-	ivshmem.Signal(s.stopFD)
+	ivshmem.Signal(s.bar.Stop)
 	s.wg.Wait()
 	s.dropAll()
 	s.release()
 }
 
 func (s *session) release() {
-	for _, fd := range []int{s.epfd, s.stopFD, s.kickFD} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
-	ivshmem.CloseFDs(s.dbFDs)
-	ivshmem.CloseFDs(s.irqFDs)
-	if s.shm != nil {
-		unix.Munmap(s.shm)
-		s.shm, s.hdr = nil, nil
-	}
-	if s.shmFD >= 0 {
-		unix.Close(s.shmFD)
+	if s.bar != nil {
+		s.hdr = nil
+		s.bar.Close()
 	}
 	s.conn.Close()
 }
@@ -199,25 +161,21 @@ func (s *session) release() {
 // epollLoop waits for doorbells and kicks and runs them.
 func (s *session) epollLoop() {
 	defer s.wg.Done()
-	events := make([]unix.EpollEvent, len(s.dbFDs)+2)
+	events := s.bar.Events()
+	kick := len(s.bar.DB) + 1
 	for {
-		n, err := unix.EpollWait(s.epfd, events, -1)
-		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
+		n, ok := s.bar.Wait(events)
+		if !ok {
 			return
 		}
 		var ctrl, cmd bool
 		for _, ev := range events[:n] {
 			i := int(ev.Fd)
 			switch {
-			case i == len(s.dbFDs):
-				return
-			case i == len(s.dbFDs)+1:
+			case i == kick:
 				ivshmem.Drain(s.kickFD)
 				cmd = true
-			case ivshmem.Drain(s.dbFDs[i]):
+			case ivshmem.Drain(s.bar.DB[i]):
 				s.g.stats.doorbells.Add(1)
 				atomic.AddUint64(&s.hdr.Doorbells, 1)
 				switch i {
@@ -245,7 +203,7 @@ func (s *session) raise(vec int) {
 	}
 	s.g.stats.interrupts.Add(1)
 	atomic.AddUint64(&s.hdr.Interrupts, 1)
-	ivshmem.Signal(s.irqFDs[vec])
+	ivshmem.Signal(s.bar.IRQ[vec])
 }
 
 // setStatus sets and clears dev_status bits atomically.

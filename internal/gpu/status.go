@@ -2,13 +2,9 @@ package gpu
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net"
-	"sync/atomic"
 	"time"
 
-	"github.com/PacketFive/hinic/internal/unixsock"
+	"github.com/PacketFive/hinic/internal/ctlsock"
 )
 
 // Status is what `hinic gpu status` shows: every GPU of a backend.
@@ -64,7 +60,7 @@ func (g *GPU) Status(uptime time.Duration) GPUStatus {
 	c := g.cfg
 	x := &g.stats
 	st := GPUStatus{ID: c.ID, Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, MemPath: c.MemPath,
-		MemSize: c.MemSize, VABase: VABase(c.ID), State: "waiting"}
+		MemSize: c.MemSize, VABase: VABase(c.ID), State: ctlsock.StateWaiting}
 	st.Counters = GPUCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(), Doorbells: x.doorbells.Load(),
 		Interrupts: x.interrupts.Load(), Commands: x.commands.Load(), Errors: x.errors.Load(), Kernels: x.kernels.Load(),
 		BytesH2D: x.bytesH2D.Load(), BytesD2H: x.bytesD2H.Load(), BytesD2D: x.bytesD2D.Load(), BusyNS: x.busyNS.Load(),
@@ -79,15 +75,7 @@ func (g *GPU) Status(uptime time.Duration) GPUStatus {
 		return st
 	}
 	st.Guest, st.PeerID = true, s.peerID
-	ds := atomic.LoadUint32(&s.hdr.DevStatus)
-	switch {
-	case ds&DevFatal != 0:
-		st.State, st.FatalCode = "fatal", atomic.LoadUint32(&s.hdr.FatalCode)
-	case ds&DevLive != 0:
-		st.State = "live"
-	default:
-		st.State = "ready"
-	}
+	st.State, st.FatalCode = ctlsock.GuestState(&s.hdr.DevStatus, &s.hdr.FatalCode, DevLive, DevFatal)
 	s.memMu.RLock()
 	st.MemUsed, st.Allocs = s.heap.used, s.nalloc
 	s.memMu.RUnlock()
@@ -107,41 +95,7 @@ func (s *Server) Status() Status {
 	return st
 }
 
-// listenControl serves the status on a UNIX stream socket: each
-// connection gets one JSON Status and is closed.
-func (s *Server) listenControl(path string) error {
-	ln, err := unixsock.Listen("unix", path, 0o660)
-	if err != nil {
-		return fmt.Errorf("gpu: control socket: %w", err)
-	}
-	s.control = ln
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			_ = json.NewEncoder(c).Encode(s.Status())
-			c.Close()
-		}
-	}()
-	return nil
-}
-
 // QueryStatus reads a backend's status from its control socket.
 func QueryStatus(ctx context.Context, path string) (Status, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return Status{}, fmt.Errorf("gpu: control socket %s: %w (is `hinic gpu serve` running?)", path, err)
-	}
-	defer c.Close()
-	var st Status
-	if err := json.NewDecoder(c).Decode(&st); err != nil {
-		return Status{}, fmt.Errorf("gpu: status from %s: %w", path, err)
-	}
-	return st, nil
+	return ctlsock.Query[Status](ctx, path, "gpu", "hinic gpu serve")
 }

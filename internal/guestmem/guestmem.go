@@ -201,31 +201,22 @@ func (g *RAM) WriteAt(p []byte, addr uint64) error {
 	return nil
 }
 
-func (g *RAM) word64(addr uint64) (*uint64, error) {
-	if addr%8 != 0 {
+// word returns the aligned word of guest memory at addr, for atomics.
+func word[T uint32 | uint64](g *RAM, addr uint64) (*T, error) {
+	size := uint64(unsafe.Sizeof(T(0)))
+	if addr%size != 0 {
 		return nil, ErrUnaligned
 	}
-	b, err := g.Slice(addr, 8)
+	b, err := g.Slice(addr, size)
 	if err != nil {
 		return nil, err
 	}
-	return (*uint64)(unsafe.Pointer(&b[0])), nil
-}
-
-func (g *RAM) word32(addr uint64) (*uint32, error) {
-	if addr%4 != 0 {
-		return nil, ErrUnaligned
-	}
-	b, err := g.Slice(addr, 4)
-	if err != nil {
-		return nil, err
-	}
-	return (*uint32)(unsafe.Pointer(&b[0])), nil
+	return (*T)(unsafe.Pointer(&b[0])), nil
 }
 
 // CompareAndSwap64 is an 8-byte atomic compare-and-swap (rdma.Memory).
 func (g *RAM) CompareAndSwap64(addr, compare, swap uint64) (uint64, error) {
-	p, err := g.word64(addr)
+	p, err := word[uint64](g, addr)
 	if err != nil {
 		return 0, err
 	}
@@ -242,7 +233,7 @@ func (g *RAM) CompareAndSwap64(addr, compare, swap uint64) (uint64, error) {
 
 // FetchAndAdd64 is an 8-byte atomic fetch-and-add (rdma.Memory).
 func (g *RAM) FetchAndAdd64(addr, add uint64) (uint64, error) {
-	p, err := g.word64(addr)
+	p, err := word[uint64](g, addr)
 	if err != nil {
 		return 0, err
 	}
@@ -251,7 +242,7 @@ func (g *RAM) FetchAndAdd64(addr, add uint64) (uint64, error) {
 
 // Load32 reads a 32-bit index at addr with acquire semantics.
 func (g *RAM) Load32(addr uint64) (uint32, error) {
-	p, err := g.word32(addr)
+	p, err := word[uint32](g, addr)
 	if err != nil {
 		return 0, err
 	}
@@ -260,7 +251,7 @@ func (g *RAM) Load32(addr uint64) (uint32, error) {
 
 // Store32 writes a 32-bit index at addr with release semantics.
 func (g *RAM) Store32(addr uint64, v uint32) error {
-	p, err := g.word32(addr)
+	p, err := word[uint32](g, addr)
 	if err != nil {
 		return err
 	}
@@ -270,7 +261,7 @@ func (g *RAM) Store32(addr uint64, v uint32) error {
 
 // Swap32 atomically exchanges the 32-bit word at addr.
 func (g *RAM) Swap32(addr uint64, v uint32) (uint32, error) {
-	p, err := g.word32(addr)
+	p, err := word[uint32](g, addr)
 	if err != nil {
 		return 0, err
 	}

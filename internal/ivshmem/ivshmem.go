@@ -1,7 +1,9 @@
 // Package ivshmem speaks QEMU's ivshmem server protocol (docs/device.md,
 // device-facts §1.5) from both ends: the server side a device backend
-// uses to hand a guest its shared memory and eventfds, and the client
-// side (Dial) with which a guest simulator plays QEMU's ivshmem-doorbell.
+// uses to hand a guest its shared memory and eventfds (Device: BAR2, the
+// eventfds each way and the epoll set the backend waits on), and the
+// client side (Dial, DialDevice) with which a guest simulator plays
+// QEMU's ivshmem-doorbell.
 // The NIC (internal/device) and the GPU (internal/gpu) backends share it.
 //
 // ivshmem imports only the standard library and golang.org/x/sys/unix.
@@ -161,6 +163,20 @@ func Dial(ctx context.Context, socket string, vectors int) (*Peer, error) {
 	return p, nil
 }
 
+// DialDevice is Dial for a simulated guest of a device whose BAR2 starts
+// with a device header of hdrSize bytes: a smaller BAR2 is an error.
+func DialDevice(ctx context.Context, socket string, vectors, hdrSize int) (*Peer, error) {
+	p, err := Dial(ctx, socket, vectors)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.SHM) < hdrSize {
+		p.Close()
+		return nil, fmt.Errorf("ivshmem: BAR2 of %d bytes, less than the %d-byte device header", len(p.SHM), hdrSize)
+	}
+	return p, nil
+}
+
 func (p *Peer) recv() (int64, int, error) {
 	var b [8]byte
 	oob := make([]byte, unix.CmsgSpace(4*4))
@@ -198,6 +214,17 @@ func (p *Peer) recv() (int64, int, error) {
 	return int64(binary.LittleEndian.Uint64(b[:])), fd, nil
 }
 
+// keepEventfd appends fd, made non-blocking, to the first n eventfds of
+// a peer, and closes it past them.
+func keepEventfd(fds []int, fd, n int) []int {
+	if len(fds) >= n {
+		unix.Close(fd)
+		return fds
+	}
+	unix.SetNonblock(fd, true)
+	return append(fds, fd)
+}
+
 func (p *Peer) setup(n int) error {
 	v, fd, err := p.recv()
 	if err != nil {
@@ -228,19 +255,9 @@ func (p *Peer) setup(n int) error {
 		case fd < 0:
 			return fmt.Errorf("disconnect of peer %d during setup", m)
 		case m == id:
-			if len(p.IRQ) >= n {
-				unix.Close(fd)
-				continue
-			}
-			unix.SetNonblock(fd, true)
-			p.IRQ = append(p.IRQ, fd)
+			p.IRQ = keepEventfd(p.IRQ, fd, n)
 		case m == BackendPeerID:
-			if len(p.DB) >= n {
-				unix.Close(fd)
-				continue
-			}
-			unix.SetNonblock(fd, true)
-			p.DB = append(p.DB, fd)
+			p.DB = keepEventfd(p.DB, fd, n)
 		default:
 			unix.Close(fd)
 		}

@@ -37,5 +37,14 @@
 // flag variables, so that flag > HINIC_FABRIC_PORTS > hinic.yaml
 // (fabric: {ports: N}) > flag default holds for every setting.
 //
+// NewCmd writes that RunE for a command without arguments: the command
+// gives its texts, a load function that fills the options from the
+// settings, and its run function. NewGroup builds a noun with a
+// persistent flag its verbs share. The `serve` verbs of the backends run
+// under Serve (--pprof, stop on cancel) and parse their repeated
+// key=value flags (--vnic, --gpu) with ParseSpec and GuestSpec; the
+// `status` verbs print through PrintStatus, with BytesCell, GuestCell
+// and StateCell for the cells they share.
+//
 // This package imports no command package; commands import it.
 package cmdutil

@@ -12,12 +12,7 @@ import (
 
 // NewCmdDevice returns the `device` command with its verbs.
 func NewCmdDevice(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "device",
-		Short: "Run and inspect the emulated RDMA NIC backend for QEMU guests",
-	}
-	cmd.PersistentFlags().String("control", "", "control socket of the backend (default <run dir>/device.sock, the run dir as for hinic fabric)")
-	f.BindFlag(serve.KeyControl, cmd.PersistentFlags().Lookup("control"))
-	cmd.AddCommand(serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
-	return cmd
+	return cmdutil.NewGroup(f, "device", "Run and inspect the emulated RDMA NIC backend for QEMU guests",
+		"control", serve.KeyControl, "control socket of the backend (default <run dir>/device.sock, the run dir as for hinic fabric)",
+		serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/cli/clitest"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	clidevice "github.com/PacketFive/hinic/internal/cli/device"
 	"github.com/PacketFive/hinic/internal/cli/device/serve"
@@ -17,23 +18,9 @@ import (
 	"github.com/PacketFive/hinic/internal/device/guestsim"
 )
 
-func isolate(t *testing.T) {
-	t.Helper()
-	t.Chdir(t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_DEVICE_CONTROL", "HINIC_DEVICE_VNICS"} {
-		t.Setenv(k, "")
-	}
-}
+func isolate(t *testing.T) { clitest.Isolate(t, "HINIC_DEVICE_CONTROL", "HINIC_DEVICE_VNICS") }
 
-func shortDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "hdc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
+func shortDir(t *testing.T) string { return clitest.ShortDir(t, "hdc") }
 
 func TestParseVNIC(t *testing.T) {
 	c, err := serve.ParseVNIC("socket=/s,ram=/r,ram-size=4G,machine=pc,port=/p,mac=02:00:00:00:00:01,ip=10.42.0.1,ip=10.42.0.9,node-guid=0x0200:00ff:fe00:0001,vectors=4,shm-size=2M,mtu=4096,name=a,mem-budget=64M,trust-pause=true")
@@ -62,21 +49,10 @@ func TestParseVNIC(t *testing.T) {
 
 func TestHelpDocumentsFlags(t *testing.T) {
 	isolate(t)
-	ios, _, out, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
-	cmd := clidevice.NewCmdDevice(f)
-	cmd.SetArgs([]string{"serve", "--help"})
-	cmd.SetOut(out)
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
+	clitest.Contains(t, "help", clitest.Output(t, clidevice.NewCmdDevice, "serve", "--help"),
+		"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
 		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name=", "mem-budget=", "--mem-budget",
-		"trust-pause="} {
-		if !strings.Contains(out.String(), k) {
-			t.Errorf("help lacks %s", k)
-		}
-	}
+		"trust-pause=")
 }
 
 // TestMemBudgetSetting: a vNIC's budget is its mem-budget=, else
@@ -128,29 +104,9 @@ func TestServeAndStatus(t *testing.T) {
 	sock := filepath.Join(dir, "a.sock")
 	ram := filepath.Join(dir, "a.ram")
 	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
-	cmd := clidevice.NewCmdDevice(f)
-	cmd.SetArgs([]string{"serve", "--control", ctl, "--vnic",
-		"socket=" + sock + ",ram=" + ram + ",ram-size=16M,mac=02:00:00:00:00:0a,ip=10.42.0.10,name=vm-a"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(ctl); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("control socket did not appear")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clitest.Serve(t, clidevice.NewCmdDevice(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve", "--control", ctl, "--vnic",
+		"socket="+sock+",ram="+ram+",ram-size=16M,mac=02:00:00:00:00:0a,ip=10.42.0.10,name=vm-a")
+	clitest.WaitFor(t, "control socket", clitest.Exists(ctl))
 	gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer gcancel()
 	g, err := guestsim.Connect(gctx, guestsim.Config{Socket: sock, RAMPath: ram, RAMSize: 16 << 20})
@@ -165,20 +121,8 @@ func TestServeAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(args ...string) string {
-		ios, _, out, _ := cmdutil.Test()
-		f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
-		c := clidevice.NewCmdDevice(f)
-		c.SetArgs(append([]string{"status", "--control", ctl}, args...))
-		if err := c.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
-	}
-	table := run()
-	if !strings.Contains(table, "vm-a") || !strings.Contains(table, "live") || !strings.Contains(table, "peer 1") {
-		t.Errorf("table:\n%s", table)
-	}
+	run := func() string { return clitest.Output(t, clidevice.NewCmdDevice, "status", "--control", ctl) }
+	clitest.Contains(t, "table", run(), "vm-a", "live", "peer 1")
 	var st device.Status
 	// --output lives on the root command; the environment reaches the
 	// same setting.

@@ -12,14 +12,7 @@ import (
 
 // NewCmdFabric returns the `fabric` command with its verbs.
 func NewCmdFabric(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "fabric",
-		Short: "Run and inspect HiSwitch, the emulated RDMA fabric",
-	}
-	// Both verbs read the run directory; one persistent flag binds the
-	// setting once (a key bound to two flags would follow only the last).
-	cmd.PersistentFlags().String("run-dir", "", "directory of the port and control sockets (default $XDG_RUNTIME_DIR/hinic, /run/hinic as root)")
-	f.BindFlag(serve.KeyRunDir, cmd.PersistentFlags().Lookup("run-dir"))
-	cmd.AddCommand(serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
-	return cmd
+	return cmdutil.NewGroup(f, "fabric", "Run and inspect HiSwitch, the emulated RDMA fabric",
+		"run-dir", serve.KeyRunDir, "directory of the port and control sockets (default $XDG_RUNTIME_DIR/hinic, /run/hinic as root)",
+		serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/cli/clitest"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	clifabric "github.com/PacketFive/hinic/internal/cli/fabric"
 	"github.com/PacketFive/hinic/internal/cli/fabric/serve"
@@ -21,22 +22,10 @@ import (
 )
 
 func isolate(t *testing.T) {
-	t.Helper()
-	t.Chdir(t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_FABRIC_PORTS", "HINIC_FABRIC_RUN_DIR", "HINIC_FABRIC_PCAP"} {
-		t.Setenv(k, "")
-	}
+	clitest.Isolate(t, "HINIC_FABRIC_PORTS", "HINIC_FABRIC_RUN_DIR", "HINIC_FABRIC_PCAP")
 }
 
-func shortDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "hfc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
+func shortDir(t *testing.T) string { return clitest.ShortDir(t, "hfc") }
 
 // TestServeAndStatus runs `fabric serve` until its context is cancelled
 // and asks it for `fabric status` in both formats.
@@ -46,34 +35,19 @@ func TestServeAndStatus(t *testing.T) {
 	dir := shortDir(t)
 	ios, _, _, errOut := cmdutil.Test()
 	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
-	cmd := clifabric.NewCmdFabric(f)
-	cmd.SetArgs([]string{"serve", "--run-dir", dir, "--ports", "3"})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			cancel()
-			<-done
-		}
-	}()
+	stop := clitest.Serve(t, clifabric.NewCmdFabric(f), "serve", "--run-dir", dir, "--ports", "3")
 
 	sock := filepath.Join(dir, "sw0-port1.sock")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		// The socket file appears at bind, before listen: only a
-		// connection that succeeds says the fabric serves.
-		if c, err := net.Dial("unix", filepath.Join(dir, fabric.ControlSocketName)); err == nil {
+	// The socket file appears at bind, before listen: only a connection
+	// that succeeds says the fabric serves.
+	clitest.WaitFor(t, "fabric serve", func() bool {
+		c, err := net.Dial("unix", filepath.Join(dir, fabric.ControlSocketName))
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c, _, err := fabric.DialPort(ctx, sock, &proto.HelloFields{Version: 1, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC, Name: "host1/hicain0"})
+		return err == nil
+	})
+	c, _, err := fabric.DialPort(context.Background(), sock, &proto.HelloFields{Version: 1, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC, Name: "host1/hicain0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +72,10 @@ func TestServeAndStatus(t *testing.T) {
 			}
 			continue
 		}
-		text := out.String()
-		for _, want := range []string{"Switch sw0", "PORT", "host1/hicain0", "up", "FDB (0 entries)"} {
-			if !strings.Contains(text, want) {
-				t.Errorf("table lacks %q:\n%s", want, text)
-			}
-		}
+		clitest.Contains(t, "table", out.String(), "Switch sw0", "PORT", "host1/hicain0", "up", "FDB (0 entries)")
 	}
 
-	cancel()
-	stopped = true
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("serve returned %v", err)
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
@@ -118,7 +85,7 @@ func TestServeAndStatus(t *testing.T) {
 		t.Errorf("stderr: %s", errOut)
 	}
 	c.Close()
-	deadline = time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -274,31 +241,17 @@ func TestServePprof(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "pprof.sock")
 	ios, _, _, _ := cmdutil.Test()
-	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
-	cmd := clifabric.NewCmdFabric(f)
-	cmd.SetArgs([]string{"serve", "--run-dir", dir, "--ports", "1", "--pprof", sock})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
+	stop := clitest.Serve(t, clifabric.NewCmdFabric(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})),
+		"serve", "--run-dir", dir, "--ports", "1", "--pprof", sock)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Error(err)
 		}
 		if _, err := os.Stat(sock); err == nil {
 			t.Error("pprof socket left behind")
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no pprof socket")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	clitest.WaitFor(t, "pprof socket", clitest.Exists(sock))
 	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}

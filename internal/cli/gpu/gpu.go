@@ -12,12 +12,7 @@ import (
 
 // NewCmdGPU returns the `gpu` command with its verbs.
 func NewCmdGPU(f *cmdutil.Factory) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "gpu",
-		Short: "Run and inspect the emulated GPU backend (HiGPU) for QEMU guests",
-	}
-	cmd.PersistentFlags().String("control", "", "control socket of the backend (default <run dir>/gpu.sock, the run dir as for hinic fabric)")
-	f.BindFlag(serve.KeyControl, cmd.PersistentFlags().Lookup("control"))
-	cmd.AddCommand(serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
-	return cmd
+	return cmdutil.NewGroup(f, "gpu", "Run and inspect the emulated GPU backend (HiGPU) for QEMU guests",
+		"control", serve.KeyControl, "control socket of the backend (default <run dir>/gpu.sock, the run dir as for hinic fabric)",
+		serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/cli/clitest"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	cligpu "github.com/PacketFive/hinic/internal/cli/gpu"
 	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
@@ -16,23 +17,9 @@ import (
 	"github.com/PacketFive/hinic/internal/gpu/gpusim"
 )
 
-func isolate(t *testing.T) {
-	t.Helper()
-	t.Chdir(t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_GPU_CONTROL", "HINIC_GPU_GPUS"} {
-		t.Setenv(k, "")
-	}
-}
+func isolate(t *testing.T) { clitest.Isolate(t, "HINIC_GPU_CONTROL", "HINIC_GPU_GPUS") }
 
-func shortDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "hgc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
+func shortDir(t *testing.T) string { return clitest.ShortDir(t, "hgc") }
 
 func TestParseGPU(t *testing.T) {
 	c, err := serve.ParseGPU("socket=/s,ram=/r,ram-size=4G,machine=pc,id=3,name=g3,mem=/m,mem-size=2G,vectors=8," +
@@ -67,20 +54,10 @@ func TestParseGPU(t *testing.T) {
 
 func TestHelpDocumentsKeys(t *testing.T) {
 	isolate(t)
-	ios, _, out, _ := cmdutil.Test()
-	cmd := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
-	cmd.SetArgs([]string{"serve", "--help"})
-	cmd.SetOut(out)
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"--gpu", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "id=", "name=",
+	clitest.Contains(t, "help", clitest.Output(t, cligpu.NewCmdGPU, "serve", "--help"),
+		"--gpu", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "id=", "name=",
 		"mem=", "mem-size=", "vectors=", "mem-budget=", "max-contexts=", "max-allocs=", "max-inflight=", "max-streams=",
-		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs="} {
-		if !strings.Contains(out.String(), k) {
-			t.Errorf("help lacks %s", k)
-		}
-	}
+		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs=")
 }
 
 func TestServeNeedsAGPU(t *testing.T) {
@@ -105,29 +82,10 @@ func TestServeAndStatus(t *testing.T) {
 	ram := filepath.Join(dir, "a.ram")
 	sock0, sock1 := filepath.Join(dir, "g0.sock"), filepath.Join(dir, "g1.sock")
 	ios, _, _, _ := cmdutil.Test()
-	cmd := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
-	cmd.SetArgs([]string{"serve", "--control", ctl,
-		"--gpu", "socket=" + sock0 + ",ram=" + ram + ",ram-size=16M,mem-size=8M,name=gpu-a",
-		"--gpu", "socket=" + sock1 + ",ram=" + ram + ",ram-size=16M,mem-size=4M,id=1,mem=" + filepath.Join(dir, "g1.mem")})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(ctl); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("control socket did not appear")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	clitest.Serve(t, cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve", "--control", ctl,
+		"--gpu", "socket="+sock0+",ram="+ram+",ram-size=16M,mem-size=8M,name=gpu-a",
+		"--gpu", "socket="+sock1+",ram="+ram+",ram-size=16M,mem-size=4M,id=1,mem="+filepath.Join(dir, "g1.mem"))
+	clitest.WaitFor(t, "control socket", clitest.Exists(ctl))
 	if fi, err := os.Stat(filepath.Join(dir, "g1.mem")); err != nil || fi.Size() != 4<<20 {
 		t.Errorf("device memory file: %v", err)
 	}
@@ -152,21 +110,8 @@ func TestServeAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(args ...string) string {
-		ios, _, out, _ := cmdutil.Test()
-		c := cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}))
-		c.SetArgs(append([]string{"status", "--control", ctl}, args...))
-		if err := c.Execute(); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
-	}
-	table := run()
-	for _, want := range []string{"gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB"} {
-		if !strings.Contains(table, want) {
-			t.Errorf("table lacks %q:\n%s", want, table)
-		}
-	}
+	run := func() string { return clitest.Output(t, cligpu.NewCmdGPU, "status", "--control", ctl) }
+	clitest.Contains(t, "table", run(), "gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB")
 	var st gpu.Status
 	t.Setenv("HINIC_OUTPUT", "json")
 	if err := json.Unmarshal([]byte(run()), &st); err != nil {

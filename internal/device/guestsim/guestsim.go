@@ -78,15 +78,10 @@ func Connect(ctx context.Context, cfg Config) (*Guest, error) {
 	}
 	g := &Guest{cfg: cfg, ram: ram, low: 1 << 20, high: 4 << 30,
 		irqCount: make([]atomic.Uint64, cfg.Vectors)}
-	p, err := ivshmem.Dial(ctx, cfg.Socket, cfg.Vectors)
+	p, err := ivshmem.DialDevice(ctx, cfg.Socket, cfg.Vectors, int(unsafe.Sizeof(device.DevHdr{})))
 	if err != nil {
 		ram.Close()
 		return nil, fmt.Errorf("guestsim: %w", err)
-	}
-	if len(p.SHM) < int(unsafe.Sizeof(device.DevHdr{})) {
-		p.Close()
-		ram.Close()
-		return nil, fmt.Errorf("guestsim: BAR2 of %d bytes", len(p.SHM))
 	}
 	g.peer, g.conn, g.peerID, g.shm, g.db, g.irq = p, p.Conn, p.ID, p.SHM, p.DB, p.IRQ
 	g.hdr = (*device.DevHdr)(unsafe.Pointer(&g.shm[0]))

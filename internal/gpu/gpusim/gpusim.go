@@ -74,15 +74,10 @@ func Connect(ctx context.Context, cfg Config) (*Guest, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := ivshmem.Dial(ctx, cfg.Socket, cfg.Vectors)
+	p, err := ivshmem.DialDevice(ctx, cfg.Socket, cfg.Vectors, int(unsafe.Sizeof(gpu.DevHdr{})))
 	if err != nil {
 		ram.Close()
-		return nil, err
-	}
-	if len(p.SHM) < int(unsafe.Sizeof(gpu.DevHdr{})) {
-		p.Close()
-		ram.Close()
-		return nil, fmt.Errorf("gpusim: BAR2 of %d bytes", len(p.SHM))
+		return nil, fmt.Errorf("gpusim: %w", err)
 	}
 	g := &Guest{cfg: cfg, peer: p, ram: ram, hdr: (*gpu.DevHdr)(unsafe.Pointer(&p.SHM[0])),
 		next: 1 << 20, got: map[uint64]gpu.Cpl{}}

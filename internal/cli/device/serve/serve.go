@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/device"
@@ -90,47 +91,38 @@ const example = `  hinic device serve --vnic socket=/run/hinic/vm-a.ivshmem,ram=
 // in tests; nil runs it.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	cmd := &cobra.Command{
+	cmd := cmdutil.NewCmd(f, &cobra.Command{
 		Use:     "serve",
 		Short:   "Run the emulated NIC backend for QEMU guests until interrupted",
 		Long:    long,
 		Example: example,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := f.Config()
-			if err != nil {
-				return err
+	}, opts, func(v *viper.Viper) error {
+		specs := v.GetStringSlice(KeyVNICs)
+		if len(specs) == 0 {
+			return cmdutil.UsageErrorf("no vNIC: give at least one --vnic socket=...,ram=...,ram-size=...,mac=...")
+		}
+		budget := uint64(device.DefaultMemBudget)
+		if b := v.GetString(KeyMemBudget); b != "" {
+			var err error
+			if budget, err = ParseSize(b); err != nil {
+				return cmdutil.UsageErrorf("--mem-budget: %v", err)
 			}
-			specs := v.GetStringSlice(KeyVNICs)
-			if len(specs) == 0 {
-				return cmdutil.UsageErrorf("no vNIC: give at least one --vnic socket=...,ram=...,ram-size=...,mac=...")
+		}
+		vnics, err := cmdutil.ParseSpecs("--vnic", specs, ParseVNIC)
+		if err != nil {
+			return err
+		}
+		for i := range vnics {
+			if vnics[i].MemBudget == 0 {
+				vnics[i].MemBudget = budget
 			}
-			budget := uint64(device.DefaultMemBudget)
-			if b := v.GetString(KeyMemBudget); b != "" {
-				if budget, err = ParseSize(b); err != nil {
-					return cmdutil.UsageErrorf("--mem-budget: %v", err)
-				}
-			}
-			opts.VNICs = nil
-			for _, s := range specs {
-				c, err := ParseVNIC(s)
-				if err != nil {
-					return cmdutil.UsageErrorf("--vnic %q: %v", s, err)
-				}
-				if c.MemBudget == 0 {
-					c.MemBudget = budget
-				}
-				opts.VNICs = append(opts.VNICs, c)
-			}
-			opts.Control = ControlPath(v.GetString(KeyControl))
-			opts.Pprof = v.GetString(KeyPprof)
-			opts.Logger = f.Logger()
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
-		},
-	}
+		}
+		opts.VNICs = vnics
+		opts.Control = ControlPath(v.GetString(KeyControl))
+		opts.Pprof = v.GetString(KeyPprof)
+		opts.Logger = f.Logger()
+		return nil
+	}, runF, Run)
 	cmd.Flags().StringArray("vnic", nil, "a vNIC as `key=value,...` (see above); repeat for several")
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyVNICs, cmd.Flags().Lookup("vnic"))
@@ -151,109 +143,74 @@ func ControlPath(set string) string {
 
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
-	if opts.Pprof != "" {
-		p, err := cmdutil.StartPprof(opts.Pprof, opts.Logger)
+	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
+		srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer p.Close()
-	}
-	srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
-	if err != nil {
-		return err
-	}
-	for _, v := range srv.VNICs() {
-		c := v.Config()
-		opts.Logger.Info("vNIC serving", "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
-			"machine", c.Machine, "fabric_port", c.FabricPort)
-	}
-	opts.Logger.Info("device backend serving", "vnics", len(opts.VNICs), "status", "hinic device status --control "+opts.Control)
-	if opts.Ready != nil {
-		opts.Ready(srv)
-	}
-	<-ctx.Done()
-	return srv.Close()
+		for _, v := range srv.VNICs() {
+			c := v.Config()
+			opts.Logger.Info("vNIC serving", "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
+				"machine", c.Machine, "fabric_port", c.FabricPort)
+		}
+		opts.Logger.Info("device backend serving", "vnics", len(opts.VNICs), "status", "hinic device status --control "+opts.Control)
+		if opts.Ready != nil {
+			opts.Ready(srv)
+		}
+		return srv.Close, nil
+	})
 }
 
 // ParseVNIC parses one --vnic value.
 func ParseVNIC(spec string) (device.VNICConfig, error) {
 	var c device.VNICConfig
-	for _, kv := range strings.Split(spec, ",") {
-		if kv == "" {
-			continue
-		}
-		k, val, ok := strings.Cut(kv, "=")
-		if !ok {
-			return c, fmt.Errorf("%q is not key=value", kv)
-		}
-		var err error
-		switch k {
-		case "socket":
-			c.Socket = val
-		case "ram":
-			c.RAMPath = val
-		case "ram-size":
-			c.RAMSize, err = ParseSize(val)
-		case "machine":
-			if val != "pc" && val != "q35" {
-				err = fmt.Errorf("machine %q: want pc or q35", val)
-			}
-			c.Machine = device.Machine(val)
-		case "port":
-			c.FabricPort = val
-		case "mac":
-			var hw net.HardwareAddr
-			if hw, err = net.ParseMAC(val); err == nil && len(hw) != 6 {
+	guest := cmdutil.GuestSpec{Socket: &c.Socket, RAMPath: &c.RAMPath, RAMSize: &c.RAMSize, Machine: &c.Machine}
+	keys := guest.Keys(cmdutil.SpecKeys{
+		"port": cmdutil.StringKey(&c.FabricPort),
+		"mac": func(_, val string) error {
+			hw, err := net.ParseMAC(val)
+			if err == nil && len(hw) != 6 {
 				err = fmt.Errorf("MAC %q: want 6 bytes", val)
 			}
 			copy(c.MAC[:], hw)
-		case "ip":
-			var a netip.Addr
-			if a, err = netip.ParseAddr(val); err == nil && !a.Is4() {
+			return err
+		},
+		"ip": func(_, val string) error {
+			a, err := netip.ParseAddr(val)
+			if err == nil && !a.Is4() {
 				err = fmt.Errorf("ip %q: want IPv4", val)
 			}
 			c.IPv4 = append(c.IPv4, a)
-		case "node-guid":
-			c.NodeGUID, err = parseGUID(val)
-		case "port-guid":
-			c.PortGUID, err = parseGUID(val)
-		case "link":
-			c.LinkLayer = val
-		case "vectors":
-			c.Vectors, err = strconv.Atoi(val)
-		case "shm-size":
-			c.ShmSize, err = ParseSize(val)
-		case "mtu":
-			c.MTU, err = strconv.Atoi(val)
-		case "mem-budget":
-			c.MemBudget, err = ParseSize(val)
-		case "trust-pause":
-			c.TrustPause, err = strconv.ParseBool(val)
-		case "name":
-			c.Name = val
-		default:
-			err = fmt.Errorf("unknown key %q", k)
-		}
-		if err != nil {
-			return c, err
-		}
+			return err
+		},
+		"node-guid":   guidKey(&c.NodeGUID),
+		"port-guid":   guidKey(&c.PortGUID),
+		"link":        cmdutil.StringKey(&c.LinkLayer),
+		"vectors":     cmdutil.IntKey(&c.Vectors),
+		"shm-size":    cmdutil.SizeKey(&c.ShmSize),
+		"mtu":         cmdutil.IntKey(&c.MTU),
+		"mem-budget":  cmdutil.SizeKey(&c.MemBudget),
+		"trust-pause": cmdutil.BoolKey(&c.TrustPause),
+		"name":        cmdutil.StringKey(&c.Name),
+	})
+	if err := cmdutil.ParseSpec(spec, keys); err != nil {
+		return c, err
 	}
-	switch {
-	case c.Socket == "":
-		return c, fmt.Errorf("socket= is required")
-	case c.RAMPath == "":
-		return c, fmt.Errorf("ram= is required")
-	case c.RAMSize == 0:
-		return c, fmt.Errorf("ram-size= is required")
-	case c.MAC == [6]byte{}:
+	if err := guest.Check(); err != nil {
+		return c, err
+	}
+	if c.MAC == [6]byte{} {
 		return c, fmt.Errorf("mac= is required")
 	}
 	return c, nil
 }
 
-func parseGUID(s string) (uint64, error) {
-	s = strings.ReplaceAll(strings.TrimPrefix(s, "0x"), ":", "")
-	return strconv.ParseUint(s, 16, 64)
+func guidKey(p *uint64) func(key, val string) error {
+	return func(_, val string) (err error) {
+		val = strings.ReplaceAll(strings.TrimPrefix(val, "0x"), ":", "")
+		*p, err = strconv.ParseUint(val, 16, 64)
+		return err
+	}
 }
 
 // ParseSize parses bytes with an optional K, M or G suffix (binary).

@@ -5,9 +5,11 @@ package status
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/device/serve"
@@ -33,56 +35,35 @@ The backend is found through its control socket (--control).`
 // work in tests; nil runs it.
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
-	return &cobra.Command{
+	return cmdutil.NewCmd(f, &cobra.Command{
 		Use:     "status",
 		Short:   "Show vNICs, QPs and counters of a running device backend",
 		Long:    long,
 		Example: "  hinic device status\n  hinic device status --control /tmp/rack1/device.sock -o json | jq '.vnics[].counters'",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := f.Config()
-			if err != nil {
-				return err
-			}
-			opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
-		},
-	}
+	}, opts, func(v *viper.Viper) error {
+		opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
+		return nil
+	}, runF, Run)
 }
 
 // Run queries the backend and prints its status.
 func Run(ctx context.Context, opts *Options) error {
-	st, err := device.QueryStatus(ctx, opts.Control)
-	if err != nil {
-		return err
-	}
-	p, err := opts.Printer()
-	if err != nil {
-		return err
-	}
-	if p.Format() == cmdutil.FormatJSON {
-		return p.Object(st)
-	}
-	out := opts.IO.Out
+	query := func(ctx context.Context) (device.Status, error) { return device.QueryStatus(ctx, opts.Control) }
+	return cmdutil.PrintStatus(ctx, opts.Printer, query, func(p *cmdutil.Printer, st device.Status) error {
+		return printTables(opts.IO.Out, p, st)
+	})
+}
+
+func printTables(out io.Writer, p *cmdutil.Printer, st device.Status) error {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	w := p.Records("VNIC", "GUEST", "STATE", "MAC", "LINK", "PDS", "MRS", "CQS", "QPS", "DOORBELLS", "IRQS", "ADMIN", "ADMIN ERR", "L2 TX", "L2 RX", "WQE ERR", "FATAL")
 	for _, v := range st.VNICs {
-		guest, link := "-", "down"
-		if v.Guest {
-			guest = "peer " + strconv.Itoa(v.PeerID)
-		}
+		link := "down"
 		if v.LinkUp {
 			link = "up"
 		}
-		state := v.State
-		if v.FatalCode != 0 {
-			state = fmt.Sprintf("fatal(%d)", v.FatalCode)
-		}
 		c := v.Counters
-		if err := w.Write(v, v.Name, guest, state, v.MAC, link, strconv.Itoa(v.Objects.PDs),
+		if err := w.Write(v, v.Name, cmdutil.GuestCell(v.Guest, v.PeerID), cmdutil.StateCell(v.State, v.FatalCode), v.MAC, link, strconv.Itoa(v.Objects.PDs),
 			strconv.Itoa(v.Objects.MRs), strconv.Itoa(v.Objects.CQs), strconv.Itoa(v.Objects.QPs),
 			u(c.Doorbells), u(c.Interrupts), u(c.AdminCmds), u(c.AdminErrors), u(c.L2Tx), u(c.L2Rx),
 			u(c.WQEErrors), u(c.Fatal)); err != nil {

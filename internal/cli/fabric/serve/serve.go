@@ -64,30 +64,21 @@ const example = `  hinic fabric serve
 // in tests; nil runs it.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	cmd := &cobra.Command{
+	cmd := cmdutil.NewCmd(f, &cobra.Command{
 		Use:     "serve",
 		Short:   "Run HiSwitch until interrupted",
 		Long:    long,
 		Example: example,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := f.Config()
-			if err != nil {
-				return err
-			}
-			fc, err := LoadConfig(v)
-			if err != nil {
-				return err
-			}
-			opts.Fabric = fc
-			opts.Pprof = v.GetString(KeyPprof)
-			opts.Logger = f.Logger()
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
-		},
-	}
+	}, opts, func(v *viper.Viper) error {
+		fc, err := LoadConfig(v)
+		if err != nil {
+			return err
+		}
+		opts.Fabric = fc
+		opts.Pprof = v.GetString(KeyPprof)
+		opts.Logger = f.Logger()
+		return nil
+	}, runF, Run)
 	cmd.Flags().Int("ports", fabric.DefaultPorts, "ports of each switch that does not set its own")
 	cmd.Flags().String("pcap", "", "write one capture per port into `DIR`")
 	cmd.Flags().String("pcap-max", fabric.DefaultPcapMax.String(), "rotate a port's capture at `SIZE` (the full file becomes .pcap.1)")
@@ -141,30 +132,26 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
-	if opts.Pprof != "" {
-		p, err := cmdutil.StartPprof(opts.Pprof, opts.Logger)
-		if err != nil {
-			return err
+	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
+		if err := fab.Start(); err != nil {
+			return nil, err
 		}
-		defer p.Close()
-	}
-	if err := fab.Start(); err != nil {
-		return err
-	}
-	ports := 0
-	for _, sw := range fab.Switches() {
-		ports += sw.NumPorts()
-	}
-	// Through the logger: port goroutines log to the same stream and
-	// the handler serializes the writes.
-	opts.Logger.Info("HiSwitch serving", "switches", len(fab.Switches()), "ports", ports,
-		"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
-	if opts.Ready != nil {
-		opts.Ready(fab)
-	}
-	<-ctx.Done()
-	if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
-		return err
-	}
-	return nil
+		ports := 0
+		for _, sw := range fab.Switches() {
+			ports += sw.NumPorts()
+		}
+		// Through the logger: port goroutines log to the same stream and
+		// the handler serializes the writes.
+		opts.Logger.Info("HiSwitch serving", "switches", len(fab.Switches()), "ports", ports,
+			"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
+		if opts.Ready != nil {
+			opts.Ready(fab)
+		}
+		return func() error {
+			if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
+				return err
+			}
+			return nil
+		}, nil
+	})
 }

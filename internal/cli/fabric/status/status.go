@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/fabric"
@@ -38,44 +39,26 @@ The fabric is found through control.sock in the run directory.`
 // work in tests; nil runs it.
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
-	cmd := &cobra.Command{
+	return cmdutil.NewCmd(f, &cobra.Command{
 		Use:     "status",
 		Short:   "Show ports, FDB and LFT of a running fabric",
 		Long:    long,
 		Example: "  hinic fabric status\n  hinic fabric status --run-dir /tmp/rack1 -o json | jq '.switches[].ports[] | {num, state, drops}'",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := f.Config()
-			if err != nil {
-				return err
-			}
-			opts.RunDir = v.GetString(KeyRunDir)
-			if opts.RunDir == "" {
-				opts.RunDir = fabric.DefaultRunDir()
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
-		},
-	}
-	return cmd
+	}, opts, func(v *viper.Viper) error {
+		opts.RunDir = v.GetString(KeyRunDir)
+		if opts.RunDir == "" {
+			opts.RunDir = fabric.DefaultRunDir()
+		}
+		return nil
+	}, runF, Run)
 }
 
 // Run queries the fabric and prints its status.
 func Run(ctx context.Context, opts *Options) error {
-	st, err := fabric.QueryStatus(ctx, opts.RunDir)
-	if err != nil {
-		return err
-	}
-	p, err := opts.Printer()
-	if err != nil {
-		return err
-	}
-	if p.Format() == cmdutil.FormatJSON {
-		return p.Object(st)
-	}
-	return printTables(opts.IO.Out, p, st)
+	query := func(ctx context.Context) (*fabric.Status, error) { return fabric.QueryStatus(ctx, opts.RunDir) }
+	return cmdutil.PrintStatus(ctx, opts.Printer, query, func(p *cmdutil.Printer, st *fabric.Status) error {
+		return printTables(opts.IO.Out, p, st)
+	})
 }
 
 func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {

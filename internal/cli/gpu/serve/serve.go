@@ -8,14 +8,13 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/gpu"
-	"github.com/PacketFive/hinic/internal/guestmem"
 )
 
 // Setting keys.
@@ -83,38 +82,26 @@ const example = `  hinic gpu serve --gpu socket=/run/hinic/vm-a.gpu0,ram=/dev/sh
 // tests; nil runs it.
 func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	cmd := &cobra.Command{
+	cmd := cmdutil.NewCmd(f, &cobra.Command{
 		Use:     "serve",
 		Short:   "Run the emulated GPU backend for QEMU guests until interrupted",
 		Long:    long,
 		Example: example,
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := f.Config()
-			if err != nil {
-				return err
-			}
-			specs := v.GetStringSlice(KeyGPUs)
-			if len(specs) == 0 {
-				return cmdutil.UsageErrorf("no GPU: give at least one --gpu socket=...,ram=...,ram-size=...")
-			}
-			opts.GPUs = nil
-			for _, s := range specs {
-				c, err := ParseGPU(s)
-				if err != nil {
-					return cmdutil.UsageErrorf("--gpu %q: %v", s, err)
-				}
-				opts.GPUs = append(opts.GPUs, c)
-			}
-			opts.Control = ControlPath(v.GetString(KeyControl))
-			opts.Pprof = v.GetString(KeyPprof)
-			opts.Logger = f.Logger()
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
-		},
-	}
+	}, opts, func(v *viper.Viper) error {
+		specs := v.GetStringSlice(KeyGPUs)
+		if len(specs) == 0 {
+			return cmdutil.UsageErrorf("no GPU: give at least one --gpu socket=...,ram=...,ram-size=...")
+		}
+		gpus, err := cmdutil.ParseSpecs("--gpu", specs, ParseGPU)
+		if err != nil {
+			return err
+		}
+		opts.GPUs = gpus
+		opts.Control = ControlPath(v.GetString(KeyControl))
+		opts.Pprof = v.GetString(KeyPprof)
+		opts.Logger = f.Logger()
+		return nil
+	}, runF, Run)
 	cmd.Flags().StringArray("gpu", nil, "a GPU as `key=value,...` (see above); repeat for several")
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyGPUs, cmd.Flags().Lookup("gpu"))
@@ -133,106 +120,51 @@ func ControlPath(set string) string {
 
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
-	if opts.Pprof != "" {
-		p, err := cmdutil.StartPprof(opts.Pprof, opts.Logger)
+	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
+		srv, err := gpu.Start(ctx, gpu.Config{GPUs: opts.GPUs, Logger: opts.Logger, Control: opts.Control})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer p.Close()
-	}
-	srv, err := gpu.Start(ctx, gpu.Config{GPUs: opts.GPUs, Logger: opts.Logger, Control: opts.Control})
-	if err != nil {
-		return err
-	}
-	for _, g := range srv.GPUs() {
-		c := g.Config()
-		opts.Logger.Info("GPU serving", "gpu_id", c.ID, "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
-			"mem_size", c.MemSize, "mem", c.MemPath)
-	}
-	opts.Logger.Info("GPU backend serving", "gpus", len(opts.GPUs), "status", "hinic gpu status --control "+opts.Control)
-	if opts.Ready != nil {
-		opts.Ready(srv)
-	}
-	<-ctx.Done()
-	return srv.Close()
+		for _, g := range srv.GPUs() {
+			c := g.Config()
+			opts.Logger.Info("GPU serving", "gpu_id", c.ID, "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
+				"mem_size", c.MemSize, "mem", c.MemPath)
+		}
+		opts.Logger.Info("GPU backend serving", "gpus", len(opts.GPUs), "status", "hinic gpu status --control "+opts.Control)
+		if opts.Ready != nil {
+			opts.Ready(srv)
+		}
+		return srv.Close, nil
+	})
 }
 
 // ParseGPU parses one --gpu value.
 func ParseGPU(spec string) (gpu.GPUConfig, error) {
 	var c gpu.GPUConfig
-	for _, kv := range strings.Split(spec, ",") {
-		if kv == "" {
-			continue
-		}
-		k, val, ok := strings.Cut(kv, "=")
-		if !ok {
-			return c, fmt.Errorf("%q is not key=value", kv)
-		}
-		var err error
-		num := func(p *int) {
-			var n int
-			if n, err = strconv.Atoi(val); err == nil && n <= 0 {
-				err = fmt.Errorf("%s=%s: want a positive number", k, val)
-			}
-			*p = n
-		}
-		size := func(p *uint64) { *p, err = cmdutil.ParseSize(val) }
-		switch k {
-		case "socket":
-			c.Socket = val
-		case "ram":
-			c.RAMPath = val
-		case "ram-size":
-			size(&c.RAMSize)
-		case "machine":
-			if val != "pc" && val != "q35" {
-				err = fmt.Errorf("machine %q: want pc or q35", val)
-			}
-			c.Machine = guestmem.Machine(val)
-		case "id":
+	guest := cmdutil.GuestSpec{Socket: &c.Socket, RAMPath: &c.RAMPath, RAMSize: &c.RAMSize, Machine: &c.Machine}
+	keys := guest.Keys(cmdutil.SpecKeys{
+		"id": func(_, val string) (err error) {
 			if c.ID, err = strconv.Atoi(val); err == nil && (c.ID < 0 || c.ID >= gpu.MaxGPUs) {
 				err = fmt.Errorf("id=%s: want 0..%d", val, gpu.MaxGPUs-1)
 			}
-		case "name":
-			c.Name = val
-		case "mem":
-			c.MemPath = val
-		case "mem-size":
-			size(&c.MemSize)
-		case "vectors":
-			num(&c.Vectors)
-		case "mem-budget":
-			size(&c.MemBudget)
-		case "max-contexts":
-			num(&c.MaxContexts)
-		case "max-allocs":
-			num(&c.MaxAllocs)
-		case "max-inflight":
-			num(&c.MaxInflight)
-		case "max-streams":
-			num(&c.MaxStreams)
-		case "max-events":
-			num(&c.MaxEvents)
-		case "max-sge":
-			num(&c.MaxSGE)
-		case "ctx-mem-budget":
-			size(&c.CtxMemBudget)
-		case "ctx-max-allocs":
-			num(&c.CtxMaxAllocs)
-		default:
-			err = fmt.Errorf("unknown key %q", k)
-		}
-		if err != nil {
-			return c, err
-		}
+			return err
+		},
+		"name":           cmdutil.StringKey(&c.Name),
+		"mem":            cmdutil.StringKey(&c.MemPath),
+		"mem-size":       cmdutil.SizeKey(&c.MemSize),
+		"vectors":        cmdutil.PositiveKey(&c.Vectors),
+		"mem-budget":     cmdutil.SizeKey(&c.MemBudget),
+		"max-contexts":   cmdutil.PositiveKey(&c.MaxContexts),
+		"max-allocs":     cmdutil.PositiveKey(&c.MaxAllocs),
+		"max-inflight":   cmdutil.PositiveKey(&c.MaxInflight),
+		"max-streams":    cmdutil.PositiveKey(&c.MaxStreams),
+		"max-events":     cmdutil.PositiveKey(&c.MaxEvents),
+		"max-sge":        cmdutil.PositiveKey(&c.MaxSGE),
+		"ctx-mem-budget": cmdutil.SizeKey(&c.CtxMemBudget),
+		"ctx-max-allocs": cmdutil.PositiveKey(&c.CtxMaxAllocs),
+	})
+	if err := cmdutil.ParseSpec(spec, keys); err != nil {
+		return c, err
 	}
-	switch {
-	case c.Socket == "":
-		return c, fmt.Errorf("socket= is required")
-	case c.RAMPath == "":
-		return c, fmt.Errorf("ram= is required")
-	case c.RAMSize == 0:
-		return c, fmt.Errorf("ram-size= is required")
-	}
-	return c, nil
+	return c, guest.Check()
 }

@@ -4,10 +4,10 @@ package status
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
@@ -35,53 +35,32 @@ The backend is found through its control socket (--control).`
 // in tests; nil runs it.
 func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
-	return &cobra.Command{
+	return cmdutil.NewCmd(f, &cobra.Command{
 		Use:     "status",
 		Short:   "Show GPUs, memory, contexts and counters of a running GPU backend",
 		Long:    long,
 		Example: "  hinic gpu status\n  hinic gpu status --control /tmp/rack1/gpu.sock -o json | jq '.gpus[].counters'",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := f.Config()
-			if err != nil {
-				return err
-			}
-			opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return Run(cmd.Context(), opts)
-		},
-	}
+	}, opts, func(v *viper.Viper) error {
+		opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
+		return nil
+	}, runF, Run)
 }
 
 // Run queries the backend and prints its status.
 func Run(ctx context.Context, opts *Options) error {
-	st, err := gpu.QueryStatus(ctx, opts.Control)
-	if err != nil {
-		return err
-	}
-	p, err := opts.Printer()
-	if err != nil {
-		return err
-	}
-	if p.Format() == cmdutil.FormatJSON {
-		return p.Object(st)
-	}
+	query := func(ctx context.Context) (gpu.Status, error) { return gpu.QueryStatus(ctx, opts.Control) }
+	return cmdutil.PrintStatus(ctx, opts.Printer, query, printTable)
+}
+
+func printTable(p *cmdutil.Printer, st gpu.Status) error {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	bytes := cmdutil.BytesCell
 	w := p.Records("GPU", "NAME", "GUEST", "STATE", "MEMORY", "CONTEXTS", "ALLOCS", "INFLIGHT",
 		"COMMANDS", "ERRORS", "KERNELS", "H2D", "D2H", "D2D", "UTIL")
 	for _, g := range st.GPUs {
-		guest := "-"
-		if g.Guest {
-			guest = "peer " + strconv.Itoa(g.PeerID)
-		}
-		state := g.State
-		if g.FatalCode != 0 {
-			state = fmt.Sprintf("fatal(%d)", g.FatalCode)
-		}
 		c := g.Counters
-		if err := w.Write(g, strconv.Itoa(g.ID), g.Name, guest, state,
+		if err := w.Write(g, strconv.Itoa(g.ID), g.Name, cmdutil.GuestCell(g.Guest, g.PeerID),
+			cmdutil.StateCell(g.State, g.FatalCode),
 			bytes(g.MemUsed)+" / "+bytes(g.MemSize), strconv.Itoa(g.Contexts), strconv.Itoa(g.Allocs),
 			strconv.Itoa(g.Inflight), u(c.Commands), u(c.Errors), u(c.Kernels),
 			bytes(c.BytesH2D), bytes(c.BytesD2H), bytes(c.BytesD2D),
@@ -90,18 +69,4 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 	}
 	return w.Close()
-}
-
-// bytes formats n with a binary unit.
-func bytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10) + " B"
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("KMGTP"[exp]) + "iB"
 }

@@ -8,17 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PacketFive/hinic/internal/cli/clitest"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/pkg"
 )
 
 func isolate(t *testing.T) {
-	t.Helper()
-	t.Chdir(t.TempDir())
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	for _, k := range []string{"HINIC_CONFIG", "HINIC_OUTPUT", "HINIC_PKG_KERNEL", "HINIC_PKG_OUT", "HINIC_PKG_ONLY", "HINIC_PKG_FIX", "HINIC_PKG_NO_LINTIAN", "NO_COLOR"} {
-		t.Setenv(k, "")
-	}
+	clitest.Isolate(t, "HINIC_PKG_KERNEL", "HINIC_PKG_OUT", "HINIC_PKG_ONLY", "HINIC_PKG_FIX", "HINIC_PKG_NO_LINTIAN", "NO_COLOR")
 }
 
 func TestFlags(t *testing.T) {

@@ -1,0 +1,134 @@
+package ivshmem
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// Device is the backend's side of one guest's ivshmem-doorbell function:
+// the shared memory that becomes BAR2, the doorbell eventfds the backend
+// reads and the interrupt eventfds it writes, a stop eventfd, extra
+// eventfds with which the backend wakes itself, and one epoll set over
+// the doorbells, the stop and the extra eventfds.
+//
+// A Device belongs to one guest session: Wait is called from one
+// goroutine, Signal on Stop, Extra and IRQ from any, Close once when
+// every user is done.
+type Device struct {
+	ShmFD int
+	SHM   []byte // BAR2, mapped shared
+	DB    []int  // doorbell eventfds: the guest rings, the backend reads
+	IRQ   []int  // interrupt eventfds: the backend signals MSI-X vectors
+	Stop  int    // Signal it to end Wait
+	Extra []int  // the backend's own wake-ups, in the epoll set
+	epfd  int
+}
+
+// NewDevice creates a Device: BAR2 of shmSize bytes (a power of two)
+// named name, vectors eventfds each way and extra more. On an error
+// nothing stays open.
+func NewDevice(name string, shmSize, vectors, extra int) (*Device, error) {
+	d := &Device{ShmFD: -1, Stop: -1, epfd: -1}
+	ok := false
+	defer func() {
+		if !ok {
+			d.Close()
+		}
+	}()
+	var err error
+	if d.ShmFD, d.SHM, err = NewSharedMemory(name, shmSize); err != nil {
+		return nil, err
+	}
+	if d.DB, err = NewEventfds(vectors); err != nil {
+		return nil, err
+	}
+	if d.IRQ, err = NewEventfds(vectors); err != nil {
+		return nil, err
+	}
+	own, err := NewEventfds(1 + extra)
+	if err != nil {
+		return nil, err
+	}
+	d.Stop, d.Extra = own[0], own[1:]
+	if d.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("epoll: %w", err)
+	}
+	for i, fd := range append(append([]int(nil), d.DB...), own...) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
+		if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return nil, fmt.Errorf("epoll: %w", err)
+		}
+	}
+	ok = true
+	return d, nil
+}
+
+// Setup hands BAR2 and the eventfds to the guest on c, as peer id. Fill
+// the device header in BAR2 first: the guest may read it as soon as it
+// maps BAR2.
+func (d *Device) Setup(c *net.UnixConn, id int) error {
+	return Setup(c, id, d.ShmFD, d.DB, d.IRQ)
+}
+
+// Wait blocks until eventfds of the epoll set are readable, and reports
+// them in events[:n]: an event's Fd is i for doorbell i, and
+// len(DB)+1+j for Extra[j]. It does not drain them. ok is false once
+// Stop is signalled (or the epoll set fails): the caller returns.
+// events needs room for len(DB)+1+len(Extra).
+func (d *Device) Wait(events []unix.EpollEvent) (n int, ok bool) {
+	for {
+		n, err := unix.EpollWait(d.epfd, events, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, false
+		}
+		for _, ev := range events[:n] {
+			if int(ev.Fd) == len(d.DB) {
+				return 0, false
+			}
+		}
+		return n, true
+	}
+}
+
+// Events returns a buffer for Wait with room for every eventfd.
+func (d *Device) Events() []unix.EpollEvent {
+	return make([]unix.EpollEvent, len(d.DB)+1+len(d.Extra))
+}
+
+// Close unmaps BAR2 and closes every fd; call it once, when no goroutine
+// uses the Device any more.
+func (d *Device) Close() {
+	for _, fd := range []int{d.epfd, d.Stop, d.ShmFD} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	CloseFDs(d.Extra)
+	CloseFDs(d.DB)
+	CloseFDs(d.IRQ)
+	if d.SHM != nil {
+		unix.Munmap(d.SHM)
+		d.SHM = nil
+	}
+}
+
+// NextPeerID is the peer ID after id: IVPosition is 16 bits, and 0 is
+// the backend's (BackendPeerID), so guests get 1..0xffff in turn.
+func NextPeerID(id int) int { return id%0xffff + 1 }
+
+// WaitHangup returns when the guest's connection closes (QEMU exited):
+// the server channel is one-way, so a read returns only at EOF.
+func WaitHangup(c *net.UnixConn) {
+	var b [64]byte
+	for {
+		if _, err := c.Read(b[:]); err != nil {
+			return
+		}
+	}
+}
