@@ -15,6 +15,7 @@
 package deploy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -96,6 +97,21 @@ type Guest struct {
 	// switch: trust-pause on its fabric port (rxe) or on its vNIC
 	// (hicain). Off, they are dropped and counted.
 	TrustPause bool `yaml:"trust-pause" json:"trust_pause"`
+	// GPUs are the guest's HiGPU functions, served by the rack's
+	// `hinic gpu serve`; none when absent.
+	GPUs GPUs `yaml:"gpus" json:"gpus,omitzero"`
+}
+
+// GPUs are the emulated GPUs of one guest.
+type GPUs struct {
+	// Count is how many, 0 to MaxGuestGPUs.
+	Count int `yaml:"count" json:"count"`
+	// Memory is the device memory of each, in MiB (default
+	// DefaultGPUMemory).
+	Memory int `yaml:"memory" json:"memory_mib"`
+	// IDs are their gpu_ids, unique, 0 to MaxGuestGPUs-1 (default 0 to
+	// Count-1): /dev/higpu<id> in the guest.
+	IDs []int `yaml:"ids" json:"ids"`
 }
 
 // Link is an inter-switch cable, "sw0:10" to "sw1:10".
@@ -122,16 +138,25 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // ReadRack reads a rack spec from a YAML file; unknown keys are an error.
 func ReadRack(path string) (*Rack, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	r, err := ParseRack(b)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ParseRack reads a rack spec from YAML; unknown keys are an error.
+// Defaults checks and completes it.
+func ParseRack(b []byte) (*Rack, error) {
 	var r Rack
-	dec := yaml.NewDecoder(f)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("deploy: %s: %w", path, err)
+		return nil, err
 	}
 	return &r, nil
 }
@@ -258,6 +283,9 @@ func (r *Rack) Defaults() error {
 		}
 		if g.SSHPort == 0 {
 			g.SSHPort = r.SSHPortBase + i
+		}
+		if err := g.GPUs.defaults(); err != nil {
+			return fmt.Errorf("deploy: guest %s: gpus: %w", g.Name, err)
 		}
 	}
 	return r.ibDefaults()
