@@ -212,7 +212,7 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 // rack, or "" when it can: same command line, control socket answering
 // with every GPU.
 func gpuReusable(ctx context.Context, pid int, args []string, control string, n int) string {
-	if why := sameCmdline(pid, args); why != "" {
+	if why := sameCmdline(pid, args, "the rack's GPUs changed"); why != "" {
 		return why
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -227,15 +227,16 @@ func gpuReusable(ctx context.Context, pid int, args []string, control string, n 
 	return ""
 }
 
-// sameCmdline returns why process pid's arguments are not args, or "".
-func sameCmdline(pid int, args []string) string {
+// sameCmdline returns why process pid's arguments are not args (changed
+// when they differ), or "".
+func sameCmdline(pid int, args []string, changed string) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return err.Error()
 	}
 	got := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 	if len(got) < 1 || !slices.Equal(got[1:], args) {
-		return "the rack's devices changed"
+		return changed
 	}
 	return ""
 }

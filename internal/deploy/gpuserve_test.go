@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -92,7 +94,21 @@ func TestGPUBackendServes(t *testing.T) {
 	if fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p); err != nil || !fresh || st.GPUPID == pid {
 		t.Fatalf("changed spec: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
 	}
-	if err := deploy.StopGPU(st); err != nil || deploy.GPUAlive(st) {
-		t.Fatalf("stop: %v", err)
+	// deploy down, from the state on disk: the backend stops and the
+	// guests' RAM files go.
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, deploy.FileState), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := deploy.Down(dir, p); err != nil || deploy.GPUAlive(st) {
+		t.Fatalf("down: %v (backend alive %v)", err, deploy.GPUAlive(st))
+	}
+	for _, g := range st.Rack.Guests {
+		if _, err := os.Stat(deploy.GuestRAM(&st.Rack, g)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: RAM file after down: %v", g.Name, err)
+		}
 	}
 }

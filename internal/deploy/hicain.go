@@ -247,7 +247,7 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 // every fabric link up (the backend redials a switch that went away, so
 // a link still down is a fabric that is not back, or not the rack's).
 func deviceReusable(ctx context.Context, pid int, args []string, control string) string {
-	if why := sameCmdline(pid, args); why != "" {
+	if why := sameCmdline(pid, args, "the rack's vNICs changed"); why != "" {
 		return why
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
