@@ -1,17 +1,20 @@
 // Package deploy runs QEMU racks: it reads rack specs (YAML), starts the
-// HiSwitch fabric as a child process (`hinic fabric serve`) and, for guests
-// with a HiNIC, one device backend (`hinic device serve`), starts one QEMU
-// guest per spec entry (TCG unless the KVM probe passes) with its data NIC on a fabric
-// port (rxe: a virtio-net NIC on a qemu-stream port; hicain: the
-// ivshmem-doorbell function the backend serves, the backend on a seqpacket
-// port) and its management SSH forwarded to loopback, reaches the guests
-// over SSH (golang.org/x/crypto/ssh, host keys pinned on first contact,
-// files pushed with go-scp), brings up their RDMA NICs, and keeps the rack's
-// state in a run directory so that `status` and `down` find it from
-// another process.
+// HiSwitch fabric as a child process (`hinic fabric serve`), for guests
+// with a HiNIC one device backend (`hinic device serve`) and for guests
+// with GPUs one GPU backend (`hinic gpu serve`), then one QEMU guest per
+// spec entry (TCG unless the KVM probe passes) with its data NIC on a
+// fabric port (rxe: a virtio-net NIC on a qemu-stream port; hicain: the
+// ivshmem-doorbell function the backend serves, the backend on a
+// seqpacket port), each GPU one more ivshmem-doorbell function on the
+// guest's RAM file, and its management SSH forwarded to loopback. It
+// reaches the guests over SSH (golang.org/x/crypto/ssh, host keys pinned
+// on first contact, files pushed with go-scp), brings up their RDMA NICs
+// and GPUs, and keeps the rack's state in a run directory so that
+// `status` and `down` find it from another process.
 //
-// deploy imports fabric and device (to query a running fabric and backend),
-// image (manifests) and accel (the KVM probe); it must not import verify or the CLI.
+// deploy imports fabric, device and gpu (to query a running fabric and
+// backends), image (manifests) and accel (the KVM probe); it must not
+// import verify or the CLI.
 package deploy
 
 import (
