@@ -189,12 +189,12 @@ fi
 if [[ $ONLY != rxe ]]; then
 	t=$(now)
 	only=hicain-modules,libhicain
-	((GPU)) && only+=,libhicart1,hicart-tools
+	if ((GPU)); then only+=,libhicart1,hicart-tools; fi
 	"$HINIC" pkg build --fix --kernel "$KVER" --only "$only" --out "$OUT/debs" | tee "$OUT/debs.txt"
 	# The modules package and the provider first: the packages' life
 	# cycle below takes them by index.
 	debs=("$OUT"/debs/hicain-modules-"$KVER"_*.deb "$OUT"/debs/libhicain_*.deb)
-	((GPU)) && debs+=("$OUT"/debs/libhicart1_*.deb "$OUT"/debs/hicart-tools_*.deb)
+	if ((GPU)); then debs+=("$OUT"/debs/libhicart1_*.deb "$OUT"/debs/hicart-tools_*.deb); fi
 	for d in "${debs[@]}"; do
 		[[ -f $d ]] || { echo "e2e: hinic pkg build made no $d" >&2; exit 1; }
 	done
