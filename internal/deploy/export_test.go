@@ -6,6 +6,7 @@ var (
 	StopGPU    = func(st *State) error { return stop(st.GPUPID, gpuProc(&st.Rack), "gpu", quiet) }
 	GPUAlive   = func(st *State) bool { return alive(st.GPUPID, gpuProc(&st.Rack)) }
 	GPUInfos   = gpuInfos
+	GPUsFree   = waitGPUsFree
 	CPUMetered = (*State).CPUSeconds
 )
 

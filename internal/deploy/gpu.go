@@ -241,6 +241,46 @@ func sameCmdline(pid int, args []string, changed string) string {
 	return ""
 }
 
+// gpuFreeTimeout bounds the wait for the GPU backend to notice that a
+// guest's previous QEMU is gone.
+const gpuFreeTimeout = 10 * time.Second
+
+// waitGPUsFree waits, up to timeout, until the GPU backend serves every
+// GPU of guest g with no QEMU attached. The backend takes one guest per
+// GPU and refuses a second: a QEMU stopped a moment ago may not have been
+// noticed yet, and a QEMU started meanwhile would boot without its GPU.
+func waitGPUsFree(ctx context.Context, r *Rack, g Guest, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := gpu.QueryStatus(qctx, GPUControl(r))
+		cancel()
+		var busy []string
+		if err == nil {
+			for _, gi := range gpuInfos(r, &s, "running") {
+				if gi.Guest == g.Name && gi.State != "waiting" {
+					busy = append(busy, fmt.Sprintf("gpu_id %d is %s", gi.ID, gi.State))
+				}
+			}
+			if len(busy) == 0 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("the GPU backend still has a guest on its GPUs (%s): is another QEMU attached to %s? (hinic gpu status --control %s)",
+				strings.Join(busy, ", "), filepath.Dir(GPUSocket(r, g, 0)), GPUControl(r))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // setupGPUs loads higpu in guest g and waits until it has bound every
 // GPU (/dev/higpu<id>), then checks that the HiGPU runtime and tools are
 // installed. The modules package's modules-load.d loads higpu at boot;

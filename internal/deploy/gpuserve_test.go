@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +84,38 @@ func TestGPUBackendServes(t *testing.T) {
 	}
 	if _, ok := deploy.CPUMetered(st)["gpu"]; !ok {
 		t.Errorf("the CPU meter has no gpu: %v", deploy.CPUMetered(st))
+	}
+
+	// A QEMU holds GPU 0 of vm-a (here a bare ivshmem client): a new
+	// QEMU of vm-a must wait until the backend has let it go.
+	a := st.Rack.Guests[0]
+	if err := deploy.GPUsFree(ctx, &st.Rack, a, time.Second); err != nil {
+		t.Fatalf("free GPUs: %v", err)
+	}
+	c, err := net.Dial("unix", deploy.GPUSocket(&st.Rack, a, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The backend takes the connection on its own time.
+	for start := time.Now(); ; {
+		s, err := gpu.QueryStatus(ctx, deploy.GPUControl(&st.Rack))
+		if err == nil && len(s.GPUs) > 0 && s.GPUs[0].Guest {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("the backend did not take the client: %+v, %v", s, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := deploy.GPUsFree(ctx, &st.Rack, a, 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "gpu_id 0 is ready") {
+		t.Errorf("a held GPU: %v", err)
+	}
+	if err := deploy.GPUsFree(ctx, &st.Rack, st.Rack.Guests[1], time.Second); err != nil {
+		t.Errorf("another guest's GPUs: %v", err)
+	}
+	c.Close()
+	if err := deploy.GPUsFree(ctx, &st.Rack, a, 5*time.Second); err != nil {
+		t.Errorf("after the client left: %v", err)
 	}
 
 	// The same spec: kept.

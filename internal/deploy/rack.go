@@ -573,6 +573,11 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 				return err
 			}
 		}
+		if g.GPUs.Count > 0 {
+			if err := waitGPUsFree(ctx, r, g, gpuFreeTimeout); err != nil {
+				return err
+			}
+		}
 		logf, err := openPrivate(filepath.Join(gs.Dir, "qemu.log"), os.O_APPEND)
 		if err != nil {
 			return err
