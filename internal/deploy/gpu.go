@@ -28,9 +28,10 @@ const (
 	// gives none.
 	DefaultGPUMemory = 256
 	// MinGPUMemory and MaxGPUMemory bound it: hicart_test needs room
-	// for its allocations, and the backend keeps device memory in a
+	// for its allocations and the gate's hicart-bandwidth run for two
+	// 8 MiB buffers, and the backend keeps device memory in a
 	// sparse memfd, so a large one costs only what the guest touches.
-	MinGPUMemory = 16
+	MinGPUMemory = 32
 	MaxGPUMemory = 64 << 10
 	// gpuVectors is the ivshmem vectors of a GPU function (QEMU's
 	// vectors= and the backend's).

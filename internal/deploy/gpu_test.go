@@ -48,7 +48,7 @@ func TestGPUErrors(t *testing.T) {
 		"duplicate id":     {GPUs{Count: 2, IDs: []int{3, 3}}, "id 3 given twice"},
 		"id 8":             {GPUs{Count: 1, IDs: []int{8}}, "id 8: want 0 to 7"},
 		"negative id":      {GPUs{Count: 1, IDs: []int{-1}}, "id -1"},
-		"memory too small": {GPUs{Count: 1, Memory: 8}, "memory 8 MiB: want 16 to 65536"},
+		"memory too small": {GPUs{Count: 1, Memory: 8}, "memory 8 MiB: want 32 to 65536"},
 		"memory too large": {GPUs{Count: 1, Memory: 65537}, "memory 65537 MiB"},
 		"memory negative":  {GPUs{Count: 1, Memory: -256}, "memory -256 MiB"},
 	} {

@@ -39,7 +39,7 @@ func TestGPUBackendServes(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	r := deploy.Rack{RunDir: dir, Guests: []deploy.Guest{
-		{Name: "vm-a", NIC: deploy.NICHicain, Memory: 64, GPUs: deploy.GPUs{Count: 2, Memory: 16}},
+		{Name: "vm-a", NIC: deploy.NICHicain, Memory: 64, GPUs: deploy.GPUs{Count: 2, Memory: 32}},
 		{Name: "vm-b", Memory: 64, GPUs: deploy.GPUs{Count: 1, IDs: []int{3}, Memory: 32}},
 	}}
 	if err := r.Defaults(); err != nil {
