@@ -21,6 +21,13 @@
 #   7. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
 #      ratio of every case, and HiNIC's RoCEv2 and InfiniBand figures in
 #      another (hinic verify compare).
+#   Optional, with E2E_GPU=1 (off by default): the HiGPU runtime's
+#   packages (libhicart1, hicart-tools) are built with HiNIC's and go
+#   into the HiNIC image too, and after the HiNIC rack a GPU rack (two
+#   hicain guests with two HiGPUs each, hinic gpu serve beside hinic
+#   device serve) runs the gate's GPU cases only (hicart_smi,
+#   hicart_test, hicart_bandwidth) -> rack down. One more rack deploy,
+#   about 3 minutes under TCG.
 # Prints the time of each stage. Needs root (mmdebstrap root mode) and the
 # host tools of `hinic doctor`; KVM is not needed (TCG).
 #
@@ -41,7 +48,10 @@
 #   E2E_IRACK    InfiniBand rack spec (default testdata/racks/two-ib.yaml)
 #   E2E_MRACK    interop rack spec (default testdata/racks/mixed.yaml): its
 #                vm-a has the HiNIC vNIC, its vm-b Soft-RoCE
-#   E2E_ONLY     rxe, hicain, ib or mixed: run one rack only (no comparison)
+#   E2E_GRACK    GPU rack spec (default testdata/racks/two-hicain-gpu.yaml)
+#   E2E_GPU      1: the GPU stage (default 0); outputs in gpu/
+#   E2E_ONLY     rxe, hicain, ib, mixed or gpu: run one rack only (no
+#                comparison); gpu implies E2E_GPU=1
 set -euo pipefail
 
 HINIC=${HINIC:-bin/hinic}
@@ -52,8 +62,13 @@ SPEC=${E2E_RACK:-testdata/racks/two-rxe.yaml}
 HSPEC=${E2E_HRACK:-testdata/racks/two-hicain.yaml}
 ISPEC=${E2E_IRACK:-testdata/racks/two-ib.yaml}
 MSPEC=${E2E_MRACK:-testdata/racks/mixed.yaml}
+GSPEC=${E2E_GRACK:-testdata/racks/two-hicain-gpu.yaml}
 ONLY=${E2E_ONLY:-}
-case $ONLY in "" | rxe | hicain | ib | mixed) ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib or mixed, not $ONLY" >&2; exit 2 ;; esac
+GPU=${E2E_GPU:-0}
+case $ONLY in "" | rxe | hicain | ib | mixed) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, mixed or gpu, not $ONLY" >&2; exit 2 ;; esac
+case $GPU in 0 | 1) ;; *) echo "e2e: E2E_GPU is 0 or 1, not $GPU" >&2; exit 2 ;; esac
+# The cases of the GPU rack: its NICs are the HiNIC rack's, checked there.
+GPU_CASES=(hicart_smi hicart_test hicart_bandwidth)
 # The cases of the interop rack, run from each NIC to the other.
 INTEROP_CASES=(ibv_rc_pingpong ib_write_bw ib_read_bw ib_atomic_bw ib_send_lat)
 
@@ -89,11 +104,13 @@ fail() {
 		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(awk '$2 == "fail" || $2 == "error"' "$2")
 	fi
 }
-# rack NAME SPEC IMAGE: deploy, status, gate, leaving the rack up; the
+# rack NAME SPEC IMAGE [GATE-ARGS...]: deploy, status, gate (with the
+# extra arguments of verify e2e, e.g. --case), leaving the rack up; the
 # gate's failure is recorded, not fatal, so that down and the comparison
 # still run.
 rack() {
 	local name=$1 spec=$2 image=$3 t rc
+	shift 3
 	RUN_DIR=/tmp/hinic-rack-e2e-$name
 	rm -rf "$RUN_DIR"
 	mkdir -p "$OUT/$name"
@@ -103,7 +120,7 @@ rack() {
 	"$HINIC" deploy status --run-dir "$RUN_DIR" | tee "$OUT/$name/status.txt"
 	t=$(now)
 	set +e
-	"$HINIC" verify e2e --rack "$RUN_DIR" --save "$OUT/$name/raw" --junit "$OUT/$name/gate.xml" \
+	"$HINIC" verify e2e --rack "$RUN_DIR" "$@" --save "$OUT/$name/raw" --junit "$OUT/$name/gate.xml" \
 		--json "$OUT/$name/gate.json" | tee "$OUT/$name/gate.txt"
 	rc=${PIPESTATUS[0]}
 	set -e
@@ -171,15 +188,22 @@ fi
 
 if [[ $ONLY != rxe ]]; then
 	t=$(now)
-	"$HINIC" pkg build --fix --kernel "$KVER" --only hicain-modules,libhicain --out "$OUT/debs" | tee "$OUT/debs.txt"
+	only=hicain-modules,libhicain
+	if ((GPU)); then only+=,libhicart1,hicart-tools; fi
+	"$HINIC" pkg build --fix --kernel "$KVER" --only "$only" --out "$OUT/debs" | tee "$OUT/debs.txt"
+	# The modules package and the provider first: the packages' life
+	# cycle below takes them by index.
 	debs=("$OUT"/debs/hicain-modules-"$KVER"_*.deb "$OUT"/debs/libhicain_*.deb)
+	if ((GPU)); then debs+=("$OUT"/debs/libhicart1_*.deb "$OUT"/debs/hicart-tools_*.deb); fi
 	for d in "${debs[@]}"; do
 		[[ -f $d ]] || { echo "e2e: hinic pkg build made no $d" >&2; exit 1; }
 	done
 	stage packages "$t"
 
 	t=$(now)
-	"$HINIC" image build --dir "$HIMAGE" --kernel "$KPKG" --deb "${debs[0]}" --deb "${debs[1]}" -o json > "$OUT/hicain-manifest.json"
+	debargs=()
+	for d in "${debs[@]}"; do debargs+=(--deb "$d"); done
+	"$HINIC" image build --dir "$HIMAGE" --kernel "$KPKG" "${debargs[@]}" -o json > "$OUT/hicain-manifest.json"
 	stage "hicain image" "$t"
 
 fi
@@ -200,6 +224,14 @@ if [[ -z $ONLY || $ONLY == hicain ]]; then
 		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(tail -n 5 "$OUT/pkg-cycle.txt")
 	fi
 	rack_down hicain
+fi
+
+# The GPU stage, off unless E2E_GPU=1 (or E2E_ONLY=gpu).
+if ((GPU)) && [[ -z $ONLY || $ONLY == gpu ]]; then
+	cases=()
+	for c in "${GPU_CASES[@]}"; do cases+=(--case "$c"); done
+	rack gpu "$GSPEC" "$HIMAGE" "${cases[@]}"
+	rack_down gpu
 fi
 
 if [[ -z $ONLY || $ONLY == ib ]]; then

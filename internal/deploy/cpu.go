@@ -14,9 +14,10 @@ const userHZ = 100
 
 // CPUSeconds returns the CPU time, user plus system, that each running
 // process of the rack has used since it started: "fabric", "backend"
-// (hinic device serve, with HiNIC guests) and "qemu:<guest>". A process
-// that is not running, or whose pid now belongs to another program, is
-// left out. verify e2e --rack reads it before and after each case.
+// (hinic device serve, with HiNIC guests), "gpu" (hinic gpu serve, with
+// guests that have GPUs) and "qemu:<guest>". A process that is not
+// running, or whose pid now belongs to another program, is left out.
+// verify e2e --rack reads it before and after each case.
 func (st *State) CPUSeconds() map[string]float64 {
 	r := &st.Rack
 	out := map[string]float64{}
@@ -31,6 +32,9 @@ func (st *State) CPUSeconds() map[string]float64 {
 	add("fabric", st.FabricPID, fabricProc(r))
 	if st.DevicePID != 0 {
 		add("backend", st.DevicePID, deviceProc(r))
+	}
+	if st.GPUPID != 0 {
+		add("gpu", st.GPUPID, gpuProc(r))
 	}
 	for _, g := range st.Guests {
 		add("qemu:"+g.Name, g.PID, qemuProc(GuestDir(r, g.Name)))

@@ -1,12 +1,10 @@
 package deploy
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -154,12 +152,10 @@ func DeviceArgs(r *Rack) []string {
 }
 
 // hicainQEMUArgs is the part of a hicain guest's QEMU command line that
-// replaces the virtio data NIC: guest RAM in a shared file and the
-// ivshmem-doorbell function the backend serves.
+// replaces the virtio data NIC: the ivshmem-doorbell function the
+// backend serves (the guest's RAM is in its shared file: ramQEMUArgs).
 func hicainQEMUArgs(r *Rack, g Guest) []string {
 	return []string{
-		"-machine", string(QEMUMachine) + ",memory-backend=ram0",
-		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", g.Memory, GuestRAM(r, g)),
 		"-chardev", "socket,path=" + IvshmemSocket(r, g) + ",id=ivs0",
 		"-device", fmt.Sprintf("ivshmem-doorbell,chardev=ivs0,vectors=%d", hicainVectors),
 	}
@@ -178,12 +174,18 @@ func checkPaths(r *Rack) error {
 		} else {
 			socks = append(socks, StreamSocket(r, g))
 		}
+		for _, id := range g.GPUs.IDs {
+			socks = append(socks, GPUSocket(r, g, id))
+		}
 	}
 	if len(r.hicainGuests()) > 0 {
 		socks = append(socks, DeviceControl(r))
-		if strings.Contains(r.RunDir, ",") {
-			return fmt.Errorf("deploy: run dir %s: a comma cannot be passed to the device backend or QEMU; choose another --run-dir", r.RunDir)
-		}
+	}
+	if len(r.gpuGuests()) > 0 {
+		socks = append(socks, GPUControl(r))
+	}
+	if len(r.ramGuests()) > 0 && strings.Contains(r.RunDir, ",") {
+		return fmt.Errorf("deploy: run dir %s: a comma cannot be passed to a device backend or QEMU; choose another --run-dir", r.RunDir)
 	}
 	for _, s := range socks {
 		if len(s) > sunPath {
@@ -245,13 +247,8 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 // every fabric link up (the backend redials a switch that went away, so
 // a link still down is a fabric that is not back, or not the rack's).
 func deviceReusable(ctx context.Context, pid int, args []string, control string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return err.Error()
-	}
-	if got := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0}); len(got) < 1 ||
-		string(bytes.Join(got[1:], []byte{0})) != strings.Join(args, "\x00") {
-		return "the rack's vNICs changed"
+	if why := sameCmdline(pid, args, "the rack's vNICs changed"); why != "" {
+		return why
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

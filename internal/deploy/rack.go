@@ -22,6 +22,7 @@ import (
 	"github.com/PacketFive/hinic/internal/accel"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/gpu"
 	"github.com/PacketFive/hinic/internal/image"
 )
 
@@ -43,6 +44,7 @@ type State struct {
 	Started   time.Time    `json:"started"`
 	FabricPID int          `json:"fabric_pid"`
 	DevicePID int          `json:"device_pid,omitempty"` // hinic device serve, with hicain guests
+	GPUPID    int          `json:"gpu_pid,omitempty"`    // hinic gpu serve, with guests that have GPUs
 	Guests    []GuestState `json:"guests"`
 	Timings   []StepTiming `json:"timings"`
 	Down      bool         `json:"down"`
@@ -56,6 +58,9 @@ type State struct {
 	// hicain guest's QEMU still running from before is attached to
 	// nothing and boots again.
 	deviceFresh bool
+	// gpuFresh is the same for the GPU backend and the guests with
+	// GPUs.
+	gpuFresh bool
 }
 
 // GuestState is a guest of a deployed rack.
@@ -230,6 +235,26 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 			return st, err
 		}
 		st.DevicePID = 0
+	}
+	// The GPU backend likewise: QEMU connects to its ivshmem sockets at
+	// start-up.
+	if len(r.gpuGuests()) > 0 {
+		err := timed("gpu", func() (err error) {
+			st.gpuFresh, err = startGPU(ctx, st, o.Hinic, p)
+			return err
+		})
+		if serr := st.save(); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return st, err
+		}
+	} else if alive(st.GPUPID, gpuProc(r)) {
+		// The rack no longer has guests with GPUs.
+		if err := stop(st.GPUPID, gpuProc(r), "gpu", p); err != nil {
+			return st, err
+		}
+		st.GPUPID = 0
 	}
 	if err := st.save(); err != nil {
 		return st, err
@@ -453,8 +478,9 @@ func PortSocket(r *Rack, sw string, port int) string {
 
 // QEMUArgs is the QEMU command line of guest g: the management NIC on
 // user networking first, then the data NIC: a virtio-net NIC on the
-// fabric for rxe, the HiNIC ivshmem function (RAM in a shared file) for
-// hicain.
+// fabric for rxe, the HiNIC ivshmem function for hicain; then one
+// ivshmem function per GPU. With a hicain NIC or GPUs the guest's RAM
+// is a shared file the backends map.
 func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey string) []string {
 	n := 0
 	for i := range r.Guests {
@@ -462,14 +488,18 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 			n = i + 1
 		}
 	}
-	data := []string{
-		"-machine", string(QEMUMachine),
-		"-netdev", "stream,id=data,server=on,addr.type=unix,addr.path=" + StreamSocket(r, g),
-		"-device", "virtio-net-pci,netdev=data,mac=" + g.MAC,
+	data := []string{"-machine", string(QEMUMachine)}
+	if sharedRAM(g) {
+		data = ramQEMUArgs(r, g)
 	}
 	if g.NIC == NICHicain {
-		data = hicainQEMUArgs(r, g)
+		data = append(data, hicainQEMUArgs(r, g)...)
+	} else {
+		data = append(data,
+			"-netdev", "stream,id=data,server=on,addr.type=unix,addr.path="+StreamSocket(r, g),
+			"-device", "virtio-net-pci,netdev=data,mac="+g.MAC)
 	}
+	data = append(data, gpuQEMUArgs(r, g)...)
 	args := []string{
 		"-name", g.Name, "-accel", accel,
 		"-m", strconv.Itoa(g.Memory), "-smp", strconv.Itoa(g.CPUs),
@@ -504,8 +534,8 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 	}
 	t0 := time.Now()
 	running := alive(gs.PID, qemuProc(gs.Dir))
-	if running && g.NIC == NICHicain && st.deviceFresh {
-		p("%s: booting again: the device backend was restarted", g.Name)
+	if running && ((g.NIC == NICHicain && st.deviceFresh) || (g.GPUs.Count > 0 && st.gpuFresh)) {
+		p("%s: booting again: a device backend was restarted", g.Name)
 		if err := stop(gs.PID, qemuProc(gs.Dir), g.Name, p); err != nil {
 			return err
 		}
@@ -540,6 +570,11 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 				return err
 			}
 			if err := ForgetHostKey(filepath.Join(r.RunDir, FileKnownHosts), gs.SSHAddr); err != nil {
+				return err
+			}
+		}
+		if g.GPUs.Count > 0 {
+			if err := waitGPUsFree(ctx, r, g, gpuFreeTimeout); err != nil {
 				return err
 			}
 		}
@@ -625,6 +660,11 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 		}
 	default:
 		if err := setupRxe(ctx, c, r, g, gs); err != nil {
+			return err
+		}
+	}
+	if g.GPUs.Count > 0 {
+		if err := setupGPUs(ctx, c, g, p); err != nil {
 			return err
 		}
 	}
@@ -756,8 +796,9 @@ func hasRun(argv, run []string) bool {
 }
 
 // Down stops every process of the rack in runDir: guests first (SIGTERM,
-// then SIGKILL after 10 s), then the device backend, then the fabric, and
-// removes the RAM files of the hicain guests once nothing maps them. It
+// then SIGKILL after 10 s), then the device and GPU backends, then the
+// fabric, and removes the RAM files of the hicain guests and of the
+// guests with GPUs once nothing maps them. It
 // reports what it stopped.
 func Down(runDir string, p Progress) error {
 	if p == nil {
@@ -791,13 +832,23 @@ func Down(runDir string, p Progress) error {
 			errs = append(errs, err)
 		}
 	}
+	if st.GPUPID == 0 {
+		if b, err := os.ReadFile(filepath.Join(runDir, FileGPUPID)); err == nil {
+			st.GPUPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	if st.GPUPID != 0 || len(st.Rack.gpuGuests()) > 0 {
+		if err := stop(st.GPUPID, gpuProc(&st.Rack), "gpu", p); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := stop(st.FabricPID, fabricProc(&st.Rack), "fabric", p); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		// Guest RAM is worth nothing once QEMU and the backend are gone,
-		// and the file is as large as the RAM the guest touched.
-		for _, g := range st.Rack.hicainGuests() {
+		// Guest RAM is worth nothing once QEMU and the backends are
+		// gone, and the file is as large as the RAM the guest touched.
+		for _, g := range st.Rack.ramGuests() {
 			if err := os.Remove(GuestRAM(&st.Rack, g)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
@@ -862,15 +913,20 @@ type RackStatus struct {
 	Fabric string `json:"fabric"` // running or stopped
 	// Device is the device backend's state (running or stopped) in a
 	// rack with hicain guests, else empty; VNICs is its status.
-	Device   string              `json:"device,omitempty"`
-	VNICs    []device.VNICStatus `json:"vnics,omitempty"`
-	Guests   []GuestStatus       `json:"guests"`
-	Switches *fabric.Status      `json:"switches,omitempty"`
+	Device string              `json:"device,omitempty"`
+	VNICs  []device.VNICStatus `json:"vnics,omitempty"`
+	// GPU is the GPU backend's state (running or stopped) in a rack
+	// with GPUs, else empty; GPUs are every guest's GPUs with the
+	// backend's view of each.
+	GPU      string         `json:"gpu,omitempty"`
+	GPUs     []GPUInfo      `json:"gpus,omitempty"`
+	Guests   []GuestStatus  `json:"guests"`
+	Switches *fabric.Status `json:"switches,omitempty"`
 }
 
 // Status looks at each process of the rack, asks each running guest for
 // its RDMA port state over SSH, and queries the fabric and the device
-// backend.
+// and GPU backends.
 func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	st, err := ReadState(runDir)
 	if err != nil {
@@ -893,6 +949,19 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 			}
 			cancel()
 		}
+	}
+	if len(st.Rack.gpuGuests()) > 0 {
+		rs.GPU = "stopped"
+		var gst *gpu.Status
+		if alive(st.GPUPID, gpuProc(&st.Rack)) {
+			rs.GPU = "running"
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if s, err := gpu.QueryStatus(qctx, GPUControl(&st.Rack)); err == nil {
+				gst = &s
+			}
+			cancel()
+		}
+		rs.GPUs = gpuInfos(&st.Rack, gst, rs.GPU)
 	}
 	rs.Guests = make([]GuestStatus, len(st.Guests))
 	var wg sync.WaitGroup

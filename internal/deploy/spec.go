@@ -1,20 +1,24 @@
 // Package deploy runs QEMU racks: it reads rack specs (YAML), starts the
-// HiSwitch fabric as a child process (`hinic fabric serve`) and, for guests
-// with a HiNIC, one device backend (`hinic device serve`), starts one QEMU
-// guest per spec entry (TCG unless the KVM probe passes) with its data NIC on a fabric
-// port (rxe: a virtio-net NIC on a qemu-stream port; hicain: the
-// ivshmem-doorbell function the backend serves, the backend on a seqpacket
-// port) and its management SSH forwarded to loopback, reaches the guests
-// over SSH (golang.org/x/crypto/ssh, host keys pinned on first contact,
-// files pushed with go-scp), brings up their RDMA NICs, and keeps the rack's
-// state in a run directory so that `status` and `down` find it from
-// another process.
+// HiSwitch fabric as a child process (`hinic fabric serve`), for guests
+// with a HiNIC one device backend (`hinic device serve`) and for guests
+// with GPUs one GPU backend (`hinic gpu serve`), then one QEMU guest per
+// spec entry (TCG unless the KVM probe passes) with its data NIC on a
+// fabric port (rxe: a virtio-net NIC on a qemu-stream port; hicain: the
+// ivshmem-doorbell function the backend serves, the backend on a
+// seqpacket port), each GPU one more ivshmem-doorbell function on the
+// guest's RAM file, and its management SSH forwarded to loopback. It
+// reaches the guests over SSH (golang.org/x/crypto/ssh, host keys pinned
+// on first contact, files pushed with go-scp), brings up their RDMA NICs
+// and GPUs, and keeps the rack's state in a run directory so that
+// `status` and `down` find it from another process.
 //
-// deploy imports fabric and device (to query a running fabric and backend),
-// image (manifests) and accel (the KVM probe); it must not import verify or the CLI.
+// deploy imports fabric, device and gpu (to query a running fabric and
+// backends), image (manifests) and accel (the KVM probe); it must not
+// import verify or the CLI.
 package deploy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -96,6 +100,21 @@ type Guest struct {
 	// switch: trust-pause on its fabric port (rxe) or on its vNIC
 	// (hicain). Off, they are dropped and counted.
 	TrustPause bool `yaml:"trust-pause" json:"trust_pause"`
+	// GPUs are the guest's HiGPU functions, served by the rack's
+	// `hinic gpu serve`; none when absent.
+	GPUs GPUs `yaml:"gpus" json:"gpus,omitzero"`
+}
+
+// GPUs are the emulated GPUs of one guest.
+type GPUs struct {
+	// Count is how many, 0 to MaxGuestGPUs.
+	Count int `yaml:"count" json:"count"`
+	// Memory is the device memory of each, in MiB (default
+	// DefaultGPUMemory).
+	Memory int `yaml:"memory" json:"memory_mib"`
+	// IDs are their gpu_ids, unique, 0 to MaxGuestGPUs-1 (default 0 to
+	// Count-1): /dev/higpu<id> in the guest.
+	IDs []int `yaml:"ids" json:"ids"`
 }
 
 // Link is an inter-switch cable, "sw0:10" to "sw1:10".
@@ -122,16 +141,25 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // ReadRack reads a rack spec from a YAML file; unknown keys are an error.
 func ReadRack(path string) (*Rack, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	r, err := ParseRack(b)
+	if err != nil {
+		return nil, fmt.Errorf("deploy: %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ParseRack reads a rack spec from YAML; unknown keys are an error.
+// Defaults checks and completes it.
+func ParseRack(b []byte) (*Rack, error) {
 	var r Rack
-	dec := yaml.NewDecoder(f)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("deploy: %s: %w", path, err)
+		return nil, err
 	}
 	return &r, nil
 }
@@ -258,6 +286,9 @@ func (r *Rack) Defaults() error {
 		}
 		if g.SSHPort == 0 {
 			g.SSHPort = r.SSHPortBase + i
+		}
+		if err := g.GPUs.defaults(); err != nil {
+			return fmt.Errorf("deploy: guest %s: gpus: %w", g.Name, err)
 		}
 	}
 	return r.ibDefaults()

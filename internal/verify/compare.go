@@ -31,7 +31,17 @@ type Comparison struct {
 	// per GiB moved (CaseResult.CPUPerGiB), 0 when not metered.
 	BaseCPUPerGiB float64 `json:"base_cpu_s_per_gib,omitempty"`
 	NewCPUPerGiB  float64 `json:"new_cpu_s_per_gib,omitempty"`
+	// Only is OnlyBase or OnlyNew for a case one run has and the
+	// other lacks (the GPU cases have no Soft-RoCE counterpart), else
+	// empty.
+	Only string `json:"only,omitempty"`
 }
+
+// Values of Comparison.Only.
+const (
+	OnlyBase = "base"
+	OnlyNew  = "new"
+)
 
 // LowerIsBetter reports whether a smaller figure in unit is better.
 func LowerIsBetter(unit string) bool {
@@ -42,7 +52,7 @@ func LowerIsBetter(unit string) bool {
 // a time), so that two runs' figures have a meaningful ratio; counts of
 // what a case checked ("MiB checked", "captures", "devices") do not.
 func Measured(unit string) bool {
-	return LowerIsBetter(unit) || strings.HasSuffix(unit, "/s")
+	return LowerIsBetter(unit) || strings.HasSuffix(unit, "/s") || unit == UnitOfMemcpy
 }
 
 // Compare lines up the cases of base and cand by name, in base's order
@@ -67,6 +77,12 @@ func Compare(base, cand *Report) []Comparison {
 			if c.Unit == "" {
 				c.Unit = n.Unit
 			}
+		}
+		switch {
+		case !hasB:
+			c.Only = OnlyNew
+		case !hasN:
+			c.Only = OnlyBase
 		}
 		c.LowerIsBetter = LowerIsBetter(c.Unit)
 		if hasB && hasN && b.Result == Pass && n.Result == Pass && Measured(b.Unit) && b.Unit == n.Unit &&

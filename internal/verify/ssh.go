@@ -59,6 +59,10 @@ type SSHOptions struct {
 	// gives. A host without an entry (or 0) is not checked; its active
 	// MTU is reported either way.
 	ActiveMTU map[string]int
+	// GPUs are the server host's GPUs as the rack spec gives them;
+	// with none, the GPU cases (hicart_smi, hicart_test,
+	// hicart_bandwidth) are not listed.
+	GPUs []GPU
 }
 
 // DefaultSSHOptions are TCG-sized.
@@ -96,7 +100,8 @@ type sshGate struct {
 // then the RDMA CM cases: rping, ucmatose, udaddy and ib_send_bw -R, which
 // find each other by IP address through librdmacm (CM MADs on QP1) instead
 // of a TCP exchange, and last rdma-core's own pyverbs suite on the
-// server's device. The GID indexes are chosen by the ibv_devinfo case;
+// server's device, and, when the rack spec gives the server GPUs, the
+// HiGPU cases of gpuCases. The GID indexes are chosen by the ibv_devinfo case;
 // the server side of each tool starts first. Between two InfiniBand
 // hosts the tools address each other by LID, their out-of-band TCP and
 // the RDMA CM run over IPoIB, and the management cases of ibCases follow
@@ -152,7 +157,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
 		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
 		{Name: "pyverbs", Run: g.pyverbs},
-	}...), g.consumerCases()...)
+	}...), append(g.consumerCases(), g.gpuCases()...)...)
 }
 
 func (g *sshGate) save(name, side, out string) {

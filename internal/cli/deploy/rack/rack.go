@@ -34,21 +34,26 @@ data network 10.42.0.0/24, SSH on 127.0.0.1:2222 and 2223.
 It starts the HiSwitch fabric (hinic fabric serve) with one port per
 guest: a qemu-stream port for an rxe guest, a seqpacket port for a hicain
 guest. With hicain guests it then starts one HiNIC device backend (hinic
-device serve, one vNIC per hicain guest on its switch port). Then the
+device serve, one vNIC per hicain guest on its switch port) and, with
+guests that have gpus:, one HiGPU backend (hinic gpu serve, one GPU per
+GPU of every guest, on the guest's RAM file). Then the
 guests (accel: auto is KVM only when the KVM probe boots the image's
 kernel under KVM, else TCG; see hinic doctor) booted from the image directly
 (-kernel/-initrd) on a copy-on-write overlay: an rxe guest's data NIC is a
 virtio-net NIC, a hicain guest's the ivshmem-doorbell function of its vNIC
-with its RAM in GUEST/ram. It waits for SSH (host keys pinned on first
+with its RAM in GUEST/ram; each GPU is one more ivshmem-doorbell
+function (a guest with GPUs has its RAM in GUEST/ram whatever its NIC).
+It waits for SSH (host keys pinned on first
 contact, the key passed as a systemd credential), copies files and
 installs packages, and brings up the data NIC with its static address:
 rxe: rdma link add rxe0 type rxe netdev NIC; hicain: modprobe hicain_net,
 the address on its netdev, then modprobe hicain_ib (the image, or the
 guest's debs, must hold the hicain-modules and libhicain packages of
-hinic pkg build).
+hinic pkg build); with GPUs, modprobe higpu and /dev/higpuN for each GPU
+(libhicart1 and hicart-tools are needed too).
 
 Every step is idempotent: running it again keeps what runs and redoes the
-rest. The state, logs (fabric.log, device.log, GUEST/console.log,
+rest. The state, logs (fabric.log, device.log, gpu.log, GUEST/console.log,
 GUEST/qemu.log), the SSH key and known_hosts live in the run directory.
 Stop everything with hinic deploy down.`
 

@@ -31,7 +31,9 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 		Long: `Show a deployed rack: each guest (running, stopped, crashed or
 unreachable; SSH address, data IP, RDMA device and its port state, asked
 over SSH), each HiNIC vNIC of a rack with hicain guests (state, link and
-counters, from the device backend's control socket) and each switch port
+counters, from the device backend's control socket), each GPU of a rack
+whose guests have GPUs (memory, state, memory used, contexts and
+utilisation, from the GPU backend's control socket) and each switch port
 (state and counters, from the fabric's control socket), after a drawing of
 the rack's front view. A crashed guest is shown as such; the others keep
 running. -o json prints the whole status.`,
@@ -101,6 +103,12 @@ func run(opts *Options) error {
 			}
 		}
 	}
+	if rs.GPU != "" {
+		fmt.Fprintln(opts.IO.Out)
+		if err := writeGPUs(printer, opts.IO.Out, rs); err != nil {
+			return err
+		}
+	}
 	if rs.Switches != nil {
 		fmt.Fprintln(opts.IO.Out)
 		w := printer.Records("SWITCH", "PORT", "KIND", "STATE", "RX FRAMES", "TX FRAMES", "RX BYTES", "TX BYTES")
@@ -156,6 +164,9 @@ func FrontView(w io.Writer, rs *deploy.RackStatus) {
 	if rs.Device != "" {
 		line(fmt.Sprintf("     device backend %s, %d vNIC(s)", rs.Device, len(rs.VNICs)))
 	}
+	if rs.GPU != "" {
+		line(fmt.Sprintf("     GPU backend %s, %d GPU(s)", rs.GPU, len(rs.GPUs)))
+	}
 	fmt.Fprintln(w, sep)
 	for _, g := range rs.Guests {
 		led := "o"
@@ -167,11 +178,42 @@ func FrontView(w io.Writer, rs *deploy.RackStatus) {
 		}
 		line(fmt.Sprintf(" 2OU %s %-8s %-10s %s %s", led, g.Name, g.State, g.RDMADev, portLabel(g)))
 		line(fmt.Sprintf("         %s  ssh %s", g.DataIP, g.SSH))
+		if gpus := guestGPUs(rs, g.Name); gpus != "" {
+			line("         GPUs " + gpus)
+		}
 	}
 	fmt.Fprintln(w, sep)
 	line(" cable management")
 	line(" power shelf")
 	fmt.Fprintln(w, sep)
+}
+
+// writeGPUs prints the GPU backend's state and every guest's GPUs.
+func writeGPUs(printer *cmdutil.Printer, out io.Writer, rs *deploy.RackStatus) error {
+	fmt.Fprintf(out, "GPU backend: %s\n", rs.GPU)
+	w := printer.Records("GUEST", "GPU", "MEMORY", "STATE", "USED", "CONTEXTS", "UTIL")
+	for _, x := range rs.GPUs {
+		state := x.State
+		if x.Fatal != 0 {
+			state = fmt.Sprintf("%s (code %d)", x.State, x.Fatal)
+		}
+		if err := w.Write(x, x.Guest, fmt.Sprint(x.ID), fmt.Sprintf("%d MiB", x.MemoryMiB), state,
+			fmt.Sprintf("%.1f MiB", float64(x.MemUsed)/(1<<20)), fmt.Sprint(x.Contexts), fmt.Sprintf("%.0f%%", 100*x.Util)); err != nil {
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// guestGPUs lists a guest's GPUs for the front view: "0 live, 1 waiting".
+func guestGPUs(rs *deploy.RackStatus, guest string) string {
+	var parts []string
+	for _, x := range rs.GPUs {
+		if x.Guest == guest {
+			parts = append(parts, fmt.Sprintf("%d %s", x.ID, x.State))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // nicLabel is a guest's NIC kind, with "/ib" for a native InfiniBand one.

@@ -114,6 +114,12 @@ func run(opts *Options) error {
 				better = fmt.Sprintf("%s %.2f×", opts.BaseName, 1/c.Gain)
 			}
 		}
+		switch c.Only {
+		case verify.OnlyBase:
+			better = opts.BaseName + " only"
+		case verify.OnlyNew:
+			better = opts.NewName + " only"
+		}
 		cells := []string{c.Case, cell(c.BaseResult, c.Base, c.Unit), cell(c.NewResult, c.New, c.Unit), ratio, better}
 		if metered {
 			cells = append(cells, cpuCell(c.BaseCPUPerGiB)+" / "+cpuCell(c.NewCPUPerGiB))

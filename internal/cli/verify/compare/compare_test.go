@@ -115,3 +115,30 @@ func TestCompareCPU(t *testing.T) {
 		t.Errorf("unmetered reports got a CPU column:\n%s", out)
 	}
 }
+
+// TestCompareHiNICOnly: the GPU cases, which the Soft-RoCE run lacks,
+// are the HiNIC run's only.
+func TestCompareHiNICOnly(t *testing.T) {
+	dir := t.TempDir()
+	base := write(t, dir, "rxe.json", `[{"case":"ib_send_bw","result":"pass","figure":6.39,"unit":"MiB/s"}]`)
+	cand := write(t, dir, "gpu.json", `[{"case":"ib_send_bw","result":"pass","figure":69.3,"unit":"MiB/s"},
+		{"case":"hicart_bandwidth","result":"pass","figure":0.72,"unit":"× memcpy"}]`)
+	out, errOut, code := run("verify", "compare", base, cand, "--base-name", "Soft-RoCE", "--new-name", "HiNIC")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "hicart_bandwidth") {
+			line = l
+		}
+	}
+	for _, want := range []string{"absent", "0.72 × memcpy", "HiNIC only"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("no %q in %q:\n%s", want, line, out)
+		}
+	}
+	if !strings.Contains(errOut, "1 cases with figures in both runs") {
+		t.Errorf("summary: %s", errOut)
+	}
+}

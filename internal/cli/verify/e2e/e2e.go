@@ -86,7 +86,12 @@ spec) the tools address each other by LID, the out-of-band exchange and
 the RDMA CM run over IPoIB, UD multicast joins its group through the SA,
 and seven cases look at the subnet with infiniband-diags and iputils:
 ibstat, sminfo, ibnetdiscover, smpquery, perfquery (counters before and
-after traffic), ibping and a ping over IPoIB. Unless given, iterations are
+after traffic), ibping and a ping over IPoIB. When the rack spec gives the
+server guest gpus:, three GPU cases end the run on it: hicart_smi
+(hicart-smi --json against the spec's gpu_ids and memory), hicart_test
+(its TAP on every GPU) and hicart_bandwidth (H2D, D2H and D2D against
+the host memcpy measured in the same run; the figure is the lowest
+ratio, docs/verify.md). Unless given, iterations are
 sized for TCG guests
 (pingpong 500, bandwidth 500, latency 500). When the rack was deployed with
 --pcap, a last case checks every RoCEv2 frame of the fabric's captures with

@@ -135,6 +135,7 @@ func runRack(opts *Options) error {
 			o.ActiveMTU[g.Name] = deploy.ActiveMTU(&st.Rack, g)
 		}
 	}
+	o.GPUs = ServerGPUs(&st.Rack, srvG.Name)
 	cases := verify.SSHCases(hosts[0], hosts[1], o)
 	if len(opts.Only) > 0 {
 		var keep []verify.Case
@@ -159,6 +160,21 @@ func runRack(opts *Options) error {
 	target := fmt.Sprintf("rack %s (%s -> %s, %s)", st.Rack.Name, cliG.Name, srvG.Name, srvG.NIC)
 	rep := verify.RunMetered(ctx, "rack:"+st.Rack.Name, cases, progress, st.CPUSeconds)
 	return report(opts, printer, rep, target)
+}
+
+// ServerGPUs are the GPUs the rack spec gives guest name: what the GPU
+// cases of the gate check the guest's view against.
+func ServerGPUs(r *deploy.Rack, name string) []verify.GPU {
+	var gpus []verify.GPU
+	for _, g := range r.Guests {
+		if g.Name != name {
+			continue
+		}
+		for _, id := range g.GPUs.IDs {
+			gpus = append(gpus, verify.GPU{ID: id, MemoryMiB: g.GPUs.Memory})
+		}
+	}
+	return gpus
 }
 
 // checkCaptures runs `hinic proto decode --check-icrc` on the capture of

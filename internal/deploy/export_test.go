@@ -1,0 +1,14 @@
+package deploy
+
+// What the external tests drive directly.
+var (
+	StartGPU   = startGPU
+	StopGPU    = func(st *State) error { return stop(st.GPUPID, gpuProc(&st.Rack), "gpu", quiet) }
+	GPUAlive   = func(st *State) bool { return alive(st.GPUPID, gpuProc(&st.Rack)) }
+	GPUInfos   = gpuInfos
+	GPUsFree   = waitGPUsFree
+	CPUMetered = (*State).CPUSeconds
+)
+
+// quiet discards progress.
+func quiet(string, ...any) {}
