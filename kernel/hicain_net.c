@@ -145,30 +145,13 @@ EXPORT_SYMBOL_GPL(hicain_ring_doorbell);
 static int hicain_hw_start(struct hicain_dev *hdev)
 {
 	struct hicain_dev_hdr *h = hdev->hdr;
-	unsigned long deadline;
-	u32 st;
 
 	hdr_store(&h->driver_abi, HICAIN_ABI_MAJOR << 16 | HICAIN_ABI_MINOR);
 	dma_wmb();
 	hdr_store(&h->driver_status, HICAIN_DRV_OK | HICAIN_DRV_MSIX_ON);
 	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
-
-	deadline = jiffies + msecs_to_jiffies(HICAIN_HANDSHAKE_MS);
-	for (;;) {
-		st = hicain_dev_status(hdev);
-		if (st & HICAIN_DEV_FATAL) {
-			dev_err(&hdev->pdev->dev, "device fatal during handshake, code %u\n",
-				hdr_load(&h->fatal_code));
-			return -EIO;
-		}
-		if (st & HICAIN_DEV_LIVE)
-			return 0;
-		if (time_after(jiffies, deadline))
-			break;
-		usleep_range(500, 1000);
-	}
-	dev_err(&hdev->pdev->dev, "device did not go live (dev_status %#x)\n", st);
-	return -ETIMEDOUT;
+	return hinic_ivshmem_wait_live(hdev->pdev, h, HICAIN_DEV_LIVE, HICAIN_DEV_FATAL,
+				       HICAIN_HANDSHAKE_MS);
 }
 
 /*

@@ -44,8 +44,6 @@ static u32 higpu_dev_status(struct higpu_dev *dev)
 static int higpu_hw_start(struct higpu_dev *dev)
 {
 	struct higpu_dev_hdr *h = dev->hdr;
-	unsigned long deadline;
-	u32 st;
 
 	dev->cmd_prod = 0;
 	dev->cpl_cons = 0;
@@ -61,23 +59,8 @@ static int higpu_hw_start(struct higpu_dev *dev)
 	dma_wmb();
 	higpu_store(&h->driver_status, HIGPU_DRV_OK | HIGPU_DRV_MSIX_ON);
 	higpu_ring_doorbell(dev, HIGPU_DB_CTRL);
-
-	deadline = jiffies + msecs_to_jiffies(HIGPU_HANDSHAKE_MS);
-	for (;;) {
-		st = higpu_dev_status(dev);
-		if (st & HIGPU_DEV_FATAL) {
-			dev_err(&dev->pdev->dev, "device fatal during handshake, code %u\n",
-				higpu_load(&h->fatal_code));
-			return -EIO;
-		}
-		if (st & HIGPU_DEV_LIVE)
-			return 0;
-		if (time_after(jiffies, deadline))
-			break;
-		usleep_range(500, 1000);
-	}
-	dev_err(&dev->pdev->dev, "device did not go live (dev_status %#x)\n", st);
-	return -ETIMEDOUT;
+	return hinic_ivshmem_wait_live(dev->pdev, h, HIGPU_DEV_LIVE, HIGPU_DEV_FATAL,
+				       HIGPU_HANDSHAKE_MS);
 }
 
 /*

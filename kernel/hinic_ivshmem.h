@@ -15,8 +15,10 @@
 #ifndef HINIC_IVSHMEM_H
 #define HINIC_IVSHMEM_H
 
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/io.h>
+#include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/pci.h>
 #include <linux/types.h>
@@ -103,6 +105,40 @@ static inline int __hinic_ivshmem_check_id(struct pci_dev *pdev,
 	__hinic_ivshmem_check_id(pdev, id, &(h)->magic, &(h)->abi_major,	\
 				 &(h)->abi_minor, &(h)->vendor_id,		\
 				 &(h)->device_id)
+
+static inline int __hinic_ivshmem_wait_live(struct pci_dev *pdev, const __le32 *dev_status,
+					    const __le32 *fatal_code, u32 live, u32 fatal,
+					    unsigned int ms)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(ms);
+	u32 st;
+
+	for (;;) {
+		st = le32_to_cpu(READ_ONCE(*dev_status));
+		if (st & fatal) {
+			dev_err(&pdev->dev, "device fatal during handshake, code %u\n",
+				le32_to_cpu(READ_ONCE(*fatal_code)));
+			return -EIO;
+		}
+		if (st & live)
+			return 0;
+		if (time_after(jiffies, deadline))
+			break;
+		usleep_range(500, 1000);
+	}
+	dev_err(&pdev->dev, "device did not go live (dev_status %#x)\n", st);
+	return -ETIMEDOUT;
+}
+
+/*
+ * hinic_ivshmem_wait_live - the end of the driver-ready handshake, once
+ * driver_status says OK and the control doorbell rang: poll dev_status
+ * of header @h (the device writes it; do not trust an interrupt to come)
+ * until it has @live (0), @fatal (-EIO) or @ms passed (-ETIMEDOUT).
+ */
+#define hinic_ivshmem_wait_live(pdev, h, live, fatal, ms)			\
+	__hinic_ivshmem_wait_live(pdev, &(h)->dev_status, &(h)->fatal_code,	\
+				  live, fatal, ms)
 
 /*
  * hinic_ivshmem_open - probe's first stages: the function enabled, its
