@@ -812,7 +812,8 @@ static int higpu_ioc_alloc(struct higpu_file *f, void *arg, unsigned int ioc)
 	if (!a->size || a->rsvd || (a->align & (a->align - 1)) || a->size > (U64_MAX >> 1))
 		return -EINVAL;
 	cmd.args.mem_alloc.size = cpu_to_le64(a->size);
-	cmd.args.mem_alloc.align = cpu_to_le64(a->align ? max_t(u64, a->align, dev->alloc_align) : 0);
+	cmd.args.mem_alloc.align = cpu_to_le64(a->align ?
+					       max_t(u64, a->align, dev->alloc_align) : 0);
 	ret = higpu_run_sync(f, HIGPU_OP_MEM_ALLOC, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
 			     &op);
 	if (ret)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * hinic_ivshmem.h - what the HiNIC guest drivers share about binding a
- * QEMU ivshmem-doorbell function served by a HiNIC backend: hicain_net
- * (the NIC, hicain_abi.h) and higpu (the GPU, higpu_abi.h).
+ * What the HiNIC guest drivers share about binding a QEMU
+ * ivshmem-doorbell function served by a HiNIC backend: hicain_net (the
+ * NIC, hicain_abi.h) and higpu (the GPU, higpu_abi.h).
  *
  * Both functions look alike to the PCI core: BAR0 holds the ivshmem
  * registers (the doorbell), BAR2 shared memory that starts with a device
@@ -101,10 +101,13 @@ static inline int __hinic_ivshmem_check_id(struct pci_dev *pdev,
  * @id names, in the ABI major this driver speaks; -ENODEV if not. Once
  * it returns 0 the rest of the header may be read.
  */
-#define hinic_ivshmem_check_id(pdev, h, id)					\
-	__hinic_ivshmem_check_id(pdev, id, &(h)->magic, &(h)->abi_major,	\
-				 &(h)->abi_minor, &(h)->vendor_id,		\
-				 &(h)->device_id)
+#define hinic_ivshmem_check_id(pdev, h, id) ({				\
+	const typeof(*(h)) *__h = (h);						\
+										\
+	__hinic_ivshmem_check_id(pdev, id, &__h->magic, &__h->abi_major,	\
+				 &__h->abi_minor, &__h->vendor_id,		\
+				 &__h->device_id);				\
+})
 
 static inline int __hinic_ivshmem_wait_live(struct pci_dev *pdev, const __le32 *dev_status,
 					    const __le32 *fatal_code, u32 live, u32 fatal,
@@ -136,9 +139,12 @@ static inline int __hinic_ivshmem_wait_live(struct pci_dev *pdev, const __le32 *
  * of header @h (the device writes it; do not trust an interrupt to come)
  * until it has @live (0), @fatal (-EIO) or @ms passed (-ETIMEDOUT).
  */
-#define hinic_ivshmem_wait_live(pdev, h, live, fatal, ms)			\
-	__hinic_ivshmem_wait_live(pdev, &(h)->dev_status, &(h)->fatal_code,	\
-				  live, fatal, ms)
+#define hinic_ivshmem_wait_live(pdev, h, live, fatal, ms) ({			\
+	const typeof(*(h)) *__h = (h);						\
+										\
+	__hinic_ivshmem_wait_live(pdev, &__h->dev_status, &__h->fatal_code,	\
+				  live, fatal, ms);				\
+})
 
 /*
  * hinic_ivshmem_open - probe's first stages: the function enabled, its
