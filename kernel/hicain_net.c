@@ -1023,8 +1023,10 @@ static const struct hinic_ivshmem_id hicain_id = {
 	.device_id	= HICAIN_DEVICE_ID,
 };
 
-static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, size_t len)
+/* hicain_check_bar2 - BAR2 holds a HiNIC header this driver speaks. */
+static int hicain_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
 {
+	struct hicain_dev_hdr *h = bar2 + HICAIN_HDR_OFF;
 	int ret;
 
 	ret = hinic_ivshmem_check_id(pdev, h, &hicain_id);
@@ -1043,7 +1045,7 @@ static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, s
  * hicain_remove, its mirror image:
  *   1. pci_enable_device;
  *   2. pci_request_regions;
- *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hicain_map_bar2);
+ *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hinic_ivshmem_open);
  *   4. hicain_alloc_priv: the netdev that holds hicain_priv, its NAPI;
  *   5. pci_iomap of BAR0, and a reset of a device left live;
  *   6. hicain_alloc_vectors: the MSI-X vectors;
@@ -1053,26 +1055,6 @@ static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, s
  *   9. hicain_register: QUERY_PORT and the netdev (RoCE only);
  *  10. hicain_adev_create: the RDMA auxiliary device.
  */
-
-/*
- * hicain_map_bar2 - stages 1 to 3 (hinic_ivshmem_open): BAR2 holds a
- * HiNIC header this driver speaks. Undone by hinic_ivshmem_close.
- */
-static int hicain_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
-{
-	int ret;
-
-	ret = hinic_ivshmem_open(pdev, DRV_NAME, HICAIN_HDR_OFF + sizeof(struct hicain_dev_hdr),
-				 bar2, len);
-	if (ret)
-		return ret;
-	ret = hicain_check_header(pdev, *bar2 + HICAIN_HDR_OFF, *len);
-	if (!ret)
-		ret = hinic_ivshmem_enable_dma(pdev);
-	if (ret)
-		hinic_ivshmem_close(pdev, *bar2);
-	return ret;
-}
 
 /* hicain_alloc_priv - stage 4: the netdev, the private state it holds. */
 static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, size_t len)
@@ -1288,7 +1270,8 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	size_t len;
 	int ret;
 
-	ret = hicain_map_bar2(pdev, &bar2, &len);
+	ret = hinic_ivshmem_open(pdev, DRV_NAME, HICAIN_HDR_OFF + sizeof(struct hicain_dev_hdr),
+				 hicain_check_bar2, &bar2, &len);
 	if (ret)
 		return ret;
 	priv = hicain_alloc_priv(pdev, bar2, len);

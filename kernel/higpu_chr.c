@@ -14,6 +14,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/nospec.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -1094,15 +1095,16 @@ static long higpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct higpu_file *f = filp->private_data;
 	void __user *uarg = (void __user *)arg;
+	unsigned int nr = _IOC_NR(cmd);
 	const struct higpu_ioctl_desc *d;
 	union higpu_ioctl_arg a;
 	size_t len = _IOC_SIZE(cmd);
 	struct higpu_result *res;
 	int ret;
 
-	if (_IOC_TYPE(cmd) != HIGPU_IOC_TYPE || _IOC_NR(cmd) >= ARRAY_SIZE(higpu_ioctls))
+	if (_IOC_TYPE(cmd) != HIGPU_IOC_TYPE || nr >= ARRAY_SIZE(higpu_ioctls))
 		return -ENOTTY;
-	d = &higpu_ioctls[_IOC_NR(cmd)];
+	d = &higpu_ioctls[array_index_nospec(nr, ARRAY_SIZE(higpu_ioctls))];
 	if (!d->fn || d->cmd != cmd || len > sizeof(a))
 		return -ENOTTY;
 	if (!(_IOC_DIR(cmd) & _IOC_WRITE))

@@ -224,8 +224,10 @@ static const struct hinic_ivshmem_id higpu_id = {
 	.device_id	= HIGPU_DEVICE_ID,
 };
 
-static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, size_t len)
+/* higpu_check_bar2 - BAR2 holds a HiGPU header this driver speaks. */
+static int higpu_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
 {
+	struct higpu_dev_hdr *h = bar2 + HIGPU_HDR_OFF;
 	int ret;
 
 	ret = hinic_ivshmem_check_id(pdev, h, &higpu_id);
@@ -252,7 +254,7 @@ static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, siz
  * higpu_remove, its mirror image:
  *   1. pci_enable_device;
  *   2. pci_request_regions;
- *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: higpu_map_bar2);
+ *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hinic_ivshmem_open);
  *   4. higpu_alloc_dev: struct higpu_dev (refcounted: open files hold it);
  *   5. higpu_map_bar0: the doorbell, and a reset of a device left live;
  *   6. higpu_alloc_rings: both rings in coherent memory (kept for good
@@ -262,26 +264,6 @@ static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, siz
  *      and finishes all work in flight);
  *   9. higpu_chr_register: /dev/higpu<gpu_id>.
  */
-
-/*
- * higpu_map_bar2 - stages 1 to 3 (hinic_ivshmem_open): BAR2 holds a
- * HiGPU header this driver speaks. Undone by hinic_ivshmem_close.
- */
-static int higpu_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
-{
-	int ret;
-
-	ret = hinic_ivshmem_open(pdev, HIGPU_DRV_NAME, HIGPU_HDR_OFF + sizeof(struct higpu_dev_hdr),
-				 bar2, len);
-	if (ret)
-		return ret;
-	ret = higpu_check_header(pdev, *bar2 + HIGPU_HDR_OFF, *len);
-	if (!ret)
-		ret = hinic_ivshmem_enable_dma(pdev);
-	if (ret)
-		hinic_ivshmem_close(pdev, *bar2);
-	return ret;
-}
 
 static struct higpu_dev *higpu_alloc_dev(struct pci_dev *pdev, void *bar2, size_t len)
 {
@@ -452,7 +434,8 @@ static int higpu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	size_t len;
 	int ret;
 
-	ret = higpu_map_bar2(pdev, &bar2, &len);
+	ret = hinic_ivshmem_open(pdev, HIGPU_DRV_NAME, HIGPU_HDR_OFF + sizeof(struct higpu_dev_hdr),
+				 higpu_check_bar2, &bar2, &len);
 	if (ret)
 		return ret;
 	dev = higpu_alloc_dev(pdev, bar2, len);

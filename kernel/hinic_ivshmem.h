@@ -147,14 +147,22 @@ static inline int __hinic_ivshmem_wait_live(struct pci_dev *pdev, const __le32 *
 })
 
 /*
+ * hinic_ivshmem_check_fn - whether BAR2, mapped at @bar2 (@len bytes),
+ * holds a device header the driver speaks: 0, or -ENODEV to leave the
+ * function to another driver.
+ */
+typedef int (*hinic_ivshmem_check_fn)(struct pci_dev *pdev, void *bar2, size_t len);
+
+/*
  * hinic_ivshmem_open - probe's first stages: the function enabled, its
- * regions requested for @drv, and BAR2 (at least @hdr_end bytes: up to
- * the end of the device header) mapped at *@bar2, *@len bytes. BAR2 is
- * RAM on the host side, shared with the backend process. Undone by
- * hinic_ivshmem_close.
+ * regions requested for @drv; BAR2 (at least @hdr_end bytes: up to the
+ * end of the device header) mapped at *@bar2, *@len bytes, and @check'ed;
+ * then, the device being ours, 64-bit DMA (it reads and writes guest RAM
+ * at its DMA addresses) and bus mastering. BAR2 is RAM on the host
+ * side, shared with the backend process. Undone by hinic_ivshmem_close.
  */
 static inline int hinic_ivshmem_open(struct pci_dev *pdev, const char *drv, size_t hdr_end,
-				     void **bar2, size_t *len)
+				     hinic_ivshmem_check_fn check, void **bar2, size_t *len)
 {
 	int ret;
 
@@ -172,8 +180,19 @@ static inline int hinic_ivshmem_open(struct pci_dev *pdev, const char *drv, size
 	*bar2 = memremap(pci_resource_start(pdev, 2), *len, MEMREMAP_WB);
 	if (!*bar2)
 		goto err_release_regions;
+	ret = check(pdev, *bar2, *len);
+	if (ret)
+		goto err_unmap;
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
+	if (ret) {
+		dev_err(&pdev->dev, "no 64-bit DMA\n");
+		goto err_unmap;
+	}
+	pci_set_master(pdev);
 	return 0;
 
+err_unmap:
+	memunmap(*bar2);
 err_release_regions:
 	pci_release_regions(pdev);
 err_disable:
@@ -186,23 +205,6 @@ static inline void hinic_ivshmem_close(struct pci_dev *pdev, void *bar2)
 	memunmap(bar2);
 	pci_release_regions(pdev);
 	pci_disable_device(pdev);
-}
-
-/*
- * hinic_ivshmem_enable_dma - the device reads and writes guest RAM at
- * 64-bit DMA addresses (once its header was checked).
- */
-static inline int hinic_ivshmem_enable_dma(struct pci_dev *pdev)
-{
-	int ret;
-
-	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
-	if (ret) {
-		dev_err(&pdev->dev, "no 64-bit DMA\n");
-		return ret;
-	}
-	pci_set_master(pdev);
-	return 0;
 }
 
 /*
