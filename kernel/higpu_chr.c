@@ -190,20 +190,19 @@ static int higpu_wait_budget(struct higpu_file *f, size_t pin)
 }
 
 /*
- * higpu_start - a new operation of f on stream (checked): budget, the
- * hardware lock for read, the op on the file's list with its sequence
- * number. higpu_finish undoes the lock and reports.
+ * higpu_begin - a new operation of f on stream (checked, as event is,
+ * by higpu_op_begin) on the file's list, with its sequence number if it
+ * is stream-ordered, and the hardware lock held for read: the caller
+ * ends it with higpu_op_end and up_read. -ENODEV once the device is
+ * removed, -EIO once the file's context was lost in a reset.
  */
-static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
+static int higpu_begin(struct higpu_file *f, u16 opcode, u32 stream, int event,
 		       struct higpu_req **opp)
 {
 	struct higpu_dev *dev = f->dev;
 	struct higpu_req *op;
 	int ret;
 
-	ret = higpu_wait_budget(f, 0);
-	if (ret)
-		return ret;
 	down_read(&dev->hw_sem);
 	ret = dev->gone ? -ENODEV : higpu_file_stale(f) ? -EIO : 0;
 	if (ret)
@@ -227,6 +226,21 @@ static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
 err:
 	up_read(&dev->hw_sem);
 	return ret;
+}
+
+/*
+ * higpu_start - a new stream-ordered operation of f, within the file's
+ * budget (higpu_begin). higpu_finish ends it and reports.
+ */
+static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
+		       struct higpu_req **opp)
+{
+	int ret;
+
+	ret = higpu_wait_budget(f, 0);
+	if (ret)
+		return ret;
+	return higpu_begin(f, opcode, stream, event, opp);
 }
 
 /*
@@ -275,18 +289,10 @@ static int higpu_run_sync(struct higpu_file *f, u16 opcode, struct higpu_cmd *cm
 	struct higpu_req *op;
 	int ret;
 
-	down_read(&dev->hw_sem);
-	ret = dev->gone ? -ENODEV : higpu_file_stale(f) ? -EIO : 0;
-	if (ret) {
-		up_read(&dev->hw_sem);
+	/* Immediate: no stream, no sequence number, no budget. */
+	ret = higpu_begin(f, opcode, 0, -1, &op);
+	if (ret)
 		return ret;
-	}
-	op = higpu_op_new(f, opcode, 0);
-	if (!op) {
-		up_read(&dev->hw_sem);
-		return -ENOMEM;
-	}
-	higpu_op_begin(op);	/* immediate: cannot fail */
 	ret = higpu_submit(dev, op, cmd, piece, mode);
 	higpu_op_end(op);
 	up_read(&dev->hw_sem);
