@@ -33,6 +33,7 @@
 #include <linux/workqueue.h>
 
 #include "hicain_net.h"
+#include "hinic_ivshmem.h"
 
 #define DRV_NAME "hicain_net"
 
@@ -144,30 +145,13 @@ EXPORT_SYMBOL_GPL(hicain_ring_doorbell);
 static int hicain_hw_start(struct hicain_dev *hdev)
 {
 	struct hicain_dev_hdr *h = hdev->hdr;
-	unsigned long deadline;
-	u32 st;
 
 	hdr_store(&h->driver_abi, HICAIN_ABI_MAJOR << 16 | HICAIN_ABI_MINOR);
 	dma_wmb();
 	hdr_store(&h->driver_status, HICAIN_DRV_OK | HICAIN_DRV_MSIX_ON);
 	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
-
-	deadline = jiffies + msecs_to_jiffies(HICAIN_HANDSHAKE_MS);
-	for (;;) {
-		st = hicain_dev_status(hdev);
-		if (st & HICAIN_DEV_FATAL) {
-			dev_err(&hdev->pdev->dev, "device fatal during handshake, code %u\n",
-				hdr_load(&h->fatal_code));
-			return -EIO;
-		}
-		if (st & HICAIN_DEV_LIVE)
-			return 0;
-		if (time_after(jiffies, deadline))
-			break;
-		usleep_range(500, 1000);
-	}
-	dev_err(&hdev->pdev->dev, "device did not go live (dev_status %#x)\n", st);
-	return -ETIMEDOUT;
+	return hinic_ivshmem_wait_live(hdev->pdev, h, HICAIN_DEV_LIVE, HICAIN_DEV_FATAL,
+				       HICAIN_HANDSHAKE_MS);
 }
 
 /*
@@ -1031,25 +1015,23 @@ static void hicain_reset_work(struct work_struct *work)
 
 /* ---- PCI ---- */
 
-static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, size_t len)
-{
-	u32 magic = hdr_load(&h->magic);
+static const struct hinic_ivshmem_id hicain_id = {
+	.name		= "HiNIC",
+	.magic		= HICAIN_MAGIC,
+	.abi_major	= HICAIN_ABI_MAJOR,
+	.vendor_id	= HICAIN_VENDOR_ID,
+	.device_id	= HICAIN_DEVICE_ID,
+};
 
-	if (magic != HICAIN_MAGIC) {
-		dev_info(&pdev->dev, "ivshmem device without a HiNIC header (magic %#x), leaving it\n",
-			 magic);
-		return -ENODEV;
-	}
-	/* The magic is written last: the rest is valid once it is seen. */
-	dma_rmb();
-	if (le16_to_cpu(h->abi_major) != HICAIN_ABI_MAJOR ||
-	    le16_to_cpu(h->vendor_id) != HICAIN_VENDOR_ID ||
-	    le16_to_cpu(h->device_id) != HICAIN_DEVICE_ID) {
-		dev_err(&pdev->dev, "HiNIC ABI %u.%u, identity %04x:%04x: this driver speaks ABI %u\n",
-			le16_to_cpu(h->abi_major), le16_to_cpu(h->abi_minor),
-			le16_to_cpu(h->vendor_id), le16_to_cpu(h->device_id), HICAIN_ABI_MAJOR);
-		return -ENODEV;
-	}
+/* hicain_check_bar2 - BAR2 holds a HiNIC header this driver speaks. */
+static int hicain_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
+{
+	struct hicain_dev_hdr *h = bar2 + HICAIN_HDR_OFF;
+	int ret;
+
+	ret = hinic_ivshmem_check_id(pdev, h, &hicain_id);
+	if (ret)
+		return ret;
 	if (le32_to_cpu(h->bar_size) > len || len < HICAIN_BAR2_MIN_SIZE) {
 		dev_err(&pdev->dev, "BAR2 of %zu bytes, header says %u\n", len,
 			le32_to_cpu(h->bar_size));
@@ -1063,7 +1045,7 @@ static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, s
  * hicain_remove, its mirror image:
  *   1. pci_enable_device;
  *   2. pci_request_regions;
- *   3. hicain_map_bar2: BAR2 mapped, its header checked, DMA mask;
+ *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hinic_ivshmem_open);
  *   4. hicain_alloc_priv: the netdev that holds hicain_priv, its NAPI;
  *   5. pci_iomap of BAR0, and a reset of a device left live;
  *   6. hicain_alloc_vectors: the MSI-X vectors;
@@ -1073,34 +1055,6 @@ static int hicain_check_header(struct pci_dev *pdev, struct hicain_dev_hdr *h, s
  *   9. hicain_register: QUERY_PORT and the netdev (RoCE only);
  *  10. hicain_adev_create: the RDMA auxiliary device.
  */
-
-/* hicain_map_bar2 - stage 3: BAR2 holds a HiNIC header this driver speaks. */
-static int hicain_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
-{
-	int ret;
-
-	*len = pci_resource_len(pdev, 2);
-	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || *len < sizeof(struct hicain_dev_hdr))
-		return -ENODEV;
-	/* BAR2 is RAM on the host side, shared with the backend process. */
-	*bar2 = memremap(pci_resource_start(pdev, 2), *len, MEMREMAP_WB);
-	if (!*bar2)
-		return -ENOMEM;
-	ret = hicain_check_header(pdev, *bar2 + HICAIN_HDR_OFF, *len);
-	if (ret)
-		goto err_unmap;
-	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
-	if (ret) {
-		dev_err(&pdev->dev, "no 64-bit DMA\n");
-		goto err_unmap;
-	}
-	pci_set_master(pdev);
-	return 0;
-
-err_unmap:
-	memunmap(*bar2);
-	return ret;
-}
 
 /* hicain_alloc_priv - stage 4: the netdev, the private state it holds. */
 static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, size_t len)
@@ -1186,12 +1140,10 @@ static int hicain_alloc_vectors(struct hicain_priv *priv)
 	int ret;
 
 	nvec = min_t(unsigned int, le32_to_cpu(hdev->hdr->num_vectors), HICAIN_MAX_VECTORS);
-	ret = pci_alloc_irq_vectors(hdev->pdev, HICAIN_IRQ_L2 + 1, max(nvec, HICAIN_IRQ_L2 + 1U),
-				    PCI_IRQ_MSIX);
-	if (ret < 0) {
-		dev_err(&hdev->pdev->dev, "MSI-X: %d\n", ret);
+	ret = hinic_ivshmem_alloc_vectors(hdev->pdev, HICAIN_IRQ_L2 + 1,
+					  max(nvec, HICAIN_IRQ_L2 + 1U));
+	if (ret < 0)
 		return ret;
-	}
 	hdev->num_vectors = ret;
 	hdev->num_comp_vectors = ret - HICAIN_IRQ_CQ_BASE;
 	return 0;
@@ -1296,43 +1248,20 @@ static void hicain_unregister(struct hicain_priv *priv)
 		unregister_netdev(priv->ndev);
 }
 
+DEFINE_HINIC_STAGES(hicain, struct hicain_priv);
+
 /*
  * hicain_stages - what hicain_probe sets up once priv exists, in order
  * (stages 5 to 9); a failed probe and hicain_remove undo them in
  * reverse order.
  */
-static const struct hicain_stage {
-	int (*setup)(struct hicain_priv *priv);
-	void (*teardown)(struct hicain_priv *priv);
-} hicain_stages[] = {
+static const struct hicain_stage hicain_stages[] = {
 	{ hicain_map_bar0, hicain_unmap_bar0 },
 	{ hicain_alloc_vectors, hicain_free_vectors },
 	{ hicain_rx_alloc_all, hicain_rx_release },
 	{ hicain_up, hicain_down },
 	{ hicain_register, hicain_unregister },
 };
-
-/* hicain_teardown - undo the first n of hicain_stages, last first. */
-static void hicain_teardown(struct hicain_priv *priv, unsigned int n)
-{
-	while (n--)
-		hicain_stages[n].teardown(priv);
-}
-
-static int hicain_setup(struct hicain_priv *priv)
-{
-	unsigned int i;
-	int ret;
-
-	for (i = 0; i < ARRAY_SIZE(hicain_stages); i++) {
-		ret = hicain_stages[i].setup(priv);
-		if (ret) {
-			hicain_teardown(priv, i);
-			return ret;
-		}
-	}
-	return 0;
-}
 
 static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
@@ -1341,21 +1270,16 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	size_t len;
 	int ret;
 
-	ret = pci_enable_device(pdev);
+	ret = hinic_ivshmem_open(pdev, DRV_NAME, HICAIN_HDR_OFF + sizeof(struct hicain_dev_hdr),
+				 hicain_check_bar2, &bar2, &len);
 	if (ret)
 		return ret;
-	ret = pci_request_regions(pdev, DRV_NAME);
-	if (ret)
-		goto err_disable;
-	ret = hicain_map_bar2(pdev, &bar2, &len);
-	if (ret)
-		goto err_release_regions;
 	priv = hicain_alloc_priv(pdev, bar2, len);
 	if (!priv) {
 		ret = -ENOMEM;
-		goto err_unmap_bar2;
+		goto err_close;
 	}
-	ret = hicain_setup(priv);
+	ret = hicain_setup(hicain_stages, ARRAY_SIZE(hicain_stages), priv);
 	if (ret)
 		goto err_free_priv;
 	hicain_adev_create(&priv->hdev);
@@ -1363,12 +1287,8 @@ static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 
 err_free_priv:
 	hicain_free_priv(priv);
-err_unmap_bar2:
-	memunmap(bar2);
-err_release_regions:
-	pci_release_regions(pdev);
-err_disable:
-	pci_disable_device(pdev);
+err_close:
+	hinic_ivshmem_close(pdev, bar2);
 	return ret;
 }
 
@@ -1379,11 +1299,9 @@ static void hicain_remove(struct pci_dev *pdev)
 	void *bar2 = priv->hdev.bar2;
 
 	hicain_adev_destroy(&priv->hdev);
-	hicain_teardown(priv, ARRAY_SIZE(hicain_stages));
+	hicain_teardown(hicain_stages, ARRAY_SIZE(hicain_stages), priv);
 	hicain_free_priv(priv);
-	memunmap(bar2);
-	pci_release_regions(pdev);
-	pci_disable_device(pdev);
+	hinic_ivshmem_close(pdev, bar2);
 }
 
 static const struct pci_device_id hicain_pci_ids[] = {

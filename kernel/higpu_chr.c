@@ -14,6 +14,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/nospec.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -189,20 +190,19 @@ static int higpu_wait_budget(struct higpu_file *f, size_t pin)
 }
 
 /*
- * higpu_start - a new operation of f on stream (checked): budget, the
- * hardware lock for read, the op on the file's list with its sequence
- * number. higpu_finish undoes the lock and reports.
+ * higpu_begin - a new operation of f on stream (checked, as event is,
+ * by higpu_op_begin) on the file's list, with its sequence number if it
+ * is stream-ordered, and the hardware lock held for read: the caller
+ * ends it with higpu_op_end and up_read. -ENODEV once the device is
+ * removed, -EIO once the file's context was lost in a reset.
  */
-static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
+static int higpu_begin(struct higpu_file *f, u16 opcode, u32 stream, int event,
 		       struct higpu_req **opp)
 {
 	struct higpu_dev *dev = f->dev;
 	struct higpu_req *op;
 	int ret;
 
-	ret = higpu_wait_budget(f, 0);
-	if (ret)
-		return ret;
 	down_read(&dev->hw_sem);
 	ret = dev->gone ? -ENODEV : higpu_file_stale(f) ? -EIO : 0;
 	if (ret)
@@ -226,6 +226,21 @@ static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
 err:
 	up_read(&dev->hw_sem);
 	return ret;
+}
+
+/*
+ * higpu_start - a new stream-ordered operation of f, within the file's
+ * budget (higpu_begin). higpu_finish ends it and reports.
+ */
+static int higpu_start(struct higpu_file *f, u16 opcode, u32 stream, int event,
+		       struct higpu_req **opp)
+{
+	int ret;
+
+	ret = higpu_wait_budget(f, 0);
+	if (ret)
+		return ret;
+	return higpu_begin(f, opcode, stream, event, opp);
 }
 
 /*
@@ -274,18 +289,10 @@ static int higpu_run_sync(struct higpu_file *f, u16 opcode, struct higpu_cmd *cm
 	struct higpu_req *op;
 	int ret;
 
-	down_read(&dev->hw_sem);
-	ret = dev->gone ? -ENODEV : higpu_file_stale(f) ? -EIO : 0;
-	if (ret) {
-		up_read(&dev->hw_sem);
+	/* Immediate: no stream, no sequence number, no budget. */
+	ret = higpu_begin(f, opcode, 0, -1, &op);
+	if (ret)
 		return ret;
-	}
-	op = higpu_op_new(f, opcode, 0);
-	if (!op) {
-		up_read(&dev->hw_sem);
-		return -ENOMEM;
-	}
-	higpu_op_begin(op);	/* immediate: cannot fail */
 	ret = higpu_submit(dev, op, cmd, piece, mode);
 	higpu_op_end(op);
 	up_read(&dev->hw_sem);
@@ -421,32 +428,22 @@ static int higpu_copy_user(struct higpu_file *f, struct higpu_req *op, const str
 
 /* ---- ioctls ---- */
 
-/* The answer of a submitting ioctl: out even if only its wait failed. */
-static long higpu_submit_out(void __user *uarg, const void *a, size_t len, int ret, u64 seq)
-{
-	if (ret && !seq)
-		return ret;
-	return copy_to_user(uarg, a, len) ? -EFAULT : ret;
-}
-
 static bool higpu_flags_ok(u32 flags)
 {
 	return !(flags & ~HIGPU_SUBMIT_F_WAIT);
 }
 
-static long higpu_ioc_copy(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_copy(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_copy a;
+	struct higpu_copy *a = arg;
 	struct higpu_req *op;
 	struct higpu_cmd cmd = {};
 	u16 opcode;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (!a.len || !higpu_flags_ok(a.flags))
+	if (!a->len || !higpu_flags_ok(a->flags))
 		return -EINVAL;
-	switch (a.kind) {
+	switch (a->kind) {
 	case HIGPU_COPY_H2D:
 		opcode = HIGPU_OP_COPY_H2D;
 		break;
@@ -459,41 +456,37 @@ static long higpu_ioc_copy(struct higpu_file *f, void __user *uarg)
 	default:
 		return -EINVAL;
 	}
-	ret = higpu_start(f, opcode, a.stream, -1, &op);
+	ret = higpu_start(f, opcode, a->stream, -1, &op);
 	if (ret)
 		return ret;
-	if (a.kind == HIGPU_COPY_D2D) {
-		cmd.args.copy.dst = cpu_to_le64(a.dst);
-		cmd.args.copy.src = cpu_to_le64(a.src);
-		cmd.args.copy.len = cpu_to_le64(a.len);
+	if (a->kind == HIGPU_COPY_D2D) {
+		cmd.args.copy.dst = cpu_to_le64(a->dst);
+		cmd.args.copy.src = cpu_to_le64(a->src);
+		cmd.args.copy.len = cpu_to_le64(a->len);
 		ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
 	} else {
-		ret = higpu_copy_user(f, op, &a);
+		ret = higpu_copy_user(f, op, a);
 	}
-	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
+	return higpu_finish(f, op, ret, a->flags, a->timeout_ms, &a->res);
 }
 
-static long higpu_ioc_memset(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_memset(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_memset a;
+	struct higpu_memset *a = arg;
 	struct higpu_cmd cmd = {};
 	struct higpu_req *op;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (!a.len || !higpu_flags_ok(a.flags) || memchr_inv(a.rsvd, 0, sizeof(a.rsvd)))
+	if (!a->len || !higpu_flags_ok(a->flags) || memchr_inv(a->rsvd, 0, sizeof(a->rsvd)))
 		return -EINVAL;
-	ret = higpu_start(f, HIGPU_OP_MEMSET, a.stream, -1, &op);
+	ret = higpu_start(f, HIGPU_OP_MEMSET, a->stream, -1, &op);
 	if (ret)
 		return ret;
-	cmd.args.mem_set.dst = cpu_to_le64(a.dst);
-	cmd.args.mem_set.len = cpu_to_le64(a.len);
-	cmd.args.mem_set.value = a.value;
+	cmd.args.mem_set.dst = cpu_to_le64(a->dst);
+	cmd.args.mem_set.len = cpu_to_le64(a->len);
+	cmd.args.mem_set.value = a->value;
 	ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
-	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
+	return higpu_finish(f, op, ret, a->flags, a->timeout_ms, &a->res);
 }
 
 static bool higpu_launch_ok(const struct higpu_launch *a)
@@ -509,226 +502,239 @@ static bool higpu_launch_ok(const struct higpu_launch *a)
 	return false;
 }
 
-static long higpu_ioc_launch(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_launch(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_launch a;
+	struct higpu_launch *a = arg;
 	struct higpu_cmd cmd = {};
 	struct higpu_req *op;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (!higpu_flags_ok(a.flags) || !higpu_launch_ok(&a))
+	if (!higpu_flags_ok(a->flags) || !higpu_launch_ok(a))
 		return -EINVAL;
 	if (!(f->dev->caps & HIGPU_CAP_KERNELS))
 		return -EOPNOTSUPP;
-	ret = higpu_start(f, HIGPU_OP_LAUNCH, a.stream, -1, &op);
+	ret = higpu_start(f, HIGPU_OP_LAUNCH, a->stream, -1, &op);
 	if (ret)
 		return ret;
-	cmd.args.launch.kernel = cpu_to_le16(a.kernel);
-	cmd.args.launch.dtype = a.dtype;
-	cmd.args.launch.op = a.op;
-	cmd.args.launch.count = cpu_to_le64(a.count);
-	cmd.args.launch.dst = cpu_to_le64(a.dst);
-	cmd.args.launch.src0 = cpu_to_le64(a.src0);
-	cmd.args.launch.src1 = cpu_to_le64(a.src1);
-	cmd.args.launch.value = cpu_to_le64(a.value);
+	cmd.args.launch.kernel = cpu_to_le16(a->kernel);
+	cmd.args.launch.dtype = a->dtype;
+	cmd.args.launch.op = a->op;
+	cmd.args.launch.count = cpu_to_le64(a->count);
+	cmd.args.launch.dst = cpu_to_le64(a->dst);
+	cmd.args.launch.src0 = cpu_to_le64(a->src0);
+	cmd.args.launch.src1 = cpu_to_le64(a->src1);
+	cmd.args.launch.value = cpu_to_le64(a->value);
 	ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
-	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
+	return higpu_finish(f, op, ret, a->flags, a->timeout_ms, &a->res);
 }
 
-static long higpu_ioc_event_op(struct higpu_file *f, void __user *uarg, bool record)
+static int higpu_ioc_event_op(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_event_op a;
+	bool record = ioc == HIGPU_IOC_EVENT_RECORD;
+	struct higpu_event_op *a = arg;
 	struct higpu_cmd cmd = {};
 	struct higpu_req *op;
 	u64 count = 0;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (!higpu_flags_ok(a.flags))
+	if (!higpu_flags_ok(a->flags))
 		return -EINVAL;
 	if (!record) {
 		if (!(f->dev->caps & HIGPU_CAP_EVENT_WAIT))
 			return -EOPNOTSUPP;
 		spin_lock(&f->lock);
-		if (a.event < f->dev->max_events && f->events[a.event].used)
-			count = f->events[a.event].queued;
+		if (a->event < f->dev->max_events && f->events[a->event].used)
+			count = f->events[a->event].queued;
 		spin_unlock(&f->lock);
 		/* Never recorded: nothing to wait for (as CUDA). */
 		if (!count) {
-			memset(&a.res, 0, sizeof(a.res));
-			return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+			memset(&a->res, 0, sizeof(a->res));
+			return 0;
 		}
 	}
-	ret = higpu_start(f, record ? HIGPU_OP_EVENT_RECORD : HIGPU_OP_EVENT_WAIT, a.stream,
-			  a.event, &op);
+	ret = higpu_start(f, record ? HIGPU_OP_EVENT_RECORD : HIGPU_OP_EVENT_WAIT, a->stream,
+			  a->event, &op);
 	if (ret)
 		return ret;
-	cmd.args.event.event_id = cpu_to_le32(a.event);
+	cmd.args.event.event_id = cpu_to_le32(a->event);
 	cmd.args.event.count = cpu_to_le64(count);
 	ret = higpu_submit(f->dev, op, &cmd, NULL, HIGPU_WAIT_INTR);
 	if (!ret && record) {
 		/* Counted once the device has it: a wait for it must end. */
 		spin_lock(&f->lock);
-		f->events[a.event].queued++;
+		f->events[a->event].queued++;
 		spin_unlock(&f->lock);
 	}
-	ret = higpu_finish(f, op, ret, a.flags, a.timeout_ms, &a.res);
-	return higpu_submit_out(uarg, &a, sizeof(a), ret, a.res.seq);
+	return higpu_finish(f, op, ret, a->flags, a->timeout_ms, &a->res);
 }
 
-static long higpu_ioc_wait(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_wait(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_wait a;
+	struct higpu_wait *a = arg;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.rsvd)
+	if (a->rsvd)
 		return -EINVAL;
-	ret = higpu_wait_seq(f, a.seq, a.timeout_ms, &a.res);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	ret = higpu_wait_seq(f, a->seq, a->timeout_ms, &a->res);
+	return ret;
 }
 
 /* higpu_ioc_sync - STREAM_SYNC (one stream) or SYNC (all of them). */
-static long higpu_ioc_sync(struct higpu_file *f, void __user *uarg, bool all)
+static int higpu_ioc_sync(struct higpu_file *f, void *arg, unsigned int ioc)
 {
+	bool all = ioc == HIGPU_IOC_SYNC;
 	struct higpu_dev *dev = f->dev;
-	struct higpu_sync a;
+	struct higpu_sync *a = arg;
 	u64 seq;
 	u32 i;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.rsvd || (!all && a.stream >= dev->max_streams))
+	if (a->rsvd || (!all && a->stream >= dev->max_streams))
 		return -EINVAL;
 	spin_lock(&f->lock);
 	seq = f->next_seq - 1;
-	ret = all || f->streams[a.stream].state != HIGPU_STREAM_FREE ? 0 : -EINVAL;
+	ret = all || f->streams[a->stream].state != HIGPU_STREAM_FREE ? 0 : -EINVAL;
 	spin_unlock(&f->lock);
 	if (ret)
 		return ret;
-	ret = higpu_wait_pending(f, all ? -1 : (int)a.stream, seq, false, a.timeout_ms);
+	ret = higpu_wait_pending(f, all ? -1 : (int)a->stream, seq, false, a->timeout_ms);
 	if (ret)
 		return ret;
-	a.status = 0;
-	a.err_seq = 0;
+	a->status = 0;
+	a->err_seq = 0;
 	spin_lock(&f->lock);
-	for (i = all ? 0 : a.stream; i < (all ? dev->max_streams : a.stream + 1); i++) {
+	for (i = all ? 0 : a->stream; i < (all ? dev->max_streams : a->stream + 1); i++) {
 		struct higpu_fstream *s = &f->streams[i];
 
-		if (s->err_status && (!a.err_seq || s->err_seq < a.err_seq)) {
-			a.err_seq = s->err_seq;
-			a.status = s->err_status;
+		if (s->err_status && (!a->err_seq || s->err_seq < a->err_seq)) {
+			a->err_seq = s->err_seq;
+			a->status = s->err_status;
 		}
 		s->err_status = 0;
 		s->err_seq = 0;
 	}
 	spin_unlock(&f->lock);
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
-}
-
-static long higpu_ioc_stream_create(struct higpu_file *f, void __user *uarg)
-{
-	struct higpu_stream a = {};
-	int ret = -EBUSY;
-	u32 i;
-
-	if (higpu_file_stale(f))
-		return -EIO;
-	spin_lock(&f->lock);
-	for (i = 1; i < f->dev->max_streams; i++) {
-		if (f->streams[i].state == HIGPU_STREAM_FREE) {
-			f->streams[i].state = HIGPU_STREAM_LIVE;
-			f->streams[i].err_status = 0;
-			f->streams[i].err_seq = 0;
-			a.id = i;
-			ret = 0;
-			break;
-		}
-	}
-	spin_unlock(&f->lock);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return 0;
 }
 
 /*
- * higpu_ioc_stream_destroy - the id is reused once the stream's work is
- * done; the work goes on (cudaStreamDestroy).
+ * Stream and event ids. A file's ids of one kind are first..n-1; take
+ * claims a free id, drop lets a live one go, both under f->lock.
  */
-static long higpu_ioc_stream_destroy(struct higpu_file *f, void __user *uarg)
-{
-	struct higpu_stream a;
-	struct higpu_fstream *s;
-	int ret = -EINVAL;
+typedef bool (*higpu_id_fn)(struct higpu_file *f, u32 id);
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.rsvd || !a.id || a.id >= f->dev->max_streams)
-		return -EINVAL;
-	spin_lock(&f->lock);
-	s = &f->streams[a.id];
-	if (s->state == HIGPU_STREAM_LIVE) {
-		s->state = s->pending ? HIGPU_STREAM_DYING : HIGPU_STREAM_FREE;
-		ret = 0;
-	}
-	spin_unlock(&f->lock);
-	return ret;
-}
-
-static long higpu_ioc_event_create(struct higpu_file *f, void __user *uarg)
+/* higpu_id_new - the lowest free id, taken: -EBUSY if none is free. */
+static int higpu_id_new(struct higpu_file *f, u32 first, u32 n, higpu_id_fn take, u32 *id)
 {
-	struct higpu_event a = {};
 	int ret = -EBUSY;
 	u32 i;
 
 	if (higpu_file_stale(f))
 		return -EIO;
 	spin_lock(&f->lock);
-	for (i = 0; i < f->dev->max_events; i++) {
-		struct higpu_fevent *ev = &f->events[i];
-
-		if (!ev->used) {
-			/* queued stays: the device's record count of the id goes on. */
-			ev->used = true;
-			ev->last_seq = 0;
-			ev->last_done = false;
-			ev->last_status = 0;
-			ev->timestamp_ns = 0;
-			a.id = i;
+	for (i = first; i < n; i++) {
+		if (take(f, i)) {
+			*id = i;
 			ret = 0;
 			break;
 		}
 	}
 	spin_unlock(&f->lock);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return ret;
 }
 
-static long higpu_ioc_event_destroy(struct higpu_file *f, void __user *uarg)
+/* higpu_id_drop - id let go: -EINVAL if it is out of range or not live. */
+static int higpu_id_drop(struct higpu_file *f, u32 first, u32 n, higpu_id_fn drop, u32 id)
 {
-	struct higpu_event a;
-	int ret = -EINVAL;
+	bool ok;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.rsvd || a.id >= f->dev->max_events)
+	if (id < first || id >= n)
 		return -EINVAL;
 	spin_lock(&f->lock);
-	if (f->events[a.id].used) {
-		f->events[a.id].used = false;
-		ret = 0;
-	}
+	ok = drop(f, id);
 	spin_unlock(&f->lock);
-	return ret;
+	return ok ? 0 : -EINVAL;
+}
+
+static bool higpu_stream_take(struct higpu_file *f, u32 id)
+{
+	struct higpu_fstream *s = &f->streams[id];
+
+	if (s->state != HIGPU_STREAM_FREE)
+		return false;
+	s->state = HIGPU_STREAM_LIVE;
+	s->err_status = 0;
+	s->err_seq = 0;
+	return true;
+}
+
+/* The id is reused once the stream's work is done; the work goes on (cudaStreamDestroy). */
+static bool higpu_stream_drop(struct higpu_file *f, u32 id)
+{
+	struct higpu_fstream *s = &f->streams[id];
+
+	if (s->state != HIGPU_STREAM_LIVE)
+		return false;
+	s->state = s->pending ? HIGPU_STREAM_DYING : HIGPU_STREAM_FREE;
+	return true;
+}
+
+static bool higpu_event_take(struct higpu_file *f, u32 id)
+{
+	struct higpu_fevent *ev = &f->events[id];
+
+	if (ev->used)
+		return false;
+	/* queued stays: the device's record count of the id goes on. */
+	ev->used = true;
+	ev->last_seq = 0;
+	ev->last_done = false;
+	ev->last_status = 0;
+	ev->timestamp_ns = 0;
+	return true;
+}
+
+static bool higpu_event_drop(struct higpu_file *f, u32 id)
+{
+	struct higpu_fevent *ev = &f->events[id];
+
+	if (!ev->used)
+		return false;
+	ev->used = false;
+	return true;
+}
+
+/* Stream 0, the default stream, is always there. */
+static int higpu_ioc_stream_create(struct higpu_file *f, void *arg, unsigned int ioc)
+{
+	struct higpu_stream *a = arg;
+
+	return higpu_id_new(f, 1, f->dev->max_streams, higpu_stream_take, &a->id);
+}
+
+static int higpu_ioc_stream_destroy(struct higpu_file *f, void *arg, unsigned int ioc)
+{
+	struct higpu_stream *a = arg;
+
+	if (a->rsvd)
+		return -EINVAL;
+	return higpu_id_drop(f, 1, f->dev->max_streams, higpu_stream_drop, a->id);
+}
+
+static int higpu_ioc_event_create(struct higpu_file *f, void *arg, unsigned int ioc)
+{
+	struct higpu_event *a = arg;
+
+	return higpu_id_new(f, 0, f->dev->max_events, higpu_event_take, &a->id);
+}
+
+static int higpu_ioc_event_destroy(struct higpu_file *f, void *arg, unsigned int ioc)
+{
+	struct higpu_event *a = arg;
+
+	if (a->rsvd)
+		return -EINVAL;
+	return higpu_id_drop(f, 0, f->dev->max_events, higpu_event_drop, a->id);
 }
 
 /* higpu_event_state - QUERY's answer for event id (checked by the caller). */
@@ -750,47 +756,44 @@ static void higpu_event_state(struct higpu_file *f, struct higpu_event_query *a,
 	}
 }
 
-static long higpu_ioc_event_query(struct higpu_file *f, void __user *uarg, bool sync)
+static int higpu_ioc_event_query(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_event_query a;
+	bool sync = ioc == HIGPU_IOC_EVENT_SYNC;
+	struct higpu_event_query *a = arg;
 	u64 seq;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.event >= f->dev->max_events)
+	if (a->event >= f->dev->max_events)
 		return -EINVAL;
 	spin_lock(&f->lock);
-	ret = f->events[a.event].used ? 0 : -EINVAL;
+	ret = f->events[a->event].used ? 0 : -EINVAL;
 	if (!ret)
-		higpu_event_state(f, &a, &seq);
+		higpu_event_state(f, a, &seq);
 	spin_unlock(&f->lock);
 	if (ret)
 		return ret;
-	if (sync && a.state == HIGPU_EVENT_PENDING) {
-		ret = higpu_wait_pending(f, -1, seq, true, a.timeout_ms);
+	if (sync && a->state == HIGPU_EVENT_PENDING) {
+		ret = higpu_wait_pending(f, -1, seq, true, a->timeout_ms);
 		if (ret)
 			return ret;
 		spin_lock(&f->lock);
-		higpu_event_state(f, &a, &seq);
+		higpu_event_state(f, a, &seq);
 		spin_unlock(&f->lock);
 	}
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return 0;
 }
 
-static long higpu_ioc_event_elapsed(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_event_elapsed(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_event_elapsed a;
+	struct higpu_event_elapsed *a = arg;
 	struct higpu_fevent *s, *e;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.start >= f->dev->max_events || a.end >= f->dev->max_events)
+	if (a->start >= f->dev->max_events || a->end >= f->dev->max_events)
 		return -EINVAL;
 	spin_lock(&f->lock);
-	s = &f->events[a.start];
-	e = &f->events[a.end];
+	s = &f->events[a->start];
+	e = &f->events[a->end];
 	if (!s->used || !e->used || !s->last_seq || !e->last_seq)
 		ret = -EINVAL;
 	else if (!s->last_done || !e->last_done)
@@ -799,43 +802,40 @@ static long higpu_ioc_event_elapsed(struct higpu_file *f, void __user *uarg)
 		ret = -EIO;
 	else
 		ret = 0;
-	a.elapsed_ns = ret ? 0 : (s64)(e->timestamp_ns - s->timestamp_ns);
+	a->elapsed_ns = ret ? 0 : (s64)(e->timestamp_ns - s->timestamp_ns);
 	spin_unlock(&f->lock);
-	if (ret)
-		return ret;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return ret;
 }
 
-static long higpu_ioc_alloc(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_alloc(struct higpu_file *f, void *arg, unsigned int ioc)
 {
 	struct higpu_dev *dev = f->dev;
-	struct higpu_mem_alloc a;
+	struct higpu_mem_alloc *a = arg;
 	struct higpu_cmd cmd = {};
 	struct higpu_req *op;
 	u64 size;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (!a.size || a.rsvd || (a.align & (a.align - 1)) || a.size > (U64_MAX >> 1))
+	if (!a->size || a->rsvd || (a->align & (a->align - 1)) || a->size > (U64_MAX >> 1))
 		return -EINVAL;
-	cmd.args.mem_alloc.size = cpu_to_le64(a.size);
-	cmd.args.mem_alloc.align = cpu_to_le64(a.align ? max_t(u64, a.align, dev->alloc_align) : 0);
+	cmd.args.mem_alloc.size = cpu_to_le64(a->size);
+	cmd.args.mem_alloc.align = cpu_to_le64(a->align ?
+					       max_t(u64, a->align, dev->alloc_align) : 0);
 	ret = higpu_run_sync(f, HIGPU_OP_MEM_ALLOC, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
 			     &op);
 	if (ret)
 		return ret;
-	a.status = op->status;
-	a.addr = op->status ? 0 : op->result;
+	a->status = op->status;
+	a->addr = op->status ? 0 : op->result;
 	higpu_op_put(op);
-	if (a.addr) {
-		size = ALIGN(a.size, dev->alloc_align);
-		ret = xa_err(xa_store(&f->allocs_xa, a.addr >> 8, xa_mk_value(size >> 8),
+	if (a->addr) {
+		size = ALIGN(a->size, dev->alloc_align);
+		ret = xa_err(xa_store(&f->allocs_xa, a->addr >> 8, xa_mk_value(size >> 8),
 				      GFP_KERNEL));
 		if (ret) {
 			struct higpu_cmd fcmd = {};
 
-			fcmd.args.mem_free.addr = cpu_to_le64(a.addr);
+			fcmd.args.mem_free.addr = cpu_to_le64(a->addr);
 			if (!higpu_run_sync(f, HIGPU_OP_MEM_FREE, &fcmd, NULL, HIGPU_WAIT_UNINTR,
 					    HIGPU_CMD_MS, &op))
 				higpu_op_put(op);
@@ -846,39 +846,37 @@ static long higpu_ioc_alloc(struct higpu_file *f, void __user *uarg)
 		f->allocs++;
 		spin_unlock(&f->lock);
 	}
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return 0;
 }
 
-static long higpu_ioc_free(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_free(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_mem_free a;
+	struct higpu_mem_free *a = arg;
 	struct higpu_cmd cmd = {};
 	struct higpu_req *op;
 	void *entry;
 	int ret;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.rsvd || !a.addr || (a.addr & 0xff))
+	if (a->rsvd || !a->addr || (a->addr & 0xff))
 		return -EINVAL;
 	/* Not one of this file's: the device would refuse it too. */
-	entry = xa_load(&f->allocs_xa, a.addr >> 8);
+	entry = xa_load(&f->allocs_xa, a->addr >> 8);
 	if (!entry)
 		return -EINVAL;
-	cmd.args.mem_free.addr = cpu_to_le64(a.addr);
+	cmd.args.mem_free.addr = cpu_to_le64(a->addr);
 	ret = higpu_run_sync(f, HIGPU_OP_MEM_FREE, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
 			     &op);
 	if (ret)
 		return ret;
-	a.status = op->status;
+	a->status = op->status;
 	higpu_op_put(op);
-	if (!a.status && xa_erase(&f->allocs_xa, a.addr >> 8) == entry) {
+	if (!a->status && xa_erase(&f->allocs_xa, a->addr >> 8) == entry) {
 		spin_lock(&f->lock);
 		f->mem_used -= xa_to_value(entry) << 8;
 		f->allocs--;
 		spin_unlock(&f->lock);
 	}
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	return 0;
 }
 
 /* higpu_query_cmd - a HIGPU_OP_QUERY of what into out (len bytes). */
@@ -948,76 +946,74 @@ out:
 	return ret;
 }
 
-static long higpu_ioc_query(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_query(struct higpu_file *f, void *arg, unsigned int ioc)
 {
 	struct higpu_dev_info di;
 	struct higpu_ctx_info ci;
-	struct higpu_query q = {};
+	struct higpu_query *q = arg;
 	int ret;
 
-	ret = higpu_query_hdr(f, &q);
+	ret = higpu_query_hdr(f, q);
 	if (!ret)
 		ret = higpu_query_cmd(f, HIGPU_QUERY_DEVICE, &di, sizeof(di));
 	if (!ret)
 		ret = higpu_query_cmd(f, HIGPU_QUERY_CTX, &ci, sizeof(ci));
 	if (ret)
 		return ret;
-	q.mem_used = le64_to_cpu(di.mem_used);
-	q.mem_free_largest = le64_to_cpu(di.mem_free_largest);
-	q.busy_ns = le64_to_cpu(di.busy_ns);
-	q.clock_ns = le64_to_cpu(di.clock_ns);
-	q.commands = le64_to_cpu(di.commands);
-	q.kernels = le64_to_cpu(di.kernels);
-	q.contexts = le32_to_cpu(di.contexts);
-	q.allocs = le32_to_cpu(di.allocs);
-	q.inflight = le32_to_cpu(di.inflight);
-	q.ctx_mem_used = le64_to_cpu(ci.mem_used);
-	q.ctx_allocs = le32_to_cpu(ci.allocs);
-	q.ctx_inflight = le32_to_cpu(ci.inflight);
-	q.ctx_errors = le64_to_cpu(ci.errors);
-	q.ctx_err_tag = le64_to_cpu(ci.err_tag);
-	q.ctx_err_opcode = le16_to_cpu(ci.err_opcode);
-	q.ctx_err_stream = le16_to_cpu(ci.err_stream);
-	q.ctx_err_status = le16_to_cpu(ci.err_status);
-	return copy_to_user(uarg, &q, sizeof(q)) ? -EFAULT : 0;
+	q->mem_used = le64_to_cpu(di.mem_used);
+	q->mem_free_largest = le64_to_cpu(di.mem_free_largest);
+	q->busy_ns = le64_to_cpu(di.busy_ns);
+	q->clock_ns = le64_to_cpu(di.clock_ns);
+	q->commands = le64_to_cpu(di.commands);
+	q->kernels = le64_to_cpu(di.kernels);
+	q->contexts = le32_to_cpu(di.contexts);
+	q->allocs = le32_to_cpu(di.allocs);
+	q->inflight = le32_to_cpu(di.inflight);
+	q->ctx_mem_used = le64_to_cpu(ci.mem_used);
+	q->ctx_allocs = le32_to_cpu(ci.allocs);
+	q->ctx_inflight = le32_to_cpu(ci.inflight);
+	q->ctx_errors = le64_to_cpu(ci.errors);
+	q->ctx_err_tag = le64_to_cpu(ci.err_tag);
+	q->ctx_err_opcode = le16_to_cpu(ci.err_opcode);
+	q->ctx_err_stream = le16_to_cpu(ci.err_stream);
+	q->ctx_err_status = le16_to_cpu(ci.err_status);
+	return 0;
 }
 
-static long higpu_ioc_version(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_version(struct higpu_file *f, void *arg, unsigned int ioc)
 {
-	struct higpu_version v = {};
+	struct higpu_version *v = arg;
 	struct higpu_dev *dev = f->dev;
 
 	down_read(&dev->hw_sem);
 	if (!dev->gone)
-		v.abi_version = le16_to_cpu(dev->hdr->abi_major) << 16 |
-				le16_to_cpu(dev->hdr->abi_minor);
+		v->abi_version = le16_to_cpu(dev->hdr->abi_major) << 16 |
+				 le16_to_cpu(dev->hdr->abi_minor);
 	up_read(&dev->hw_sem);
-	v.uapi_version = HIGPU_UAPI_VERSION;
-	v.driver_abi = HIGPU_ABI_MAJOR << 16 | HIGPU_ABI_MINOR;
-	return copy_to_user(uarg, &v, sizeof(v)) ? -EFAULT : 0;
+	v->uapi_version = HIGPU_UAPI_VERSION;
+	v->driver_abi = HIGPU_ABI_MAJOR << 16 | HIGPU_ABI_MINOR;
+	return 0;
 }
 
 #define HIGPU_PROCS_MAX	256
 
-static long higpu_ioc_procs(struct higpu_file *f, void __user *uarg)
+static int higpu_ioc_procs(struct higpu_file *f, void *arg, unsigned int ioc)
 {
 	struct higpu_dev *dev = f->dev;
-	struct higpu_procs a;
+	struct higpu_procs *a = arg;
 	struct higpu_proc *p;
 	struct higpu_file *o;
 	u32 n = 0, total = 0;
 	int ret = 0;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	a.count = min_t(u32, a.count, HIGPU_PROCS_MAX);
-	p = kcalloc(max_t(u32, a.count, 1), sizeof(*p), GFP_KERNEL);
+	a->count = min_t(u32, a->count, HIGPU_PROCS_MAX);
+	p = kcalloc(max_t(u32, a->count, 1), sizeof(*p), GFP_KERNEL);
 	if (!p)
 		return -ENOMEM;
 	mutex_lock(&dev->files_lock);
 	list_for_each_entry(o, &dev->files, node) {
 		total++;
-		if (n >= a.count)
+		if (n >= a->count)
 			continue;
 		p[n].pid = o->pid;
 		p[n].ctx_id = o->ctx_id;
@@ -1030,64 +1026,104 @@ static long higpu_ioc_procs(struct higpu_file *f, void __user *uarg)
 		n++;
 	}
 	mutex_unlock(&dev->files_lock);
-	if (n && copy_to_user(u64_to_user_ptr(a.ptr), p, n * sizeof(*p)))
+	if (n && copy_to_user(u64_to_user_ptr(a->ptr), p, n * sizeof(*p)))
 		ret = -EFAULT;
 	kfree(p);
 	if (ret)
 		return ret;
-	a.count = n;
-	a.total = total;
-	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
+	a->count = n;
+	a->total = total;
+	return 0;
 }
+
+/*
+ * The ioctls, by number. higpu_ioctl copies the argument in (_IOC_WRITE;
+ * else it starts zeroed) and, when the handler returns 0, out
+ * (_IOC_READ). A submitting ioctl's answer holds a struct higpu_result
+ * at res_off: it is copied out too when only the wait for the work
+ * failed (res.seq set: the work was submitted).
+ */
+struct higpu_ioctl_desc {
+	unsigned int cmd;
+	int (*fn)(struct higpu_file *f, void *arg, unsigned int ioc);
+	bool submit;
+	size_t res_off;
+};
+
+#define HIGPU_IOCTL(ioc, func) \
+	[_IOC_NR(ioc)] = { .cmd = ioc, .fn = func }
+#define HIGPU_IOCTL_SUBMIT(ioc, func, type) \
+	[_IOC_NR(ioc)] = { .cmd = ioc, .fn = func, .submit = true, .res_off = offsetof(type, res) }
+
+static const struct higpu_ioctl_desc higpu_ioctls[] = {
+	HIGPU_IOCTL(HIGPU_IOC_GET_VERSION, higpu_ioc_version),
+	HIGPU_IOCTL(HIGPU_IOC_QUERY, higpu_ioc_query),
+	HIGPU_IOCTL(HIGPU_IOC_MEM_ALLOC, higpu_ioc_alloc),
+	HIGPU_IOCTL(HIGPU_IOC_MEM_FREE, higpu_ioc_free),
+	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_COPY, higpu_ioc_copy, struct higpu_copy),
+	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_MEMSET, higpu_ioc_memset, struct higpu_memset),
+	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_LAUNCH, higpu_ioc_launch, struct higpu_launch),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_CREATE, higpu_ioc_stream_create),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_DESTROY, higpu_ioc_stream_destroy),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_SYNC, higpu_ioc_sync),
+	HIGPU_IOCTL(HIGPU_IOC_SYNC, higpu_ioc_sync),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_CREATE, higpu_ioc_event_create),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_DESTROY, higpu_ioc_event_destroy),
+	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_EVENT_RECORD, higpu_ioc_event_op, struct higpu_event_op),
+	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_STREAM_WAIT_EVENT, higpu_ioc_event_op, struct higpu_event_op),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_QUERY, higpu_ioc_event_query),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_SYNC, higpu_ioc_event_query),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_ELAPSED, higpu_ioc_event_elapsed),
+	HIGPU_IOCTL(HIGPU_IOC_WAIT, higpu_ioc_wait),
+	HIGPU_IOCTL(HIGPU_IOC_PROCS, higpu_ioc_procs),
+};
+
+/* Room for the argument of any ioctl of higpu_ioctls. */
+union higpu_ioctl_arg {
+	struct higpu_version version;
+	struct higpu_query query;
+	struct higpu_mem_alloc mem_alloc;
+	struct higpu_mem_free mem_free;
+	struct higpu_copy copy;
+	struct higpu_memset memset;
+	struct higpu_launch launch;
+	struct higpu_stream stream;
+	struct higpu_sync sync;
+	struct higpu_event event;
+	struct higpu_event_op event_op;
+	struct higpu_event_query event_query;
+	struct higpu_event_elapsed event_elapsed;
+	struct higpu_wait wait;
+	struct higpu_procs procs;
+};
 
 static long higpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct higpu_file *f = filp->private_data;
 	void __user *uarg = (void __user *)arg;
+	unsigned int nr = _IOC_NR(cmd);
+	const struct higpu_ioctl_desc *d;
+	union higpu_ioctl_arg a;
+	size_t len = _IOC_SIZE(cmd);
+	struct higpu_result *res;
+	int ret;
 
-	switch (cmd) {
-	case HIGPU_IOC_GET_VERSION:
-		return higpu_ioc_version(f, uarg);
-	case HIGPU_IOC_QUERY:
-		return higpu_ioc_query(f, uarg);
-	case HIGPU_IOC_MEM_ALLOC:
-		return higpu_ioc_alloc(f, uarg);
-	case HIGPU_IOC_MEM_FREE:
-		return higpu_ioc_free(f, uarg);
-	case HIGPU_IOC_COPY:
-		return higpu_ioc_copy(f, uarg);
-	case HIGPU_IOC_MEMSET:
-		return higpu_ioc_memset(f, uarg);
-	case HIGPU_IOC_LAUNCH:
-		return higpu_ioc_launch(f, uarg);
-	case HIGPU_IOC_STREAM_CREATE:
-		return higpu_ioc_stream_create(f, uarg);
-	case HIGPU_IOC_STREAM_DESTROY:
-		return higpu_ioc_stream_destroy(f, uarg);
-	case HIGPU_IOC_STREAM_SYNC:
-		return higpu_ioc_sync(f, uarg, false);
-	case HIGPU_IOC_SYNC:
-		return higpu_ioc_sync(f, uarg, true);
-	case HIGPU_IOC_EVENT_CREATE:
-		return higpu_ioc_event_create(f, uarg);
-	case HIGPU_IOC_EVENT_DESTROY:
-		return higpu_ioc_event_destroy(f, uarg);
-	case HIGPU_IOC_EVENT_RECORD:
-		return higpu_ioc_event_op(f, uarg, true);
-	case HIGPU_IOC_STREAM_WAIT_EVENT:
-		return higpu_ioc_event_op(f, uarg, false);
-	case HIGPU_IOC_EVENT_QUERY:
-		return higpu_ioc_event_query(f, uarg, false);
-	case HIGPU_IOC_EVENT_SYNC:
-		return higpu_ioc_event_query(f, uarg, true);
-	case HIGPU_IOC_EVENT_ELAPSED:
-		return higpu_ioc_event_elapsed(f, uarg);
-	case HIGPU_IOC_WAIT:
-		return higpu_ioc_wait(f, uarg);
-	case HIGPU_IOC_PROCS:
-		return higpu_ioc_procs(f, uarg);
-	}
-	return -ENOTTY;
+	if (_IOC_TYPE(cmd) != HIGPU_IOC_TYPE || nr >= ARRAY_SIZE(higpu_ioctls))
+		return -ENOTTY;
+	d = &higpu_ioctls[array_index_nospec(nr, ARRAY_SIZE(higpu_ioctls))];
+	if (!d->fn || d->cmd != cmd || len > sizeof(a))
+		return -ENOTTY;
+	if (!(_IOC_DIR(cmd) & _IOC_WRITE))
+		memset(&a, 0, len);
+	else if (copy_from_user(&a, uarg, len))
+		return -EFAULT;
+	res = d->submit ? (void *)&a + d->res_off : NULL;
+	if (res)
+		memset(res, 0, sizeof(*res));
+	ret = d->fn(f, &a, cmd);
+	if (!(_IOC_DIR(cmd) & _IOC_READ) || (ret && !(res && res->seq)))
+		return ret;
+	return copy_to_user(uarg, &a, len) ? -EFAULT : ret;
 }
 
 /* ---- open and release ---- */

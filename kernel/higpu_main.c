@@ -23,6 +23,7 @@
 #include <linux/slab.h>
 
 #include "higpu.h"
+#include "hinic_ivshmem.h"
 
 #define HIGPU_PCI_VENDOR	0x1af4	/* Red Hat / Qumranet */
 #define HIGPU_PCI_DEVICE	0x1110	/* ivshmem */
@@ -43,8 +44,6 @@ static u32 higpu_dev_status(struct higpu_dev *dev)
 static int higpu_hw_start(struct higpu_dev *dev)
 {
 	struct higpu_dev_hdr *h = dev->hdr;
-	unsigned long deadline;
-	u32 st;
 
 	dev->cmd_prod = 0;
 	dev->cpl_cons = 0;
@@ -60,23 +59,8 @@ static int higpu_hw_start(struct higpu_dev *dev)
 	dma_wmb();
 	higpu_store(&h->driver_status, HIGPU_DRV_OK | HIGPU_DRV_MSIX_ON);
 	higpu_ring_doorbell(dev, HIGPU_DB_CTRL);
-
-	deadline = jiffies + msecs_to_jiffies(HIGPU_HANDSHAKE_MS);
-	for (;;) {
-		st = higpu_dev_status(dev);
-		if (st & HIGPU_DEV_FATAL) {
-			dev_err(&dev->pdev->dev, "device fatal during handshake, code %u\n",
-				higpu_load(&h->fatal_code));
-			return -EIO;
-		}
-		if (st & HIGPU_DEV_LIVE)
-			return 0;
-		if (time_after(jiffies, deadline))
-			break;
-		usleep_range(500, 1000);
-	}
-	dev_err(&dev->pdev->dev, "device did not go live (dev_status %#x)\n", st);
-	return -ETIMEDOUT;
+	return hinic_ivshmem_wait_live(dev->pdev, h, HIGPU_DEV_LIVE, HIGPU_DEV_FATAL,
+				       HIGPU_HANDSHAKE_MS);
 }
 
 /*
@@ -232,25 +216,23 @@ static void higpu_free_irqs(struct higpu_dev *dev)
 
 /* ---- PCI ---- */
 
-static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, size_t len)
-{
-	u32 magic = higpu_load(&h->magic);
+static const struct hinic_ivshmem_id higpu_id = {
+	.name		= "HiGPU",
+	.magic		= HIGPU_MAGIC,
+	.abi_major	= HIGPU_ABI_MAJOR,
+	.vendor_id	= HIGPU_VENDOR_ID,
+	.device_id	= HIGPU_DEVICE_ID,
+};
 
-	if (magic != HIGPU_MAGIC) {
-		dev_info(&pdev->dev, "ivshmem device without a HiGPU header (magic %#x), leaving it\n",
-			 magic);
-		return -ENODEV;
-	}
-	/* The magic is written last: the rest is valid once it is seen. */
-	dma_rmb();
-	if (le16_to_cpu(h->abi_major) != HIGPU_ABI_MAJOR ||
-	    le16_to_cpu(h->vendor_id) != HIGPU_VENDOR_ID ||
-	    le16_to_cpu(h->device_id) != HIGPU_DEVICE_ID) {
-		dev_err(&pdev->dev, "HiGPU ABI %u.%u, identity %04x:%04x: this driver speaks ABI %u\n",
-			le16_to_cpu(h->abi_major), le16_to_cpu(h->abi_minor),
-			le16_to_cpu(h->vendor_id), le16_to_cpu(h->device_id), HIGPU_ABI_MAJOR);
-		return -ENODEV;
-	}
+/* higpu_check_bar2 - BAR2 holds a HiGPU header this driver speaks. */
+static int higpu_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
+{
+	struct higpu_dev_hdr *h = bar2 + HIGPU_HDR_OFF;
+	int ret;
+
+	ret = hinic_ivshmem_check_id(pdev, h, &higpu_id);
+	if (ret)
+		return ret;
 	if (le32_to_cpu(h->bar_size) > len || h->gpu_id >= HIGPU_MAX_GPUS) {
 		dev_err(&pdev->dev, "BAR2 of %zu bytes, header says %u; gpu_id %u\n", len,
 			le32_to_cpu(h->bar_size), h->gpu_id);
@@ -272,7 +254,7 @@ static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, siz
  * higpu_remove, its mirror image:
  *   1. pci_enable_device;
  *   2. pci_request_regions;
- *   3. higpu_map_bar2: BAR2 mapped, its header checked, DMA mask;
+ *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hinic_ivshmem_open);
  *   4. higpu_alloc_dev: struct higpu_dev (refcounted: open files hold it);
  *   5. higpu_map_bar0: the doorbell, and a reset of a device left live;
  *   6. higpu_alloc_rings: both rings in coherent memory (kept for good
@@ -282,33 +264,6 @@ static int higpu_check_header(struct pci_dev *pdev, struct higpu_dev_hdr *h, siz
  *      and finishes all work in flight);
  *   9. higpu_chr_register: /dev/higpu<gpu_id>.
  */
-
-static int higpu_map_bar2(struct pci_dev *pdev, void **bar2, size_t *len)
-{
-	int ret;
-
-	*len = pci_resource_len(pdev, 2);
-	if (!(pci_resource_flags(pdev, 2) & IORESOURCE_MEM) || *len < sizeof(struct higpu_dev_hdr))
-		return -ENODEV;
-	/* BAR2 is RAM on the host side, shared with the backend process. */
-	*bar2 = memremap(pci_resource_start(pdev, 2), *len, MEMREMAP_WB);
-	if (!*bar2)
-		return -ENOMEM;
-	ret = higpu_check_header(pdev, *bar2 + HIGPU_HDR_OFF, *len);
-	if (ret)
-		goto err_unmap;
-	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(64));
-	if (ret) {
-		dev_err(&pdev->dev, "no 64-bit DMA\n");
-		goto err_unmap;
-	}
-	pci_set_master(pdev);
-	return 0;
-
-err_unmap:
-	memunmap(*bar2);
-	return ret;
-}
 
 static struct higpu_dev *higpu_alloc_dev(struct pci_dev *pdev, void *bar2, size_t len)
 {
@@ -413,12 +368,9 @@ static int higpu_alloc_vectors(struct higpu_dev *dev)
 {
 	int ret;
 
-	ret = pci_alloc_irq_vectors(dev->pdev, HIGPU_NUM_IRQ, HIGPU_NUM_IRQ, PCI_IRQ_MSIX);
-	if (ret < 0) {
-		dev_err(&dev->pdev->dev, "MSI-X: %d (QEMU's vectors= must be at least %u)\n", ret,
-			HIGPU_MIN_VECTORS);
+	ret = hinic_ivshmem_alloc_vectors(dev->pdev, HIGPU_NUM_IRQ, HIGPU_NUM_IRQ);
+	if (ret < 0)
 		return ret;
-	}
 	dev->num_vectors = ret;
 	return 0;
 }
@@ -464,37 +416,16 @@ static int higpu_up(struct higpu_dev *dev)
 	return 0;
 }
 
-static const struct higpu_stage {
-	int (*setup)(struct higpu_dev *dev);
-	void (*teardown)(struct higpu_dev *dev);
-} higpu_stages[] = {
+DEFINE_HINIC_STAGES(higpu, struct higpu_dev);
+
+/* higpu_stages - stages 5 to 9, once struct higpu_dev exists. */
+static const struct higpu_stage higpu_stages[] = {
 	{ higpu_map_bar0, higpu_unmap_bar0 },
 	{ higpu_alloc_rings, higpu_free_rings },
 	{ higpu_alloc_vectors, higpu_free_vectors },
 	{ higpu_up, higpu_down },
 	{ higpu_chr_register, higpu_chr_unregister },
 };
-
-static void higpu_teardown(struct higpu_dev *dev, unsigned int n)
-{
-	while (n--)
-		higpu_stages[n].teardown(dev);
-}
-
-static int higpu_setup(struct higpu_dev *dev)
-{
-	unsigned int i;
-	int ret;
-
-	for (i = 0; i < ARRAY_SIZE(higpu_stages); i++) {
-		ret = higpu_stages[i].setup(dev);
-		if (ret) {
-			higpu_teardown(dev, i);
-			return ret;
-		}
-	}
-	return 0;
-}
 
 static int higpu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
@@ -503,21 +434,16 @@ static int higpu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	size_t len;
 	int ret;
 
-	ret = pci_enable_device(pdev);
+	ret = hinic_ivshmem_open(pdev, HIGPU_DRV_NAME, HIGPU_HDR_OFF + sizeof(struct higpu_dev_hdr),
+				 higpu_check_bar2, &bar2, &len);
 	if (ret)
 		return ret;
-	ret = pci_request_regions(pdev, HIGPU_DRV_NAME);
-	if (ret)
-		goto err_disable;
-	ret = higpu_map_bar2(pdev, &bar2, &len);
-	if (ret)
-		goto err_release_regions;
 	dev = higpu_alloc_dev(pdev, bar2, len);
 	if (!dev) {
 		ret = -ENOMEM;
-		goto err_unmap_bar2;
+		goto err_close;
 	}
-	ret = higpu_setup(dev);
+	ret = higpu_setup(higpu_stages, ARRAY_SIZE(higpu_stages), dev);
 	if (ret)
 		goto err_put_dev;
 	dev_info(&pdev->dev, "HiGPU %u \"%.*s\": ABI %u.%u, %llu MiB, caps %#x, %u MSI-X vectors\n",
@@ -529,12 +455,8 @@ static int higpu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 err_put_dev:
 	pci_set_drvdata(pdev, NULL);
 	higpu_dev_put(dev);
-err_unmap_bar2:
-	memunmap(bar2);
-err_release_regions:
-	pci_release_regions(pdev);
-err_disable:
-	pci_disable_device(pdev);
+err_close:
+	hinic_ivshmem_close(pdev, bar2);
 	return ret;
 }
 
@@ -548,12 +470,10 @@ static void higpu_remove(struct pci_dev *pdev)
 	struct higpu_dev *dev = pci_get_drvdata(pdev);
 	void *bar2 = dev->bar2;
 
-	higpu_teardown(dev, ARRAY_SIZE(higpu_stages));
+	higpu_teardown(higpu_stages, ARRAY_SIZE(higpu_stages), dev);
 	pci_set_drvdata(pdev, NULL);
 	higpu_dev_put(dev);
-	memunmap(bar2);
-	pci_release_regions(pdev);
-	pci_disable_device(pdev);
+	hinic_ivshmem_close(pdev, bar2);
 }
 
 static const struct pci_device_id higpu_pci_ids[] = {
