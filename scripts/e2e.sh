@@ -21,7 +21,7 @@
 #   7. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
 #      ratio of every case, and HiNIC's RoCEv2 and InfiniBand figures in
 #      another (hinic verify compare).
-#   Optional, with E2E_GPU=1 (off by default): the HiGPU runtime's
+#   With E2E_GPU=1 (the default; 0 leaves it out): the HiGPU runtime's
 #   packages (libhicart1, hicart-tools) are built with HiNIC's and go
 #   into the HiNIC image too, and after the HiNIC rack a GPU rack (two
 #   hicain guests with two HiGPUs each, hinic gpu serve beside hinic
@@ -49,7 +49,7 @@
 #   E2E_MRACK    interop rack spec (default testdata/racks/mixed.yaml): its
 #                vm-a has the HiNIC vNIC, its vm-b Soft-RoCE
 #   E2E_GRACK    GPU rack spec (default testdata/racks/two-hicain-gpu.yaml)
-#   E2E_GPU      1: the GPU stage (default 0); outputs in gpu/
+#   E2E_GPU      1: the GPU stage (the default), 0: none; outputs in gpu/
 #   E2E_ONLY     rxe, hicain, ib, mixed or gpu: run one rack only (no
 #                comparison); gpu implies E2E_GPU=1
 set -euo pipefail
@@ -64,7 +64,7 @@ ISPEC=${E2E_IRACK:-testdata/racks/two-ib.yaml}
 MSPEC=${E2E_MRACK:-testdata/racks/mixed.yaml}
 GSPEC=${E2E_GRACK:-testdata/racks/two-hicain-gpu.yaml}
 ONLY=${E2E_ONLY:-}
-GPU=${E2E_GPU:-0}
+GPU=${E2E_GPU:-1}
 case $ONLY in "" | rxe | hicain | ib | mixed) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, mixed or gpu, not $ONLY" >&2; exit 2 ;; esac
 case $GPU in 0 | 1) ;; *) echo "e2e: E2E_GPU is 0 or 1, not $GPU" >&2; exit 2 ;; esac
 # The cases of the GPU rack: its NICs are the HiNIC rack's, checked there.
@@ -226,7 +226,7 @@ if [[ -z $ONLY || $ONLY == hicain ]]; then
 	rack_down hicain
 fi
 
-# The GPU stage, off unless E2E_GPU=1 (or E2E_ONLY=gpu).
+# The GPU stage, unless E2E_GPU=0.
 if ((GPU)) && [[ -z $ONLY || $ONLY == gpu ]]; then
 	cases=()
 	for c in "${GPU_CASES[@]}"; do cases+=(--case "$c"); done

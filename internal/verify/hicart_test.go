@@ -325,3 +325,27 @@ func FuzzParseHicart(f *testing.F) {
 		}
 	})
 }
+
+// TestParseHicartGuestOutputs parses what the tools printed in a TCG
+// guest of the GPU rack (hicart-smi --json, hicart-bandwidth --json,
+// hicart_test -d 0 with the gate's exit line), as the gate saved them.
+func TestParseHicartGuestOutputs(t *testing.T) {
+	smi, err := ParseHicartSMI(readFixture(t, "testdata/hicart/guest-smi.json.txt"))
+	if err != nil || len(smi.GPUs) != 2 || smi.GPUs[0].GPUID != 0 || smi.GPUs[1].GPUID != 1 {
+		t.Fatalf("smi: %+v, %v", smi, err)
+	}
+	if _, err := CheckSMI(smi, []GPU{{0, 256}, {1, 256}}); err != nil {
+		t.Errorf("CheckSMI: %v", err)
+	}
+	bw, err := ParseHicartBandwidth(readFixture(t, "testdata/hicart/guest-bandwidth.json.txt"))
+	if err != nil || bw.Size != 8<<20 || bw.GBps.Memcpy <= 0 || bw.GBps.H2D <= 0 || bw.GBps.D2H <= 0 || bw.GBps.D2D <= 0 {
+		t.Fatalf("bandwidth: %+v, %v", bw, err)
+	}
+	if r, which := bw.Lowest(); r <= 0 || which == "" {
+		t.Errorf("Lowest: %v %q", r, which)
+	}
+	tap, err := ParseTAP(readFixture(t, "testdata/hicart/guest-hicart_test.tap.txt"))
+	if err != nil || tap.Planned != 86 || tap.Passed != 86 || tap.Failed != 0 {
+		t.Fatalf("tap: planned %d, passed %d, failed %d, %v", tap.Planned, tap.Passed, tap.Failed, err)
+	}
+}
