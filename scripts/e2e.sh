@@ -26,8 +26,9 @@
 #   into the HiNIC image too, and after the HiNIC rack a GPU rack (two
 #   hicain guests with two HiGPUs each, hinic gpu serve beside hinic
 #   device serve) runs the gate's GPU cases only (hicart_smi,
-#   hicart_test, hicart_bandwidth) -> rack down. One more rack deploy,
-#   about 3 minutes under TCG.
+#   hicart_test, hicart_bandwidth) -> the runtime packages' life cycle
+#   in a guest (scripts/guest-gpu-pkg-cycle.sh) -> rack down. One more
+#   rack deploy, about 3 minutes under TCG.
 # Prints the time of each stage. Needs root (mmdebstrap root mode) and the
 # host tools of `hinic doctor`; KVM is not needed (TCG).
 #
@@ -189,12 +190,15 @@ fi
 if [[ $ONLY != rxe ]]; then
 	t=$(now)
 	only=hicain-modules,libhicain
-	if ((GPU)); then only+=,libhicart1,hicart-tools; fi
+	if ((GPU)); then only+=,libhicart1,hicart-tools,libhicart-dev; fi
 	"$HINIC" pkg build --fix --kernel "$KVER" --only "$only" --out "$OUT/debs" | tee "$OUT/debs.txt"
 	# The modules package and the provider first: the packages' life
 	# cycle below takes them by index.
 	debs=("$OUT"/debs/hicain-modules-"$KVER"_*.deb "$OUT"/debs/libhicain_*.deb)
 	if ((GPU)); then debs+=("$OUT"/debs/libhicart1_*.deb "$OUT"/debs/hicart-tools_*.deb); fi
+	# libhicart-dev stays out of the image: the life cycle installs it.
+	devdeb=
+	if ((GPU)); then devdeb=$(ls "$OUT"/debs/libhicart-dev_*.deb); fi
 	for d in "${debs[@]}"; do
 		[[ -f $d ]] || { echo "e2e: hinic pkg build made no $d" >&2; exit 1; }
 	done
@@ -231,6 +235,20 @@ if ((GPU)) && [[ -z $ONLY || $ONLY == gpu ]]; then
 	cases=()
 	for c in "${GPU_CASES[@]}"; do cases+=(--case "$c"); done
 	rack gpu "$GSPEC" "$HIMAGE" "${cases[@]}"
+	# The runtime packages' life cycle in vm-b, as the NIC's above.
+	t=$(now)
+	set +e
+	"$HINIC" deploy exec --run-dir "$RUN_DIR" vm-b --upload "${debs[2]}:/root/libhicart1.deb" \
+		--upload "${debs[3]}:/root/hicart-tools.deb" --upload "$devdeb:/root/libhicart-dev.deb" -- "mkdir -p /root/hicart-debs && for p in libhicart1 hicart-tools libhicart-dev; do mv /root/\$p.deb /root/hicart-debs/\${p}_.deb; done && DEBS=/root/hicart-debs sh -s" \
+		< scripts/guest-gpu-pkg-cycle.sh 2>&1 | tee "$OUT/gpu-pkg-cycle.txt"
+	rc=${PIPESTATUS[0]}
+	set -e
+	stage "gpu pkg cycle" "$t"
+	if ((rc != 0)); then
+		echo "e2e: the runtime packages' life cycle in vm-b failed (exit $rc)" >&2
+		fail "the runtime packages' life cycle in vm-b (exit $rc), $OUT/gpu-pkg-cycle.txt ends:"
+		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(tail -n 5 "$OUT/gpu-pkg-cycle.txt")
+	fi
 	rack_down gpu
 fi
 
