@@ -783,28 +783,79 @@ hicartError_t hicartMemsetAsync(void *devPtr, int value, size_t count, hicartStr
 	return rt_fail(rt_memset(devPtr, value, count, stream, false));
 }
 
-/* ---- streams ---- */
+/* ---- streams and events ---- */
+
+/*
+ * rt_handle_create - allocate @size bytes for a stream or event handle and
+ * have the current device create the object with @req; the kernel writes
+ * the new id into @arg. The handle is freed again if the ioctl fails.
+ */
+static hicartError_t rt_handle_create(unsigned long req, void *arg, size_t size, void **handle)
+{
+	hicartError_t e;
+	void *h;
+	int fd;
+
+	e = rt_fd(rt_cur, &fd);
+	if (e)
+		return e;
+	h = malloc(size);
+	if (!h)
+		return hicartErrorMemoryAllocation;
+	if (ioctl(fd, req, arg)) {
+		e = rt_errno(errno);
+		free(h);
+		return e;
+	}
+	*handle = h;
+	return hicartSuccess;
+}
+
+/*
+ * rt_handle_ioctl - @req on @dev about a stream or event named in @arg;
+ * EINVAL is the kernel not knowing that stream or event.
+ */
+static hicartError_t rt_handle_ioctl(int dev, unsigned long req, void *arg)
+{
+	hicartError_t e;
+	int fd;
+
+	e = rt_fd(dev, &fd);
+	if (e)
+		return e;
+	if (ioctl(fd, req, arg))
+		return errno == EINVAL ? hicartErrorInvalidResourceHandle : rt_errno(errno);
+	return hicartSuccess;
+}
+
+/* rt_event_op - @req (record, wait) pairing @event with @stream's device. */
+static hicartError_t rt_event_op(hicartStream_t stream, hicartEvent_t event, unsigned long req)
+{
+	struct higpu_event_op a = { 0 };
+	int dev;
+	uint32_t sid;
+
+	rt_stream(stream, &dev, &sid);
+	if (dev != event->dev)
+		return hicartErrorInvalidResourceHandle;
+	a.event = event->id;
+	a.stream = sid;
+	return rt_handle_ioctl(dev, req, &a);
+}
 
 hicartError_t hicartStreamCreateWithFlags(hicartStream_t *stream, unsigned int flags)
 {
 	struct higpu_stream a = { 0 };
 	struct hicartStream *s;
 	hicartError_t e;
-	int fd;
+	void *h;
 
 	if (!stream || (flags & ~hicartStreamNonBlocking))
 		return rt_fail(hicartErrorInvalidValue);
-	e = rt_fd(rt_cur, &fd);
+	e = rt_handle_create(HIGPU_IOC_STREAM_CREATE, &a, sizeof(*s), &h);
 	if (e)
 		return rt_fail(e);
-	s = malloc(sizeof(*s));
-	if (!s)
-		return rt_fail(hicartErrorMemoryAllocation);
-	if (ioctl(fd, HIGPU_IOC_STREAM_CREATE, &a)) {
-		e = rt_errno(errno);
-		free(s);
-		return rt_fail(e);
-	}
+	s = h;
 	s->dev = rt_cur;
 	s->id = a.id;
 	*stream = s;
@@ -839,67 +890,39 @@ hicartError_t hicartStreamQuery(hicartStream_t stream)
 
 hicartError_t hicartStreamDestroy(hicartStream_t stream)
 {
-	struct higpu_stream a;
+	struct higpu_stream a = { 0 };
 	hicartError_t e;
-	int fd;
 
 	if (!stream)
 		return rt_fail(hicartErrorInvalidResourceHandle);
-	e = rt_fd(stream->dev, &fd);
+	a.id = stream->id;
+	e = rt_handle_ioctl(stream->dev, HIGPU_IOC_STREAM_DESTROY, &a);
 	if (e)
 		return rt_fail(e);
-	a.id = stream->id;
-	a.rsvd = 0;
-	if (ioctl(fd, HIGPU_IOC_STREAM_DESTROY, &a))
-		return rt_fail(errno == EINVAL ? hicartErrorInvalidResourceHandle : rt_errno(errno));
 	free(stream);
 	return hicartSuccess;
 }
 
 hicartError_t hicartStreamWaitEvent(hicartStream_t stream, hicartEvent_t event, unsigned int flags)
 {
-	struct higpu_event_op a = { 0 };
-	hicartError_t e;
-	int dev, fd;
-	uint32_t sid;
-
 	if (!event || flags)
 		return rt_fail(hicartErrorInvalidValue);
-	rt_stream(stream, &dev, &sid);
-	if (dev != event->dev)
-		return rt_fail(hicartErrorInvalidResourceHandle);
-	e = rt_fd(dev, &fd);
-	if (e)
-		return rt_fail(e);
-	a.event = event->id;
-	a.stream = sid;
-	if (ioctl(fd, HIGPU_IOC_STREAM_WAIT_EVENT, &a))
-		return rt_fail(errno == EINVAL ? hicartErrorInvalidResourceHandle : rt_errno(errno));
-	return hicartSuccess;
+	return rt_fail(rt_event_op(stream, event, HIGPU_IOC_STREAM_WAIT_EVENT));
 }
-
-/* ---- events ---- */
 
 hicartError_t hicartEventCreateWithFlags(hicartEvent_t *event, unsigned int flags)
 {
 	struct higpu_event a = { 0 };
 	struct hicartEvent *ev;
 	hicartError_t e;
-	int fd;
+	void *h;
 
 	if (!event || (flags & ~hicartEventDisableTiming))
 		return rt_fail(hicartErrorInvalidValue);
-	e = rt_fd(rt_cur, &fd);
+	e = rt_handle_create(HIGPU_IOC_EVENT_CREATE, &a, sizeof(*ev), &h);
 	if (e)
 		return rt_fail(e);
-	ev = malloc(sizeof(*ev));
-	if (!ev)
-		return rt_fail(hicartErrorMemoryAllocation);
-	if (ioctl(fd, HIGPU_IOC_EVENT_CREATE, &a)) {
-		e = rt_errno(errno);
-		free(ev);
-		return rt_fail(e);
-	}
+	ev = h;
 	ev->dev = rt_cur;
 	ev->id = a.id;
 	*event = ev;
@@ -913,40 +936,22 @@ hicartError_t hicartEventCreate(hicartEvent_t *event)
 
 hicartError_t hicartEventRecord(hicartEvent_t event, hicartStream_t stream)
 {
-	struct higpu_event_op a = { 0 };
-	hicartError_t e;
-	int dev, fd;
-	uint32_t sid;
-
 	if (!event)
 		return rt_fail(hicartErrorInvalidResourceHandle);
-	rt_stream(stream, &dev, &sid);
-	if (dev != event->dev)
-		return rt_fail(hicartErrorInvalidResourceHandle);
-	e = rt_fd(dev, &fd);
-	if (e)
-		return rt_fail(e);
-	a.event = event->id;
-	a.stream = sid;
-	if (ioctl(fd, HIGPU_IOC_EVENT_RECORD, &a))
-		return rt_fail(errno == EINVAL ? hicartErrorInvalidResourceHandle : rt_errno(errno));
-	return hicartSuccess;
+	return rt_fail(rt_event_op(stream, event, HIGPU_IOC_EVENT_RECORD));
 }
 
 static hicartError_t rt_event_query(hicartEvent_t event, unsigned long req)
 {
 	struct higpu_event_query q = { 0 };
 	hicartError_t e;
-	int fd;
 
 	if (!event)
 		return hicartErrorInvalidResourceHandle;
-	e = rt_fd(event->dev, &fd);
+	q.event = event->id;
+	e = rt_handle_ioctl(event->dev, req, &q);
 	if (e)
 		return e;
-	q.event = event->id;
-	if (ioctl(fd, req, &q))
-		return errno == EINVAL ? hicartErrorInvalidResourceHandle : rt_errno(errno);
 	if (q.state == HIGPU_EVENT_PENDING)
 		return hicartErrorNotReady;
 	return rt_status(q.status);
@@ -993,16 +998,13 @@ hicartError_t hicartEventDestroy(hicartEvent_t event)
 {
 	struct higpu_event a = { 0 };
 	hicartError_t e;
-	int fd;
 
 	if (!event)
 		return rt_fail(hicartErrorInvalidResourceHandle);
-	e = rt_fd(event->dev, &fd);
+	a.id = event->id;
+	e = rt_handle_ioctl(event->dev, HIGPU_IOC_EVENT_DESTROY, &a);
 	if (e)
 		return rt_fail(e);
-	a.id = event->id;
-	if (ioctl(fd, HIGPU_IOC_EVENT_DESTROY, &a))
-		return rt_fail(errno == EINVAL ? hicartErrorInvalidResourceHandle : rt_errno(errno));
 	free(event);
 	return hicartSuccess;
 }
