@@ -118,17 +118,33 @@ func libcDepends(so sharedObject) []string {
 	return nil
 }
 
+// hicartAbsentResult is the result of a HiGPU runtime package that is
+// not built because the tree has no hicart sources.
+func (b *build) hicartAbsentResult(name string) Result {
+	return Result{Package: name, Version: b.debVersion(), Arch: b.arch, Note: NoteHicartAbsent}
+}
+
+// hicartLibSource builds the hicart tree for a package that installs into
+// the multiarch library directory, and returns the tree and that directory.
+func (b *build) hicartLibSource(ctx context.Context) (src, libdir string, err error) {
+	triplet := multiarch()
+	if triplet == "" {
+		return "", "", fmt.Errorf("pkg: no multiarch directory known for GOARCH %s", goarch())
+	}
+	src, err = b.hicartBuild(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	return src, "/usr/lib/" + triplet, nil
+}
+
 // hicartLib builds libhicart1: the shared library and its soname link,
 // with the shlibs file dpkg-shlibdeps reads and the ldconfig trigger.
 func (b *build) hicartLib(ctx context.Context) (Result, error) {
 	if b.hicartAbsent() {
-		return Result{Package: NameHicart, Version: b.debVersion(), Arch: b.arch, Note: NoteHicartAbsent}, nil
+		return b.hicartAbsentResult(NameHicart), nil
 	}
-	triplet := multiarch()
-	if triplet == "" {
-		return Result{}, fmt.Errorf("pkg: no multiarch directory known for GOARCH %s", goarch())
-	}
-	src, err := b.hicartBuild(ctx)
+	src, libdir, err := b.hicartLibSource(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -140,7 +156,6 @@ func (b *build) hicartLib(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	libdir := "/usr/lib/" + triplet
 	return b.pack(debSpec{
 		Name:    NameHicart,
 		Arch:    b.arch,
@@ -168,13 +183,9 @@ func (b *build) hicartLib(ctx context.Context) (Result, error) {
 // file and the hicart(3) man page.
 func (b *build) hicartDev(ctx context.Context) (Result, error) {
 	if b.hicartAbsent() {
-		return Result{Package: NameHicartDev, Version: b.debVersion(), Arch: b.arch, Note: NoteHicartAbsent}, nil
+		return b.hicartAbsentResult(NameHicartDev), nil
 	}
-	triplet := multiarch()
-	if triplet == "" {
-		return Result{}, fmt.Errorf("pkg: no multiarch directory known for GOARCH %s", goarch())
-	}
-	src, err := b.hicartBuild(ctx)
+	src, libdir, err := b.hicartLibSource(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -182,7 +193,6 @@ func (b *build) hicartDev(ctx context.Context) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	libdir := "/usr/lib/" + triplet
 	return b.pack(debSpec{
 		Name:    NameHicartDev,
 		Arch:    b.arch,
@@ -207,7 +217,7 @@ func (b *build) hicartDev(ctx context.Context) (Result, error) {
 // hicart_test with their man pages.
 func (b *build) hicartTools(ctx context.Context) (Result, error) {
 	if b.hicartAbsent() {
-		return Result{Package: NameHicartTools, Version: b.debVersion(), Arch: b.arch, Note: NoteHicartAbsent}, nil
+		return b.hicartAbsentResult(NameHicartTools), nil
 	}
 	src, err := b.hicartBuild(ctx)
 	if err != nil {
