@@ -32,26 +32,11 @@
 #include "hicart.h"
 #include "higpu_uapi.h"
 #include "ref.h"
+#include "tap.h"
 
-static int t_num, t_fail, verbose;
+static int verbose;
 static hicartDeviceProp prop;
 static int device;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%sok %d - ", cond ? "" : "not ", ++t_num);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-	if (!cond)
-		t_fail++;
-}
 
 static void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -779,8 +764,5 @@ int main(int argc, char **argv)
 	test_exhaust();
 	test_foreign();
 	test_killed();
-	printf("1..%d\n", t_num);
-	if (t_fail)
-		printf("# %d of %d failed\n", t_fail, t_num);
-	return t_fail ? 1 : 0;
+	return tap_done();
 }

@@ -16,24 +16,7 @@
 
 #include "hicart.h"
 #include "ref.h"
-
-static int t_num, t_fail;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-#include <stdarg.h>
-static void ok(int cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%sok %d - ", cond ? "" : "not ", ++t_num);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!cond)
-		t_fail++;
-}
+#include "tap.h"
 
 static int f32_isnan_bits(uint32_t x)
 {
@@ -293,8 +276,5 @@ int main(void)
 	test_errors();
 	test_nodevice(dir);
 	rmdir(dir);
-	printf("1..%d\n", t_num);
-	if (t_fail)
-		printf("# %d of %d failed\n", t_fail, t_num);
-	return t_fail ? 1 : 0;
+	return tap_done();
 }
