@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "hicart.h"
+#include "json.h"
 
 #define CHECK(call)                                                                    \
 	do {                                                                           \
@@ -154,10 +155,12 @@ int main(int argc, char **argv)
 	}
 
 	if (json) {
-		printf("{\"device\":%d,\"name\":\"%s\",\"size\":%zu,\"iters\":%d,\"host_memory\":\"%s\","
+		printf("{\"device\":%d,\"name\":", prop.gpuId);
+		json_str(prop.name);
+		printf(",\"size\":%zu,\"iters\":%d,\"host_memory\":\"%s\","
 		       "\"gbps\":{\"host_memcpy\":%.3f,\"h2d\":%.3f,\"d2h\":%.3f,\"d2d\":%.3f},"
 		       "\"ratio\":{\"h2d\":%.3f,\"d2h\":%.3f,\"d2d\":%.3f}}\n",
-		       prop.gpuId, prop.name, size, iters, pageable ? "pageable" : "pinned", ceil, h2d,
+		       size, iters, pageable ? "pageable" : "pinned", ceil, h2d,
 		       d2h, d2d, h2d / ceil, d2h / ceil, d2d / ceil);
 	} else {
 		printf("[hicart-bandwidth] GPU %d: %s (%s)\n", prop.gpuId, prop.name, prop.devicePath);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "hicart.h"
+#include "json.h"
 
 #define SMI_MAX_PROCS	256
 
@@ -157,23 +158,6 @@ static void smi_query(const struct smi_gpu *g, int n)
 			       g[i].procs[j].inflight);
 		printf("\n");
 	}
-}
-
-/* json_str - s as a JSON string (names are short and from the device). */
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
 }
 
 static void smi_json(const struct smi_gpu *g, int n, int drv)
