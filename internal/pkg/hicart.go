@@ -127,9 +127,9 @@ func (b *build) hicartAbsentResult(name string) Result {
 // hicartLibSource builds the hicart tree for a package that installs into
 // the multiarch library directory, and returns the tree and that directory.
 func (b *build) hicartLibSource(ctx context.Context) (src, libdir string, err error) {
-	triplet := multiarch()
-	if triplet == "" {
-		return "", "", fmt.Errorf("pkg: no multiarch directory known for GOARCH %s", goarch())
+	triplet, err := multiarch()
+	if err != nil {
+		return "", "", err
 	}
 	src, err = b.hicartBuild(ctx)
 	if err != nil {

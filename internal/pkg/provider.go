@@ -48,9 +48,9 @@ func (b *build) provider(ctx context.Context) (Result, error) {
 	if _, err := os.Stat(filepath.Join(b.opts.Repo, ProviderSrc)); errors.Is(err, fs.ErrNotExist) {
 		return Result{Package: NameProvider, Version: b.debVersion(), Arch: b.arch, Note: NoteProviderAbsent}, nil
 	}
-	triplet := multiarch()
-	if triplet == "" {
-		return Result{}, fmt.Errorf("pkg: no multiarch directory known for GOARCH %s", goarch())
+	triplet, err := multiarch()
+	if err != nil {
+		return Result{}, err
 	}
 	for _, tool := range []string{"make", "gcc", "strip", "dpkg-query"} {
 		if _, err := exec.LookPath(tool); err != nil {

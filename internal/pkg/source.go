@@ -101,9 +101,14 @@ func DebArch() string {
 }
 
 // multiarch returns the Debian multiarch triplet of the host (the
-// directory under /usr/lib that holds its libraries).
-func multiarch() string {
-	return map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu", "riscv64": "riscv64-linux-gnu"}[goarch()]
+// directory under /usr/lib that holds its libraries), or an error on an
+// architecture it does not know.
+func multiarch() (string, error) {
+	t := map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "386": "i386-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu", "riscv64": "riscv64-linux-gnu"}[goarch()]
+	if t == "" {
+		return "", fmt.Errorf("pkg: no multiarch directory known for GOARCH %s", goarch())
+	}
+	return t, nil
 }
 
 func goarch() string { return runtime.GOARCH }
