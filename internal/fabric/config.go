@@ -36,7 +36,7 @@ const (
 	// DefaultQueueFrames and DefaultQueueBytes bound each egress queue
 	// (one per port and traffic class); a frame is admitted while both
 	// hold.
-	DefaultQueueFrames = 256
+	DefaultQueueFrames = 1024
 	DefaultQueueBytes  = ByteSize(1 << 20)
 	// DefaultXOFF and DefaultXON are the PFC thresholds on the bytes one
 	// ingress port has buffered in one lossless class.
