@@ -449,6 +449,14 @@ func (d *Device) QueryDevice() DeviceAttr {
 	}
 }
 
+// ibGIDTableLen is the GID table an InfiniBand port reports. Entry 0 is
+// the port GID (subnet prefix and port GUID); the others are empty (the
+// zero GID, which ib_core leaves out of its cache, so they read as
+// ENODATA through ibv_query_gid_ex), as on a ConnectX port to which no
+// subnet manager assigned alias GUIDs. The SMA's GUIDCap stays 1: no
+// alias GUID can be set.
+const ibGIDTableLen = 8
+
 // QueryPort returns the attributes of port 1, the only port.
 func (d *Device) QueryPort() PortAttr {
 	if d.ib() {
@@ -457,7 +465,7 @@ func (d *Device) QueryPort() PortAttr {
 			State:         PortState(pi.PortState),
 			MaxMTU:        MTU4096,
 			ActiveMTU:     d.activeMTU,
-			GIDTableLen:   len(d.gidTable()),
+			GIDTableLen:   ibGIDTableLen,
 			PortCapFlags:  pi.CapabilityMask,
 			MaxMsgSize:    MaxMsgSize,
 			QKeyViolCntr:  uint32(d.ctr.qkeyViolations.Load()),
@@ -490,9 +498,13 @@ func (d *Device) QueryPort() PortAttr {
 	}
 }
 
-// QueryGID returns GID table entry index.
+// QueryGID returns GID table entry index; on an InfiniBand port the
+// entries after the port GID are empty (zero).
 func (d *Device) QueryGID(index int) ([16]byte, error) {
 	gids := d.gidTable()
+	if d.ib() && index >= len(gids) && index < ibGIDTableLen {
+		return [16]byte{}, nil
+	}
 	if index < 0 || index >= len(gids) {
 		return [16]byte{}, fmt.Errorf("rdma: query GID %d: table has %d entries: %w", index, len(gids), ErrInvalid)
 	}
@@ -502,11 +514,14 @@ func (d *Device) QueryGID(index int) ([16]byte, error) {
 // QueryGIDType returns the type of GID table entry index: RoCEv2 on an
 // Ethernet port, IB on an InfiniBand one.
 func (d *Device) QueryGIDType(index int) (GIDType, error) {
+	if d.ib() {
+		if index < 0 || index >= ibGIDTableLen {
+			return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, ibGIDTableLen, ErrInvalid)
+		}
+		return GIDTypeIB, nil
+	}
 	if n := len(d.gidTable()); index < 0 || index >= n {
 		return 0, fmt.Errorf("rdma: query GID type %d: table has %d entries: %w", index, n, ErrInvalid)
-	}
-	if d.ib() {
-		return GIDTypeIB, nil
 	}
 	return GIDTypeRoCEv2, nil
 }

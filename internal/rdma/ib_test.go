@@ -539,3 +539,41 @@ func nextEvents(t *testing.T, dev *rdma.Device, n int) []rdma.AsyncEventType {
 	}
 	return evs
 }
+
+// TestIBGIDTable: an InfiniBand port reports an 8-entry GID table whose
+// entry 0 is the port GID and whose other entries are empty (zero), as a
+// ConnectX port without alias GUIDs does; an address may use only entry
+// 0, and there is no entry 8.
+func TestIBGIDTable(t *testing.T) {
+	link := rdmatest.NewLink(1, rdmatest.Faults{})
+	n := newIBNode(t, link.A(), rdmatest.NewFakeClock(), 0x0002c90300001111, 5)
+	if got := n.dev.QueryPort().GIDTableLen; got != 8 {
+		t.Fatalf("GID table length %d, want 8", got)
+	}
+	g0, err := n.dev.QueryGID(0)
+	if err != nil || g0 == ([16]byte{}) || g0[0] != 0xFE || g0[1] != 0x80 {
+		t.Fatalf("GID 0 = %x, %v; want the port GID", g0, err)
+	}
+	for i := 1; i < 8; i++ {
+		g, err := n.dev.QueryGID(i)
+		if err != nil || g != ([16]byte{}) {
+			t.Fatalf("GID %d = %x, %v; want an empty entry", i, g, err)
+		}
+		if typ, err := n.dev.QueryGIDType(i); err != nil || typ != rdma.GIDTypeIB {
+			t.Fatalf("GID %d type %v, %v", i, typ, err)
+		}
+	}
+	if _, err := n.dev.QueryGID(8); err == nil {
+		t.Fatal("GID 8 of an 8-entry table was read")
+	}
+	if _, err := n.dev.QueryGIDType(8); err == nil {
+		t.Fatal("GID type 8 of an 8-entry table was read")
+	}
+	for idx, ok := range []bool{true, false} {
+		_, err = n.dev.CreateAH(n.pd, rdma.AHAttr{PortNum: 1, DLID: 7, IsGlobal: true,
+			GRH: rdma.GlobalRoute{DGID: g0, SGIDIndex: uint8(idx), HopLimit: 64}})
+		if (err == nil) != ok {
+			t.Fatalf("an address handle on GID entry %d: %v", idx, err)
+		}
+	}
+}
