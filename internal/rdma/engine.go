@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"bytes"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,14 +9,10 @@ import (
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
-// The engine is the device's transport "hardware". Whoever holds runMu owns
-// every QP's transport state, the QP table, the ACK coalescing and
-// send-scheduling lists and the loopback queue: the engine goroutine
-// (engine.run), or a goroutine that brought work and runs it itself
-// (Device.RunInline: the backend's doorbell and fabric receive goroutines,
-// so that a frame or a doorbell is handled without waking another
-// thread). Nothing in that state has a finer lock; other goroutines reach
-// the engine only through:
+// The engine is the device's transport "hardware": one goroutine per Device
+// (engine.run) owns every QP's transport state, the QP table, the ACK
+// coalescing and send-scheduling lists and the loopback queue. Nothing in
+// that state is locked; other goroutines reach the engine only through:
 //
 //   - rxq: frames from Deliver, bounded (DeviceConfig.RxQueueLen). A full
 //     queue makes Deliver wait up to DeviceConfig.RxWait, then drop the
@@ -31,22 +26,13 @@ import (
 //     on the engine goroutine; the caller waits for completion.
 //
 // Completions leave through CQs (mutex-guarded rings). Frames leave through
-// Port.Send, called only by runMu's holder with the engine's single
+// Port.Send, called only from the engine goroutine with the engine's single
 // transmit buffer (the Port copies what it keeps), or, for loopback, go to
 // the engine-owned loopback queue in a pooled buffer.
-//
-// The rxq is drained only under runMu, in order: the engine goroutine
-// learns of new frames through wake, never by taking one off rxq itself,
-// so an inline runner and the engine goroutine cannot reorder a port's
-// frames.
 
 // Engine tuning.
 const (
-	rxBatch      = 64 // frames handled before ACKs are flushed and senders run
-	inlineRounds = 64 // rounds an inline runner does before it hands over
-	// stallCheck is how often the engine goroutine looks for flagged
-	// work nobody ran (engine.run).
-	stallCheck   = 10 * time.Millisecond
+	rxBatch      = 64   // frames handled before ACKs are flushed and senders run
 	sendBudget   = 16   // packets a QP may send per scheduling round
 	maxLoopQueue = 8192 // loopback frames waiting; more are dropped (counted)
 )
@@ -91,22 +77,7 @@ type engine struct {
 	idleWaiters []chan struct{}
 	activity    atomic.Uint64
 
-	// pend says work was brought that no round has looked at yet. A
-	// producer sets it before it tries the run lock or wakes the engine
-	// goroutine; a runner clears it under the lock before its round and
-	// looks at it again after it unlocks. So a goroutine that finds the
-	// lock taken can leave the work to the holder: nobody sleeps on
-	// runMu on the data path.
-	pend atomic.Bool
-	// holds counts the goroutines between Device.HoldKick and RunInline:
-	// while it is above zero, new work does not wake the engine
-	// goroutine, since the holder runs it.
-	holds atomic.Int32
-
-	// runMu's holder owns what follows; stopped is set under it once
-	// the engine goroutine has shut the engine down.
-	runMu    sync.Mutex
-	stopped  bool
+	// Owned by the engine goroutine.
 	qps      map[uint32]*QP
 	xsrqs    map[uint32]*SRQ    // XRC SRQs by number (xrc.go)
 	mcast    map[[16]byte][]*QP // multicast groups and their UD QPs
@@ -114,7 +85,8 @@ type engine struct {
 	ackList  []*QP
 	loopQ    []*frameBuf
 	loopHead int
-	tx       frameBuf // transmit buffer for Port.Send
+	pending  *frameBuf // taken from rxq while idle, handled next
+	tx       frameBuf  // transmit buffer for Port.Send
 	ipID     uint16
 }
 
@@ -168,20 +140,14 @@ func (d *Device) Deliver(frame []byte) {
 	b.n = copy(b.b[:], frame)
 	select {
 	case e.rxq <- b:
-		e.kick()
 		return
 	default:
 	}
-	// Full: the frames queued must be handled for room to come, by
-	// the engine goroutine even in a HoldKick (its holder waits here).
-	e.pend.Store(true)
-	e.wakeEngine()
 	if w := d.cfg.RxWait; w > 0 {
 		t := time.NewTimer(w)
 		defer t.Stop()
 		select {
 		case e.rxq <- b:
-			e.kick()
 			return
 		case <-t.C:
 		case <-e.done:
@@ -215,78 +181,10 @@ func (e *engine) signal(qp *QP, ev uint32) {
 }
 
 func (e *engine) kick() {
-	e.pend.Store(true)
-	if e.holds.Load() > 0 {
-		return // the holder's RunInline runs it
-	}
-	e.wakeEngine()
-}
-
-func (e *engine) wakeEngine() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
-}
-
-// HoldKick tells the engine that the calling goroutine is about to bring
-// it work (Deliver, posts through the QP API) and will run that work
-// itself with RunInline, which must follow. Until then the work does not
-// wake the engine goroutine.
-func (d *Device) HoldKick() { d.eng.holds.Add(1) }
-
-// RunInline runs the engine's pending work on the calling goroutine, when
-// no other goroutine is running the engine, and ends a HoldKick when hold
-// is true. It saves the hand-off to the engine goroutine (a thread
-// wake-up) on the path of a doorbell or a received frame. The caller must
-// hold no lock that a CQ sink, a Port or a QP event handler takes; it may
-// hold no engine lock. Work it cannot finish in a few rounds, or that
-// another goroutine is running, goes to the engine goroutine.
-func (d *Device) RunInline(hold bool) {
-	e := &d.eng
-	if hold {
-		e.holds.Add(-1)
-	}
-	if d.closed.Load() {
-		e.wakeEngine()
-		return
-	}
-	if e.drive(inlineRounds) {
-		e.wakeEngine()
-	}
-}
-
-// drive runs rounds while work is flagged (pend) and the run lock is
-// free, at most limit rounds in a row. It returns true when it stopped at
-// the limit with work left (pend is set again: the caller wakes the
-// engine goroutine); false when there is no work, or when another
-// goroutine holds the lock, which then runs the flagged work.
-func (e *engine) drive(limit int) bool {
-	for e.pend.Load() {
-		if !e.runMu.TryLock() {
-			return false
-		}
-		if e.stopped {
-			e.runMu.Unlock()
-			return false
-		}
-		e.pend.Store(false)
-		worked := true
-		for n := 0; worked && n < limit; n++ {
-			if worked = e.round(); worked {
-				e.activity.Add(1)
-			}
-		}
-		if !worked {
-			e.notifyIdle()
-		}
-		e.runMu.Unlock()
-		if worked {
-			e.pend.Store(true)
-			return true
-		}
-	}
-	return false
 }
 
 // do runs fn on the engine goroutine and waits for it.
@@ -312,8 +210,7 @@ func (e *engine) waitIdle() {
 	e.idleMu.Lock()
 	e.idleWaiters = append(e.idleWaiters, ch)
 	e.idleMu.Unlock()
-	e.pend.Store(true) // a round must run to call notifyIdle
-	e.wakeEngine()     // even in a HoldKick: its holder may be the waiter
+	e.kick()
 	select {
 	case <-ch:
 	case <-e.done:
@@ -322,62 +219,45 @@ func (e *engine) waitIdle() {
 
 func (e *engine) run() {
 	defer close(e.done)
-	// A safety net, not a clock: work whose producer's wake-up was
-	// lost would otherwise wait for the next one. Idle ticks cost a
-	// flag load (drive does nothing while pend is clear).
-	tick := time.NewTicker(stallCheck)
-	defer tick.Stop()
 	for {
 		select {
 		case <-e.quit:
-			e.stop()
+			e.shutdown()
 			return
 		default:
 		}
-		e.drive(math.MaxInt)
+		worked := e.drainCtl()
+		if e.drainEvents() {
+			worked = true
+		}
+		if e.drainRx() {
+			worked = true
+		}
+		if e.sendRound() {
+			worked = true
+		}
+		if e.d.flushPort != nil {
+			if err := e.d.flushPort.Flush(); err != nil {
+				e.d.ctr.txErrors.Add(1)
+			}
+		}
+		if worked {
+			e.activity.Add(1)
+			continue
+		}
+		e.notifyIdle()
 		select {
 		case <-e.quit:
-			e.stop()
+			e.shutdown()
 			return
 		case r := <-e.ctl:
-			e.runMu.Lock()
 			e.runCtl(r)
 			e.activity.Add(1)
-			e.runMu.Unlock()
-			e.pend.Store(true) // what the request started
+		case b := <-e.rxq:
+			e.pending = b
 		case <-e.wake:
-		case <-tick.C:
 		}
 	}
-}
-
-// round does one pass over every source of work and flushes the port's
-// batch; runMu is held. It reports whether there was any.
-func (e *engine) round() bool {
-	worked := e.drainCtl()
-	if e.drainEvents() {
-		worked = true
-	}
-	if e.drainRx() {
-		worked = true
-	}
-	if e.sendRound() {
-		worked = true
-	}
-	if e.d.flushPort != nil {
-		if err := e.d.flushPort.Flush(); err != nil {
-			e.d.ctr.txErrors.Add(1)
-		}
-	}
-	return worked
-}
-
-// stop shuts the engine down for good, excluding inline runners.
-func (e *engine) stop() {
-	e.runMu.Lock()
-	e.stopped = true
-	e.shutdown()
-	e.runMu.Unlock()
 }
 
 func (e *engine) runCtl(r *ctlReq) {
@@ -440,6 +320,8 @@ func (e *engine) drainRx() bool {
 	for n < rxBatch {
 		var b *frameBuf
 		switch {
+		case e.pending != nil:
+			b, e.pending = e.pending, nil
 		case e.loopHead < len(e.loopQ):
 			b = e.loopQ[e.loopHead]
 			e.loopQ[e.loopHead] = nil
