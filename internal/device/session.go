@@ -398,9 +398,16 @@ func (s *session) epollLoop() {
 			}
 		}
 		if rung != 0 {
+			// The posts the doorbells make are run by this goroutine
+			// once s.work is free (RunInline), not handed to the
+			// engine goroutine: a doorbell's frame leaves without a
+			// thread wake-up.
 			s.work.Lock()
+			dev := s.dev
+			dev.HoldKick()
 			s.doorbells(rung)
 			s.work.Unlock()
+			dev.RunInline(true)
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
@@ -427,7 +428,11 @@ func (v *VNIC) receive() {
 		for err == nil {
 			var n int
 			if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
-				v.deliver(bufs[:n], sizes, roce)
+				// The engine handles the batch on this goroutine:
+				// no wake-up between the frame and its CQE.
+				if dev := v.deliver(bufs[:n], sizes, roce); dev != nil {
+					dev.RunInline(true)
+				}
 			}
 		}
 		if !v.relink(err) {
@@ -437,14 +442,16 @@ func (v *VNIC) receive() {
 }
 
 // deliver steers a batch of frames read from the fabric (fabric rx
-// goroutine); roce is scratch for the engine's share.
-func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) {
+// goroutine); roce is scratch for the engine's share. It returns the
+// engine device it handed frames to, in a HoldKick: the caller runs them
+// with RunInline once it holds no lock.
+func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) *rdma.Device {
 	roce = roce[:0]
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	s := v.sess
 	if s == nil {
-		return
+		return nil
 	}
 	for i, b := range bufs {
 		frame := b[:min(sizes[i], len(b))]
@@ -464,9 +471,13 @@ func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) {
 			s.l2Receive(frame)
 		}
 	}
-	if len(roce) > 0 {
-		s.rxDev.Load().DeliverBatch(roce)
+	if len(roce) == 0 {
+		return nil
 	}
+	dev := s.rxDev.Load()
+	dev.HoldKick()
+	dev.DeliverBatch(roce)
+	return dev
 }
 
 // ib reports whether the vNIC's port is native InfiniBand.

@@ -43,7 +43,15 @@ func (p *pair) extraQPs(t *testing.T) qpPair {
 // TestConcurrentQPs drives several QPs on the same two devices from
 // separate goroutines with the real clock, while another goroutine reads
 // counters and queries QPs: the race detector checks the ownership rules.
-func TestConcurrentQPs(t *testing.T) {
+func TestConcurrentQPs(t *testing.T) { concurrentQPs(t, false) }
+
+// TestConcurrentQPsInline is TestConcurrentQPs with the engine also run
+// by the goroutines that bring it work, as the VM backend does: each
+// device's frames arrive on an rx goroutine that runs the engine
+// (inlineRx), and every post is followed by RunInline on the poster.
+func TestConcurrentQPsInline(t *testing.T) { concurrentQPs(t, true) }
+
+func concurrentQPs(t *testing.T, inline bool) {
 	const workers, region = 4, 256 << 10
 	n := 300
 	if testing.Short() || raceEnabled {
@@ -54,7 +62,8 @@ func TestConcurrentQPs(t *testing.T) {
 	// would make the responder replay it from memory the worker has
 	// already reused for its next message (correct on the wire, but a data
 	// race in this test's shared host memory).
-	p := newPair(t, pairOpts{realClock: true, timeout: 22, mtu: 4096, memSize: workers * region, sendWR: 32, recvWR: 32, cqe: 128})
+	p := newPair(t, pairOpts{realClock: true, timeout: 22, mtu: 4096, memSize: workers * region, sendWR: 32, recvWR: 32, cqe: 128,
+		rxInline: inline})
 	pairs := make([]qpPair, workers)
 	for i := range pairs {
 		pairs[i] = p.extraQPs(t)
@@ -83,7 +92,7 @@ func TestConcurrentQPs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- runWorker(p, pairs[w], uint64(w*region), n, int64(w))
+			errs <- runWorker(p, pairs[w], uint64(w*region), n, int64(w), inline)
 		}()
 	}
 	wg.Wait()
@@ -97,7 +106,7 @@ func TestConcurrentQPs(t *testing.T) {
 	}
 }
 
-func runWorker(p *pair, x qpPair, base uint64, n int, seed int64) error {
+func runWorker(p *pair, x qpPair, base uint64, n int, seed int64, inline bool) error {
 	rng := rand.New(rand.NewSource(seed))
 	half := uint64(64 << 10)
 	wcs := make([]rdma.WC, 8)
@@ -116,8 +125,15 @@ func runWorker(p *pair, x qpPair, base uint64, n int, seed int64) error {
 				return err
 			}
 		}
-		if err := x.qa.PostSend([]rdma.SendWR{{WRID: uint64(i), Opcode: op, SendFlags: rdma.SendSignaled,
-			SGList: p.a.sge(base, uint32(size)), RemoteAddr: base + half, RKey: p.b.mr.RKey}}); err != nil {
+		if inline {
+			p.a.dev.HoldKick()
+		}
+		err := x.qa.PostSend([]rdma.SendWR{{WRID: uint64(i), Opcode: op, SendFlags: rdma.SendSignaled,
+			SGList: p.a.sge(base, uint32(size)), RemoteAddr: base + half, RKey: p.b.mr.RKey}})
+		if inline {
+			p.a.dev.RunInline(true)
+		}
+		if err != nil {
 			return err
 		}
 		for got := false; !got; {

@@ -9,10 +9,14 @@ import (
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
-// The engine is the device's transport "hardware": one goroutine per Device
-// (engine.run) owns every QP's transport state, the QP table, the ACK
-// coalescing and send-scheduling lists and the loopback queue. Nothing in
-// that state is locked; other goroutines reach the engine only through:
+// The engine is the device's transport "hardware". Whoever holds runMu owns
+// every QP's transport state, the QP table, the ACK coalescing and
+// send-scheduling lists and the loopback queue: the engine goroutine
+// (engine.run), or a goroutine that brought work and runs it itself
+// (Device.RunInline: the backend's doorbell and fabric receive goroutines,
+// so that a frame or a doorbell is handled without waking another
+// thread). Nothing in that state has a finer lock; other goroutines reach
+// the engine only through:
 //
 //   - rxq: frames from Deliver, bounded (DeviceConfig.RxQueueLen). A full
 //     queue makes Deliver wait up to DeviceConfig.RxWait, then drop the
@@ -26,13 +30,19 @@ import (
 //     on the engine goroutine; the caller waits for completion.
 //
 // Completions leave through CQs (mutex-guarded rings). Frames leave through
-// Port.Send, called only from the engine goroutine with the engine's single
+// Port.Send, called only by runMu's holder with the engine's single
 // transmit buffer (the Port copies what it keeps), or, for loopback, go to
 // the engine-owned loopback queue in a pooled buffer.
+//
+// The rxq is drained only under runMu, in order: the engine goroutine
+// learns of new frames through wake, never by taking one off rxq itself,
+// so an inline runner and the engine goroutine cannot reorder a port's
+// frames.
 
 // Engine tuning.
 const (
 	rxBatch      = 64   // frames handled before ACKs are flushed and senders run
+	inlineRounds = 64   // rounds an inline runner does before it hands over
 	sendBudget   = 16   // packets a QP may send per scheduling round
 	maxLoopQueue = 8192 // loopback frames waiting; more are dropped (counted)
 )
@@ -77,7 +87,16 @@ type engine struct {
 	idleWaiters []chan struct{}
 	activity    atomic.Uint64
 
-	// Owned by the engine goroutine.
+	// holds counts the goroutines between Device.HoldKick and RunInline:
+	// while it is above zero, new work does not wake the engine
+	// goroutine (deferred says some did not), since the holder runs it.
+	holds    atomic.Int32
+	deferred atomic.Bool
+
+	// runMu's holder owns what follows; stopped is set under it once
+	// the engine goroutine has shut the engine down.
+	runMu    sync.Mutex
+	stopped  bool
 	qps      map[uint32]*QP
 	xsrqs    map[uint32]*SRQ    // XRC SRQs by number (xrc.go)
 	mcast    map[[16]byte][]*QP // multicast groups and their UD QPs
@@ -85,8 +104,7 @@ type engine struct {
 	ackList  []*QP
 	loopQ    []*frameBuf
 	loopHead int
-	pending  *frameBuf // taken from rxq while idle, handled next
-	tx       frameBuf  // transmit buffer for Port.Send
+	tx       frameBuf // transmit buffer for Port.Send
 	ipID     uint16
 }
 
@@ -140,14 +158,19 @@ func (d *Device) Deliver(frame []byte) {
 	b.n = copy(b.b[:], frame)
 	select {
 	case e.rxq <- b:
+		e.kick()
 		return
 	default:
 	}
+	// Full: the frames queued must be handled for room to come, by
+	// the engine goroutine even in a HoldKick (its holder waits here).
+	e.wakeEngine()
 	if w := d.cfg.RxWait; w > 0 {
 		t := time.NewTimer(w)
 		defer t.Stop()
 		select {
 		case e.rxq <- b:
+			e.kick()
 			return
 		case <-t.C:
 		case <-e.done:
@@ -181,9 +204,62 @@ func (e *engine) signal(qp *QP, ev uint32) {
 }
 
 func (e *engine) kick() {
+	if e.holds.Load() > 0 {
+		e.deferred.Store(true)
+		return
+	}
+	e.wakeEngine()
+}
+
+func (e *engine) wakeEngine() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
+	}
+}
+
+// HoldKick tells the engine that the calling goroutine is about to bring
+// it work (Deliver, posts through the QP API) and will run that work
+// itself with RunInline, which must follow. Until then the work does not
+// wake the engine goroutine.
+func (d *Device) HoldKick() { d.eng.holds.Add(1) }
+
+// RunInline runs the engine's pending work on the calling goroutine, when
+// no other goroutine is running the engine, and ends a HoldKick when hold
+// is true. It saves the hand-off to the engine goroutine (a thread
+// wake-up) on the path of a doorbell or a received frame. The caller must
+// hold no lock that a CQ sink, a Port or a QP event handler takes; it may
+// hold no engine lock. Work it cannot finish in a few rounds, or that
+// another goroutine is running, goes to the engine goroutine.
+func (d *Device) RunInline(hold bool) {
+	e := &d.eng
+	if hold {
+		e.holds.Add(-1)
+	}
+	if d.closed.Load() || !e.runMu.TryLock() {
+		e.wakeEngine()
+		return
+	}
+	if e.stopped {
+		e.runMu.Unlock()
+		return
+	}
+	e.deferred.Store(false)
+	worked := false
+	for i := 0; i < inlineRounds; i++ {
+		if worked = e.round(); !worked {
+			break
+		}
+		e.activity.Add(1)
+	}
+	if !worked {
+		e.notifyIdle()
+	}
+	e.runMu.Unlock()
+	if worked || e.deferred.Swap(false) {
+		// Work left, or brought by a goroutine whose kick was held
+		// while this one ran.
+		e.wakeEngine()
 	}
 }
 
@@ -210,7 +286,7 @@ func (e *engine) waitIdle() {
 	e.idleMu.Lock()
 	e.idleWaiters = append(e.idleWaiters, ch)
 	e.idleMu.Unlock()
-	e.kick()
+	e.wakeEngine() // even in a HoldKick: its holder may be the waiter
 	select {
 	case <-ch:
 	case <-e.done:
@@ -222,42 +298,62 @@ func (e *engine) run() {
 	for {
 		select {
 		case <-e.quit:
-			e.shutdown()
+			e.stop()
 			return
 		default:
 		}
-		worked := e.drainCtl()
-		if e.drainEvents() {
-			worked = true
-		}
-		if e.drainRx() {
-			worked = true
-		}
-		if e.sendRound() {
-			worked = true
-		}
-		if e.d.flushPort != nil {
-			if err := e.d.flushPort.Flush(); err != nil {
-				e.d.ctr.txErrors.Add(1)
-			}
-		}
+		e.runMu.Lock()
+		worked := e.round()
 		if worked {
 			e.activity.Add(1)
+		} else {
+			e.notifyIdle()
+		}
+		e.runMu.Unlock()
+		if worked {
 			continue
 		}
-		e.notifyIdle()
 		select {
 		case <-e.quit:
-			e.shutdown()
+			e.stop()
 			return
 		case r := <-e.ctl:
+			e.runMu.Lock()
 			e.runCtl(r)
 			e.activity.Add(1)
-		case b := <-e.rxq:
-			e.pending = b
+			e.runMu.Unlock()
 		case <-e.wake:
 		}
 	}
+}
+
+// round does one pass over every source of work and flushes the port's
+// batch; runMu is held. It reports whether there was any.
+func (e *engine) round() bool {
+	worked := e.drainCtl()
+	if e.drainEvents() {
+		worked = true
+	}
+	if e.drainRx() {
+		worked = true
+	}
+	if e.sendRound() {
+		worked = true
+	}
+	if e.d.flushPort != nil {
+		if err := e.d.flushPort.Flush(); err != nil {
+			e.d.ctr.txErrors.Add(1)
+		}
+	}
+	return worked
+}
+
+// stop shuts the engine down for good, excluding inline runners.
+func (e *engine) stop() {
+	e.runMu.Lock()
+	e.stopped = true
+	e.shutdown()
+	e.runMu.Unlock()
 }
 
 func (e *engine) runCtl(r *ctlReq) {
@@ -320,8 +416,6 @@ func (e *engine) drainRx() bool {
 	for n < rxBatch {
 		var b *frameBuf
 		switch {
-		case e.pending != nil:
-			b, e.pending = e.pending, nil
 		case e.loopHead < len(e.loopQ):
 			b = e.loopQ[e.loopHead]
 			e.loopQ[e.loopHead] = nil

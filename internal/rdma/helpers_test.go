@@ -47,6 +47,7 @@ type pairOpts struct {
 	sqSigAll  bool
 	dcqcn     *rdma.DCQCNConfig
 	cnpIntvl  time.Duration
+	rxInline  bool // frames reach each device as a backend's rx goroutine gives them (inlineRx)
 }
 
 func (o *pairOpts) defaults() {
@@ -168,7 +169,11 @@ func newPair(t testing.TB, o pairOpts) *pair {
 		p.b = newNode(t, &p.o, p.link.B(), clk, 2)
 		p.devs = []*rdma.Device{p.a.dev, p.b.dev}
 	}
-	p.link.Connect(p.a.dev, p.b.dev)
+	if o.rxInline {
+		p.link.Connect(newInlineRx(t, p.a.dev), newInlineRx(t, p.b.dev))
+	} else {
+		p.link.Connect(p.a.dev, p.b.dev)
+	}
 	p.qa = p.a.createQP(t, &p.o)
 	p.qb = p.b.createQP(t, &p.o)
 	p.connect(p.qa, p.qb, p.b)
@@ -368,3 +373,55 @@ func newInterceptPair(t testing.TB, o pairOpts) (*pair, *interceptPort, *interce
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// inlineRx stands for a backend's fabric receive goroutine: the frames the
+// link delivers are queued, and one goroutine hands them to the device in
+// batches and runs the engine itself (HoldKick, DeliverBatch, RunInline),
+// racing the engine goroutine and the posting goroutines.
+type inlineRx struct {
+	dev  *rdma.Device
+	ch   chan []byte
+	done chan struct{}
+}
+
+func newInlineRx(t testing.TB, dev *rdma.Device) *inlineRx {
+	r := &inlineRx{dev: dev, ch: make(chan []byte, 1024), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		batch := make([][]byte, 0, 16)
+		for {
+			select {
+			case <-r.done:
+				return
+			case f := <-r.ch:
+				batch = append(batch[:0], f)
+			}
+			for more := true; more && len(batch) < cap(batch); {
+				select {
+				case f := <-r.ch:
+					batch = append(batch, f)
+				default:
+					more = false
+				}
+			}
+			r.dev.HoldKick()
+			r.dev.DeliverBatch(batch)
+			r.dev.RunInline(true)
+		}
+	}()
+	t.Cleanup(func() {
+		close(r.done)
+		wg.Wait()
+	})
+	return r
+}
+
+// Deliver queues a copy of f (the sender keeps its buffer).
+func (r *inlineRx) Deliver(f []byte) {
+	select {
+	case r.ch <- append([]byte(nil), f...):
+	case <-r.done:
+	}
+}
