@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"bytes"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,11 +88,17 @@ type engine struct {
 	idleWaiters []chan struct{}
 	activity    atomic.Uint64
 
+	// pend says work was brought that no round has looked at yet. A
+	// producer sets it before it tries the run lock or wakes the engine
+	// goroutine; a runner clears it under the lock before its round and
+	// looks at it again after it unlocks. So a goroutine that finds the
+	// lock taken can leave the work to the holder: nobody sleeps on
+	// runMu on the data path.
+	pend atomic.Bool
 	// holds counts the goroutines between Device.HoldKick and RunInline:
 	// while it is above zero, new work does not wake the engine
-	// goroutine (deferred says some did not), since the holder runs it.
-	holds    atomic.Int32
-	deferred atomic.Bool
+	// goroutine, since the holder runs it.
+	holds atomic.Int32
 
 	// runMu's holder owns what follows; stopped is set under it once
 	// the engine goroutine has shut the engine down.
@@ -164,6 +171,7 @@ func (d *Device) Deliver(frame []byte) {
 	}
 	// Full: the frames queued must be handled for room to come, by
 	// the engine goroutine even in a HoldKick (its holder waits here).
+	e.pend.Store(true)
 	e.wakeEngine()
 	if w := d.cfg.RxWait; w > 0 {
 		t := time.NewTimer(w)
@@ -204,9 +212,9 @@ func (e *engine) signal(qp *QP, ev uint32) {
 }
 
 func (e *engine) kick() {
+	e.pend.Store(true)
 	if e.holds.Load() > 0 {
-		e.deferred.Store(true)
-		return
+		return // the holder's RunInline runs it
 	}
 	e.wakeEngine()
 }
@@ -236,31 +244,46 @@ func (d *Device) RunInline(hold bool) {
 	if hold {
 		e.holds.Add(-1)
 	}
-	if d.closed.Load() || !e.runMu.TryLock() {
+	if d.closed.Load() {
 		e.wakeEngine()
 		return
 	}
-	if e.stopped {
-		e.runMu.Unlock()
-		return
+	if e.drive(inlineRounds) {
+		e.wakeEngine()
 	}
-	e.deferred.Store(false)
-	worked := false
-	for i := 0; i < inlineRounds; i++ {
-		if worked = e.round(); !worked {
-			break
+}
+
+// drive runs rounds while work is flagged (pend) and the run lock is
+// free, at most limit rounds in a row. It returns true when it stopped at
+// the limit with work left (pend is set again: the caller wakes the
+// engine goroutine); false when there is no work, or when another
+// goroutine holds the lock, which then runs the flagged work.
+func (e *engine) drive(limit int) bool {
+	for e.pend.Load() {
+		if !e.runMu.TryLock() {
+			return false
 		}
-		e.activity.Add(1)
+		if e.stopped {
+			e.runMu.Unlock()
+			return false
+		}
+		e.pend.Store(false)
+		worked := true
+		for n := 0; worked && n < limit; n++ {
+			if worked = e.round(); worked {
+				e.activity.Add(1)
+			}
+		}
+		if !worked {
+			e.notifyIdle()
+		}
+		e.runMu.Unlock()
+		if worked {
+			e.pend.Store(true)
+			return true
+		}
 	}
-	if !worked {
-		e.notifyIdle()
-	}
-	e.runMu.Unlock()
-	if worked || e.deferred.Swap(false) {
-		// Work left, or brought by a goroutine whose kick was held
-		// while this one ran.
-		e.wakeEngine()
-	}
+	return false
 }
 
 // do runs fn on the engine goroutine and waits for it.
@@ -286,7 +309,8 @@ func (e *engine) waitIdle() {
 	e.idleMu.Lock()
 	e.idleWaiters = append(e.idleWaiters, ch)
 	e.idleMu.Unlock()
-	e.wakeEngine() // even in a HoldKick: its holder may be the waiter
+	e.pend.Store(true) // a round must run to call notifyIdle
+	e.wakeEngine()     // even in a HoldKick: its holder may be the waiter
 	select {
 	case <-ch:
 	case <-e.done:
@@ -302,17 +326,7 @@ func (e *engine) run() {
 			return
 		default:
 		}
-		e.runMu.Lock()
-		worked := e.round()
-		if worked {
-			e.activity.Add(1)
-		} else {
-			e.notifyIdle()
-		}
-		e.runMu.Unlock()
-		if worked {
-			continue
-		}
+		e.drive(math.MaxInt)
 		select {
 		case <-e.quit:
 			e.stop()
@@ -322,6 +336,7 @@ func (e *engine) run() {
 			e.runCtl(r)
 			e.activity.Add(1)
 			e.runMu.Unlock()
+			e.pend.Store(true) // what the request started
 		case <-e.wake:
 		}
 	}
