@@ -42,8 +42,11 @@ import (
 
 // Engine tuning.
 const (
-	rxBatch      = 64   // frames handled before ACKs are flushed and senders run
-	inlineRounds = 64   // rounds an inline runner does before it hands over
+	rxBatch      = 64 // frames handled before ACKs are flushed and senders run
+	inlineRounds = 64 // rounds an inline runner does before it hands over
+	// stallCheck is how often the engine goroutine looks for flagged
+	// work nobody ran (engine.run).
+	stallCheck   = 10 * time.Millisecond
 	sendBudget   = 16   // packets a QP may send per scheduling round
 	maxLoopQueue = 8192 // loopback frames waiting; more are dropped (counted)
 )
@@ -319,6 +322,11 @@ func (e *engine) waitIdle() {
 
 func (e *engine) run() {
 	defer close(e.done)
+	// A safety net, not a clock: work whose producer's wake-up was
+	// lost would otherwise wait for the next one. Idle ticks cost a
+	// flag load (drive does nothing while pend is clear).
+	tick := time.NewTicker(stallCheck)
+	defer tick.Stop()
 	for {
 		select {
 		case <-e.quit:
@@ -338,6 +346,7 @@ func (e *engine) run() {
 			e.runMu.Unlock()
 			e.pend.Store(true) // what the request started
 		case <-e.wake:
+		case <-tick.C:
 		}
 	}
 }
