@@ -45,6 +45,7 @@ type Conn struct {
 	werr   syscall.Errno
 	wfn    func(fd uintptr) bool
 	tfn    func(fd uintptr) bool // TryWrite's: never waits
+	tbfn   func(fd uintptr) bool // TryWriteBatch's: never waits
 	wagain bool
 }
 
@@ -69,6 +70,7 @@ func New(c *net.UnixConn, batch int) (*Conn, error) {
 	b.rfn = b.recv
 	b.wfn = b.send
 	b.tfn = b.trySend
+	b.tbfn = b.trySendBatch
 	return b, nil
 }
 
@@ -160,6 +162,38 @@ func (b *Conn) TryWrite(buf []byte) (bool, error) {
 	return !b.wagain, nil
 }
 
+func (b *Conn) trySendBatch(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdr[0])), uintptr(b.wn), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+	switch {
+	case e == unix.EAGAIN || e == unix.EINTR:
+	case e != 0:
+		b.werr = e
+	default:
+		b.wgot = int(r)
+	}
+	return true
+}
+
+// TryWriteBatch sends, in order, as many messages of bufs (at most Batch;
+// every one non-empty) as the socket takes now and reports how many; it
+// never waits. It shares WriteBatch's headers.
+func (b *Conn) TryWriteBatch(bufs [][]byte) (int, error) {
+	n := min(len(bufs), len(b.whdr))
+	for i := range n {
+		b.wiov[i].Base = &bufs[i][0]
+		b.wiov[i].SetLen(len(bufs[i]))
+	}
+	b.wn, b.wgot, b.werr = n, 0, 0
+	raceRelease()
+	if err := b.rc.Write(b.tbfn); err != nil {
+		return 0, err
+	}
+	if b.werr != 0 {
+		return 0, os.NewSyscallError("sendmmsg", b.werr)
+	}
+	return b.wgot, nil
+}
+
 // WriteBatch sends every message of bufs (at most Batch; every one
 // non-empty), in order, waiting while the peer's buffer is full.
 func (b *Conn) WriteBatch(bufs [][]byte) error {
@@ -179,59 +213,148 @@ func (b *Conn) WriteBatch(bufs [][]byte) error {
 	return nil
 }
 
-// Writer gathers frames for WriteBatch: Send copies a frame into the next
-// of its fixed buffers and sends the batch when they are all used; Flush
-// sends what is gathered. It is an rdma.FlushPort's send side: the
-// engine's Send reuses its buffer, hence the copy, and the engine calls
-// Flush after every round of work. Owned by one goroutine.
+// Writer gathers frames for WriteBatch: Send copies a frame into one of
+// its buffers and sends the batch when they are all used; Flush sends
+// what is gathered. It is an rdma.FlushPort's send side: the engine's
+// Send reuses its buffer, hence the copy, and the engine calls Flush after
+// every round of work. Owned by one goroutine.
+//
+// In no-wait mode (SetNoWait) Send and Flush never wait for the peer:
+// what the socket cannot take now stays gathered, in order, in buffers
+// allocated beyond the batch when the batch's are all held, until a
+// Flush in waiting mode. A goroutine that also reads the connection's
+// peer uses it, so that it never waits for a peer that waits for it.
 type Writer struct {
-	c    *Conn
-	slot [][]byte // the fixed buffers, each of the slot size
-	out  [][]byte // the gathered frames, views of slot
+	c      *Conn
+	size   int
+	free   [][]byte // buffers of size bytes not in out (at most Batch kept)
+	out    [][]byte // the gathered frames, in order, each in its own buffer
+	noWait bool
 }
 
 // NewWriter returns a Writer over c with c.Batch() buffers of size bytes.
 func NewWriter(c *Conn, size int) *Writer {
-	w := &Writer{c: c, slot: make([][]byte, c.Batch()), out: make([][]byte, 0, c.Batch())}
-	for i := range w.slot {
-		w.slot[i] = make([]byte, size)
+	w := &Writer{c: c, size: size, free: make([][]byte, c.Batch()), out: make([][]byte, 0, c.Batch())}
+	for i := range w.free {
+		w.free[i] = make([]byte, size)
 	}
 	return w
 }
 
+// SetNoWait switches Send and Flush between waiting while the socket is
+// full (false, the default) and holding frames back (true).
+func (w *Writer) SetNoWait(on bool) { w.noWait = on }
+
 // Send gathers a copy of frame (non-empty), sending the batch first when
 // every buffer is used. A frame larger than a buffer goes at once, after
-// the frames gathered before it. An error is the batch's: the frames
-// gathered with it are lost.
+// the frames gathered before it (held back, copied, in no-wait mode). An
+// error is the batch's: the frames gathered with it are lost.
 func (w *Writer) Send(frame []byte) error {
-	if len(frame) > len(w.slot[0]) {
+	if len(frame) > w.size {
+		if w.noWait {
+			w.out = append(w.out, append([]byte(nil), frame...))
+			return w.tryFlush()
+		}
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		w.out = append(w.out, frame)
+		w.out = append(w.out, frame) // sent below; never kept
 		return w.Flush()
 	}
-	if len(w.out) == len(w.slot) {
-		if err := w.Flush(); err != nil {
+	if len(w.free) == 0 {
+		var err error
+		if w.noWait {
+			err = w.tryFlush()
+		} else {
+			err = w.Flush()
+		}
+		if err != nil {
 			return err
 		}
 	}
-	i := len(w.out)
-	w.out = append(w.out, w.slot[i][:copy(w.slot[i], frame)])
+	var b []byte
+	if n := len(w.free); n > 0 {
+		b, w.free = w.free[n-1], w.free[:n-1]
+	} else {
+		b = make([]byte, w.size) // held back beyond the batch (no-wait only)
+	}
+	w.out = append(w.out, b[:copy(b, frame)])
 	return nil
 }
 
-// Flush sends the gathered frames, in order, with one sendmmsg when the
-// socket has room (waiting while it has none).
+// Flush sends the gathered frames, in order, with one sendmmsg per batch
+// when the socket has room: waiting while it has none, or, in no-wait
+// mode, keeping what it cannot take now.
 func (w *Writer) Flush() error {
-	if len(w.out) == 0 {
-		return nil
+	if w.noWait {
+		return w.tryFlush()
 	}
-	err := w.c.WriteBatch(w.out)
-	clear(w.out) // no view of a caller's frame stays
-	w.out = w.out[:0]
-	return err
+	for len(w.out) > 0 {
+		n := min(len(w.out), w.c.Batch())
+		if err := w.c.WriteBatch(w.out[:n]); err != nil {
+			w.sent(len(w.out))
+			return err
+		}
+		w.sent(n)
+	}
+	return nil
+}
+
+// tryFlush sends what the socket takes now; an error loses every frame
+// gathered.
+func (w *Writer) tryFlush() error {
+	for len(w.out) > 0 {
+		n, err := w.c.TryWriteBatch(w.out[:min(len(w.out), w.c.Batch())])
+		if err != nil {
+			w.sent(len(w.out))
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		w.sent(n)
+	}
+	return nil
+}
+
+// sent drops the first n gathered frames, keeping their buffers.
+func (w *Writer) sent(n int) {
+	for _, b := range w.out[:n] {
+		if cap(b) == w.size && len(w.free) < w.c.Batch() {
+			w.free = append(w.free, b[:w.size])
+		}
+	}
+	k := copy(w.out, w.out[n:])
+	clear(w.out[k:]) // no view of a caller's frame stays
+	w.out = w.out[:k]
 }
 
 // Pending is how many frames are gathered and not yet sent.
 func (w *Writer) Pending() int { return len(w.out) }
+
+// Gather keeps a copy of frame (non-empty) after the frames gathered,
+// never sending: while another goroutine sends the oldest ones (Head).
+func (w *Writer) Gather(frame []byte) {
+	var b []byte
+	switch n := len(w.free); {
+	case len(frame) > w.size:
+		b = make([]byte, len(frame))
+	case n > 0:
+		b, w.free = w.free[n-1], w.free[:n-1]
+	default:
+		b = make([]byte, w.size)
+	}
+	w.out = append(w.out, b[:copy(b, frame)])
+}
+
+// Head fills dst with the oldest gathered frames (views, valid until
+// Sent drops them) and returns how many: with Sent, it lets a goroutine
+// send them with the Conn's WriteBatch while the Writer's owner only
+// Gathers. The caller serialises the Writer's methods.
+func (w *Writer) Head(dst [][]byte) int { return copy(dst, w.out) }
+
+// Sent drops the n oldest gathered frames (sent, or lost with an error).
+func (w *Writer) Sent(n int) { w.sent(min(n, len(w.out))) }
+
+// Conn is the connection the Writer sends on.
+func (w *Writer) Conn() *Conn { return w.c }

@@ -223,3 +223,82 @@ func TestTryWrite(t *testing.T) {
 		t.Fatalf("TryWrite after the reader made room: %v, %v", ok, err)
 	}
 }
+
+// TestWriterNoWait: in no-wait mode Send and Flush return while the peer
+// reads nothing, holding back what the socket cannot take, in buffers
+// beyond the batch; a Flush in waiting mode then sends it all, whole and
+// in order, while the peer reads.
+func TestWriterNoWait(t *testing.T) {
+	a, b := pair(t)
+	_ = a.SetWriteBuffer(4096)
+	wc, _ := New(a, 4)
+	rb, _ := New(b, 16)
+	w := NewWriter(wc, 1100)
+	w.SetNoWait(true)
+	const total = 2000 // ~2 MB: far beyond any socket buffer
+	frame := func(i int) []byte {
+		f := bytes.Repeat([]byte{byte(i)}, 1000+i%100)
+		f[0], f[1] = byte(i>>8), byte(i)
+		return f
+	}
+	for i := range total {
+		if i == total/2 {
+			// an oversize frame, held back by copy
+			if err := w.Send(bytes.Repeat([]byte{0xee}, 1500)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Send(frame(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Pending() == 0 {
+		t.Fatal("nothing held back with a peer that reads nothing")
+	}
+	t.Logf("%d frames held back", w.Pending())
+	done := make(chan error, 1)
+	got := make([][]byte, 0, total+1)
+	go func() {
+		bufs, sizes, trunc := make([][]byte, 16), make([]int, 16), make([]bool, 16)
+		for i := range bufs {
+			bufs[i] = make([]byte, 2048)
+		}
+		for len(got) < total+1 {
+			n, err := rb.ReadBatch(bufs, sizes, trunc)
+			if err != nil {
+				done <- err
+				return
+			}
+			for i := range n {
+				got = append(got, append([]byte(nil), bufs[i][:sizes[i]]...))
+			}
+		}
+		done <- nil
+	}()
+	w.SetNoWait(false)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Pending() != 0 {
+		t.Fatalf("%d frames left after a waiting Flush", w.Pending())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	k := 0
+	for i := range total {
+		if i == total/2 {
+			if len(got[k]) != 1500 || got[k][0] != 0xee {
+				t.Fatalf("message %d: %d bytes, want the oversize frame", k, len(got[k]))
+			}
+			k++
+		}
+		if !bytes.Equal(got[k], frame(i)) {
+			t.Fatalf("message %d: %d bytes starting %x, want frame %d", k, len(got[k]), got[k][:2], i)
+		}
+		k++
+	}
+}
