@@ -258,6 +258,13 @@ func TestIBSubnetFromAGuest(t *testing.T) {
 
 func (e *rcEnd) connectLID(t *testing.T, r *rcEnd, dlid uint16) {
 	t.Helper()
+	e.connectLIDDepth(t, r, dlid, 4, 14)
+}
+
+// connectLIDDepth is connectLID with rd READs and atomics outstanding
+// each way and the local ACK timeout code timeout.
+func (e *rcEnd) connectLIDDepth(t *testing.T, r *rcEnd, dlid uint16, rd, timeout uint8) {
+	t.Helper()
 	ctx := testCtx(t)
 	for _, s := range []struct {
 		attr device.QPAttr
@@ -266,11 +273,11 @@ func (e *rcEnd) connectLID(t *testing.T, r *rcEnd, dlid uint16) {
 		{device.QPAttr{QPState: uint32(rdma.QPStateInit), PortNum: 1, QPAccessFlags: e.access},
 			rdma.QPAttrState | rdma.QPAttrPKeyIndex | rdma.QPAttrPort | rdma.QPAttrAccessFlags},
 		{device.QPAttr{QPState: uint32(rdma.QPStateRTR), PathMTU: uint32(rdma.MTU1024), DestQPNum: r.qp.QPN,
-			RQPSN: 100, MaxDestRDAtomic: 4, MinRNRTimer: 12, AH: device.AHAttr{DLID: dlid, PortNum: 1}},
+			RQPSN: 100, MaxDestRDAtomic: rd, MinRNRTimer: 12, AH: device.AHAttr{DLID: dlid, PortNum: 1}},
 			rdma.QPAttrState | rdma.QPAttrAV | rdma.QPAttrPathMTU | rdma.QPAttrDestQPN | rdma.QPAttrRQPSN |
 				rdma.QPAttrMaxDestRDAtomic | rdma.QPAttrMinRNRTimer},
-		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
-			MaxRDAtomic: 4},
+		{device.QPAttr{QPState: uint32(rdma.QPStateRTS), SQPSN: 100, Timeout: timeout, RetryCnt: 7, RNRRetry: 7,
+			MaxRDAtomic: rd},
 			rdma.QPAttrState | rdma.QPAttrSQPSN | rdma.QPAttrTimeout | rdma.QPAttrRetryCnt | rdma.QPAttrRNRRetry |
 				rdma.QPAttrMaxQPRDAtomic},
 	} {

@@ -290,10 +290,14 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 			PortGUID: cfg.PortGUID, Description: cfg.Name, MTU: mtu, Memory: s.v.ram}
 	}
 	pc := new(portCounters)
-	dev, err := rdma.NewDevice(dc, newFabricPort(s.v.fabric, pc, cfg.ib()))
+	port := newFabricPort(s.v.fabric, pc, cfg.ib())
+	dev, err := rdma.NewDevice(dc, port)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	port.mu.Lock()
+	port.ready = dev.TxReady
+	port.mu.Unlock()
 	s.mac.Store(macKey(mac))
 	s.devMAC, s.devMTU = mac, mtu
 	s.lim = newLimits(dev.QueryDevice())

@@ -586,52 +586,118 @@ func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.
 // gathered over a round of the engine's work and sent with one sendmmsg
 // (an rdma.FlushPort) on the link's connection of the moment; frames
 // gathered for a connection that was replaced meanwhile are lost, as
-// any frame sent on a failed link is. Owned by the engine goroutine.
+// any frame sent on a failed link is.
+//
+// It never makes the engine wait (an rdma.BackloggedPort): what the
+// socket cannot take now is kept, in order, and a drain goroutine sends
+// it, waiting for room, while the engine goes on taking frames; it then
+// tells the engine (Device.TxReady). The engine sends no new requests
+// while the port holds a backlog. Waiting in the engine would stop the
+// goroutine that reads the link too, and on a lossless fabric two
+// backends waiting so close a cycle through the switch.
 type fabricPort struct {
 	link *fabricLink // nil without a fabric port
 	ctr  *portCounters
 	ib   bool // IB packets: no MAC to tell multicast by
+	// ready is the engine's TxReady, set once the device exists.
+	ready func()
 
-	wc *net.UnixConn // the connection w writes to
-	w  *mmsg.Writer
+	mu       sync.Mutex    // the engine's runner and the drain goroutine
+	wc       *net.UnixConn // the connection w writes to
+	w        *mmsg.Writer  // in no-wait mode
+	draining bool          // a drain goroutine sends w's oldest frames
 }
 
 func newFabricPort(l *fabricLink, ctr *portCounters, ib bool) *fabricPort {
-	return &fabricPort{link: l, ctr: ctr, ib: ib}
+	return &fabricPort{link: l, ctr: ctr, ib: ib, ready: func() {}}
 }
 
 // writer returns the writer of the link's current connection, making
-// one when the connection changed (a redial), or nil.
+// one when the connection changed (a redial), or nil; p.mu is held.
 func (p *fabricPort) writer() *mmsg.Writer {
 	if p.link == nil {
 		return nil
 	}
 	if c := p.link.conn.Load(); c != p.wc {
-		p.wc, p.w = c, nil
+		p.wc, p.w, p.draining = c, nil, false // a drain of the old one ends on its error
 		if bio, err := mmsg.New(c, txBatch); err == nil {
 			p.w = mmsg.NewWriter(bio, rdmaMaxFrame)
+			p.w.SetNoWait(true)
 		}
 	}
 	return p.w
 }
 
 func (p *fabricPort) Send(frame []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	w := p.writer()
 	if w == nil {
 		return errors.New("device: link down")
 	}
-	err := w.Send(frame)
-	if err == nil && !p.ib {
+	if p.draining {
+		w.Gather(frame) // after the frames the drain sends
+	} else if err := w.Send(frame); err != nil {
+		return err
+	}
+	if !p.ib {
 		p.ctr.mcastTx.Add(groupFrame(frame))
+	}
+	return nil
+}
+
+func (p *fabricPort) Flush() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.writer()
+	if w == nil || p.draining {
+		return nil
+	}
+	err := w.Flush()
+	if err == nil && w.Pending() > 0 {
+		p.draining = true
+		go p.drain(w)
 	}
 	return err
 }
 
-func (p *fabricPort) Flush() error {
-	if w := p.writer(); w != nil {
-		return w.Flush()
+// Backlog is rdma.BackloggedPort's: frames kept for the connection of
+// the moment that the socket has not taken yet.
+func (p *fabricPort) Backlog() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.w == nil {
+		return 0
 	}
-	return nil
+	return p.w.Pending()
+}
+
+// drain sends w's frames, waiting for room, until none is left, then
+// tells the engine. An error loses what is kept, as a failed link does.
+func (p *fabricPort) drain(w *mmsg.Writer) {
+	batch := make([][]byte, txBatch)
+	for {
+		p.mu.Lock()
+		n := w.Head(batch)
+		if n == 0 || p.w != w {
+			if p.w == w {
+				p.draining = false
+			}
+			ready := p.ready
+			p.mu.Unlock()
+			ready()
+			return
+		}
+		p.mu.Unlock()
+		err := w.Conn().WriteBatch(batch[:n])
+		clear(batch[:n])
+		p.mu.Lock()
+		if err != nil {
+			n = w.Pending()
+		}
+		w.Sent(n)
+		p.mu.Unlock()
+	}
 }
 
 // portCounters are what the port sees of the engine's frames beyond the

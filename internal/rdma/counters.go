@@ -89,6 +89,10 @@ type Counters struct {
 	CQOverflows      uint64 // completions lost because a CQ was full
 	AsyncEvents      uint64 // asynchronous events queued
 	AsyncEventsLost  uint64 // asynchronous events dropped because nobody read them
+
+	// StallRecoveries counts work the engine's 10 ms safety check found
+	// queued with no goroutine running it: a lost wake-up (expect 0).
+	StallRecoveries uint64
 }
 
 // counters is the live, atomically updated form of Counters.
@@ -115,6 +119,8 @@ type counters struct {
 	smpsAnswered, madsAnswered, vl15Dropped, qp1Dropped, smpMKeyDrops atomic.Uint64
 
 	completionErrors, cqOverflows, asyncEvents, asyncEventsLost atomic.Uint64
+
+	stallRecoveries atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -157,5 +163,6 @@ func (c *counters) snapshot() Counters {
 
 		CompletionErrors: c.completionErrors.Load(), CQOverflows: c.cqOverflows.Load(),
 		AsyncEvents: c.asyncEvents.Load(), AsyncEventsLost: c.asyncEventsLost.Load(),
+		StallRecoveries: c.stallRecoveries.Load(),
 	}
 }

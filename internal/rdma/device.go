@@ -214,7 +214,8 @@ type PortAttr struct {
 type Device struct {
 	cfg       DeviceConfig
 	port      Port
-	flushPort FlushPort // port, when it batches its sends; else nil
+	flushPort FlushPort      // port, when it batches its sends; else nil
+	backlog   BackloggedPort // port, when it keeps what its peer cannot take; else nil
 	mem       Memory
 	clock     Clock
 	activeMTU MTU
@@ -354,6 +355,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
 	d.flushPort, _ = port.(FlushPort)
+	d.backlog, _ = port.(BackloggedPort)
 	t, err := newAddrTable(cfg.MAC, cfg.IPv4, cfg.IPv6)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: new device %q: %w", cfg.Name, err)

@@ -46,9 +46,12 @@ const (
 	inlineRounds = 64 // rounds an inline runner does before it hands over
 	// stallCheck is how often the engine goroutine looks for flagged
 	// work nobody ran (engine.run).
-	stallCheck   = 10 * time.Millisecond
-	sendBudget   = 16   // packets a QP may send per scheduling round
-	maxLoopQueue = 8192 // loopback frames waiting; more are dropped (counted)
+	stallCheck = 10 * time.Millisecond
+	sendBudget = 16 // packets a QP may send per scheduling round
+	// maxPortBacklog is how many frames a BackloggedPort may keep before
+	// the engine stops starting new ones.
+	maxPortBacklog = 256
+	maxLoopQueue   = 8192 // loopback frames waiting; more are dropped (counted)
 )
 
 // Engine events, bits of QP.events.
@@ -256,6 +259,11 @@ func (d *Device) RunInline(hold bool) {
 	}
 }
 
+// TxReady tells the engine that its port has sent the frames it kept
+// (BackloggedPort): the QPs that waited for it go on. Safe from any
+// goroutine.
+func (d *Device) TxReady() { d.eng.kick() }
+
 // drive runs rounds while work is flagged (pend) and the run lock is
 // free, at most limit rounds in a row. It returns true when it stopped at
 // the limit with work left (pend is set again: the caller wakes the
@@ -347,8 +355,28 @@ func (e *engine) run() {
 			e.pend.Store(true) // what the request started
 		case <-e.wake:
 		case <-tick.C:
+			e.check()
 		}
 	}
+}
+
+// check is the 10 ms safety net: work that is queued (frames, QP events)
+// or flagged while no goroutine runs the engine or holds a HoldKick had
+// its wake-up lost. It is counted (StallRecoveries; expect 0) and flagged
+// for the drive that follows. A producer between setting pend and trying
+// the lock can be counted once in a while; nothing else can.
+func (e *engine) check() {
+	if e.holds.Load() > 0 || !e.runMu.TryLock() {
+		return // the holder runs it
+	}
+	e.evMu.Lock()
+	events := len(e.evList)
+	e.evMu.Unlock()
+	if e.pend.Load() || events > 0 || len(e.rxq) > 0 {
+		e.d.ctr.stallRecoveries.Add(1)
+		e.pend.Store(true)
+	}
+	e.runMu.Unlock()
 }
 
 // round does one pass over every source of work and flushes the port's
@@ -481,6 +509,9 @@ func (e *engine) sendRound() bool {
 	n := len(e.sendList)
 	if n == 0 {
 		return false
+	}
+	if p := e.d.backlog; p != nil && p.Backlog() >= maxPortBacklog {
+		return false // the port's TxReady schedules the round again
 	}
 	sent := false
 	j := 0

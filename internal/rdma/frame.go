@@ -29,6 +29,20 @@ type FlushPort interface {
 	Flush() error
 }
 
+// A BackloggedPort is a Port that never makes the engine wait: what its
+// peer cannot take now it keeps and sends later, in order, calling
+// Device.TxReady when it has sent it all. While it keeps maxPortBacklog
+// frames or more, the engine starts no new requests, READ responses or
+// datagrams (the QPs stay scheduled) and goes on taking frames, so the
+// goroutine that reads the link is never stopped by the link's
+// back-pressure.
+type BackloggedPort interface {
+	Port
+	// Backlog is how many frames the port keeps that its peer has not
+	// taken.
+	Backlog() int
+}
+
 // txPath is a QP's precomputed addressing: the parts of every frame the QP
 // sends that do not change per packet (Ethernet, IP and UDP headers, the
 // BTH's P_Key and destination QP). It is built from the AV when the QP goes
