@@ -2,8 +2,10 @@ package device_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/ibsm"
@@ -32,31 +34,33 @@ func ibSubnet(t *testing.T, tb *testbed) []uint16 {
 // TestIBBidirectionalReads: two guests READ from each other at once
 // over an InfiniBand switch, whose links are lossless (credit flow
 // control: a full egress queue stops the switch reading the ingress
-// port). 8 QP pairs with 32 READs of 32 KiB outstanding each way keep
+// port). 8 QP pairs with 32 READs of 32 KiB outstanding each way put
 // about 8 MiB in flight per direction, more than the sockets and the
 // switch's queue hold, so the switch pushes back on both backends. READ
 // responses are made by the goroutine that reads the fabric (it runs the
 // engine for the requests it reads); if it waited for the fabric while
 // its peer did the same, neither would read again and the switch would
 // wait for both. Every READ must complete, with the peer's bytes.
+// Before the fabric port kept its backlog (the engine waited in
+// sendmmsg), 24 of the 512 READs completed in 20 s, then nothing moved.
 func TestIBBidirectionalReads(t *testing.T) {
 	if testing.Short() {
-		t.Skip("moves 64 MiB")
+		t.Skip("moves 16 MiB")
 	}
 	tb := newIBTestbed(t, 2)
 	lids := ibSubnet(t, tb)
 	const (
 		pairs    = 8
 		depth    = 32 // READs outstanding per QP
-		rounds   = 4
+		rounds   = 1
 		readSize = 32 << 10 // from the first half of the peer's buffer to the second of one's own
 	)
 	var a, b [pairs]*rcEnd
 	for i := range pairs {
 		a[i] = newRCEnd(t, tb.guests[0], [6]byte{}, false)
 		b[i] = newRCEnd(t, tb.guests[1], [6]byte{}, false)
-		a[i].connectLIDDepth(t, b[i], lids[1], depth, 18)
-		b[i].connectLIDDepth(t, a[i], lids[0], depth, 18)
+		a[i].connectLIDDepth(t, b[i], lids[1], depth, 0)
+		b[i].connectLIDDepth(t, a[i], lids[0], depth, 0)
 	}
 	// Each end reads the first half of its peer's buffer into the second
 	// half of its own: what arrives is checked against the peer's.
@@ -70,7 +74,11 @@ func TestIBBidirectionalReads(t *testing.T) {
 			s.want[i] = fill(t, e.g, e.buf, readSize, byte(16*si+i))
 		}
 	}
-	ctx := testCtx(t)
+	// No local ACK timer (timeout 0): the path is lossless, and how long
+	// the READs take depends on the machine's load; a stall shows as
+	// the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	total := pairs * depth * rounds
 	posted := make([][pairs]int, 2)
 	done := make([][pairs]int, 2)

@@ -178,25 +178,18 @@ func (b *Conn) trySendBatch(fd uintptr) bool {
 // every one non-empty) as the socket takes now and reports how many; it
 // never waits. It shares WriteBatch's headers.
 func (b *Conn) TryWriteBatch(bufs [][]byte) (int, error) {
-	n := min(len(bufs), len(b.whdr))
-	for i := range n {
-		b.wiov[i].Base = &bufs[i][0]
-		b.wiov[i].SetLen(len(bufs[i]))
-	}
-	b.wn, b.wgot, b.werr = n, 0, 0
-	raceRelease()
-	if err := b.rc.Write(b.tbfn); err != nil {
+	if err := b.writeBatch(bufs, b.tbfn); err != nil {
 		return 0, err
-	}
-	if b.werr != 0 {
-		return 0, os.NewSyscallError("sendmmsg", b.werr)
 	}
 	return b.wgot, nil
 }
 
 // WriteBatch sends every message of bufs (at most Batch; every one
 // non-empty), in order, waiting while the peer's buffer is full.
-func (b *Conn) WriteBatch(bufs [][]byte) error {
+func (b *Conn) WriteBatch(bufs [][]byte) error { return b.writeBatch(bufs, b.wfn) }
+
+// writeBatch points the write headers at bufs and runs fn in the poller.
+func (b *Conn) writeBatch(bufs [][]byte, fn func(fd uintptr) bool) error {
 	n := min(len(bufs), len(b.whdr))
 	for i := range n {
 		b.wiov[i].Base = &bufs[i][0]
@@ -204,7 +197,7 @@ func (b *Conn) WriteBatch(bufs [][]byte) error {
 	}
 	b.wn, b.wgot, b.werr = n, 0, 0
 	raceRelease()
-	if err := b.rc.Write(b.wfn); err != nil {
+	if err := b.rc.Write(fn); err != nil {
 		return err
 	}
 	if b.werr != 0 {

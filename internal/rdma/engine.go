@@ -366,8 +366,8 @@ func (e *engine) run() {
 // for the drive that follows. A producer between setting pend and trying
 // the lock can be counted once in a while; nothing else can.
 func (e *engine) check() {
-	if e.holds.Load() > 0 || !e.runMu.TryLock() {
-		return // the holder runs it
+	if e.holds.Load() > 0 || len(e.wake) > 0 || !e.runMu.TryLock() {
+		return // the holder, or the wake-up waiting, runs it
 	}
 	e.evMu.Lock()
 	events := len(e.evList)
