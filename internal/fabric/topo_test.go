@@ -309,9 +309,19 @@ func TestControlStatus(t *testing.T) {
 	b.expectFrame(ethFrame(bcast, a.mac, -1, 0, 100, 0))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := QueryStatus(ctx, f.RunDir())
-	if err != nil {
-		t.Fatal(err)
+	// The switch counts a frame once its write returns, which can be
+	// after the peer has read it: wait for port 2's count.
+	var st *Status
+	for {
+		var err error
+		if st, err = QueryStatus(ctx, f.RunDir()); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Switches) != 1 || len(st.Switches[0].Ports) != 3 || st.Switches[0].Ports[1].TxFrames != 0 ||
+			ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if len(st.Switches) != 1 || len(st.Switches[0].Ports) != 3 {
 		t.Fatalf("status %+v", st)
