@@ -672,8 +672,8 @@ func (p *fabricPort) Backlog() int {
 	return p.w.Pending()
 }
 
-// drain sends w's frames, waiting for room, until none is left, then
-// tells the engine. An error loses what is kept, as a failed link does.
+// drain sends w's frames, waiting for room, until none is left, telling
+// the engine after each batch. An error loses what is kept, as a failed link does.
 func (p *fabricPort) drain(w *mmsg.Writer) {
 	batch := make([][]byte, txBatch)
 	for {
@@ -696,7 +696,11 @@ func (p *fabricPort) drain(w *mmsg.Writer) {
 			n = w.Pending()
 		}
 		w.Sent(n)
+		ready := p.ready
 		p.mu.Unlock()
+		// Room again: the engine may start new work below its backlog
+		// limit while the rest goes, so the socket never runs dry.
+		ready()
 	}
 }
 
