@@ -245,7 +245,7 @@ func (w *Writer) SetNoWait(on bool) { w.noWait = on }
 func (w *Writer) Send(frame []byte) error {
 	if len(frame) > w.size {
 		if w.noWait {
-			w.out = append(w.out, append([]byte(nil), frame...))
+			w.keep(frame)
 			return w.tryFlush()
 		}
 		if err := w.Flush(); err != nil {
@@ -265,14 +265,24 @@ func (w *Writer) Send(frame []byte) error {
 			return err
 		}
 	}
+	w.keep(frame)
+	return nil
+}
+
+// keep appends a copy of frame to the gathered frames, in a free buffer
+// or, when none is free or the frame is oversize, a new one (held back
+// beyond the batch: no-wait mode and Gather only).
+func (w *Writer) keep(frame []byte) {
 	var b []byte
-	if n := len(w.free); n > 0 {
+	switch n := len(w.free); {
+	case len(frame) > w.size:
+		b = make([]byte, len(frame))
+	case n > 0:
 		b, w.free = w.free[n-1], w.free[:n-1]
-	} else {
-		b = make([]byte, w.size) // held back beyond the batch (no-wait only)
+	default:
+		b = make([]byte, w.size)
 	}
 	w.out = append(w.out, b[:copy(b, frame)])
-	return nil
 }
 
 // Flush sends the gathered frames, in order, with one sendmmsg per batch
@@ -327,18 +337,7 @@ func (w *Writer) Pending() int { return len(w.out) }
 
 // Gather keeps a copy of frame (non-empty) after the frames gathered,
 // never sending: while another goroutine sends the oldest ones (Head).
-func (w *Writer) Gather(frame []byte) {
-	var b []byte
-	switch n := len(w.free); {
-	case len(frame) > w.size:
-		b = make([]byte, len(frame))
-	case n > 0:
-		b, w.free = w.free[n-1], w.free[:n-1]
-	default:
-		b = make([]byte, w.size)
-	}
-	w.out = append(w.out, b[:copy(b, frame)])
-}
+func (w *Writer) Gather(frame []byte) { w.keep(frame) }
 
 // Head fills dst with the oldest gathered frames (views, valid until
 // Sent drops them) and returns how many: with Sent, it lets a goroutine

@@ -259,8 +259,8 @@ func (d *Device) RunInline(hold bool) {
 	}
 }
 
-// TxReady tells the engine that its port has sent the frames it kept
-// (BackloggedPort): the QPs that waited for it go on. Safe from any
+// TxReady tells the engine that its port has sent frames it kept
+// (BackloggedPort): the QPs that waited for room go on. Safe from any
 // goroutine.
 func (d *Device) TxReady() { d.eng.kick() }
 

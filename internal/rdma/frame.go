@@ -31,7 +31,7 @@ type FlushPort interface {
 
 // A BackloggedPort is a Port that never makes the engine wait: what its
 // peer cannot take now it keeps and sends later, in order, calling
-// Device.TxReady when it has sent it all. While it keeps maxPortBacklog
+// Device.TxReady each time it has sent some. While it keeps maxPortBacklog
 // frames or more, the engine starts no new requests, READ responses or
 // datagrams (the QPs stay scheduled) and goes on taking frames, so the
 // goroutine that reads the link is never stopped by the link's
