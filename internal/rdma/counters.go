@@ -35,6 +35,7 @@ type Counters struct {
 	// Requester side.
 	Retransmits        uint64 // request packets sent again (any cause)
 	RetransmitTimeouts uint64 // local ACK timeouts that led to a retransmission
+	TailProbes         uint64 // last packets sent again, asking for an ACK, after probeDelay without one
 	AcksReceived       uint64 // ACK packets (AETH syndrome ACK) processed
 	SeqNAKsReceived    uint64 // PSN sequence error NAKs received
 	RNRNAKsReceived    uint64 // RNR NAKs received
@@ -104,6 +105,7 @@ type counters struct {
 	rxAddrMismatch, xrcBadSRQ                                          atomic.Uint64
 
 	retransmits, retransmitTimeouts, acksReceived, seqNAKsReceived  atomic.Uint64
+	tailProbes                                                      atomic.Uint64
 	rnrNAKsReceived, errNAKsReceived, readGapRetries, retryExceeded atomic.Uint64
 	rnrRetryExceeded, staleResponses                                atomic.Uint64
 
@@ -135,6 +137,7 @@ func (c *counters) snapshot() Counters {
 		XRCBadSRQ:      c.xrcBadSRQ.Load(),
 
 		Retransmits: c.retransmits.Load(), RetransmitTimeouts: c.retransmitTimeouts.Load(),
+		TailProbes:   c.tailProbes.Load(),
 		AcksReceived: c.acksReceived.Load(), SeqNAKsReceived: c.seqNAKsReceived.Load(),
 		RNRNAKsReceived: c.rnrNAKsReceived.Load(), ErrNAKsReceived: c.errNAKsReceived.Load(),
 		ReadGapRetries: c.readGapRetries.Load(), RetryExceeded: c.retryExceeded.Load(),

@@ -37,15 +37,16 @@ const (
 	// MaxUnackedPSNs and MaxUnackedBytes bound what a requester has in
 	// flight (READs count their response PSNs): 1024 PSNs, and at most
 	// MaxUnackedBytes of packets at the path MTU, so the window is 1024
-	// PSNs up to MTU 1024, 512 at 2048 and 256 at 4096. rxe's
+	// PSNs at MTU 512, 512 at 1024, 256 at 2048 and 128 at 4096. rxe's
 	// RXE_MAX_UNACKED_PSNS of 128 held two 64 KiB messages at MTU 1024
 	// and left the requester idle for most of each round trip. The byte
-	// bound keeps one QP's burst within what the path holds (HiSwitch
-	// queues 1 MiB per egress class by default, plus the socket buffers
-	// of each hop), so a large MTU does not turn the window into pause
-	// frames or tail drops.
+	// bound keeps one QP's burst within half of what a HiSwitch egress
+	// queue holds (1 MiB per class by default): with a 1 MiB window, a
+	// receiver that fell behind for a moment had the last frames of a
+	// window tail-dropped (256 frames of 4 KiB are more than 1 MiB with
+	// their headers), which only the ACK timeout or a probe recovers.
 	MaxUnackedPSNs  = 1024
-	MaxUnackedBytes = 1 << 20
+	MaxUnackedBytes = 1 << 19
 	// ackReqInterval: the requester sets AckReq at least every this many
 	// packets of a long message so the window keeps moving and a lost
 	// packet is found long before the ACK timeout.

@@ -12,13 +12,13 @@ import (
 
 // TestWindowBound: with every ACK lost, the requester stops after its
 // window and sends nothing more until its ACK timer fires. The window is
-// MaxUnackedPSNs (1024) PSNs up to MTU 1024 and MaxUnackedBytes (1 MiB)
-// of packets above it; the WRITE is 2 MiB, so a smaller window would show.
+// MaxUnackedPSNs (1024) PSNs and at most MaxUnackedBytes (512 KiB) of
+// packets at the path MTU; the WRITE is 2 MiB, so a smaller window would show.
 func TestWindowBound(t *testing.T) {
 	if rdma.MaxUnackedPSNs < 1024 {
 		t.Fatalf("MaxUnackedPSNs %d: the window must cover the path, at least 1024 PSNs", rdma.MaxUnackedPSNs)
 	}
-	for _, tc := range []struct{ mtu, window int }{{1024, 1024}, {2048, 512}, {4096, 256}} {
+	for _, tc := range []struct{ mtu, window int }{{512, 1024}, {1024, 512}, {2048, 256}, {4096, 128}} {
 		p, _, ib := newInterceptPair(t, pairOpts{mtu: tc.mtu, memSize: 4 << 20})
 		ib.setDrop(func(*proto.Packet) bool { return true })
 		mustPost(t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRRDMAWrite, SGList: p.a.sge(0, 2<<20),
@@ -188,14 +188,14 @@ func TestAckCoalescing(t *testing.T) {
 // TestReadResponsesInterleaveWrites: a QP answering a deep queue of READs
 // still sends its own WRITEs; the send scheduler gives the responder's
 // READ responses and the requester's packets a budget each per round, so
-// 1024 PSNs of outstanding READ responses do not hold a WRITE back until
+// 512 PSNs of outstanding READ responses do not hold a WRITE back until
 // they are all sent. B's engine is held inside its first READ response
 // while its WRITE is posted and all of A's READ requests are on their
 // way, so what follows depends only on the scheduler.
 func TestReadResponsesInterleaveWrites(t *testing.T) {
 	const (
 		reads     = 128
-		readSize  = 8 << 10 // 8 packets: 128 READs fill the 1024-PSN window
+		readSize  = 4 << 10 // 4 packets: 128 READs fill the 512-PSN window of MTU 1024
 		writeSize = 256 << 10
 	)
 	o := pairOpts{mtu: 1024, memSize: 4 << 20}

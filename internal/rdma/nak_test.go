@@ -250,8 +250,54 @@ func TestNAKPaths(t *testing.T) {
 			wantWC(e.t, p.poll(p.b.rcq, 1)[0], 9, rdma.WCSuccess, rdma.WCRecv)
 			p.expectNone(p.b.rcq, "executed twice")
 			ca, cb := p.a.dev.Counters(), p.b.dev.Counters()
-			if cb.Duplicates != 1 || ca.RetransmitTimeouts != 1 || cb.AcksSent != 2 {
-				e.t.Fatalf("duplicates %d, timeouts %d, ACKs sent %d; want 1, 1, 2", cb.Duplicates, ca.RetransmitTimeouts, cb.AcksSent)
+			// The tail-loss probe (the SEND again, asking for an ACK) gets
+			// the ACK back before the local ACK timeout.
+			if cb.Duplicates != 1 || ca.TailProbes != 1 || ca.RetransmitTimeouts != 0 || cb.AcksSent != 2 {
+				e.t.Fatalf("duplicates %d, probes %d, timeouts %d, ACKs sent %d; want 1, 1, 0, 2",
+					cb.Duplicates, ca.TailProbes, ca.RetransmitTimeouts, cb.AcksSent)
+			}
+		}},
+		{"duplicate request re-ACKed after the timeout (no probe below 1 ms)", pairOpts{timeout: 10}, func(e env) {
+			p := e.p
+			e.ib.setDrop(dropNth(1, opIs(proto.OpRCAcknowledge)))
+			mustPost(e.t, p.qb.PostRecv([]rdma.RecvWR{{WRID: 9, SGList: p.b.sge(0, 64)}}))
+			mustPost(e.t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled, SGList: p.a.sge(0, 10)}}))
+			wantWC(e.t, p.poll(p.a.scq, 1)[0], 1, rdma.WCSuccess, rdma.WCSend)
+			wantWC(e.t, p.poll(p.b.rcq, 1)[0], 9, rdma.WCSuccess, rdma.WCRecv)
+			ca, cb := p.a.dev.Counters(), p.b.dev.Counters()
+			if cb.Duplicates != 1 || ca.TailProbes != 0 || ca.RetransmitTimeouts != 1 {
+				e.t.Fatalf("duplicates %d, probes %d, timeouts %d; want 1, 0, 1", cb.Duplicates, ca.TailProbes, ca.RetransmitTimeouts)
+			}
+		}},
+		{"tail loss recovered by a probe and a NAK", pairOpts{}, func(e env) {
+			// The last two packets of a WRITE are lost: no later packet
+			// shows the responder the gap. The probe (the last packet
+			// again) arrives out of sequence, the responder NAKs the
+			// first missing PSN, and the requester goes back to it,
+			// all long before the local ACK timeout.
+			p := e.p
+			n := 0
+			e.ia.setDrop(func(pkt *proto.Packet) bool {
+				if pkt.BTH == nil {
+					return false
+				}
+				switch pkt.BTH.Opcode() {
+				case proto.OpRCWriteMiddle, proto.OpRCWriteLast:
+					n++
+					return n == 2 || n == 3 // WRITE_MIDDLE #2 and WRITE_LAST, first time
+				}
+				return false
+			})
+			start := p.clk.Now()
+			mustPost(e.t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRRDMAWrite, SendFlags: rdma.SendSignaled,
+				SGList: p.a.sge(0, 4096), RemoteAddr: 0x1000, RKey: p.b.mr.RKey}}))
+			wantWC(e.t, p.poll(p.a.scq, 1)[0], 1, rdma.WCSuccess, rdma.WCRDMAWrite)
+			ca, cb := p.a.dev.Counters(), p.b.dev.Counters()
+			if ca.TailProbes != 1 || cb.SeqNAKsSent != 1 || ca.RetransmitTimeouts != 0 {
+				e.t.Fatalf("probes %d, NAKs %d, timeouts %d; want 1, 1, 0", ca.TailProbes, cb.SeqNAKsSent, ca.RetransmitTimeouts)
+			}
+			if el := p.clk.Now().Sub(start); el >= rdma.LocalAckTimeout(14) {
+				e.t.Fatalf("recovered after %v of fake time, not before the %v timeout", el, rdma.LocalAckTimeout(14))
 			}
 		}},
 		{"duplicate READ replayed after a lost first response", pairOpts{}, func(e env) {

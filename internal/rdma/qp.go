@@ -600,7 +600,7 @@ func (qp *QP) stopTimers() {
 		r.rnrTimer.Stop()
 		r.rnrTimer = nil
 	}
-	r.deadline = zeroTime
+	r.deadline, r.probeAt = zeroTime, zeroTime
 	qp.stopPace()
 }
 

@@ -31,6 +31,9 @@ type reqState struct {
 
 	timer    Timer     // local ACK timer, armed lazily (see armTimer)
 	deadline time.Time // when the oldest outstanding packet times out; zero: none
+	probeAt  time.Time // when a tail-loss probe is due (see onRetryTimer); zero: none
+	probes   uint8     // probes sent since the last forward progress
+	forceAck bool      // the packet being built is a probe: it asks for an ACK
 
 	rnrWait  bool
 	rnrPSN   proto.PSN
@@ -298,7 +301,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		r.noAckPkts++
 		// Ask for an ACK at the end of each message, every ackReqInterval
 		// packets, and when the window is about to close.
-		if last || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1 {
+		if last || r.forceAck || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1 {
 			f.BTH.AckReq = true
 			r.noAckPkts = 0
 		}
@@ -412,22 +415,47 @@ func (qp *QP) scatter(sge []SGE, mrs []*MR, off int, data []byte) bool {
 	return true
 }
 
-// armTimer starts the local ACK timeout for the oldest outstanding packet.
+// armTimer starts the local ACK timeout for the oldest outstanding packet,
+// and the tail-loss probe before it.
 // The Clock timer is armed lazily: moving the deadline does not touch it;
 // when it fires, onRetryTimer re-arms it for the remaining time. That keeps
-// timer allocations off the per-packet path.
+// timer allocations off the per-packet path. Both deadlines only move
+// later (each is now plus a fixed delay), so a timer already running
+// fires no later than either.
 func (qp *QP) armTimer() {
 	r := &qp.req
 	to := LocalAckTimeout(qp.attr.Timeout)
 	if to == 0 || r.rnrWait {
-		r.deadline = zeroTime
+		r.deadline, r.probeAt = zeroTime, zeroTime
 		return
 	}
 	now := qp.dev.clock.Now()
 	r.deadline = now.Add(to)
-	if r.timer == nil {
-		qp.startTimer(to)
+	first := to
+	r.probeAt = zeroTime
+	if pd := probeDelay(to); pd > 0 && r.probes < maxTailProbes {
+		r.probeAt = now.Add(pd << r.probes)
+		first = min(first, pd<<r.probes)
 	}
+	if r.timer == nil {
+		qp.startTimer(first)
+	}
+}
+
+// maxTailProbes is how many tail-loss probes a requester sends between
+// two forward progresses before it leaves recovery to the local ACK
+// timeout; each waits twice as long as the one before.
+const maxTailProbes = 2
+
+// probeDelay is how long a requester waits for an acknowledgement before
+// it sends a tail-loss probe: a sixteenth of the local ACK timeout (4.2 ms
+// at perftest's default timeout 14), and none when that is under 1 ms.
+func probeDelay(to time.Duration) time.Duration {
+	pd := to / 16
+	if pd < time.Millisecond {
+		return 0
+	}
+	return pd
 }
 
 func (qp *QP) startTimer(d time.Duration) {
@@ -440,7 +468,7 @@ func (qp *QP) startTimer(d time.Duration) {
 func (qp *QP) restartTimer() {
 	r := &qp.req
 	if r.una == r.sqPSN {
-		r.deadline = zeroTime
+		r.deadline, r.probeAt = zeroTime, zeroTime
 		return
 	}
 	qp.armTimer()
@@ -456,13 +484,20 @@ func (qp *QP) onRetryTimer() {
 	if (st != QPStateRTS && st != QPStateSQD) || r.deadline.IsZero() || r.rnrWait {
 		return
 	}
-	now := qp.dev.clock.Now()
-	if now.Before(r.deadline) {
-		qp.startTimer(r.deadline.Sub(now))
+	if r.una == r.sqPSN {
+		r.deadline, r.probeAt = zeroTime, zeroTime
 		return
 	}
-	if r.una == r.sqPSN {
-		r.deadline = zeroTime
+	now := qp.dev.clock.Now()
+	if now.Before(r.deadline) {
+		if !r.probeAt.IsZero() && !now.Before(r.probeAt) {
+			qp.tailProbe(now)
+		}
+		next := r.deadline
+		if !r.probeAt.IsZero() && r.probeAt.Before(next) {
+			next = r.probeAt
+		}
+		qp.startTimer(next.Sub(now))
 		return
 	}
 	d := qp.dev
@@ -475,6 +510,44 @@ func (qp *QP) onRetryTimer() {
 	r.retryLeft--
 	r.readRetried = false
 	qp.retransmitFrom(r.una)
+}
+
+// tailProbe is the requester's tail-loss probe, as HCAs' adaptive
+// retransmission and TCP's TLP do: when nothing has been acknowledged for
+// probeDelay, the last packet sent goes out again asking for an ACK. If
+// the responder has everything, the duplicate brings back the ACK that was
+// late or lost; if packets at the end of the window were dropped, and so
+// no later packet showed the gap, it arrives out of sequence and the
+// responder NAKs the first missing PSN. Either way recovery starts long
+// before the local ACK timeout, which still runs and still counts
+// retries. The probe changes no state but the packet it sends, and it is
+// never a READ or atomic request (a READ would be executed again).
+func (qp *QP) tailProbe(now time.Time) {
+	r := &qp.req
+	r.probes++
+	r.probeAt = zeroTime
+	if pd := probeDelay(LocalAckTimeout(qp.attr.Timeout)); pd > 0 && r.probes < maxTailProbes {
+		r.probeAt = now.Add(pd << r.probes)
+	}
+	last := r.sqPSN.Add(-1)
+	for i := r.compIdx; i != r.startIdx; i++ {
+		w := qp.sqSlot(i)
+		if w.errStatus != 0 || last.Before(w.firstPSN) {
+			return
+		}
+		if last.After(w.lastPSN) {
+			continue
+		}
+		if w.hasResponse() || qp.path.loopback {
+			return
+		}
+		reqIdx, next, noAck := r.reqIdx, w.nextPSN, r.noAckPkts
+		r.reqIdx, w.nextPSN, r.forceAck = i, last, true
+		qp.sendRequest(w)
+		r.reqIdx, w.nextPSN, r.noAckPkts, r.forceAck = reqIdx, next, noAck, false
+		qp.dev.ctr.tailProbes.Add(1)
+		return
+	}
 }
 
 // onRNRTimer resumes after an RNR NAK's delay.
@@ -804,6 +877,7 @@ func (qp *QP) progress() {
 	r := &qp.req
 	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
 	r.readRetried = false
+	r.probes = 0
 	qp.restartTimer()
 	qp.dev.eng.schedule(qp)
 }
