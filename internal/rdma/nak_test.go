@@ -24,6 +24,19 @@ func dropNth(n int, match func(p *proto.Packet) bool) func(p *proto.Packet) bool
 	}
 }
 
+// lostACK runs one SEND whose ACK is lost the first time, checks that
+// it completes once on both sides, and returns A's and B's counters.
+func lostACK(e nakEnv) (ca, cb rdma.Counters) {
+	p := e.p
+	e.ib.setDrop(dropNth(1, opIs(proto.OpRCAcknowledge)))
+	mustPost(e.t, p.qb.PostRecv([]rdma.RecvWR{{WRID: 9, SGList: p.b.sge(0, 64)}}))
+	mustPost(e.t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled, SGList: p.a.sge(0, 10)}}))
+	wantWC(e.t, p.poll(p.a.scq, 1)[0], 1, rdma.WCSuccess, rdma.WCSend)
+	wantWC(e.t, p.poll(p.b.rcq, 1)[0], 9, rdma.WCSuccess, rdma.WCRecv)
+	p.expectNone(p.b.rcq, "executed twice")
+	return p.a.dev.Counters(), p.b.dev.Counters()
+}
+
 func opIs(op proto.Opcode) func(p *proto.Packet) bool {
 	return func(p *proto.Packet) bool { return p.BTH != nil && p.BTH.Opcode() == op }
 }
@@ -53,12 +66,15 @@ func craft(p *pair, op proto.Opcode, psn uint32, payload []byte, reth proto.RETH
 	return b
 }
 
+// nakEnv is what a TestNAKPaths case gets.
+type nakEnv struct {
+	t      *testing.T
+	p      *pair
+	ia, ib *interceptPort // A's and B's ports
+}
+
 func TestNAKPaths(t *testing.T) {
-	type env struct {
-		t      *testing.T
-		p      *pair
-		ia, ib *interceptPort // A's and B's ports
-	}
+	type env = nakEnv
 	cases := []struct {
 		name string
 		opts pairOpts
@@ -242,14 +258,7 @@ func TestNAKPaths(t *testing.T) {
 			wantState(e.t, p.qa, rdma.QPStateErr)
 		}},
 		{"duplicate request re-ACKed", pairOpts{}, func(e env) {
-			p := e.p
-			e.ib.setDrop(dropNth(1, opIs(proto.OpRCAcknowledge)))
-			mustPost(e.t, p.qb.PostRecv([]rdma.RecvWR{{WRID: 9, SGList: p.b.sge(0, 64)}}))
-			mustPost(e.t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled, SGList: p.a.sge(0, 10)}}))
-			wantWC(e.t, p.poll(p.a.scq, 1)[0], 1, rdma.WCSuccess, rdma.WCSend)
-			wantWC(e.t, p.poll(p.b.rcq, 1)[0], 9, rdma.WCSuccess, rdma.WCRecv)
-			p.expectNone(p.b.rcq, "executed twice")
-			ca, cb := p.a.dev.Counters(), p.b.dev.Counters()
+			ca, cb := lostACK(e)
 			// The tail-loss probe (the SEND again, asking for an ACK) gets
 			// the ACK back before the local ACK timeout.
 			if cb.Duplicates != 1 || ca.TailProbes != 1 || ca.RetransmitTimeouts != 0 || cb.AcksSent != 2 {
@@ -258,13 +267,7 @@ func TestNAKPaths(t *testing.T) {
 			}
 		}},
 		{"duplicate request re-ACKed after the timeout (no probe below 1 ms)", pairOpts{timeout: 10}, func(e env) {
-			p := e.p
-			e.ib.setDrop(dropNth(1, opIs(proto.OpRCAcknowledge)))
-			mustPost(e.t, p.qb.PostRecv([]rdma.RecvWR{{WRID: 9, SGList: p.b.sge(0, 64)}}))
-			mustPost(e.t, p.qa.PostSend([]rdma.SendWR{{WRID: 1, Opcode: rdma.WRSend, SendFlags: rdma.SendSignaled, SGList: p.a.sge(0, 10)}}))
-			wantWC(e.t, p.poll(p.a.scq, 1)[0], 1, rdma.WCSuccess, rdma.WCSend)
-			wantWC(e.t, p.poll(p.b.rcq, 1)[0], 9, rdma.WCSuccess, rdma.WCRecv)
-			ca, cb := p.a.dev.Counters(), p.b.dev.Counters()
+			ca, cb := lostACK(e)
 			if cb.Duplicates != 1 || ca.TailProbes != 0 || ca.RetransmitTimeouts != 1 {
 				e.t.Fatalf("duplicates %d, probes %d, timeouts %d; want 1, 0, 1", cb.Duplicates, ca.TailProbes, ca.RetransmitTimeouts)
 			}
