@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/fabric/ibsw"
 	"github.com/PacketFive/hinic/internal/ibsm"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
@@ -220,6 +221,9 @@ func (p *madPort) close() {
 // every host's port is Active with a LID. The SM's port stays open until
 // Close, so r.SM can query the subnet (LID-routed SMPs, PerfMgt).
 func (r *Rack) bringUpIB(ctx context.Context, h *Host) error {
+	if err := r.waitIBLinks(ctx); err != nil {
+		return err
+	}
 	port, err := newMADPort(ctx, h)
 	if err != nil {
 		return err
@@ -248,4 +252,42 @@ func (r *Rack) bringUpIB(ctx context.Context, h *Host) error {
 		x.mcastLIDs = map[[16]byte]uint16{IBAllHosts: IBAllHostsLID}
 	}
 	return nil
+}
+
+// ibLinkWait bounds the wait for the switch to see every host's link.
+const ibLinkWait = 5 * time.Second
+
+// waitIBLinks waits until the switch reports every host's port out of
+// Down. A host's dial returns when the switch has answered its hello,
+// a moment before the switch brings the port's link up; an SM that swept
+// in that moment would read the port Down and never find the host.
+func (r *Rack) waitIBLinks(ctx context.Context) error {
+	sw := r.Fabric.Switches()[0]
+	deadline := time.Now().Add(ibLinkWait)
+	for {
+		down := ""
+		if st := sw.Status().IB; st != nil {
+			up := map[int]bool{}
+			for _, p := range st.Ports {
+				up[p.Port] = p.State != ibsw.PortStateName(proto.PortStateDown)
+			}
+			for _, x := range r.Hosts {
+				if !up[x.Index+1] {
+					down = x.Name
+					break
+				}
+			}
+		}
+		if down == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rack: %s: the switch's port stayed Down for %v", down, ibLinkWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
