@@ -46,13 +46,22 @@ func TestRestartArgs(t *testing.T) {
 	if got.RunDir != "/tmp/x" || !got.Kill || got.Component != "fabric" {
 		t.Errorf("options %+v", got)
 	}
-	for _, args := range [][]string{{}, {"device"}, {"fabric", "fabric"}} {
+	for _, args := range [][]string{{}, {"gpu"}, {"fabric", "fabric"}} {
 		cmd := restart.NewCmdRestart(f, func(*restart.Options) error { return nil })
 		cmd.SetArgs(args)
 		cmd.SilenceUsage, cmd.SilenceErrors = true, true
 		if err := cmd.Execute(); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 			t.Errorf("%q: %v, want a usage error", args, err)
 		}
+	}
+	// The device backend cannot be restarted under running guests: the
+	// answer says why and what to do instead, and is not a usage error.
+	cmd = restart.NewCmdRestart(f, func(*restart.Options) error { t.Error("restart device ran"); return nil })
+	cmd.SetArgs([]string{"device"})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err == nil || cmdutil.ExitCode(err) == cmdutil.ExitUsage ||
+		!strings.Contains(err.Error(), "ivshmem") || !strings.Contains(err.Error(), "hinic deploy down") {
+		t.Errorf("restart device: %v", err)
 	}
 	// Without a rack there is nothing to restart.
 	cmd = restart.NewCmdRestart(f, nil)

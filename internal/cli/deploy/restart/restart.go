@@ -3,6 +3,7 @@ package restart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,16 @@ type Options struct {
 	Kill      bool
 }
 
+// errDeviceRestart is the answer to `restart device`: QEMU 7.2's
+// ivshmem-doorbell takes its backend's shared memory and eventfds once,
+// at realize, and is never told that the backend went away, so a new
+// backend cannot take over running guests' devices (docs/device.md,
+// "Backend restarts").
+var errDeviceRestart = errors.New("deploy: the device backend cannot be restarted under running guests: " +
+	"QEMU's ivshmem-doorbell takes the backend's shared memory and doorbells once, when the guest starts, " +
+	"and never connects again, so a new backend could not reach the guests' devices " +
+	"(docs/device.md, \"Backend restarts\"); restart the rack instead: hinic deploy down, then hinic deploy rack")
+
 // NewCmdRestart returns the `deploy restart` command; runF replaces the
 // run in tests.
 func NewCmdRestart(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
@@ -38,6 +49,9 @@ server. RC connections resume through retransmission when the outage
 fits their retry budget (docs/deploy.md, "Restarting the fabric").`,
 		Example: "  hinic deploy restart fabric\n  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 --kill fabric",
 		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && args[0] == "device" {
+				return errDeviceRestart
+			}
 			if len(args) != 1 || args[0] != "fabric" {
 				return cmdutil.UsageErrorf("restart what? the only component is fabric")
 			}
