@@ -29,12 +29,12 @@ func (st *State) CPUSeconds() map[string]float64 {
 			out[name] = s
 		}
 	}
-	add("fabric", st.FabricPID, fabricProc(r))
+	add("fabric", st.FabricPID, fabricProc(r, st.FabricExe))
 	if st.DevicePID != 0 {
-		add("backend", st.DevicePID, deviceProc(r))
+		add("backend", st.DevicePID, deviceProc(r, st.DeviceExe))
 	}
 	if st.GPUPID != 0 {
-		add("gpu", st.GPUPID, gpuProc(r))
+		add("gpu", st.GPUPID, gpuProc(r, st.GPUExe))
 	}
 	for _, g := range st.Guests {
 		add("qemu:"+g.Name, g.PID, qemuProc(GuestDir(r, g.Name)))

@@ -27,9 +27,15 @@ func TestCPUSeconds(t *testing.T) {
 	dir := t.TempDir()
 	r := Rack{Name: "cpu", RunDir: dir}
 	// A process whose arguments are the fabric's: sh -c LOOP with the
-	// fabric's arguments as $0 and positional parameters.
-	args := append([]string{"-c", `end=$(( $(date +%s) + 30 )); while [ $(date +%s) -lt $end ]; do :; done`}, fabricProc(&r).args...)
-	cmd := exec.Command("/bin/sh", args...)
+	// fabric's arguments as $0 and positional parameters. The state
+	// records sh as the binary that started it, as deploy records hinic.
+	sh, err := resolveExe("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fab := fabricProc(&r, sh)
+	args := append([]string{"-c", `end=$(( $(date +%s) + 30 )); while [ $(date +%s) -lt $end ]; do :; done`}, fab.args...)
+	cmd := exec.Command(sh, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -37,13 +43,13 @@ func TestCPUSeconds(t *testing.T) {
 	// Start returns once the child called execve, which can be before
 	// the kernel set up its new argv: /proc/PID/cmdline is empty for
 	// that moment, so wait for it.
-	for start := time.Now(); !alive(cmd.Process.Pid, fabricProc(&r)); {
+	for start := time.Now(); !alive(cmd.Process.Pid, fab); {
 		if time.Since(start) > 10*time.Second {
 			t.Fatal("the process never showed the fabric's arguments")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	st := &State{Rack: r, FabricPID: cmd.Process.Pid, Guests: []GuestState{{Name: "vm-a", PID: os.Getpid()}}}
+	st := &State{Rack: r, FabricPID: cmd.Process.Pid, FabricExe: sh, Guests: []GuestState{{Name: "vm-a", PID: os.Getpid()}}}
 	first := st.CPUSeconds()
 	if _, ok := first["fabric"]; !ok {
 		t.Fatalf("no fabric in %v", first)

@@ -3,8 +3,8 @@ package deploy
 // What the external tests drive directly.
 var (
 	StartGPU   = startGPU
-	StopGPU    = func(st *State) error { return stop(st.GPUPID, gpuProc(&st.Rack), "gpu", quiet) }
-	GPUAlive   = func(st *State) bool { return alive(st.GPUPID, gpuProc(&st.Rack)) }
+	StopGPU    = func(st *State) error { return stop(st.GPUPID, gpuProc(&st.Rack, st.GPUExe), "gpu", quiet) }
+	GPUAlive   = func(st *State) bool { return alive(st.GPUPID, gpuProc(&st.Rack, st.GPUExe)) }
 	GPUInfos   = gpuInfos
 	GPUsFree   = waitGPUsFree
 	CPUMetered = (*State).CPUSeconds

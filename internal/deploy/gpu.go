@@ -114,9 +114,10 @@ func GPUSocket(r *Rack, g Guest, id int) string {
 // GPUControl is the control socket of the rack's GPU backend.
 func GPUControl(r *Rack) string { return filepath.Join(r.RunDir, FileGPUCtl) }
 
-// gpuProc is the rack's `hinic gpu serve --control RUN/gpu.sock`.
-func gpuProc(r *Rack) proc {
-	return proc{args: []string{"gpu", "serve", "--control", GPUControl(r)}}
+// gpuProc is the rack's `hinic gpu serve --control RUN/gpu.sock`, run by
+// exe (State.GPUExe).
+func gpuProc(r *Rack, exe string) proc {
+	return hinicProc(exe, "gpu", "serve", "--control", GPUControl(r))
 }
 
 // GPUArgs is the `hinic gpu serve` command line (after the binary) of
@@ -170,14 +171,14 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 	r := &st.Rack
 	args := GPUArgs(r)
 	logPath := filepath.Join(r.RunDir, FileGPULog)
-	if alive(st.GPUPID, gpuProc(r)) {
+	if alive(st.GPUPID, gpuProc(r, st.GPUExe)) {
 		why := gpuReusable(ctx, st.GPUPID, args, GPUControl(r), r.gpuCount())
 		if why == "" {
 			p("gpu: already running (pid %d)", st.GPUPID)
 			return false, nil
 		}
 		p("gpu: restarting the backend (pid %d): %s", st.GPUPID, why)
-		if err := stop(st.GPUPID, gpuProc(r), "gpu", p); err != nil {
+		if err := stop(st.GPUPID, gpuProc(r, st.GPUExe), "gpu", p); err != nil {
 			return false, err
 		}
 	}
@@ -188,7 +189,7 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 	}
 	// The control socket listens once every GPU has its RAM mapped and
 	// its ivshmem socket listening.
-	pid, err := spawn(ctx, hinic, daemon{what: "GPU backend", args: args, logPath: logPath,
+	pid, exe, err := spawn(ctx, hinic, daemon{what: "GPU backend", args: args, logPath: logPath,
 		pidPath: filepath.Join(r.RunDir, FileGPUPID), ready: func() bool {
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
@@ -196,7 +197,7 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 			return err == nil
 		}})
 	if pid != 0 {
-		st.GPUPID = pid
+		st.GPUPID, st.GPUExe = pid, exe
 	}
 	if err != nil {
 		return pid != 0, err

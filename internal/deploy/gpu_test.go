@@ -168,7 +168,7 @@ func TestGPUArgs(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	if !hasRun(append([]string{"hinic"}, GPUArgs(r)...), gpuProc(r).args) {
+	if !hasRun(append([]string{"hinic"}, GPUArgs(r)...), gpuProc(r, "").args) {
 		t.Error("the GPU backend's command line is not its proc's")
 	}
 }

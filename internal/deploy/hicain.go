@@ -47,9 +47,10 @@ const (
 // guest-physical addresses into offsets of the RAM file.
 const QEMUMachine = device.MachinePC
 
-// deviceProc is the rack's `hinic device serve --control RUN/device.sock`.
-func deviceProc(r *Rack) proc {
-	return proc{args: []string{"device", "serve", "--control", DeviceControl(r)}}
+// deviceProc is the rack's `hinic device serve --control RUN/device.sock`,
+// run by exe (State.DeviceExe).
+func deviceProc(r *Rack, exe string) proc {
+	return hinicProc(exe, "device", "serve", "--control", DeviceControl(r))
 }
 
 // hicainGuests returns the guests of the rack with a HiNIC vNIC.
@@ -203,14 +204,14 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 	r := &st.Rack
 	args := DeviceArgs(r)
 	logPath := filepath.Join(r.RunDir, FileDeviceLog)
-	if alive(st.DevicePID, deviceProc(r)) {
+	if alive(st.DevicePID, deviceProc(r, st.DeviceExe)) {
 		why := deviceReusable(ctx, st.DevicePID, args, DeviceControl(r))
 		if why == "" {
 			p("device: already running (pid %d)", st.DevicePID)
 			return false, nil
 		}
 		p("device: restarting the backend (pid %d): %s", st.DevicePID, why)
-		if err := stop(st.DevicePID, deviceProc(r), "device", p); err != nil {
+		if err := stop(st.DevicePID, deviceProc(r, st.DeviceExe), "device", p); err != nil {
 			return false, err
 		}
 	}
@@ -221,7 +222,7 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 	}
 	// The control socket listens once every vNIC has its RAM file, its
 	// ivshmem socket and its fabric port.
-	pid, err := spawn(ctx, hinic, daemon{what: "device backend", args: args, logPath: logPath,
+	pid, exe, err := spawn(ctx, hinic, daemon{what: "device backend", args: args, logPath: logPath,
 		pidPath: filepath.Join(r.RunDir, FileDevicePID), ready: func() bool {
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
@@ -229,7 +230,7 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 			return err == nil
 		}})
 	if pid != 0 {
-		st.DevicePID = pid
+		st.DevicePID, st.DeviceExe = pid, exe
 	}
 	if err != nil {
 		return pid != 0, err

@@ -40,11 +40,19 @@ const (
 
 // State is what a deployed rack leaves in its run directory (state.json).
 type State struct {
-	Rack      Rack         `json:"rack"`
-	Started   time.Time    `json:"started"`
-	FabricPID int          `json:"fabric_pid"`
-	DevicePID int          `json:"device_pid,omitempty"` // hinic device serve, with hicain guests
-	GPUPID    int          `json:"gpu_pid,omitempty"`    // hinic gpu serve, with guests that have GPUs
+	Rack      Rack      `json:"rack"`
+	Started   time.Time `json:"started"`
+	FabricPID int       `json:"fabric_pid"`
+	DevicePID int       `json:"device_pid,omitempty"` // hinic device serve, with hicain guests
+	GPUPID    int       `json:"gpu_pid,omitempty"`    // hinic gpu serve, with guests that have GPUs
+	// FabricExe, DeviceExe and GPUExe are the hinic binaries, symlinks
+	// resolved, that started the fabric and the device and GPU
+	// backends: a recorded pid is the rack's process only when it runs
+	// that binary (see proc). A state written before they were recorded
+	// has them empty, and the binary reading it stands in for them.
+	FabricExe string       `json:"fabric_exe,omitempty"`
+	DeviceExe string       `json:"device_exe,omitempty"`
+	GPUExe    string       `json:"gpu_exe,omitempty"`
 	Guests    []GuestState `json:"guests"`
 	Timings   []StepTiming `json:"timings"`
 	Down      bool         `json:"down"`
@@ -189,7 +197,7 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	st.path = filepath.Join(runDir, FileState)
 	st.Rack = *r
 	st.Down = false
-	if st.Started.IsZero() || !alive(st.FabricPID, fabricProc(r)) {
+	if st.Started.IsZero() || !alive(st.FabricPID, fabricProc(r, st.FabricExe)) {
 		st.Started = time.Now().UTC().Truncate(time.Second)
 	}
 	st.Timings = nil
@@ -229,12 +237,12 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		if err != nil {
 			return st, err
 		}
-	} else if alive(st.DevicePID, deviceProc(r)) {
+	} else if alive(st.DevicePID, deviceProc(r, st.DeviceExe)) {
 		// The rack no longer has hicain guests.
-		if err := stop(st.DevicePID, deviceProc(r), "device", p); err != nil {
+		if err := stop(st.DevicePID, deviceProc(r, st.DeviceExe), "device", p); err != nil {
 			return st, err
 		}
-		st.DevicePID = 0
+		st.DevicePID, st.DeviceExe = 0, ""
 	}
 	// The GPU backend likewise: QEMU connects to its ivshmem sockets at
 	// start-up.
@@ -249,12 +257,12 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		if err != nil {
 			return st, err
 		}
-	} else if alive(st.GPUPID, gpuProc(r)) {
+	} else if alive(st.GPUPID, gpuProc(r, st.GPUExe)) {
 		// The rack no longer has guests with GPUs.
-		if err := stop(st.GPUPID, gpuProc(r), "gpu", p); err != nil {
+		if err := stop(st.GPUPID, gpuProc(r, st.GPUExe), "gpu", p); err != nil {
 			return st, err
 		}
-		st.GPUPID = 0
+		st.GPUPID, st.GPUExe = 0, ""
 	}
 	if err := st.save(); err != nil {
 		return st, err
@@ -303,7 +311,7 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 func startFabric(ctx context.Context, st *State, hinic string, p Progress) error {
 	r := &st.Rack
 	fabDir := filepath.Join(r.RunDir, DirFabric)
-	if alive(st.FabricPID, fabricProc(r)) {
+	if alive(st.FabricPID, fabricProc(r, st.FabricExe)) {
 		if _, err := fabric.QueryStatus(ctx, fabDir); err == nil {
 			p("fabric: already running (pid %d)", st.FabricPID)
 			return nil
@@ -317,7 +325,7 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return err
 		}
 	}
-	pid, err := spawn(ctx, hinic, daemon{what: "fabric",
+	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric",
 		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
 		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
 		ready: func() bool {
@@ -325,7 +333,7 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return err == nil
 		}})
 	if pid != 0 {
-		st.FabricPID = pid
+		st.FabricPID, st.FabricExe = pid, exe
 	}
 	if err != nil {
 		return err
@@ -346,25 +354,28 @@ type daemon struct {
 // spawn starts d with the hinic binary (default: this executable) in its
 // own session, so that it outlives the command, its output appended to
 // its log and its pid written to its pid file, and waits up to 15 s until
-// it is ready. It returns the pid, also with an error after the start.
-func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
-	if hinic == "" {
-		var err error
-		if hinic, err = os.Executable(); err != nil {
-			return 0, err
-		}
+// it is ready. It returns the pid and the binary it ran, symlinks
+// resolved (what the state records for alive), also with an error after
+// the start.
+func spawn(ctx context.Context, hinic string, d daemon) (int, string, error) {
+	exe, err := resolveExe(hinic)
+	if err != nil {
+		return 0, "", fmt.Errorf("deploy: the hinic binary for the %s: %w (build it, or pass its path with --hinic)", d.what, err)
 	}
 	logf, err := openPrivate(d.logPath, os.O_APPEND)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "$ hinic %s\n", strings.Join(d.args, " "))
-	cmd := exec.Command(hinic, d.args...)
+	fmt.Fprintf(logf, "$ %s %s\n", exe, strings.Join(d.args, " "))
+	// The resolved path is run, not the name given: the kernel then
+	// shows exactly the recorded path as the child's /proc/PID/exe,
+	// whatever symlink or $PATH entry named it.
+	cmd := exec.Command(exe, d.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting the %s: %w", d.what, err)
+		return 0, "", fmt.Errorf("starting the %s: %w", d.what, err)
 	}
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
@@ -375,16 +386,36 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, error) {
 		select {
 		case err := <-exited:
 			b, _ := os.ReadFile(d.logPath)
-			return pid, fmt.Errorf("the %s exited: %v: %s (see %s)", d.what, err, lastLines(string(b), 3), d.logPath)
+			return pid, exe, fmt.Errorf("the %s exited: %v: %s (see %s)", d.what, err, lastLines(string(b), 3), d.logPath)
 		case <-ctx.Done():
-			return pid, ctx.Err()
+			return pid, exe, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return pid, fmt.Errorf("the %s did not open its control socket in 15 s (see %s)", d.what, d.logPath)
+			return pid, exe, fmt.Errorf("the %s did not open its control socket in 15 s (see %s)", d.what, d.logPath)
 		}
 	}
-	return pid, nil
+	return pid, exe, nil
+}
+
+// resolveExe is the absolute, symlink-free path of the binary that
+// exec would run for name ("" is this executable): the form the kernel
+// gives as /proc/PID/exe.
+func resolveExe(name string) (string, error) {
+	if name == "" {
+		var err error
+		if name, err = os.Executable(); err != nil {
+			return "", err
+		}
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(path)
 }
 
 // FabricConfig is the `hinic fabric serve --config` file of the rack: the
@@ -727,11 +758,30 @@ func setupRxe(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState) 
 // as the rack's own: after a reboot or a crash the pid may be another
 // program's, and stop would signal it. A pid counts only when its argv
 // holds args as one contiguous run (paths inside the rack's run
-// directory make that run unique to the rack) and, with exe set, its
-// executable's name starts with exe.
+// directory make that run unique to the rack) and its executable is the
+// right one: for QEMU, whose binary deploy finds on $PATH and does not
+// record, its name starts with exe; for the hinic backends, it is
+// exactly path, the binary that started them. Arguments alone are not
+// enough: any program (a shell, an editor) can be given the fabric's
+// arguments.
 type proc struct {
-	exe  string
+	exe  string // QEMU: the executable's name starts with exe
+	path string // hinic: the executable, symlinks resolved, is path
 	args []string
+}
+
+// hinicProc is a hinic backend run by the binary recorded in the state,
+// exe. An older state recorded none: the binary reading it stands in,
+// the one that usually deployed the rack (if not, deploy sees the
+// backends as stopped rather than signal what it cannot vouch for).
+func hinicProc(exe string, args ...string) proc {
+	if exe == "" {
+		// On Linux resolveExe fails only without /proc, where alive
+		// cannot read any pid's cmdline either and so finds none
+		// alive: the empty path weakens nothing.
+		exe, _ = resolveExe("")
+	}
+	return proc{path: exe, args: args}
 }
 
 // imageID names an image's root disk: its checksum in the manifest.
@@ -744,9 +794,10 @@ func imageID(m *image.Manifest) string {
 	return m.KernelRelease
 }
 
-// fabricProc is the rack's `hinic fabric serve --config RUN/fabric.yaml`.
-func fabricProc(r *Rack) proc {
-	return proc{args: []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)}}
+// fabricProc is the rack's `hinic fabric serve --config RUN/fabric.yaml`,
+// run by exe (State.FabricExe).
+func fabricProc(r *Rack, exe string) proc {
+	return hinicProc(exe, "fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf))
 }
 
 // qemuProc is a guest's QEMU, which writes its pid file in dir.
@@ -772,9 +823,19 @@ func alive(pid int, want proc) bool {
 			}
 		}
 	}
-	if want.exe != "" {
+	if want.exe != "" || want.path != "" {
+		// A binary replaced since the process started (a rebuilt
+		// hinic) shows as "PATH (deleted)": the process still is the
+		// one that binary started.
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || !strings.HasPrefix(filepath.Base(strings.TrimSuffix(exe, " (deleted)")), want.exe) {
+		if err != nil {
+			return false
+		}
+		exe = strings.TrimSuffix(exe, " (deleted)")
+		if want.exe != "" && !strings.HasPrefix(filepath.Base(exe), want.exe) {
+			return false
+		}
+		if want.path != "" && exe != want.path {
 			return false
 		}
 	}
@@ -828,7 +889,7 @@ func Down(runDir string, p Progress) error {
 		}
 	}
 	if st.DevicePID != 0 || len(st.Rack.hicainGuests()) > 0 {
-		if err := stop(st.DevicePID, deviceProc(&st.Rack), "device", p); err != nil {
+		if err := stop(st.DevicePID, deviceProc(&st.Rack, st.DeviceExe), "device", p); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -838,11 +899,11 @@ func Down(runDir string, p Progress) error {
 		}
 	}
 	if st.GPUPID != 0 || len(st.Rack.gpuGuests()) > 0 {
-		if err := stop(st.GPUPID, gpuProc(&st.Rack), "gpu", p); err != nil {
+		if err := stop(st.GPUPID, gpuProc(&st.Rack, st.GPUExe), "gpu", p); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := stop(st.FabricPID, fabricProc(&st.Rack), "fabric", p); err != nil {
+	if err := stop(st.FabricPID, fabricProc(&st.Rack, st.FabricExe), "fabric", p); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -933,7 +994,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 		return nil, err
 	}
 	rs := &RackStatus{Name: st.Rack.Name, RunDir: st.Rack.RunDir, Down: st.Down, Fabric: "stopped"}
-	if alive(st.FabricPID, fabricProc(&st.Rack)) {
+	if alive(st.FabricPID, fabricProc(&st.Rack, st.FabricExe)) {
 		rs.Fabric = "running"
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		rs.Switches, _ = fabric.QueryStatus(qctx, filepath.Join(st.Rack.RunDir, DirFabric))
@@ -941,7 +1002,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	}
 	if len(st.Rack.hicainGuests()) > 0 {
 		rs.Device = "stopped"
-		if alive(st.DevicePID, deviceProc(&st.Rack)) {
+		if alive(st.DevicePID, deviceProc(&st.Rack, st.DeviceExe)) {
 			rs.Device = "running"
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if ds, err := device.QueryStatus(qctx, DeviceControl(&st.Rack)); err == nil {
@@ -953,7 +1014,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	if len(st.Rack.gpuGuests()) > 0 {
 		rs.GPU = "stopped"
 		var gst *gpu.Status
-		if alive(st.GPUPID, gpuProc(&st.Rack)) {
+		if alive(st.GPUPID, gpuProc(&st.Rack, st.GPUExe)) {
 			rs.GPU = "running"
 			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			if s, err := gpu.QueryStatus(qctx, GPUControl(&st.Rack)); err == nil {

@@ -38,21 +38,21 @@ func RestartFabric(ctx context.Context, runDir string, o RestartOptions) (*State
 		return st, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
 	}
 	r := &st.Rack
-	if o.Kill && alive(st.FabricPID, fabricProc(r)) {
+	if o.Kill && alive(st.FabricPID, fabricProc(r, st.FabricExe)) {
 		if proc, err := os.FindProcess(st.FabricPID); err == nil {
 			_ = proc.Signal(syscall.SIGKILL)
 		}
-		for i := 0; i < 100 && alive(st.FabricPID, fabricProc(r)); i++ {
+		for i := 0; i < 100 && alive(st.FabricPID, fabricProc(r, st.FabricExe)); i++ {
 			time.Sleep(50 * time.Millisecond)
 		}
 		p("fabric: killed (pid %d)", st.FabricPID)
 	}
-	if alive(st.FabricPID, fabricProc(r)) {
-		if err := stop(st.FabricPID, fabricProc(r), "fabric", p); err != nil {
+	if alive(st.FabricPID, fabricProc(r, st.FabricExe)) {
+		if err := stop(st.FabricPID, fabricProc(r, st.FabricExe), "fabric", p); err != nil {
 			return st, err
 		}
 	}
-	st.FabricPID = 0
+	st.FabricPID, st.FabricExe = 0, ""
 	if err := startFabric(ctx, st, o.Hinic, p); err != nil {
 		return st, err
 	}

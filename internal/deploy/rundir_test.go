@@ -188,9 +188,20 @@ func TestEnsureKeyTrustsOnlyAPrivateKey(t *testing.T) {
 // A pid recorded in state.json may belong to another program after a
 // reboot: it counts as the rack's only when its executable and its
 // arguments are the rack's, not when its command line merely mentions
-// "qemu" or "fabric serve".
+// "qemu" or "fabric serve". For the hinic backends the executable is
+// the very binary the state recorded as having started them.
 func TestAliveMatchesTheRacksProcess(t *testing.T) {
-	r := &Rack{RunDir: t.TempDir()}
+	// The fabric's sockets live in the run dir, whose path must fit a
+	// socket address: t.TempDir's is too long.
+	runDir, err := os.MkdirTemp("", "hr-alive-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(runDir) })
+	r := &Rack{RunDir: runDir}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(r.RunDir, "vm-a")
 	script := func(args ...string) int {
 		t.Helper()
@@ -200,9 +211,63 @@ func TestAliveMatchesTheRacksProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		// Until bash has exec'd, the child is a copy of this test:
+		// wait for its argv, so that a "not alive" below is about
+		// bash and not about a process that is not bash yet.
+		for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+			if hasRun(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), args) {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("bash never showed its arguments %q (cmdline %q)", args, b)
+			}
+		}
 		return cmd.Process.Pid
 	}
-	self := os.Getpid()
+
+	// The rack's real fabric, started as deploy starts it, with this
+	// test binary as the hinic binary (TestMain runs the command line
+	// under HINIC_DEPLOY_TEST_AS_HINIC=1).
+	t.Setenv("HINIC_DEPLOY_TEST_AS_HINIC", "1")
+	st := &State{Rack: *r, path: filepath.Join(runDir, FileState)}
+	err = startFabric(context.Background(), st, os.Args[0], func(f string, a ...any) { t.Logf(f, a...) })
+	t.Cleanup(func() { stop(st.FabricPID, fabricProc(r, st.FabricExe), "fabric", quiet) })
+	if err != nil {
+		b, _ := os.ReadFile(filepath.Join(runDir, FileFabricLog))
+		t.Fatalf("start the fabric: %v\n%s", err, b)
+	}
+	self, err := resolveExe("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FabricExe != self {
+		t.Fatalf("the state records the fabric's binary as %q, want %q", st.FabricExe, self)
+	}
+	// The recorded binary survives state.json, and a state written
+	// before it was recorded still reads.
+	if err := st.save(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadState(runDir); err != nil || got.FabricExe != self {
+		t.Fatalf("state.json: fabric binary %+v, %v", got, err)
+	}
+	old := filepath.Join(t.TempDir(), "old")
+	if err := os.Mkdir(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, FileState), []byte(`{"rack":{},"fabric_pid":42,"guests":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadState(old); err != nil || got.FabricPID != 42 || got.FabricExe != "" {
+		t.Fatalf("an old state.json: %+v, %v", got, err)
+	}
+	sh, err := resolveExe("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fabArgs := []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)}
 	for _, tc := range []struct {
 		name string
 		pid  int
@@ -211,26 +276,26 @@ func TestAliveMatchesTheRacksProcess(t *testing.T) {
 	}{
 		{"an editor of qemu.log", script(filepath.Join(dir, "qemu.log"), "qemu"), qemuProc(dir), false},
 		{"the args, but not QEMU", script("-pidfile", filepath.Join(dir, "qemu.pid")), qemuProc(dir), false},
-		{"another rack's fabric", script("fabric", "serve", "--config", "/tmp/other/fabric.yaml"), fabricProc(r), false},
-		{"this rack's fabric args", script("fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)), fabricProc(r), true},
-		{"this rack's device args", script("device", "serve", "--control", DeviceControl(r), "--vnic", "x"), deviceProc(r), true},
-		{"split args", script("fabric", "x", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)), fabricProc(r), false},
-		{"no such pid", 1 << 30, fabricProc(r), false},
-		{"pid 0", 0, fabricProc(r), false},
-		{"this test", self, fabricProc(r), false},
+		{"another rack's fabric", script("fabric", "serve", "--config", "/tmp/other/fabric.yaml"), fabricProc(r, st.FabricExe), false},
+		{"the fabric's args, but bash", script(fabArgs...), fabricProc(r, st.FabricExe), false},
+		{"the fabric's args, but bash, old state", script(fabArgs...), fabricProc(r, ""), false},
+		{"the device's args, but bash", script("device", "serve", "--control", DeviceControl(r), "--vnic", "x"), deviceProc(r, st.FabricExe), false},
+		{"the GPU's args, but bash", script("gpu", "serve", "--control", GPUControl(r)), gpuProc(r, st.FabricExe), false},
+		{"split args", script("fabric", "x", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)), fabricProc(r, st.FabricExe), false},
+		{"the real fabric", st.FabricPID, fabricProc(r, st.FabricExe), true},
+		// An old state: the binary reading it, which here started it.
+		{"the real fabric, old state", st.FabricPID, fabricProc(r, ""), true},
+		{"the real fabric, another binary recorded", st.FabricPID, fabricProc(r, sh), false},
+		{"the real fabric as the device", st.FabricPID, deviceProc(r, st.FabricExe), false},
+		{"no such pid", 1 << 30, fabricProc(r, st.FabricExe), false},
+		{"pid 0", 0, fabricProc(r, st.FabricExe), false},
+		{"this test", os.Getpid(), fabricProc(r, st.FabricExe), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got bool
-			// The child's exec of bash takes a moment.
-			for range 50 {
-				if got = alive(tc.pid, tc.want); got == tc.ok {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if got != tc.ok {
+			if got := alive(tc.pid, tc.want); got != tc.ok {
 				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", tc.pid))
-				t.Errorf("alive = %v, want %v (cmdline %q)", got, tc.ok, b)
+				exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", tc.pid))
+				t.Errorf("alive = %v, want %v (cmdline %q, exe %q)", got, tc.ok, b, exe)
 			}
 		})
 	}
