@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,7 +264,10 @@ func startGPU(c GPUConfig, ram *guestmem.RAM, log *slog.Logger) (*GPU, error) {
 
 // mapDeviceMemory maps size bytes of device memory: the file at path
 // (created mode 0600 when missing, extended when shorter; it stays
-// sparse until used) or an anonymous memfd.
+// sparse until used) or an anonymous memfd. The file holds what the
+// guest copied to the GPU, as private as its RAM: it is opened like the
+// RAM file (guestmem.OpenPrivate), a symbolic link refused and a mode
+// open to others narrowed to 0600.
 func mapDeviceMemory(path string, size uint64) ([]byte, error) {
 	var fd int
 	if path == "" {
@@ -275,7 +277,7 @@ func mapDeviceMemory(path string, size uint64) ([]byte, error) {
 		}
 		defer unix.Close(fd)
 	} else {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := guestmem.OpenPrivate(path)
 		if err != nil {
 			return nil, fmt.Errorf("device memory: %w", err)
 		}

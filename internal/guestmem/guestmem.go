@@ -77,11 +77,60 @@ var (
 	ErrOutsideRAM = errors.New("guestmem: GPA outside guest RAM")
 	// ErrUnaligned is returned for an atomic access off its size.
 	ErrUnaligned = errors.New("guestmem: unaligned atomic access")
+	// ErrUnsafeFile is wrapped by OpenPrivate's (and Open's) errors for
+	// a memory file that is a symbolic link or not a regular file, or
+	// whose mode cannot be narrowed to 0600.
+	ErrUnsafeFile = errors.New("guestmem: unsafe memory file")
 )
+
+// OpenPrivate opens the memory file at path (a guest's RAM, a GPU's
+// device memory) read-write, creating it mode 0600 when missing, and
+// makes sure it is a private regular file of this user:
+//
+//   - A symbolic link in its place is refused (O_NOFOLLOW): the backend
+//     writes guest memory into the file, and through a link planted in
+//     the run directory it would write, and map, whatever file the link
+//     names.
+//   - Something other than a regular file (a FIFO, a device node) is
+//     refused.
+//   - A file readable or writable by others is narrowed to 0600 rather
+//     than refused: QEMU itself creates a memory-backend-file 0644
+//     (less the umask), so a RAM file QEMU made first is wider through
+//     no fault of anyone; every guest byte is in it, so it must not stay
+//     so. A file this user cannot chmod (another user's) is refused.
+//
+// Mappings and descriptors others took before the narrowing keep their
+// access; the mode only stops new ones.
+func OpenPrivate(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%w: %s is a symbolic link (the guest's memory would go to the file it names); remove it, and the backend creates the file", ErrUnsafeFile, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("guestmem: memory file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("guestmem: memory file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is a %v, not a regular file", ErrUnsafeFile, path, st.Mode().Type())
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s has mode %04o and cannot be narrowed to 0600 (%v); remove it, or give it to this user", ErrUnsafeFile, path, st.Mode().Perm(), err)
+		}
+	}
+	return f, nil
+}
 
 // Open opens or creates the RAM file at path as QEMU does
 // (create when missing, extend when empty, refuse when shorter than size)
-// and maps it shared.
+// and maps it shared. The file is opened with OpenPrivate: a symbolic
+// link is refused and a file open to others narrowed to 0600.
 func Open(path string, size uint64, m Machine) (*RAM, error) {
 	if size == 0 || size%4096 != 0 {
 		return nil, fmt.Errorf("guestmem: RAM size %d: want a positive multiple of 4 KiB", size)
@@ -90,7 +139,7 @@ func Open(path string, size uint64, m Machine) (*RAM, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := OpenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("guestmem: RAM file: %w", err)
 	}
