@@ -69,6 +69,9 @@ test: deps check-go
 	@# The fault-injection suite (docs/verify.md) at full size, two and
 	@# four engines: about a minute on a 2-core machine.
 	$(GO) test -count=1 -run 'TestFaultSuite$$' ./internal/faultsuite -faultsuite.ops=100000
+	@# The same at full size across three fabric restarts, over socket
+	@# and over shm ports: about 35 s on a 2-core machine.
+	$(GO) test -count=1 -run 'TestFaultSuiteRestart$$' ./internal/faultsuite -faultsuite.ops=100000
 	@# Every fuzz target for a short fixed budget (scripts/fuzz.sh).
 	GO=$(GO) ./scripts/fuzz.sh
 
