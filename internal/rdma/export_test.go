@@ -9,3 +9,14 @@ func SetTestHookSendCompleted(f func(*QP)) {
 	}
 	testHookSendCompleted.Store(&f)
 }
+
+// SlotsAllocated reports how many WQE slots qp's send and receive rings
+// have allocated. Tests only.
+func SlotsAllocated(qp *QP) (send, recv int) { return qp.sq.allocated(), qp.rq.allocated() }
+
+// SRQSlotsAllocated is SlotsAllocated for an SRQ. Tests only.
+func SRQSlotsAllocated(s *SRQ) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ring.allocated()
+}

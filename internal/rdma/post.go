@@ -54,7 +54,7 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 			perr = &PostError{Index: i, Err: fmt.Errorf("send queue of QP %#x full (%d WRs): %w", qp.qpn, capWR, ErrNoResources)}
 			break
 		}
-		w := &qp.sq[prod&qp.sqMask]
+		w := qp.sq.slot(prod)
 		w.wrID, w.opcode, w.flags, w.imm = wr.WRID, wr.Opcode, wr.SendFlags, wr.ImmData
 		w.remoteAddr, w.rkey = wr.RemoteAddr, wr.RKey
 		w.compareAdd, w.swap = wr.CompareAdd, wr.Swap
@@ -220,7 +220,7 @@ func (qp *QP) PostRecv(wrs []RecvWR) error {
 			perr = &PostError{Index: i, Err: fmt.Errorf("receive queue of QP %#x full (%d WRs): %w", qp.qpn, capWR, ErrNoResources)}
 			break
 		}
-		w := &qp.rq[prod&qp.rqMask]
+		w := qp.rq.slot(prod)
 		w.wrID = wr.WRID
 		w.sgeBuf = sgeSlots(w.sgeBuf, len(wr.SGList))
 		w.sge = w.sgeBuf[:len(wr.SGList)]

@@ -239,14 +239,12 @@ type QP struct {
 	state atomic.Uint32 // QPState; stored by the engine only
 
 	sqMu   sync.Mutex
-	sq     []sendWQE
-	sqMask uint32
+	sq     slots[sendWQE]
 	sqProd atomic.Uint32 // WQEs posted (free-running)
 	sqCons atomic.Uint32 // WQEs completed (free-running)
 
 	rqMu   sync.Mutex
-	rq     []recvWQE
-	rqMask uint32
+	rq     slots[recvWQE]
 	rqProd atomic.Uint32
 	rqCons atomic.Uint32
 
@@ -381,9 +379,8 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 
 	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, xrcd: attr.XRCD}
-	n, mask := ringSize(c.MaxSendWR)
-	qp.sq, qp.sqMask = make([]sendWQE, n), mask // SGE and inline buffers come with the posts
-	qp.rq, qp.rqMask = newRecvRing(c.MaxRecvWR)
+	// Slots, and their SGE and inline buffers, come with the posts.
+	qp.sq, qp.rq = newSlots[sendWQE](c.MaxSendWR), newSlots[recvWQE](c.MaxRecvWR)
 	if attr.SRQ != nil {
 		qp.srqWQE.sgeBuf = make([]SGE, attr.SRQ.maxSGE)
 		qp.srqWQE.mrs = make([]*MR, attr.SRQ.maxSGE)
@@ -631,7 +628,7 @@ func (qp *QP) flushRQ() {
 	}
 	prod := qp.rqProd.Load()
 	for c := qp.rqCons.Load(); c != prod; c++ {
-		w := &qp.rq[c&qp.rqMask]
+		w := qp.rq.at(c)
 		wc := WC{WRID: w.wrID, Status: WCWRFlushErr, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
 		qp.rqCons.Store(c + 1) // free the slot before the completion is visible
 		qp.recvCQ.push(&wc, false)
@@ -694,7 +691,7 @@ func (qp *QP) recvTake() *recvWQE {
 	if c == qp.rqProd.Load() {
 		return nil
 	}
-	return &qp.rq[c&qp.rqMask]
+	return qp.rq.at(c)
 }
 
 // recvDone retires the WR recvTake returned; its completion is pushed
@@ -715,4 +712,4 @@ func (qp *QP) recvPD() *PD {
 	return qp.pd
 }
 
-func (qp *QP) sqSlot(i uint32) *sendWQE { return &qp.sq[i&qp.sqMask] }
+func (qp *QP) sqSlot(i uint32) *sendWQE { return qp.sq.at(i) }

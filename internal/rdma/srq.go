@@ -53,8 +53,7 @@ type SRQ struct {
 	handle uint32
 
 	mu     sync.Mutex
-	ring   []recvWQE
-	mask   uint32
+	ring   slots[recvWQE]
 	maxWR  int
 	maxSGE int
 	prod   uint32 // WRs posted (free-running)
@@ -112,7 +111,7 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 		}
 	}
 	s := &SRQ{dev: d, pd: pd, maxWR: attr.MaxWR, maxSGE: max(attr.MaxSGE, 1), limit: attr.Limit}
-	s.ring, s.mask = newRecvRing(attr.MaxWR)
+	s.ring = newSlots[recvWQE](attr.MaxWR)
 	d.mu.Lock()
 	if d.nSRQ >= c.MaxSRQ {
 		d.mu.Unlock()
@@ -160,13 +159,6 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 	return s, nil
 }
 
-// newRecvRing allocates a receive ring of at least n slots; each slot's
-// scatter list is allocated by the first post that needs it (sgeSlots).
-func newRecvRing(n int) ([]recvWQE, uint32) {
-	size, mask := ringSize(n)
-	return make([]recvWQE, size), mask
-}
-
 // Room reports whether PostRecv has room for one more request now (see
 // QP.SendRoom).
 func (s *SRQ) Room() bool {
@@ -194,7 +186,7 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error {
 		if int(s.prod-s.cons) >= s.maxWR {
 			return &PostError{Index: i, Err: fmt.Errorf("SRQ %d full (%d WRs): %w", s.handle, s.maxWR, ErrNoResources)}
 		}
-		w := &s.ring[s.prod&s.mask]
+		w := s.ring.slot(s.prod)
 		w.wrID = wr.WRID
 		w.sgeBuf = sgeSlots(w.sgeBuf, len(wr.SGList))
 		w.sge = w.sgeBuf[:len(wr.SGList)]
@@ -233,17 +225,17 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 		return fmt.Errorf("rdma: modify SRQ %d: Limit %d outside 0..%d: %w", s.handle, attr.Limit, maxWR, ErrInvalid)
 	}
 	if maxWR != s.maxWR {
-		ring, m := newRecvRing(maxWR)
+		ring := newSlots[recvWQE](maxWR)
 		n := uint32(0)
 		for c := s.cons; c != s.prod; c++ {
-			o, w := &s.ring[c&s.mask], &ring[n]
+			o, w := s.ring.at(c), ring.slot(n)
 			w.wrID, w.length = o.wrID, o.length
 			w.sgeBuf = sgeSlots(w.sgeBuf, len(o.sge))
 			w.sge = w.sgeBuf[:len(o.sge)]
 			copy(w.sge, o.sge)
 			n++
 		}
-		s.ring, s.mask, s.cons, s.prod, s.maxWR = ring, m, 0, n, maxWR
+		s.ring, s.cons, s.prod, s.maxWR = ring, 0, n, maxWR
 	}
 	if mask&SRQAttrLimit != 0 {
 		s.limit = attr.Limit
@@ -302,7 +294,7 @@ func (s *SRQ) take(dst *recvWQE) bool {
 		s.mu.Unlock()
 		return false
 	}
-	w := &s.ring[s.cons&s.mask]
+	w := s.ring.at(s.cons)
 	dst.wrID, dst.length = w.wrID, w.length
 	dst.sge = dst.sgeBuf[:len(w.sge)]
 	copy(dst.sge, w.sge)
