@@ -26,7 +26,8 @@ type Counters struct {
 
 	// RxAddrMismatch counts RC and UC packets (CNPs too) whose IP source
 	// and destination are not the QP's remote and local addresses (rxe's
-	// check_addr): dropped, not even NAKed.
+	// check_addr), or on InfiniBand whose SLID (and SGID, with GRHs) is
+	// not the QP's path's: dropped, not even NAKed.
 	RxAddrMismatch uint64
 	// XRCBadSRQ counts XRC requests whose XRCETH named no XRC SRQ of
 	// the target QP's XRC domain (answered with NAK Invalid Request).

@@ -754,12 +754,22 @@ func (qp *QP) takes(op proto.Opcode) bool {
 // path's destination and the IP destination its source, as rxe's
 // check_addr requires. Anyone on the fabric can otherwise write into
 // the QP's MRs by guessing a QPN, a PSN and an R_Key; a QP that has no
-// path yet (before RTR) accepts no one. InfiniBand packets carry no
-// IP: the subnet manager owns the LIDs, and there the check is the
-// P_Key's and the Q_Key's.
+// path yet (before RTR) accepts no one. On InfiniBand the address is the
+// LID: the SLID must be the path's DLID (IBA 9.6.1.5: the responder
+// validates the source LID of a connected QP's packets against the QP's
+// path; alternate paths are refused at modify, so there is one), and
+// when both the packet and the path have a GRH, the SGID the path's DGID.
+// RoCEv1 checks the SGID alike.
 func (qp *QP) fromPeer(pkt *proto.Packet) bool {
 	f := &qp.path.f
 	switch {
+	case pkt.LRH != nil:
+		if pkt.LRH.SLID() != f.LRH.DLID || f.Link != proto.LinkIB {
+			return false
+		}
+		return pkt.GRH == nil || !f.Global || [16]byte(pkt.GRH.SGID()) == f.GRH.DGID
+	case pkt.GRH != nil:
+		return f.RoCEv1 && [16]byte(pkt.GRH.SGID()) == f.GRH.DGID
 	case pkt.IPv4 != nil:
 		return !f.IPv6 && [4]byte(pkt.IPv4.Src()) == f.IP4.Dst && [4]byte(pkt.IPv4.Dst()) == f.IP4.Src
 	case pkt.IPv6 != nil:
