@@ -24,8 +24,8 @@ func TestIBForgedWriteFromForeignLID(t *testing.T) {
 	payload := bytes.Repeat([]byte("forged!!"), 8)
 	write := func(slid uint16) []byte {
 		f := proto.PacketFields{Link: proto.LinkIB,
-			LRH: proto.LRHFields{DLID: 2, SLID: slid},
-			BTH: proto.BTHFields{Opcode: proto.OpRCWriteOnly, PKey: 0xFFFF, DestQP: qb.QPN(), PSN: 7, AckReq: true},
+			LRH:  proto.LRHFields{DLID: 2, SLID: slid},
+			BTH:  proto.BTHFields{Opcode: proto.OpRCWriteOnly, PKey: 0xFFFF, DestQP: qb.QPN(), PSN: 7, AckReq: true},
 			RETH: proto.RETHFields{VA: 0x30000, RKey: b.mr.RKey, DMALength: uint32(len(payload))}, Payload: payload}
 		buf := make([]byte, f.Len())
 		n, err := f.Encode(buf)
