@@ -235,6 +235,13 @@ func newRCEnd(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool) *rcEnd {
 
 func newRCEndAccess(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc uint32) *rcEnd {
 	t.Helper()
+	return newEnd(t, g, mac, high, acc, guestsim.QPTypeRC)
+}
+
+// newEnd is newRCEndAccess with a QP of type typ (guestsim.QPTypeRC or
+// QPTypeUC).
+func newEnd(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc, typ uint32) *rcEnd {
+	t.Helper()
 	ctx := testCtx(t)
 	e := &rcEnd{g: g, size: 64 << 10, mac: mac, access: acc}
 	var err error
@@ -253,7 +260,7 @@ func newRCEndAccess(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc
 	if e.rcq, err = g.CreateCQ(ctx, 64, 1); err != nil {
 		t.Fatal(err)
 	}
-	if e.qp, err = g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq}); err != nil {
+	if e.qp, err = g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq, Type: typ}); err != nil {
 		t.Fatal(err)
 	}
 	idx := uint32(1) // the RoCEv2 GID of the IPv4 address; an IB port has GID 0 only

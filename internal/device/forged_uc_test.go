@@ -15,31 +15,7 @@ import (
 // the MR and the QP allow local and remote writes only.
 func newUCEnd(t *testing.T, g *guestsim.Guest, mac [6]byte) *rcEnd {
 	t.Helper()
-	ctx := testCtx(t)
-	e := &rcEnd{g: g, size: 64 << 10, mac: mac, access: uint32(rdma.AccessLocalWrite | rdma.AccessRemoteWrite)}
-	var err error
-	if e.pd, err = g.AllocPD(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if e.buf, err = g.Alloc(e.size, 4096, false); err != nil {
-		t.Fatal(err)
-	}
-	if e.lkey, e.rkey, err = g.RegMR(ctx, e.pd, e.buf, e.buf, e.size, e.access); err != nil {
-		t.Fatal(err)
-	}
-	if e.scq, err = g.CreateCQ(ctx, 64, 0); err != nil {
-		t.Fatal(err)
-	}
-	if e.rcq, err = g.CreateCQ(ctx, 64, 1); err != nil {
-		t.Fatal(err)
-	}
-	if e.qp, err = g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: e.scq, RecvCQ: e.rcq, Type: guestsim.QPTypeUC}); err != nil {
-		t.Fatal(err)
-	}
-	if e.gid, err = g.QueryGID(ctx, 1); err != nil { // the RoCEv2 GID of the IPv4 address
-		t.Fatal(err)
-	}
-	return e
+	return newEnd(t, g, mac, false, uint32(rdma.AccessLocalWrite|rdma.AccessRemoteWrite), guestsim.QPTypeUC)
 }
 
 // connectUC takes e's UC QP to RTS towards r's, with the attributes IBA
