@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/proto"
-	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/rdma/rdmatest"
 )
 
@@ -14,12 +13,7 @@ import (
 // IP: a port that guesses a QPN, a PSN and an R_Key cannot write into
 // the QP's MR. The same packet from the peer's LID lands.
 func TestIBForgedWriteFromForeignLID(t *testing.T) {
-	clk := rdmatest.NewFakeClock()
-	link := rdmatest.NewLink(1, rdmatest.Faults{})
-	a := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
-	b := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)
-	link.Connect(a.dev, b.dev)
-	devs := []*rdma.Device{a.dev, b.dev}
+	a, b, link, _, devs := newIBPair(t)
 	_, qb := connectRC(t, a, b, 8)
 	payload := bytes.Repeat([]byte("forged!!"), 8)
 	write := func(slid uint16) []byte {

@@ -66,13 +66,20 @@ func pollN(t testing.TB, devs []*rdma.Device, link *rdmatest.Link, clk *rdmatest
 	return out
 }
 
-func TestIBStaticLIDsRC(t *testing.T) {
-	clk := rdmatest.NewFakeClock()
-	link := rdmatest.NewLink(1, rdmatest.Faults{})
-	a := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
-	b := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)
+// newIBPair is two InfiniBand nodes on one fault-free link, a with LID
+// 1 and b with LID 2, static (no subnet manager), on a fake clock.
+func newIBPair(t testing.TB) (a, b *ibNode, link *rdmatest.Link, clk *rdmatest.FakeClock, devs []*rdma.Device) {
+	t.Helper()
+	clk = rdmatest.NewFakeClock()
+	link = rdmatest.NewLink(1, rdmatest.Faults{})
+	a = newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
+	b = newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)
 	link.Connect(a.dev, b.dev)
-	devs := []*rdma.Device{a.dev, b.dev}
+	return a, b, link, clk, []*rdma.Device{a.dev, b.dev}
+}
+
+func TestIBStaticLIDsRC(t *testing.T) {
+	a, b, link, clk, devs := newIBPair(t)
 	if pa := a.dev.QueryPort(); pa.LinkLayer != rdma.LinkLayerInfiniBand || pa.State != rdma.PortActive || pa.LID != 1 {
 		t.Fatalf("port %+v", pa)
 	}
