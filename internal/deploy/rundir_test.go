@@ -12,16 +12,8 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/accel"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
-
-func mode(t *testing.T, p string) os.FileMode {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Mode().Perm()
-}
 
 // Each case is a run directory another local user could have prepared
 // under the shared /tmp; deploy must refuse it before it writes the SSH
@@ -111,7 +103,7 @@ func TestPrivateDirNarrowsOldRunDir(t *testing.T) {
 	if err := ensurePrivateDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	if m := mode(t, dir); m != 0o700 {
+	if m := testutil.Perm(t, dir); m != 0o700 {
 		t.Errorf("run dir mode %04o", m)
 	}
 	f, err := openPrivate(log, os.O_APPEND)
@@ -119,15 +111,15 @@ func TestPrivateDirNarrowsOldRunDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if m := mode(t, log); m != 0o600 {
+	if m := testutil.Perm(t, log); m != 0o600 {
 		t.Errorf("log mode %04o", m)
 	}
 	g := filepath.Join(dir, "vm-a")
 	if err := os.Mkdir(g, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := ensureGuestDir(g); err != nil || mode(t, g) != 0o700 {
-		t.Errorf("guest dir: %v, mode %04o", err, mode(t, g))
+	if err := ensureGuestDir(g); err != nil || testutil.Perm(t, g) != 0o700 {
+		t.Errorf("guest dir: %v, mode %04o", err, testutil.Perm(t, g))
 	}
 }
 
@@ -156,7 +148,7 @@ func TestEnsureKeyTrustsOnlyAPrivateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := mode(t, key); m != 0o600 {
+	if m := testutil.Perm(t, key); m != 0o600 {
 		t.Errorf("new key mode %04o", m)
 	}
 	s2, _, err := EnsureKey(key)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/PacketFive/hinic/internal/testutil"
 )
 
 // The RAM file sits in a directory others may have written to: a
@@ -75,7 +77,7 @@ func TestOpenRefusesUnsafeRAMFiles(t *testing.T) {
 				}
 			},
 			check: func(t *testing.T, dir string) {
-				if m := mode(t, filepath.Join(dir, "ram")); m != 0o600 {
+				if m := testutil.Perm(t, filepath.Join(dir, "ram")); m != 0o600 {
 					t.Errorf("RAM file mode %04o, want it narrowed to 0600", m)
 				}
 			},
@@ -105,13 +107,4 @@ func TestOpenRefusesUnsafeRAMFiles(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mode(t *testing.T, p string) os.FileMode {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Mode().Perm()
 }

@@ -144,3 +144,14 @@ func GuestKernel(t testing.TB) (path, release string) {
 	path = kernels[len(kernels)-1]
 	return path, strings.TrimPrefix(filepath.Base(path), "vmlinuz-")
 }
+
+// Perm returns the permission bits of the file at p, not following a
+// final symbolic link (os.Lstat), failing t when it cannot be read.
+func Perm(t testing.TB, p string) os.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().Perm()
+}
