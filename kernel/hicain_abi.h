@@ -213,6 +213,7 @@ enum hicain_admin_op {
 #define HICAIN_ST_OK		0
 #define HICAIN_ST_ENOENT	2	/* unknown handle */
 #define HICAIN_ST_ENOMEM	12
+#define HICAIN_ST_EACCES	13	/* SET_ADDR: an address the host did not pin */
 #define HICAIN_ST_EFAULT	14	/* GPA outside guest RAM */
 #define HICAIN_ST_EBUSY		16
 #define HICAIN_ST_ENODEV	19

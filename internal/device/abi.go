@@ -150,6 +150,7 @@ const (
 	StOK         = 0
 	StENOENT     = 2
 	StENOMEM     = 12
+	StEACCES     = 13
 	StEFAULT     = 14
 	StEBUSY      = 16
 	StENODEV     = 19

@@ -920,7 +920,9 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 }
 
 // setAddr gives the engine the guest's MAC (the configured one: any
-// other is refused), path MTU limit and IPv4 addresses. A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
+// other is refused), path MTU limit and IPv4 addresses (on a vNIC with
+// allowed addresses, only those: EACCES for any other, and nothing
+// changes). A RoCE port whose MAC and MTU stay changes its IPv4 GIDs in
 // place, while PDs, QPs and AHs exist (the host added or removed an
 // address); another MAC or MTU needs a new engine, which only a device
 // without objects gets (EBUSY otherwise).
@@ -937,7 +939,15 @@ func (s *session) setAddr(a *CmdSetAddrArgs) uint16 {
 	}
 	var ips []netip.Addr
 	for i := range a.NIPv4 {
-		ips = append(ips, netip.AddrFrom4(a.IPv4[i]))
+		ip := netip.AddrFrom4(a.IPv4[i])
+		if s.v.pins != nil && !s.v.pins.allows(ip) {
+			// Port security: the engine would send RoCEv2 from that
+			// address, which a peer's QP connected to its owner takes
+			// as its owner's (rdma's fromPeer).
+			s.v.stats.setAddrRefused.Add(1)
+			return StEACCES
+		}
+		ips = append(ips, ip)
 	}
 	mac := a.MAC
 	if mac == ([6]byte{}) {

@@ -514,23 +514,35 @@ func (s *session) l2Transmit() {
 // 802.1Qbb), which stop the switch's egress to the whole port, leave
 // only from a vNIC configured to trust them (VNICConfig.TrustPause). A
 // tagged MAC Control frame is one too: the switch looks past the tags.
+// A vNIC with allowed addresses also drops frames whose IPv4, ARP or
+// IPv6 source the host did not pin (addrPins.frameAllowed): a guest
+// with its own MAC and a peer's IP would pass the peer's remote-address
+// check (rdma's fromPeer) otherwise.
 func (s *session) l2Allowed(f []byte) bool {
 	if [6]byte(f[6:12]) != s.v.cfg.MAC {
 		s.v.stats.l2TxSpoofed.Add(1)
 		return false
 	}
-	if s.v.cfg.TrustPause {
-		return true
-	}
-	typ, off := uint16(f[12])<<8|uint16(f[13]), 14
-	for (typ == proto.EtherTypeVLAN || typ == etherTypeQinQ) && len(f) >= off+4 {
-		typ, off = uint16(f[off+2])<<8|uint16(f[off+3]), off+4
-	}
-	if typ == proto.EtherTypeMACControl || [6]byte(f[:6]) == proto.PFCDestMAC {
+	typ, off := l2Type(f)
+	if !s.v.cfg.TrustPause && (typ == proto.EtherTypeMACControl || [6]byte(f[:6]) == proto.PFCDestMAC) {
 		s.v.stats.l2TxMACControl.Add(1)
 		return false
 	}
+	if s.v.pins != nil && !s.v.pins.frameAllowed(f, typ, off) {
+		s.v.stats.l2TxIPSpoofed.Add(1)
+		return false
+	}
 	return true
+}
+
+// l2Type returns the EtherType of a frame of at least 14 bytes past its
+// 802.1Q and 802.1ad tags, and the offset of what follows it.
+func l2Type(f []byte) (typ uint16, off int) {
+	typ, off = uint16(f[12])<<8|uint16(f[13]), 14
+	for (typ == proto.EtherTypeVLAN || typ == etherTypeQinQ) && len(f) >= off+4 {
+		typ, off = uint16(f[off+2])<<8|uint16(f[off+3]), off+4
+	}
+	return typ, off
 }
 
 // etherTypeQinQ is the 802.1ad service tag.

@@ -16,13 +16,16 @@ type Status struct {
 
 // VNICStatus describes one vNIC.
 type VNICStatus struct {
-	Name       string        `json:"name"`
-	Socket     string        `json:"socket"`
-	RAMPath    string        `json:"ram_path"`
-	RAMSize    uint64        `json:"ram_size"`
-	Machine    string        `json:"machine"`
-	FabricPort string        `json:"fabric_port,omitempty"`
-	MAC        string        `json:"mac"`
+	Name       string `json:"name"`
+	Socket     string `json:"socket"`
+	RAMPath    string `json:"ram_path"`
+	RAMSize    uint64 `json:"ram_size"`
+	Machine    string `json:"machine"`
+	FabricPort string `json:"fabric_port,omitempty"`
+	MAC        string `json:"mac"`
+	// AllowedIPs are the addresses the host pinned to the vNIC
+	// (VNICConfig.AllowedIPs); none: any address.
+	AllowedIPs []string      `json:"allowed_ips,omitempty"`
 	LinkUp     bool          `json:"link_up"`
 	Guest      bool          `json:"guest_connected"`
 	PeerID     int           `json:"peer_id,omitempty"`
@@ -72,6 +75,11 @@ type VNICCounters struct {
 	// are dropped (the descriptor completes with the error flag).
 	L2TxSpoofed    uint64 `json:"l2_tx_spoofed"`
 	L2TxMACControl uint64 `json:"l2_tx_mac_control"`
+	// L2TxIPSpoofed counts frames dropped for an IPv4, ARP or IPv6
+	// source the host did not pin (VNICConfig.AllowedIPs);
+	// SetAddrRefused, SET_ADDR commands refused for such an address.
+	L2TxIPSpoofed  uint64 `json:"l2_tx_ip_spoofed"`
+	SetAddrRefused uint64 `json:"set_addr_refused"`
 	RoCERx         uint64 `json:"roce_rx"`
 	WQEErrors      uint64 `json:"wqe_errors"`
 	Fatal          uint64 `json:"fatal"`
@@ -113,11 +121,15 @@ func (v *VNIC) Status() VNICStatus {
 	st := VNICStatus{Name: c.Name, Socket: c.Socket, RAMPath: c.RAMPath, RAMSize: c.RAMSize,
 		Machine: string(c.Machine), FabricPort: c.FabricPort, MAC: net.HardwareAddr(c.MAC[:]).String(),
 		LinkUp: v.linkUp(), State: ctlsock.StateWaiting, QPs: []QPStatus{}}
+	for _, p := range c.AllowedIPs {
+		st.AllowedIPs = append(st.AllowedIPs, p.String())
+	}
 	x := &v.stats
 	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
 		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
 		AdminErrors: x.adminErrors.Load(), L2Tx: x.l2Tx.Load(), L2Rx: x.l2Rx.Load(),
 		L2RxDropped: x.l2RxDropped.Load(), L2TxSpoofed: x.l2TxSpoofed.Load(), L2TxMACControl: x.l2TxMACControl.Load(),
+		L2TxIPSpoofed: x.l2TxIPSpoofed.Load(), SetAddrRefused: x.setAddrRefused.Load(),
 		RoCERx: x.roceRx.Load(), WQEErrors: x.wqeErrors.Load(),
 		Fatal: x.fatal.Load(), CQOverflows: x.cqOverflows.Load(), EventsLost: x.eventsLost.Load()}
 	v.mu.RLock()
@@ -149,6 +161,11 @@ func (s *Server) Status() Status {
 func QueryStatus(ctx context.Context, path string) (Status, error) {
 	return ctlsock.Query[Status](ctx, path, "device", "hinic device serve")
 }
+
+// Spoofed is what the backend refused of the guest for another's
+// address: L2 frames with another source MAC or an unpinned IPv4, ARP
+// or IPv6 source, and SET_ADDR commands with an unpinned address.
+func (c VNICCounters) Spoofed() uint64 { return c.L2TxSpoofed + c.L2TxIPSpoofed + c.SetAddrRefused }
 
 // AdminCmds returns the admin commands the vNIC executed.
 func (v VNICStatus) AdminCmds() uint64 { return v.Counters.AdminCmds }

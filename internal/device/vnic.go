@@ -87,6 +87,15 @@ type VNICConfig struct {
 	// switch; without it the backend drops them (they pause every
 	// class, or the named ones, of the port's egress for everyone).
 	TrustPause bool
+	// AllowedIPs, when not empty, are the only IPv4 and IPv6 addresses
+	// the guest may use, pinned by the host as a cloud's port security
+	// pins a port's fixed IPs: SET_ADDR with any other is refused
+	// (EACCES), and an L2 TX frame whose IPv4, ARP or IPv6 source is
+	// another is dropped (addrpin.go). The vNIC's IPv6 link-local
+	// address (fe80:: with the EUI-64 of MAC) is always allowed. Empty:
+	// any address, as before port security. Prefixes with host bits
+	// set are masked; IPv4-mapped IPv6 ones are the IPv4 ones.
+	AllowedIPs []netip.Prefix
 }
 
 func (c *VNICConfig) resolve() error {
@@ -146,6 +155,21 @@ func (c *VNICConfig) resolve() error {
 	if c.Name == "" {
 		c.Name = c.Socket
 	}
+	pinned := make([]netip.Prefix, 0, len(c.AllowedIPs)) // not the caller's array
+	for i, p := range c.AllowedIPs {
+		if !p.IsValid() {
+			return fmt.Errorf("allowed address %d: %w", i, ErrAllowedIP)
+		}
+		pinned = append(pinned, unmapPrefix(p))
+	}
+	c.AllowedIPs = pinned
+	if pins := newAddrPins(c); pins != nil {
+		for _, a := range c.IPv4 {
+			if !pins.allows(a) {
+				return fmt.Errorf("IPv4 address %v is not among the allowed addresses %v", a, c.AllowedIPs)
+			}
+		}
+	}
 	return nil
 }
 
@@ -163,10 +187,11 @@ func eui64(m [6]byte) uint64 {
 // and the session of the guest currently connected. Safe for concurrent
 // use.
 type VNIC struct {
-	cfg VNICConfig
-	ram *GuestRAM
-	log *slog.Logger
-	ln  *net.UnixListener
+	cfg  VNICConfig
+	pins *addrPins // nil: every address is allowed
+	ram  *GuestRAM
+	log  *slog.Logger
+	ln   *net.UnixListener
 
 	fabric   *fabricLink // nil when no fabric port is configured
 	linkLost atomic.Bool // the fabric connection is down (redialling, link.go)
@@ -194,6 +219,10 @@ type vnicStats struct {
 	// Control (PAUSE, PFC) from a vNIC that does not trust them.
 	l2TxSpoofed    atomic.Uint64
 	l2TxMACControl atomic.Uint64
+	// L2 TX frames dropped for an IPv4, ARP or IPv6 source the host did
+	// not pin; SET_ADDR commands refused for the same reason.
+	l2TxIPSpoofed  atomic.Uint64
+	setAddrRefused atomic.Uint64
 	roceRx         atomic.Uint64
 	wqeErrors      atomic.Uint64
 	fatal          atomic.Uint64
@@ -279,7 +308,7 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
-	v := &VNIC{cfg: cfg, ram: ram, log: log.With("vnic", cfg.Name), nextID: 1}
+	v := &VNIC{cfg: cfg, pins: newAddrPins(&cfg), ram: ram, log: log.With("vnic", cfg.Name), nextID: 1}
 	// QEMU connects as the backend's user or a member of its group.
 	ln, err := unixsock.Listen("unix", cfg.Socket, 0o660)
 	if err != nil {

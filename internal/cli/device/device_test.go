@@ -3,9 +3,12 @@ package device_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +50,35 @@ func TestParseVNIC(t *testing.T) {
 	}
 }
 
+// TestParseVNICAllowIP: allow-ip= takes addresses and prefixes, IPv4
+// and IPv6, repeated; an IPv4-mapped one is the IPv4 one; the errors
+// name the key and what it wants.
+func TestParseVNICAllowIP(t *testing.T) {
+	const base = "socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,"
+	c, err := serve.ParseVNIC(base + "allow-ip=10.42.0.1,allow-ip=fd00::/64,allow-ip=::ffff:10.42.0.9,allow-ip=10.1.2.3/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.42.0.1/32"), netip.MustParsePrefix("fd00::/64"),
+		netip.MustParsePrefix("10.42.0.9/32"), netip.MustParsePrefix("10.0.0.0/8")}
+	if !slices.Equal(c.AllowedIPs, want) {
+		t.Errorf("allowed %v; want %v", c.AllowedIPs, want)
+	}
+	for _, bad := range []string{"allow-ip=", "allow-ip=10.42.0.300", "allow-ip=fe80::1%eth0", "allow-ip=10.0.0.0/33",
+		"allow-ip=host.example"} {
+		_, err := serve.ParseVNIC(base + bad)
+		if err == nil || !errors.Is(err, device.ErrAllowedIP) || !strings.Contains(err.Error(), "allow-ip") {
+			t.Errorf("%q: %v; want an allow-ip error", bad, err)
+		}
+	}
+}
+
 func TestHelpDocumentsFlags(t *testing.T) {
 	isolate(t)
 	clitest.Contains(t, "help", clitest.Output(t, clidevice.NewCmdDevice, "serve", "--help"),
 		"--vnic", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "port=", "mac=",
 		"ip=", "node-guid=", "port-guid=", "link=", "vectors=", "shm-size=", "mtu=", "name=", "mem-budget=", "--mem-budget",
-		"trust-pause=")
+		"trust-pause=", "allow-ip=")
 }
 
 // TestMemBudgetSetting: a vNIC's budget is its mem-budget=, else

@@ -76,6 +76,12 @@ A --vnic value is a comma-separated list of key=value:
                   creating one fails with ENOMEM (default --mem-budget)
   trust-pause=BOOL let the guest's PAUSE and PFC frames out (default false:
                   dropped and counted, as frames with another source MAC)
+  allow-ip=ADDR   an IPv4 or IPv6 address or prefix (10.42.0.1, fd00::/64) the
+                  guest may use; repeat with allow-ip=. With any, SET_ADDR with
+                  another address fails (EACCES) and frames whose IPv4, ARP or
+                  IPv6 source is another are dropped; the link-local address of
+                  mac is always allowed, and every ip= must be among them
+                  (default none: any address)
   name=NAME       display name (default the socket path)
 
 The BAR2 layout and the protocol are in docs/device-abi.md; kernel/hicain_abi.h
@@ -191,7 +197,15 @@ func ParseVNIC(spec string) (device.VNICConfig, error) {
 		"mtu":         cmdutil.IntKey(&c.MTU),
 		"mem-budget":  cmdutil.SizeKey(&c.MemBudget),
 		"trust-pause": cmdutil.BoolKey(&c.TrustPause),
-		"name":        cmdutil.StringKey(&c.Name),
+		"allow-ip": func(_, val string) error {
+			p, err := device.ParseAllowedIP(val)
+			if err != nil {
+				return fmt.Errorf("allow-ip: %w", err)
+			}
+			c.AllowedIPs = append(c.AllowedIPs, p)
+			return nil
+		},
+		"name": cmdutil.StringKey(&c.Name),
 	})
 	if err := cmdutil.ParseSpec(spec, keys); err != nil {
 		return c, err

@@ -27,7 +27,11 @@ const long = `Show the state of a running device backend (hinic device serve): f
 every vNIC its guest connection and state (waiting for a guest, ready,
 live, fatal), the verbs objects the guest holds, its QPs, the backend's
 counters (doorbells, interrupts, admin commands, L2 frames, errors) and
-the transport engine's counters.
+the transport engine's counters. SPOOFED counts what the backend refused
+of the guest for another's address: L2 frames with another source MAC or
+an IPv4, ARP or IPv6 source the host did not pin (allow-ip=), and SET_ADDR
+commands with such an address; --output json splits it (l2_tx_spoofed,
+l2_tx_ip_spoofed, set_addr_refused) and lists the pins (allowed_ips).
 
 The backend is found through its control socket (--control).`
 
@@ -56,7 +60,7 @@ func Run(ctx context.Context, opts *Options) error {
 
 func printTables(out io.Writer, p *cmdutil.Printer, st device.Status) error {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	w := p.Records("VNIC", "GUEST", "STATE", "MAC", "LINK", "PDS", "MRS", "CQS", "QPS", "DOORBELLS", "IRQS", "ADMIN", "ADMIN ERR", "L2 TX", "L2 RX", "WQE ERR", "FATAL")
+	w := p.Records("VNIC", "GUEST", "STATE", "MAC", "LINK", "PDS", "MRS", "CQS", "QPS", "DOORBELLS", "IRQS", "ADMIN", "ADMIN ERR", "L2 TX", "L2 RX", "SPOOFED", "WQE ERR", "FATAL")
 	for _, v := range st.VNICs {
 		link := "down"
 		if v.LinkUp {
@@ -66,7 +70,7 @@ func printTables(out io.Writer, p *cmdutil.Printer, st device.Status) error {
 		if err := w.Write(v, v.Name, cmdutil.GuestCell(v.Guest, v.PeerID), cmdutil.StateCell(v.State, v.FatalCode), v.MAC, link, strconv.Itoa(v.Objects.PDs),
 			strconv.Itoa(v.Objects.MRs), strconv.Itoa(v.Objects.CQs), strconv.Itoa(v.Objects.QPs),
 			u(c.Doorbells), u(c.Interrupts), u(c.AdminCmds), u(c.AdminErrors), u(c.L2Tx), u(c.L2Rx),
-			u(c.WQEErrors), u(c.Fatal)); err != nil {
+			u(c.Spoofed()), u(c.WQEErrors), u(c.Fatal)); err != nil {
 			return err
 		}
 	}
