@@ -140,6 +140,10 @@ func DeviceArgs(r *Rack) []string {
 			"port=" + PortSocket(r, g.Switch, g.Port),
 			"mac=" + g.MAC,
 			"ip=" + g.IP,
+			// Port security: the guest uses its data IP (and the
+			// RoCEv2 GID ::ffff:IP, the same pin) and its MAC's
+			// link-local address, which the backend always allows.
+			"allow-ip=" + g.IP,
 			"link=" + cmp.Or(g.Link, LinkEth),
 			fmt.Sprintf("vectors=%d", hicainVectors),
 			fmt.Sprintf("mtu=%d", guestMTU(r, g)),

@@ -134,9 +134,9 @@ func TestDeviceArgs(t *testing.T) {
 	args := DeviceArgs(r)
 	want := []string{"device", "serve", "--control", "/tmp/hr/device.sock",
 		"--vnic", "name=vm-a/hicain0,socket=/tmp/hr/vm-a/ivshmem.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc," +
-			"port=/tmp/hr/fab/sw0-port1.sock,mac=52:54:00:42:00:01,ip=10.42.0.1,link=eth,vectors=8,mtu=4096",
+			"port=/tmp/hr/fab/sw0-port1.sock,mac=52:54:00:42:00:01,ip=10.42.0.1,allow-ip=10.42.0.1,link=eth,vectors=8,mtu=4096",
 		"--vnic", "name=vm-b/hicain0,socket=/tmp/hr/vm-b/ivshmem.sock,ram=/tmp/hr/vm-b/ram,ram-size=1024M,machine=pc," +
-			"port=/tmp/hr/fab/sw0-port7.sock,mac=52:54:00:42:00:03,ip=10.42.0.3,link=eth,vectors=8,mtu=4096",
+			"port=/tmp/hr/fab/sw0-port7.sock,mac=52:54:00:42:00:03,ip=10.42.0.3,allow-ip=10.42.0.3,link=eth,vectors=8,mtu=4096",
 	}
 	if !slices.Equal(args, want) {
 		t.Errorf("device args\n got %q\nwant %q", args, want)

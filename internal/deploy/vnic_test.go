@@ -12,7 +12,7 @@ import (
 // TestDeviceArgsParse feeds the rack's --vnic values to the parser of
 // `hinic device serve`: what deploy writes is what the backend reads, and
 // the backend's vNIC matches the guest's QEMU (RAM size, machine,
-// vectors).
+// vectors), and it pins the guest's data IP.
 func TestDeviceArgsParse(t *testing.T) {
 	r := &deploy.Rack{RunDir: "/tmp/hr", Guests: []deploy.Guest{
 		{Name: "vm-a", NIC: deploy.NICHicain, Memory: 1536},
@@ -40,7 +40,8 @@ func TestDeviceArgsParse(t *testing.T) {
 		if c.Socket != deploy.IvshmemSocket(r, g) || c.RAMPath != deploy.GuestRAM(r, g) ||
 			c.RAMSize != uint64(g.Memory)<<20 || c.Machine != deploy.QEMUMachine ||
 			c.FabricPort != deploy.PortSocket(r, g.Switch, g.Port) || c.MTU != device.DefaultMTU ||
-			c.Vectors != 8 || c.LinkLayer != "eth" || len(c.IPv4) != 1 || c.IPv4[0] != netip.MustParseAddr(g.IP) {
+			c.Vectors != 8 || c.LinkLayer != "eth" || len(c.IPv4) != 1 || c.IPv4[0] != netip.MustParseAddr(g.IP) ||
+			len(c.AllowedIPs) != 1 || c.AllowedIPs[0] != netip.PrefixFrom(c.IPv4[0], 32) {
 			t.Errorf("vNIC %d: %+v", i, c)
 		}
 	}
