@@ -10,7 +10,8 @@
 // verdict is cached per host (boot, host kernel, KVM modules, QEMU) and
 // guest kernel (its sha256), so the probe costs its seconds once.
 //
-// accel imports only image (a file's sha256); deploy and the doctor use it.
+// accel imports only image (a file's sha256) and childproc (the probe's
+// QEMU dies with its parent); deploy and the doctor use it.
 // A Prober is safe for concurrent use.
 package accel
 
@@ -30,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/childproc"
 	"github.com/PacketFive/hinic/internal/image"
 )
 
@@ -232,6 +234,11 @@ func bootWith(ctx context.Context, qemu string, timeout time.Duration, accel str
 	args := append([]string{"-accel", accel, "-m", "256", "-smp", "1", "-nodefaults", "-no-user-config",
 		"-display", "none", "-monitor", "none", "-no-reboot", "-serial", "stdio"}, extra...)
 	cmd := exec.CommandContext(ctx, qemu, args...)
+	// The probe's QEMU dies with this process, however it ends: a hung
+	// probe guest must not spin on after a killed `hinic deploy rack`
+	// or test run. The timeout and cancellation kill its whole group.
+	childproc.Tie(cmd)
+	defer childproc.KillGroup(cmd)
 	var console, stderr limitedBuffer
 	console.max, stderr.max = 1<<20, 64<<10
 	cmd.Stdout, cmd.Stderr = &console, &stderr

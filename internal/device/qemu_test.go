@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/childproc"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/testutil"
 )
@@ -65,6 +66,7 @@ func TestQEMUSmoke(t *testing.T) {
 		"-kernel", kernel, "-initrd", initrd,
 		"-append", "console=ttyS0 panic=-1 loglevel=4 smokevector="+fmt.Sprint(smokeVector),
 	)
+	childproc.Tie(cmd) // a killed test run takes the guest along
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -82,7 +84,7 @@ func TestQEMUSmoke(t *testing.T) {
 		}
 	}()
 	defer func() {
-		cmd.Process.Kill()
+		childproc.KillGroup(cmd)
 		cmd.Wait()
 		pw.Close()
 		if t.Failed() {

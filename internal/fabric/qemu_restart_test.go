@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/childproc"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/testutil"
 )
@@ -66,6 +67,7 @@ func TestQEMUStreamServerRestart(t *testing.T) {
 			"-netdev", "stream,id=n0,server=on,addr.type=unix,addr.path="+sock(n),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:12:34:%02x", n),
 		)
+		childproc.Tie(cmd) // a killed test run takes the guests along
 		pr, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, pw
 		if err := cmd.Start(); err != nil {
@@ -85,7 +87,7 @@ func TestQEMUStreamServerRestart(t *testing.T) {
 			}
 		}()
 		defer func() {
-			cmd.Process.Kill()
+			childproc.KillGroup(cmd)
 			cmd.Wait()
 			pw.Close()
 		}()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/childproc"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/testutil"
 )
@@ -58,6 +59,7 @@ func TestQEMUGuestsPing(t *testing.T) {
 			"-netdev", "stream,id=n0,server=off,addr.type=unix,addr.path="+sw.SocketPath(n),
 			"-device", fmt.Sprintf("virtio-net-pci,netdev=n0,mac=52:54:00:12:34:%02x", n),
 		)
+		childproc.Tie(g.cmd) // a killed test run takes the guests along
 		pr, pw := io.Pipe()
 		g.cmd.Stdout, g.cmd.Stderr = pw, pw
 		if err := g.cmd.Start(); err != nil {
@@ -73,7 +75,7 @@ func TestQEMUGuestsPing(t *testing.T) {
 			}
 		}()
 		defer func() {
-			g.cmd.Process.Kill()
+			childproc.KillGroup(g.cmd)
 			g.cmd.Wait()
 			pw.Close()
 		}()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/PacketFive/hinic/internal/childproc"
 )
 
 // QEMU is one QEMU process of a test, its serial console (stdio) read
@@ -31,6 +33,7 @@ func StartQEMU(t testing.TB, ctx context.Context, name, prefix, qemu string, arg
 	t.Helper()
 	g := &QEMU{Name: name, prefix: prefix, seen: map[string]chan struct{}{}}
 	g.Cmd = exec.CommandContext(ctx, qemu, args...)
+	childproc.Tie(g.Cmd) // a killed test run takes its guests along
 	pr, pw := io.Pipe()
 	g.Cmd.Stdout, g.Cmd.Stderr = pw, pw
 	stdin, err := g.Cmd.StdinPipe()
@@ -60,7 +63,7 @@ func StartQEMU(t testing.TB, ctx context.Context, name, prefix, qemu string, arg
 		}
 	}()
 	t.Cleanup(func() {
-		g.Cmd.Process.Kill()
+		childproc.KillGroup(g.Cmd)
 		g.Cmd.Wait()
 		pw.Close()
 		if t.Failed() {
