@@ -139,23 +139,32 @@ func (p *guestMADPort) GMP(dlid uint16, mad []byte) ([]byte, error) {
 	return p.exchange(p.qp1, dlid, mad)
 }
 
-func (p *guestMADPort) exchange(qp *guestsim.QP, dlid uint16, mad []byte) ([]byte, error) {
+// post sends mad on qp to dlid and returns at once; exchange, or a
+// later one, takes what answers it.
+func (p *guestMADPort) post(qp *guestsim.QP, dlid uint16, mad []byte) error {
 	ctx := testCtx(p.t)
 	ah, ok := p.ahs[dlid]
 	if !ok {
 		var err error
 		if ah, err = p.g.CreateAH(ctx, p.pd, device.AHAttr{DLID: dlid, PortNum: 1}); err != nil {
-			return nil, err
+			return err
 		}
 		p.ahs[dlid] = ah
 	}
 	if err := p.g.RAM().WriteAt(mad, p.buf); err != nil {
-		return nil, err
+		return err
 	}
-	tid := proto.MAD(mad).TransactionID()
 	p.wrid++
 	qp.PostSend(device.SendWQE{WRID: 1000 + p.wrid, Opcode: uint8(rdma.WRSend), SendFlags: uint16(rdma.SendSignaled),
 		AH: ah, RemoteQPN: qp.QPN, RemoteQKey: 0x80010000}, []device.SGE{{Addr: p.buf, Length: proto.MADSize, LKey: p.lkey}}, nil)
+	return nil
+}
+
+func (p *guestMADPort) exchange(qp *guestsim.QP, dlid uint16, mad []byte) ([]byte, error) {
+	if err := p.post(qp, dlid, mad); err != nil {
+		return nil, err
+	}
+	tid := proto.MAD(mad).TransactionID()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, e := range p.cq.Poll() {
