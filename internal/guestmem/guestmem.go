@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -97,7 +98,10 @@ var (
 //     than refused: QEMU itself creates a memory-backend-file 0644
 //     (less the umask), so a RAM file QEMU made first is wider through
 //     no fault of anyone; every guest byte is in it, so it must not stay
-//     so. A file this user cannot chmod (another user's) is refused.
+//     so. A file this user cannot chmod is refused.
+//   - A file another user owns is refused, whatever its mode and even
+//     for root, who could chmod it: its owner can open it again, or
+//     widen its mode, at any time.
 //
 // Mappings and descriptors others took before the narrowing keep their
 // access; the mode only stops new ones.
@@ -117,6 +121,11 @@ func OpenPrivate(path string) (*os.File, error) {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s is a %v, not a regular file", ErrUnsafeFile, path, st.Mode().Type())
+	}
+	// Checked before any chmod, which root could do to any file.
+	if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Geteuid() {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s belongs to uid %d, not to this user (uid %d), who could open it again whatever its mode; remove it, and the backend creates the file", ErrUnsafeFile, path, uid, os.Geteuid())
 	}
 	if st.Mode().Perm()&0o077 != 0 {
 		if err := f.Chmod(0o600); err != nil {

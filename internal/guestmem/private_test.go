@@ -108,3 +108,54 @@ func TestOpenRefusesUnsafeRAMFiles(t *testing.T) {
 		})
 	}
 }
+
+// otherUID is a user the tests give files to: nobody.
+const otherUID = 65534
+
+// TestOpenRefusesAnotherUsersFile: a memory file another user owns is
+// refused, whatever its mode: its owner can open it again, or widen its
+// mode, at any time and read or write every guest byte. Only root can
+// give a file away, so the test needs root; root could also chmod the
+// file, which is why the refusal must not rest on chmod failing (it did:
+// as root, a 0644 file of another user was narrowed and used, and a 0600
+// one used as it was).
+func TestOpenRefusesAnotherUsersFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user (chown) needs root")
+	}
+	for _, mode := range []os.FileMode{0o600, 0o644} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ram := filepath.Join(t.TempDir(), "ram")
+			if err := os.WriteFile(ram, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(ram, mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(ram, otherUID, otherUID); err != nil {
+				t.Fatal(err)
+			}
+			f, err := OpenPrivate(ram)
+			if err == nil {
+				f.Close()
+				t.Fatalf("OpenPrivate accepted a file of uid %d", otherUID)
+			}
+			if !errors.Is(err, ErrUnsafeFile) || !strings.Contains(err.Error(), ram) || !strings.Contains(err.Error(), "uid 65534") {
+				t.Fatalf("OpenPrivate = %v; want ErrUnsafeFile naming %s and its owner", err, ram)
+			}
+			if g, err := Open(ram, 1<<20, MachinePC); err == nil {
+				g.Close()
+				t.Fatal("Open accepted it")
+			}
+			// Nothing changed: not narrowed, not extended, still the
+			// other user's.
+			st, err := os.Stat(ram)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm() != mode || st.Size() != 0 || st.Sys().(*syscall.Stat_t).Uid != otherUID {
+				t.Errorf("the file is now mode %04o, %d bytes, uid %d", st.Mode().Perm(), st.Size(), st.Sys().(*syscall.Stat_t).Uid)
+			}
+		})
+	}
+}
