@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,5 +242,30 @@ func TestUnpinnedAddresses(t *testing.T) {
 	}
 	if got, err := lb.Recv(ctx); err != nil || !bytes.Equal(got, f) {
 		t.Fatalf("B got %x, %v; want %x", got, err, f)
+	}
+}
+
+// TestAllowedIPsRefuseOwnIP: a vNIC whose ip= is not among its pinned
+// addresses does not start: its own GID would be refused.
+func TestAllowedIPsRefuseOwnIP(t *testing.T) {
+	dir := t.TempDir()
+	c := vnicConfig(dir, 1, "")
+	c.AllowedIPs = []netip.Prefix{netip.MustParsePrefix("10.42.1.0/24"), netip.MustParsePrefix("::ffff:10.42.0.9/128")}
+	srv, err := device.Start(testCtx(t), device.Config{VNICs: []device.VNICConfig{c}})
+	if err == nil {
+		srv.Close()
+		t.Fatal("a vNIC whose ip= is not pinned started")
+	}
+	if !strings.Contains(err.Error(), "10.42.0.1 is not among the allowed addresses") {
+		t.Fatalf("Start = %v; want it to name the address", err)
+	}
+	c.AllowedIPs = append(c.AllowedIPs, netip.MustParsePrefix("::ffff:10.42.0.0/120"))
+	srv, err = device.Start(testCtx(t), device.Config{VNICs: []device.VNICConfig{c}})
+	if err != nil {
+		t.Fatalf("Start with ip= pinned as an IPv4-mapped prefix: %v", err)
+	}
+	defer srv.Close()
+	if got := srv.Status().VNICs[0].AllowedIPs; !slices.Equal(got, []string{"10.42.1.0/24", "10.42.0.9/32", "10.42.0.0/24"}) {
+		t.Errorf("allowed %q", got)
 	}
 }

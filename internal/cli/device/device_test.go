@@ -194,3 +194,41 @@ func TestServePprof(t *testing.T) {
 		t.Error("the vNIC started although --pprof was refused")
 	}
 }
+
+// TestAllowIPFromConfig: allow-ip= in a vNIC of hinic.yaml's
+// device.vnics reaches the vNIC; a bad one fails with the key named.
+func TestAllowIPFromConfig(t *testing.T) {
+	for _, tc := range []struct {
+		ip   string
+		want []netip.Prefix
+		err  string
+	}{
+		{"allow-ip=10.42.0.1,allow-ip=fd00::/64", []netip.Prefix{netip.MustParsePrefix("10.42.0.1/32"),
+			netip.MustParsePrefix("fd00::/64")}, ""},
+		{"allow-ip=10.42.0.256", nil, "allow-ip"},
+	} {
+		isolate(t)
+		yaml := "device:\n  vnics:\n    - socket=/s,ram=/r,ram-size=1G,mac=02:00:00:00:00:01,ip=10.42.0.1," + tc.ip + "\n"
+		if err := os.WriteFile("hinic.yaml", []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ios, _, _, _ := cmdutil.Test()
+		var got []netip.Prefix
+		cmd := serve.NewCmdServe(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}), func(_ context.Context, o *serve.Options) error {
+			got = o.VNICs[0].AllowedIPs
+			return nil
+		})
+		cmd.SetArgs(nil)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		err := cmd.Execute()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v; want an error naming %s", tc.ip, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.ip, got, err, tc.want)
+		}
+	}
+}
