@@ -62,7 +62,10 @@ build: check-go
 
 test: deps check-go
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	@# internal/device runs its QEMU guests under the race detector: about
+	@# 5 minutes on a quiet 2-core machine, more under load, so the
+	@# default 10-minute limit per package is too tight.
+	$(GO) test -race -count=1 -timeout 30m ./...
 	@# The race detector scales the long traffic tests down; run them at
 	@# full size (10,000 random messages each) without it too.
 	$(GO) test -count=1 -run 'RandomTraffic' ./internal/rack ./internal/rdma
