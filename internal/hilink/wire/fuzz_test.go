@@ -15,7 +15,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(Append(nil, &Fields{Type: TypeReadResp, Flags: FlagLast, Status: StatusBadAddress, SrcGPU: 1, DstGPU: 2, Tag: 10}, nil))
 	// A credit return, a hello with two GPUs, a runt and a header of ones.
 	f.Add(Append(nil, &Fields{Type: TypeCredit, Credits: 64}, nil))
-	f.Add(AppendHelloFrame(nil, 0, 64, &HelloFields{MaxFrame: 65535, Role: RoleGPU, GPUs: []uint16{0, 1}, Name: "vm/gpu"}))
+	f.Add(AppendHelloFrame(nil, 0, 64, &HelloFields{MaxFrame: 65560, Role: RoleGPU, GPUs: []uint16{0, 1}, Name: "vm/gpu"}))
 	f.Add([]byte{0x13, 0x80})
 	f.Add(bytes.Repeat([]byte{0xFF}, HeaderSize+4))
 	f.Fuzz(func(t *testing.T, msg []byte) {

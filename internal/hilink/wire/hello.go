@@ -14,9 +14,9 @@ import (
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                     Magic "HLNK" (0x484C4E4B)                 |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|           MaxFrame            |     Role      |    NumGPUs    |
+//	|                           MaxFrame                            |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|    PortNum    |    NameLen    |       Reserved (zero)         |
+//	|     Role      |    NumGPUs    |    PortNum    |    NameLen    |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|     GPU id 0 (16 bits)  ...  NumGPUs ids                      |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -28,11 +28,10 @@ import (
 const (
 	hOffMagic    = 0
 	hOffMaxFrame = 4
-	hOffRole     = 6
-	hOffNumGPUs  = 7
-	hOffPortNum  = 8
-	hOffNameLen  = 9
-	hOffReserved = 10
+	hOffRole     = 8
+	hOffNumGPUs  = 9
+	hOffPortNum  = 10
+	hOffNameLen  = 11
 	hOffGPUs     = 12
 
 	// HelloMagic is "HLNK" read big-endian.
@@ -43,8 +42,9 @@ const (
 	MaxHelloGPUs = 16
 	// MaxNameLen is the longest name.
 	MaxNameLen = 64
-	// MinMaxFrame is the smallest MaxFrame a hello may state.
+	// MinMaxFrame and MaxMaxFrame bound the MaxFrame a hello may state.
 	MinMaxFrame = HeaderSize + 64
+	MaxMaxFrame = HeaderSize + 256<<10
 
 	// RoleGPU is a GPU backend's port; RoleSwitch the switch.
 	RoleGPU    = 1
@@ -58,7 +58,7 @@ type Hello []byte
 func (h Hello) Magic() uint32 { return binary.BigEndian.Uint32(h[hOffMagic:]) }
 
 // MaxFrame returns the largest message the sender accepts.
-func (h Hello) MaxFrame() uint16 { return binary.BigEndian.Uint16(h[hOffMaxFrame:]) }
+func (h Hello) MaxFrame() uint32 { return binary.BigEndian.Uint32(h[hOffMaxFrame:]) }
 
 // Role returns RoleGPU or RoleSwitch.
 func (h Hello) Role() uint8 { return h[hOffRole] }
@@ -80,7 +80,7 @@ func (h Hello) Name() []byte {
 
 // HelloFields are a hello's fields for AppendHello.
 type HelloFields struct {
-	MaxFrame uint16
+	MaxFrame uint32
 	Role     uint8
 	PortNum  uint8
 	GPUs     []uint16
@@ -98,7 +98,7 @@ func (h Hello) Fields() HelloFields {
 
 // ParseHello validates a hello payload: the magic, a known role, at most
 // MaxHelloGPUs ids and none twice, a UTF-8 name of at most MaxNameLen
-// octets, reserved zero, MaxFrame at least MinMaxFrame, and a length
+// octets, MaxFrame from MinMaxFrame to MaxMaxFrame, and a length
 // exactly what NumGPUs and NameLen say.
 func ParseHello(p []byte) (Hello, error) {
 	if len(p) < HelloFixedSize {
@@ -106,7 +106,7 @@ func ParseHello(p []byte) (Hello, error) {
 	}
 	h := Hello(p)
 	if h.Magic() != HelloMagic || (h.Role() != RoleGPU && h.Role() != RoleSwitch) ||
-		binary.BigEndian.Uint16(p[hOffReserved:]) != 0 || h.MaxFrame() < MinMaxFrame {
+		h.MaxFrame() < MinMaxFrame || h.MaxFrame() > MaxMaxFrame {
 		return nil, ErrMalformed
 	}
 	n, nameLen := h.NumGPUs(), int(p[hOffNameLen])
@@ -141,8 +141,8 @@ func AppendHello(b []byte, f *HelloFields) []byte {
 		name = name[:MaxNameLen]
 	}
 	b = binary.BigEndian.AppendUint32(b, HelloMagic)
-	b = binary.BigEndian.AppendUint16(b, f.MaxFrame)
-	b = append(b, f.Role, uint8(len(gpus)), f.PortNum, uint8(len(name)), 0, 0)
+	b = binary.BigEndian.AppendUint32(b, f.MaxFrame)
+	b = append(b, f.Role, uint8(len(gpus)), f.PortNum, uint8(len(name)))
 	for _, g := range gpus {
 		b = binary.BigEndian.AppendUint16(b, g)
 	}

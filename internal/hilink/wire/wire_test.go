@@ -94,7 +94,7 @@ func TestHello(t *testing.T) {
 	b := bytes.Repeat([]byte{0xFF}, 64)
 	b = AppendHelloFrame(b[:0], StatusOK, 32, &f)
 	want := "11000020" + "00000000" + "00000000" + "00000018" + "0000000000000000" + // header
-		"484c4e4b" + "1018" + "01" + "02" + "00" + "08" + "0000" + "0000" + "0007" + hex.EncodeToString([]byte("vm-a/gpu"))
+		"484c4e4b" + "00001018" + "01" + "02" + "00" + "08" + "0000" + "0007" + hex.EncodeToString([]byte("vm-a/gpu"))
 	if got := hex.EncodeToString(b); got != want {
 		t.Fatalf("hello %s\nwant  %s", got, want)
 	}
@@ -121,18 +121,18 @@ func TestHello(t *testing.T) {
 	good := AppendHello(nil, &f)
 	mut := func(i int, v byte) []byte { c := bytes.Clone(good); c[i] = v; return c }
 	for name, p := range map[string][]byte{
-		"short":        good[:HelloFixedSize-1],
-		"magic":        mut(0, 'X'),
-		"role 0":       mut(hOffRole, 0),
-		"role 3":       mut(hOffRole, 3),
-		"reserved":     mut(hOffReserved+1, 1),
-		"max frame":    mut(hOffMaxFrame, 0),
-		"gpus past":    mut(hOffNumGPUs, 3),
-		"too many":     mut(hOffNumGPUs, MaxHelloGPUs+1),
-		"name long":    mut(hOffNameLen, 9),
-		"trailing":     append(bytes.Clone(good), 0),
-		"duplicate id": mut(hOffGPUs+3, 0),
-		"bad utf8":     mut(len(good)-1, 0xFF),
+		"short":         good[:HelloFixedSize-1],
+		"magic":         mut(0, 'X'),
+		"role 0":        mut(hOffRole, 0),
+		"role 3":        mut(hOffRole, 3),
+		"max frame":     mut(hOffMaxFrame+2, 0),
+		"max frame big": mut(hOffMaxFrame+1, 0x20),
+		"gpus past":     mut(hOffNumGPUs, 3),
+		"too many":      mut(hOffNumGPUs, MaxHelloGPUs+1),
+		"name long":     mut(hOffNameLen, 9),
+		"trailing":      append(bytes.Clone(good), 0),
+		"duplicate id":  mut(hOffGPUs+3, 0),
+		"bad utf8":      mut(len(good)-1, 0xFF),
 	} {
 		if _, err := ParseHello(p); err == nil {
 			t.Errorf("%s: accepted", name)
