@@ -11,6 +11,7 @@ import (
 	gpucmd "github.com/PacketFive/hinic/internal/cli/gpu"
 	imagecmd "github.com/PacketFive/hinic/internal/cli/image"
 	"github.com/PacketFive/hinic/internal/cli/image/doctor"
+	linkcmd "github.com/PacketFive/hinic/internal/cli/link"
 	pkgcmd "github.com/PacketFive/hinic/internal/cli/pkg"
 	protocmd "github.com/PacketFive/hinic/internal/cli/proto"
 	verifycmd "github.com/PacketFive/hinic/internal/cli/verify"
@@ -74,6 +75,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 		fabriccmd.NewCmdFabric(f),
 		devicecmd.NewCmdDevice(f),
 		gpucmd.NewCmdGPU(f),
+		linkcmd.NewCmdLink(f),
 		imagecmd.NewCmdImage(f),
 		deploycmd.NewCmdDeploy(f),
 		doctor.NewCmdDoctor(f, nil),
