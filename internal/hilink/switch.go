@@ -14,9 +14,11 @@ import (
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
+// helloTimeout bounds the wait for a peer's hello (and Dial's for the
+// answer); a variable so that a test can shorten it.
+var helloTimeout = 5 * time.Second
+
 const (
-	// helloTimeout bounds the wait for a peer's hello.
-	helloTimeout = 5 * time.Second
 	// socketMode is the mode of port and control sockets.
 	socketMode = 0o660
 	// maxHandshakes bounds the connections waiting for their hello.

@@ -365,6 +365,29 @@ func TestHelloRefused(t *testing.T) {
 	}
 }
 
+// TestSilentPeerClosed: a peer that sends no hello is closed, and the
+// port takes the next one.
+func TestSilentPeerClosed(t *testing.T) {
+	defer func(d time.Duration) { helloTimeout = d }(helloTimeout)
+	helloTimeout = 50 * time.Millisecond
+	sw := startSwitch(t, Config{Ports: 1})
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: PortPath(sw.cfg.RunDir, 0), Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 64))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("a silent peer is not closed")
+	}
+	if n > 0 {
+		t.Fatalf("the switch sent %d bytes to a silent peer", n)
+	}
+	waitFor(t, "the refusal counted", func() bool { return portStatus(sw, 0).Counters.Rejected == 1 })
+	dial(t, sw, 0, 0, 0)
+}
+
 // TestBadFramesCounted: what cannot be forwarded is counted and dropped,
 // its credit comes back, and the port stays up.
 func TestBadFramesCounted(t *testing.T) {
