@@ -1,4 +1,4 @@
-package fabric
+package pcapfile
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
@@ -40,17 +41,17 @@ func countPackets(t *testing.T, path string) int {
 func TestCaptureRotates(t *testing.T) {
 	dir := t.TempDir()
 	frame := bytes.Repeat([]byte{0xab}, 1000)
-	per := int64(pcapRecordLen + len(frame))
-	max := pcapHeaderLen + 10*per // ten frames a file
-	c := &capture{path: filepath.Join(dir, "sw0-port1.pcap"), lt: linkTypeEthernet, max: max}
-	if err := c.open(); err != nil {
+	per := int64(RecordLen + len(frame))
+	max := HeaderLen + 10*per // ten frames a file
+	c, err := Create(filepath.Join(dir, "sw0-port1.pcap"), layers.LinkTypeEthernet, 65535, max)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for range 25 {
-		c.write(time.Unix(1, 0), frame)
+		c.Write(time.Unix(1, 0), frame)
 	}
-	c.close()
-	for _, p := range []string{c.path, c.path + ".1"} {
+	c.Close()
+	for _, p := range []string{c.Path(), c.Path() + ".1"} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatal(err)
@@ -59,31 +60,31 @@ func TestCaptureRotates(t *testing.T) {
 			t.Errorf("%s: mode %04o, %d bytes (max %d)", p, fi.Mode().Perm(), fi.Size(), max)
 		}
 	}
-	if c.rotated != 2 {
-		t.Errorf("rotated %d times, want 2", c.rotated)
+	if c.Rotated() != 2 {
+		t.Errorf("rotated %d times, want 2", c.Rotated())
 	}
 	// 25 frames: 10 in the first file (gone), 10 in .1, 5 in the current.
-	if n := countPackets(t, c.path+".1"); n != 10 {
+	if n := countPackets(t, c.Path()+".1"); n != 10 {
 		t.Errorf(".1 has %d frames", n)
 	}
-	if n := countPackets(t, c.path); n != 5 {
+	if n := countPackets(t, c.Path()); n != 5 {
 		t.Errorf("current has %d frames", n)
 	}
 }
 
 // A frame larger than max still lands, alone in its file.
 func TestCaptureOversizedFrame(t *testing.T) {
-	c := &capture{path: filepath.Join(t.TempDir(), "p.pcap"), lt: linkTypeEthernet, max: 100}
-	if err := c.open(); err != nil {
+	c, err := Create(filepath.Join(t.TempDir(), "p.pcap"), layers.LinkTypeEthernet, 65535, 100)
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.write(time.Unix(1, 0), make([]byte, 500))
-	c.write(time.Unix(1, 0), make([]byte, 500))
-	c.close()
-	if n := countPackets(t, c.path); n != 1 {
+	c.Write(time.Unix(1, 0), make([]byte, 500))
+	c.Write(time.Unix(1, 0), make([]byte, 500))
+	c.Close()
+	if n := countPackets(t, c.Path()); n != 1 {
 		t.Errorf("%d frames", n)
 	}
-	if n := countPackets(t, c.path+".1"); n != 1 {
+	if n := countPackets(t, c.Path()+".1"); n != 1 {
 		t.Errorf(".1: %d frames", n)
 	}
 }
@@ -94,14 +95,21 @@ func TestCaptureFollowsNoSymlink(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &capture{path: filepath.Join(dir, "sw0-port1.pcap"), lt: linkTypeEthernet, max: 1 << 20}
-	if err := os.Symlink(victim, c.path); err != nil {
+	path := filepath.Join(dir, "sw0-port1.pcap")
+	if err := os.Symlink(victim, path); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.open(); err == nil {
+	if _, err := Create(path, layers.LinkTypeEthernet, 65535, 1<<20); err == nil {
 		t.Error("opened through a symlink")
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
 		t.Errorf("victim now %q", b)
 	}
+}
+
+func TestNilFileDoesNothing(t *testing.T) {
+	var c *File
+	c.Write(time.Now(), []byte{1})
+	c.Flush()
+	c.Close()
 }
