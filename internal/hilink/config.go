@@ -27,6 +27,12 @@ const (
 	DefaultIOBatch = 32
 	// ControlSocketName is the control socket in the run directory.
 	ControlSocketName = "hilink.sock"
+	// DefaultPcapMax is the size at which a port's capture rotates.
+	DefaultPcapMax = 256 << 20
+	// LinkTypeHiLink is the link type of HiLink captures:
+	// LINKTYPE_USER1 (HiSwitch's IB ports take USER0). Each record is one
+	// message from the first byte of the HiLink header.
+	LinkTypeHiLink = 148
 )
 
 // Config is a switch's configuration. The zero value of a field means
@@ -42,6 +48,12 @@ type Config struct {
 	MaxFrame int `mapstructure:"max-frame"`
 	// IOBatch is the frames of one recvmmsg or sendmmsg.
 	IOBatch int `mapstructure:"io-batch"`
+	// Pcap, if set, is a directory (created 0700) where each port
+	// writes hilink-port<N>.pcap with every message it receives and
+	// sends.
+	Pcap string `mapstructure:"pcap"`
+	// PcapMax is the size at which a port's capture rotates.
+	PcapMax int64 `mapstructure:"-"`
 	// Logger gets the switch's logs; nil discards them.
 	Logger *slog.Logger `mapstructure:"-"`
 }
@@ -61,6 +73,9 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.Credits, DefaultCredits)
 	def(&c.MaxFrame, DefaultMaxFrame)
 	def(&c.IOBatch, DefaultIOBatch)
+	if c.PcapMax == 0 {
+		c.PcapMax = DefaultPcapMax
+	}
 	switch {
 	case c.Ports < 1 || c.Ports > MaxPorts:
 		return c, fmt.Errorf("hilink: ports %d: want 1..%d", c.Ports, MaxPorts)
@@ -70,6 +85,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("hilink: max-frame %d: want %d..%d", c.MaxFrame, wire.MinMaxFrame, wire.MaxMaxFrame)
 	case c.IOBatch < 1 || c.IOBatch > 1024:
 		return c, fmt.Errorf("hilink: io-batch %d: want 1..1024", c.IOBatch)
+	case c.PcapMax < 1<<20:
+		return c, fmt.Errorf("hilink: pcap-max %d: want at least 1 MiB", c.PcapMax)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

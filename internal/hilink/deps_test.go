@@ -9,7 +9,7 @@ import (
 
 // TestLayering writes HiLink's layering down (ARCHITECTURE.md §2.7): the
 // switch reaches the rest of the project only through shared leaf
-// packages, never the NIC's device, rdma or fabric packages, and the
+// packages (which import nothing of the project themselves), never the NIC's device, rdma or fabric packages, and the
 // wire format imports nothing of the project.
 func TestLayering(t *testing.T) {
 	const mod = "github.com/PacketFive/hinic/internal/"
@@ -17,8 +17,9 @@ func TestLayering(t *testing.T) {
 		pkg  string
 		only []string // the only packages of the module it may import
 	}{
-		{pkg: "./", only: []string{"hilink", "hilink/wire", "mmsg", "unixsock", "ctlsock"}},
+		{pkg: "./", only: []string{"hilink", "hilink/wire", "mmsg", "unixsock", "ctlsock", "pcapfile"}},
 		{pkg: "./wire", only: []string{"hilink/wire"}},
+		{pkg: "../pcapfile", only: []string{"pcapfile"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", tc.pkg).Output()
 		if err != nil {

@@ -311,6 +311,15 @@ func (s *session) rxLoop() {
 			return
 		}
 		for i := range n {
+			sizes[i] = min(sizes[i], len(bufs[i])) // a truncated message is its buffer's worth
+		}
+		if p.cap != nil {
+			now := time.Now()
+			for i := range n {
+				p.cap.Write(now, bufs[i][:sizes[i]])
+			}
+		}
+		for i := range n {
 			reason, fatal := s.receive(frames[i], sizes[i], trunc[i])
 			switch {
 			case fatal:
@@ -463,6 +472,12 @@ func (s *session) txLoop() {
 				out = append(out, creditMsg)
 			}
 			err := s.mc.WriteBatch(out)
+			if p.cap != nil && err == nil {
+				now := time.Now()
+				for _, m := range out {
+					p.cap.Write(now, m)
+				}
+			}
 			for _, f := range sent {
 				f.src.release(1)
 				sw.putFrame(f)

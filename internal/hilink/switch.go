@@ -7,10 +7,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
+
 	"github.com/PacketFive/hinic/internal/ctlsock"
+	"github.com/PacketFive/hinic/internal/hilink/wire"
+	"github.com/PacketFive/hinic/internal/pcapfile"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
@@ -83,6 +88,10 @@ func (sw *Switch) Start() error {
 	if err := os.MkdirAll(sw.cfg.RunDir, 0o770); err != nil {
 		return fmt.Errorf("hilink: run dir: %w", err)
 	}
+	if err := sw.openCaptures(); err != nil {
+		sw.Close()
+		return err
+	}
 	for _, p := range sw.ports {
 		ln, err := unixsock.Listen("unixpacket", p.path, socketMode)
 		if err != nil {
@@ -129,6 +138,45 @@ func (sw *Switch) Close() error {
 		}
 	}
 	sw.wg.Wait()
+	for _, p := range sw.ports {
+		p.cap.Close()
+	}
+	return nil
+}
+
+// openCaptures opens every port's capture if Config.Pcap is set, and
+// flushes them every second until Close.
+func (sw *Switch) openCaptures() error {
+	if sw.cfg.Pcap == "" {
+		return nil
+	}
+	if err := os.MkdirAll(sw.cfg.Pcap, 0o700); err != nil {
+		return fmt.Errorf("hilink: pcap dir: %w", err)
+	}
+	for _, p := range sw.ports {
+		path := filepath.Join(sw.cfg.Pcap, "hilink-port"+strconv.Itoa(p.num)+".pcap")
+		c, err := pcapfile.Create(path, layers.LinkType(LinkTypeHiLink), wire.MaxMaxFrame, sw.cfg.PcapMax)
+		if err != nil {
+			return fmt.Errorf("hilink: %w", err)
+		}
+		p.cap = c
+	}
+	sw.wg.Add(1)
+	go func() {
+		defer sw.wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sw.ctx.Done():
+				return
+			case <-t.C:
+				for _, p := range sw.ports {
+					p.cap.Flush()
+				}
+			}
+		}
+	}()
 	return nil
 }
 
@@ -154,6 +202,7 @@ type port struct {
 	num  int
 	path string
 	ln   *net.UnixListener // set before acceptLoop starts, then read-only
+	cap  *pcapfile.File    // nil without Config.Pcap; set in Start
 
 	mu   sync.Mutex // guards sess
 	sess *session

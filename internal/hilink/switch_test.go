@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/PacketFive/hinic/internal/hilink/wire"
 )
@@ -534,5 +539,70 @@ func TestConfig(t *testing.T) {
 	}
 	if st := sw.Status(); len(st.Ports) != 8 || st.Ports[7].Path != "/x/hilink-port7.sock" {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// TestCapture: with Config.Pcap every port writes what it receives and
+// sends, credit frames included, to a private pcap of HiLink's link type.
+func TestCapture(t *testing.T) {
+	dir := t.TempDir()
+	sw := startSwitch(t, Config{Ports: 2, Pcap: dir})
+	a := dial(t, sw, 0, 0, 0)
+	b := dial(t, sw, 1, 0, 1)
+	ctx := ctxT(t)
+	if err := a.Send(ctx, write(0, 1, 77, 300)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Recv(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the credits back", func() bool {
+		return portStatus(sw, 0).Counters.CreditsOut == 1 && portStatus(sw, 1).Counters.CreditsIn == 1
+	})
+	a.Close()
+	b.Close()
+	sw.Close()
+	read := func(port int) []wire.Header {
+		path := filepath.Join(dir, "hilink-port"+strconv.Itoa(port)+".pcap")
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v", path, err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		r, err := pcapgo.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.LinkType() != LinkTypeHiLink {
+			t.Errorf("link type %d", r.LinkType())
+		}
+		var hs []wire.Header
+		for {
+			data, _, err := r.ReadPacketData()
+			if err == io.EOF {
+				return hs
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := wire.Parse(data)
+			if err != nil {
+				t.Fatalf("captured %x: %v", data, err)
+			}
+			hs = append(hs, h)
+		}
+	}
+	// Port 0: the write in, its credit out. Port 1: the write out, and
+	// the receiver's credit for it in.
+	p0, p1 := read(0), read(1)
+	if len(p0) != 2 || p0[0].Tag() != 77 || p0[1].Type() != wire.TypeCredit || p0[1].Credits() != 1 {
+		t.Errorf("port 0 captured %d messages", len(p0))
+	}
+	if len(p1) != 2 || p1[0].Tag() != 77 || p1[1].Type() != wire.TypeCredit {
+		t.Errorf("port 1 captured %d messages", len(p1))
 	}
 }

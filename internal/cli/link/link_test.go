@@ -19,13 +19,13 @@ import (
 
 func isolate(t *testing.T) {
 	clitest.Isolate(t, "HINIC_LINK_RUN_DIR", "HINIC_LINK_PORTS", "HINIC_LINK_CREDITS", "HINIC_LINK_MAX_FRAME",
-		"HINIC_LINK_IO_BATCH", "HINIC_LINK_PPROF")
+		"HINIC_LINK_IO_BATCH", "HINIC_LINK_PCAP", "HINIC_LINK_PCAP_MAX", "HINIC_LINK_PPROF")
 }
 
 func TestHelp(t *testing.T) {
 	isolate(t)
 	clitest.Contains(t, "help", clitest.Output(t, clilink.NewCmdLink, "serve", "--help"),
-		"--ports", "--credits", "--max-frame", "--io-batch", "--pprof", "--run-dir", "hilink-port<N>.sock", "hilink.sock")
+		"--ports", "--credits", "--max-frame", "--io-batch", "--pcap", "--pcap-max", "--pprof", "--run-dir", "hilink-port<N>.sock", "hilink.sock")
 	clitest.Contains(t, "help", clitest.Output(t, clilink.NewCmdLink, "status", "--help"), "--run-dir", "credit stalls")
 }
 
@@ -47,17 +47,22 @@ func serveOpts(t *testing.T, args ...string) (*serve.Options, error) {
 // default.
 func TestSettings(t *testing.T) {
 	isolate(t)
-	if err := os.WriteFile("hinic.yaml", []byte("link:\n  ports: 4\n  credits: 9\n  max-frame: 9000\n  run-dir: /tmp/x\n"), 0o600); err != nil {
+	if err := os.WriteFile("hinic.yaml", []byte("link:\n  ports: 4\n  credits: 9\n  max-frame: 9000\n  run-dir: /tmp/x\n  pcap-max: 2MiB\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("HINIC_LINK_CREDITS", "10")
+	t.Setenv("HINIC_LINK_PCAP", "/tmp/p")
 	o, err := serveOpts(t, "--ports", "6")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := hilink.Config{RunDir: "/tmp/x", Ports: 6, Credits: 10, MaxFrame: 9000, IOBatch: hilink.DefaultIOBatch}
+	want := hilink.Config{RunDir: "/tmp/x", Ports: 6, Credits: 10, MaxFrame: 9000, IOBatch: hilink.DefaultIOBatch,
+		Pcap: "/tmp/p", PcapMax: 2 << 20}
 	if o.Switch != want {
 		t.Errorf("config %+v\nwant   %+v", o.Switch, want)
+	}
+	if _, err := serveOpts(t, "--pcap-max", "lots"); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+		t.Errorf("--pcap-max lots: %v", err)
 	}
 	if err := os.WriteFile("hinic.yaml", []byte("link:\n  credit: 9\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -78,11 +83,12 @@ func TestBadSettingIsUsageError(t *testing.T) {
 
 func TestServeAndStatus(t *testing.T) {
 	isolate(t)
-	dir := filepath.Join(clitest.ShortDir(t, "hlc"), "run")
+	top := clitest.ShortDir(t, "hlc")
+	dir, pcap := filepath.Join(top, "run"), filepath.Join(top, "pcap")
 	ctl := filepath.Join(dir, hilink.ControlSocketName)
 	ios, _, _, _ := cmdutil.Test()
 	stop := clitest.Serve(t, clilink.NewCmdLink(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve",
-		"--run-dir", dir, "--ports", "2", "--credits", "16")
+		"--run-dir", dir, "--ports", "2", "--credits", "16", "--pcap", pcap)
 	clitest.WaitFor(t, "control socket", clitest.Exists(ctl))
 	// The run directory is 0770 less the umask: never open to others.
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o007 != 0 {
@@ -126,6 +132,11 @@ func TestServeAndStatus(t *testing.T) {
 		if _, err := os.Stat(path); err == nil {
 			t.Errorf("%s left after serve stopped", path)
 		}
+	}
+	// The message port 1 received is in its capture (24-byte file
+	// header, 16-byte record header, the 25-byte frame).
+	if fi, err := os.Stat(filepath.Join(pcap, "hilink-port1.pcap")); err != nil || fi.Size() < 24+16+25 {
+		t.Errorf("capture: %v", err)
 	}
 }
 

@@ -23,6 +23,8 @@ const (
 	KeyCredits  = "link.credits"
 	KeyMaxFrame = "link.max-frame"
 	KeyIOBatch  = "link.io-batch"
+	KeyPcap     = "link.pcap"
+	KeyPcapMax  = "link.pcap-max"
 	KeyPprof    = "link.pprof"
 )
 
@@ -52,12 +54,17 @@ count frames; the switch grants each port's peer --credits frames, never
 holds more than that of one port, and sends to a peer only against the
 credits the peer granted. hilink.sock answers hinic link status.
 
+With --pcap DIR each port writes DIR/hilink-port<N>.pcap (mode 0600, in a
+0700 directory) with every message it receives and sends, HiLink header
+first, link type 148 (USER1); it rotates at --pcap-max.
+
 Settings come from flags, HINIC_LINK_* variables, the link section of the
 config file, then defaults. The command runs until SIGINT or SIGTERM, then
 closes every socket and removes the socket files.`
 
 const example = `  hinic link serve
   hinic link serve --run-dir /tmp/rack1 --ports 8 --credits 128
+  hinic link serve --run-dir /tmp/rack1 --pcap /tmp/rack1/pcap --pcap-max 64MiB
   HINIC_LINK_MAX_FRAME=16408 hinic link serve --run-dir /tmp/rack1`
 
 // NewCmdServe returns the `link serve` command. runF replaces the work
@@ -83,9 +90,11 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().Int("credits", hilink.DefaultCredits, "frames granted to each port's peer: the most the switch holds of one port")
 	cmd.Flags().Int("max-frame", hilink.DefaultMaxFrame, "largest frame in `BYTES`, the 24-byte header included")
 	cmd.Flags().Int("io-batch", hilink.DefaultIOBatch, "frames per recvmmsg/sendmmsg (1: no batching)")
+	cmd.Flags().String("pcap", "", "write one capture per port into `DIR` (hilink-port<N>.pcap, link type 148)")
+	cmd.Flags().String("pcap-max", "256MiB", "rotate a port's capture at `SIZE` (the full file becomes .pcap.1)")
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	for key, flag := range map[string]string{KeyPorts: "ports", KeyCredits: "credits", KeyMaxFrame: "max-frame",
-		KeyIOBatch: "io-batch", KeyPprof: "pprof"} {
+		KeyIOBatch: "io-batch", KeyPcap: "pcap", KeyPcapMax: "pcap-max", KeyPprof: "pprof"} {
 		f.BindFlag(key, cmd.Flags().Lookup(flag))
 	}
 	return cmd
@@ -96,6 +105,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 func LoadConfig(v *viper.Viper) (hilink.Config, error) {
 	var all struct {
 		hilink.Config `mapstructure:",squash"`
+		PcapMax       string `mapstructure:"pcap-max"`
 		Pprof         string `mapstructure:"pprof"`
 	}
 	strict := func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }
@@ -105,10 +115,16 @@ func LoadConfig(v *viper.Viper) (hilink.Config, error) {
 		}
 	}
 	c := hilink.Config{RunDir: v.GetString(KeyRunDir), Ports: v.GetInt(KeyPorts), Credits: v.GetInt(KeyCredits),
-		MaxFrame: v.GetInt(KeyMaxFrame), IOBatch: v.GetInt(KeyIOBatch)}
+		MaxFrame: v.GetInt(KeyMaxFrame), IOBatch: v.GetInt(KeyIOBatch), Pcap: v.GetString(KeyPcap)}
 	if c.RunDir == "" {
 		c.RunDir = fabric.DefaultRunDir()
 	}
+	s := v.GetString(KeyPcapMax)
+	n, err := cmdutil.ParseSize(s)
+	if err != nil || n > 1<<40 {
+		return c, cmdutil.UsageErrorf("--pcap-max %q: want a size such as 64MiB", s)
+	}
+	c.PcapMax = int64(n)
 	return c, nil
 }
 
