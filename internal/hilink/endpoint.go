@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,9 +48,13 @@ type Endpoint struct {
 
 	tokens chan struct{} // one per credit the switch granted
 	rx     chan []byte   // received data frames, at most grant
-	done   chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+	// peerAvail are the credits the switch holds: the grant, less the
+	// frames received, plus the credits returned (counted before the
+	// switch can see them).
+	peerAvail atomic.Int64
+	done      chan struct{}
+	once      sync.Once
+	wg        sync.WaitGroup
 
 	wmu        sync.Mutex // serializes writes and guards unreturned
 	unreturned int
@@ -116,6 +121,7 @@ func Dial(ctx context.Context, cfg EndpointConfig) (*Endpoint, error) {
 		c.Close()
 		return nil, fmt.Errorf("hilink: hello from %s: bad credits", cfg.Path)
 	}
+	e.peerAvail.Store(int64(cfg.Credits))
 	e.wg.Add(1)
 	go e.readLoop(cfg.MaxFrame)
 	return e, nil
@@ -178,12 +184,12 @@ func (e *Endpoint) readLoop(maxFrame int) {
 		if h.Type() == wire.TypeCredit {
 			continue
 		}
-		select {
-		case e.rx <- append([]byte(nil), buf[:n]...):
-		default:
+		if e.peerAvail.Add(-1) < 0 || h.Type() == wire.TypeHello {
 			e.fail(errors.New("hilink: the switch overran its credits"))
 			return
 		}
+		// Never blocks: the channel holds the whole grant.
+		e.rx <- append([]byte(nil), buf[:n]...)
 	}
 }
 
@@ -200,6 +206,7 @@ func (e *Endpoint) Send(ctx context.Context, frame []byte) error {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	wire.Header(frame).SetCredits(uint16(e.unreturned))
+	e.peerAvail.Add(int64(e.unreturned))
 	if _, err := e.c.Write(frame); err != nil {
 		e.fail(err)
 		return err
@@ -231,6 +238,7 @@ func (e *Endpoint) Recv(ctx context.Context) ([]byte, error) {
 	e.unreturned++
 	if len(e.rx) == 0 || e.unreturned >= max(1, e.grant/8) {
 		wire.Header(e.credit).Encode(&wire.Fields{Type: wire.TypeCredit, Credits: uint16(e.unreturned)})
+		e.peerAvail.Add(int64(e.unreturned))
 		if _, err := e.c.Write(e.credit); err != nil {
 			e.fail(err)
 			return f, nil
