@@ -18,6 +18,6 @@
 // hello, in the order port, routes.
 //
 // hilink imports, of the project, only the shared leaf packages wire,
-// mmsg, unixsock and ctlsock: never the NIC's device or fabric packages
-// (ARCHITECTURE.md §2.7, checked by TestLayering).
+// mmsg, unixsock, ctlsock and pcapfile: never the NIC's device, rdma or
+// fabric packages (ARCHITECTURE.md §2.7, checked by TestLayering).
 package hilink

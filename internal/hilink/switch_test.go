@@ -145,6 +145,9 @@ func TestForwardEveryType(t *testing.T) {
 	if got, err := a.Recv(ctx); err != nil || wire.Header(got).Tag() != 9 {
 		t.Errorf("loop back: %v", err)
 	}
+	// A batch is counted after its write returns, maybe after the
+	// receiver has it.
+	waitFor(t, "port 0's frames counted", func() bool { return portStatus(sw, 0).Counters.TxFrames == 3 })
 	st := portStatus(sw, 0)
 	if st.State != "up" || st.Peer != "test" || len(st.GPUs) != 2 || st.Counters.RxFrames != 3 || st.Counters.TxFrames != 3 {
 		t.Errorf("port 0: %+v", st)
@@ -198,6 +201,9 @@ func TestIncast(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	waitFor(t, "the receiver port's frames counted", func() bool {
+		return portStatus(sw, 7).Counters.TxFrames == senders*perSender
+	})
 	st := sw.Status()
 	for _, p := range st.Ports {
 		if p.Counters.DropsTotal() != 0 {
@@ -247,9 +253,10 @@ func TestStoppedReceiverStallsOnlyItsSenders(t *testing.T) {
 	if sent != credits+grant {
 		t.Errorf("sent %d before stalling, want %d", sent, credits+grant)
 	}
-	if st := portStatus(sw, 1); st.Queued != credits || st.TxCredits != 0 || st.Counters.CreditStalls == 0 {
-		t.Errorf("receiver port: %+v", st)
-	}
+	waitFor(t, "the sender's frames queued at the receiver's port", func() bool {
+		st := portStatus(sw, 1)
+		return st.Queued == credits && st.TxCredits == 0 && st.Counters.CreditStalls > 0
+	})
 	// Meanwhile C to D is not held up.
 	const others = 1000
 	go func() {
@@ -604,5 +611,69 @@ func TestCapture(t *testing.T) {
 	}
 	if len(p1) != 2 || p1[0].Tag() != 77 || p1[1].Type() != wire.TypeCredit {
 		t.Errorf("port 1 captured %d messages", len(p1))
+	}
+}
+
+// TestAllToAll: four ports each send to the three others at once, the
+// frames of each destination interleaved; every pair's frames arrive,
+// in order, and the switch drops none.
+func TestAllToAll(t *testing.T) {
+	const ports, perPair = 4, 400
+	sw := startSwitch(t, Config{Ports: ports, Credits: 8})
+	ctx := ctxT(t)
+	eps := make([]*Endpoint, ports)
+	for i := range eps {
+		eps[i] = dial(t, sw, i, 4, uint16(i))
+	}
+	errc := make(chan error, 2*ports)
+	for i, e := range eps {
+		go func() {
+			for n := range perPair * (ports - 1) {
+				dst := (i + 1 + n%(ports-1)) % ports
+				if err := e.Send(ctx, write(uint16(i), uint16(dst), uint32(n/(ports-1)), 200)); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+		go func() {
+			next := make([]uint32, ports)
+			for range perPair * (ports - 1) {
+				f, err := e.Recv(ctx)
+				if err != nil {
+					errc <- err
+					return
+				}
+				h := wire.Header(f)
+				if h.DstGPU() != uint16(i) || int(h.SrcGPU()) >= ports || h.Tag() != next[h.SrcGPU()] {
+					errc <- errors.New("frame " + strconv.Itoa(int(h.Tag())) + " from " + strconv.Itoa(int(h.SrcGPU())) +
+						" to " + strconv.Itoa(i) + " out of order")
+					return
+				}
+				next[h.SrcGPU()]++
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 * ports {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The transmit side counts a batch after its write returns, which
+	// may be after the receiver has it.
+	waitFor(t, "every frame counted", func() bool {
+		for _, p := range sw.Status().Ports {
+			if p.Counters.TxFrames != perPair*(ports-1) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range sw.Status().Ports {
+		if p.Counters.DropsTotal() != 0 {
+			t.Errorf("port %d: drops %v", p.Num, p.Counters.Drops)
+		}
 	}
 }
