@@ -25,7 +25,9 @@ type frame struct {
 
 func (f *frame) msg() []byte { return f.buf[:f.n] }
 
-// fifo is a queue of frames in arrival order.
+// fifo is a queue of frames in arrival order. Its slice holds at most
+// twice the frames queued (plus one): a queue that never empties still
+// reuses its space.
 type fifo struct {
 	q    []*frame
 	head int
@@ -34,8 +36,10 @@ type fifo struct {
 func (q *fifo) len() int { return len(q.q) - q.head }
 
 func (q *fifo) push(f *frame) {
-	if q.head > 0 && q.head == len(q.q) {
-		q.q, q.head = q.q[:0], 0
+	if q.head > 0 && q.head >= q.len() {
+		n := copy(q.q, q.q[q.head:])
+		clear(q.q[n:])
+		q.q, q.head = q.q[:n], 0
 	}
 	q.q = append(q.q, f)
 }
