@@ -82,6 +82,8 @@ func Dial(ctx context.Context, cfg EndpointConfig) (*Endpoint, error) {
 		return nil, fmt.Errorf("hilink: dial %s: %w", cfg.Path, err)
 	}
 	c := nc.(*net.UnixConn)
+	c.SetReadBuffer(socketBuffer)
+	c.SetWriteBuffer(socketBuffer)
 	dl := time.Now().Add(helloTimeout)
 	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
 		dl = t

@@ -99,6 +99,8 @@ type session struct {
 // runs the session. It owns c.
 func (p *port) handshake(c *net.UnixConn) {
 	sw := p.sw
+	c.SetReadBuffer(socketBuffer)
+	c.SetWriteBuffer(socketBuffer)
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	buf := make([]byte, wire.HeaderSize+wire.HelloFixedSize+2*wire.MaxHelloGPUs+wire.MaxNameLen+1)
 	n, _, flags, _, err := c.ReadMsgUnix(buf, nil)

@@ -28,6 +28,12 @@ const (
 	socketMode = 0o660
 	// maxHandshakes bounds the connections waiting for their hello.
 	maxHandshakes = 64
+	// socketBuffer is asked for as SO_SNDBUF and SO_RCVBUF of every port
+	// connection, both ends: a UNIX datagram larger than the send
+	// buffer fails (EMSGSIZE), and the kernel's default (wmem_default,
+	// 208 KiB) is below wire.MaxMaxFrame. The kernel caps it at
+	// wmem_max and doubles it (at least 416 KiB by default).
+	socketBuffer = 1 << 20
 )
 
 // ErrClosed is returned by Start on a closed or started switch.

@@ -677,3 +677,36 @@ func TestAllToAll(t *testing.T) {
 		}
 	}
 }
+
+// TestLargestFrame: a frame of the largest size a hello may state goes
+// through both ends' sockets.
+func TestLargestFrame(t *testing.T) {
+	sw := startSwitch(t, Config{Ports: 2, MaxFrame: wire.MaxMaxFrame})
+	ctx := ctxT(t)
+	cfg := func(num int, gpu uint16) EndpointConfig {
+		return EndpointConfig{Path: PortPath(sw.cfg.RunDir, num), GPUs: []uint16{gpu}, Credits: 4, MaxFrame: wire.MaxMaxFrame}
+	}
+	a, err := Dial(ctx, cfg(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Dial(ctx, cfg(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	frame := write(0, 1, 5, wire.MaxMaxFrame-wire.HeaderSize)
+	for range 3 {
+		if err := a.Send(ctx, frame); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != wire.MaxMaxFrame || wire.Header(got).Tag() != 5 {
+			t.Fatalf("got %d bytes", len(got))
+		}
+	}
+}
