@@ -6,6 +6,7 @@ package clitest
 
 import (
 	"context"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -56,9 +57,19 @@ func WaitFor(t *testing.T, what string, ready func() bool) {
 	}
 }
 
-// Exists reports whether path exists, for WaitFor.
-func Exists(path string) func() bool {
-	return func() bool { _, err := os.Stat(path); return err == nil }
+// Accepts reports whether a UNIX stream socket at path takes a
+// connection, for WaitFor. A listener's file appears at bind(), before
+// listen(), so a connection in between is refused: a test that talks to
+// a socket waits for this, not for the file.
+func Accepts(path string) func() bool {
+	return func() bool {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
 }
 
 // Serve runs cmd with args in the background until stop, or the end of

@@ -132,7 +132,7 @@ func TestServeAndStatus(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
 	clitest.Serve(t, clidevice.NewCmdDevice(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve", "--control", ctl, "--vnic",
 		"socket="+sock+",ram="+ram+",ram-size=16M,mac=02:00:00:00:00:0a,ip=10.42.0.10,name=vm-a")
-	clitest.WaitFor(t, "control socket", clitest.Exists(ctl))
+	clitest.WaitFor(t, "control socket", clitest.Accepts(ctl))
 	gctx, gcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer gcancel()
 	g, err := guestsim.Connect(gctx, guestsim.Config{Socket: sock, RAMPath: ram, RAMSize: 16 << 20})

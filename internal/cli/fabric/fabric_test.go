@@ -251,7 +251,7 @@ func TestServePprof(t *testing.T) {
 			t.Error("pprof socket left behind")
 		}
 	}()
-	clitest.WaitFor(t, "pprof socket", clitest.Exists(sock))
+	clitest.WaitFor(t, "pprof socket", clitest.Accepts(sock))
 	c := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}

@@ -85,7 +85,7 @@ func TestServeAndStatus(t *testing.T) {
 	clitest.Serve(t, cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve", "--control", ctl,
 		"--gpu", "socket="+sock0+",ram="+ram+",ram-size=16M,mem-size=8M,name=gpu-a",
 		"--gpu", "socket="+sock1+",ram="+ram+",ram-size=16M,mem-size=4M,id=1,mem="+filepath.Join(dir, "g1.mem"))
-	clitest.WaitFor(t, "control socket", clitest.Exists(ctl))
+	clitest.WaitFor(t, "control socket", clitest.Accepts(ctl))
 	if fi, err := os.Stat(filepath.Join(dir, "g1.mem")); err != nil || fi.Size() != 4<<20 {
 		t.Errorf("device memory file: %v", err)
 	}

@@ -89,7 +89,7 @@ func TestServeAndStatus(t *testing.T) {
 	ios, _, _, _ := cmdutil.Test()
 	stop := clitest.Serve(t, clilink.NewCmdLink(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve",
 		"--run-dir", dir, "--ports", "2", "--credits", "16", "--pcap", pcap)
-	clitest.WaitFor(t, "control socket", clitest.Exists(ctl))
+	clitest.WaitFor(t, "control socket", clitest.Accepts(ctl))
 	// The run directory is 0770 less the umask: never open to others.
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o007 != 0 {
 		t.Errorf("run dir %s: %v (%v)", dir, fi.Mode(), err)
