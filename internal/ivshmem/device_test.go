@@ -79,3 +79,56 @@ func TestDialDevice(t *testing.T) {
 		d.Close()
 	}
 }
+
+// TestDeviceWaitParks: Wait waits in Go's poller (the epoll set is
+// pollable there, so its file takes a deadline), and a waiter that
+// parked before the doorbell rang wakes for it, ring after ring, each
+// doorbell drained before the next.
+func TestDeviceWaitParks(t *testing.T) {
+	d, err := NewDevice("test", 1<<16, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.ep.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatalf("the epoll set is not in Go's poller: %v", err)
+	}
+	events := d.Events()
+	got := make(chan int)
+	go func() {
+		defer close(got)
+		for {
+			n, ok := d.Wait(events)
+			if !ok {
+				return
+			}
+			for _, ev := range events[:n] {
+				Drain(d.DB[ev.Fd])
+				got <- int(ev.Fd)
+			}
+		}
+	}()
+	for i := range 1000 {
+		if i%100 == 0 {
+			time.Sleep(time.Millisecond) // let the waiter park
+		}
+		Signal(d.DB[i%2])
+		select {
+		case fd := <-got:
+			if fd != i%2 {
+				t.Fatalf("ring %d: doorbell %d reported, want %d", i, fd, i%2)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ring %d: the waiter did not wake", i)
+		}
+	}
+	Signal(d.Stop)
+	select {
+	case _, open := <-got:
+		if open {
+			t.Fatal("an event after Stop")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait went on after Stop")
+	}
+}
