@@ -54,3 +54,16 @@ func AHMemory() int64 { return int64(unsafe.Sizeof(AH{})) }
 
 // XRCDMemory is the host memory of an XRC domain.
 func XRCDMemory() int64 { return int64(unsafe.Sizeof(XRCD{})) }
+
+// TMSRQMemory is the most host memory the tag list of a TM SRQ of
+// maxTags tagged buffers holds, on top of SRQMemory: each entry with
+// its SGEs and its place in the posting order.
+func TMSRQMemory(maxTags int) int64 {
+	return int64(maxTags) * (int64(unsafe.Sizeof(tmTag{})) + TMMaxSGE*sizeofSGE + 4)
+}
+
+// TMQPMemory is what a QP on a TM SRQ holds on top of QPMemory: the
+// send slots of the rendezvous READs and FINs the device makes.
+func TMQPMemory() int64 {
+	return tmRndvSendWQEs * (sizeofSendWQE + TMMaxSGE*(sizeofSGE+sizeofMRPtr) + TMHeaderLen)
+}

@@ -28,6 +28,10 @@ type WC struct {
 	// receive buffer's GRH area, and drops the datagram without it.
 	SL           uint8
 	DLIDPathBits uint8
+	// Tag and TMAppCtx are a tag-matching receive's TMH tag and app_ctx
+	// (ibv_wc_read_tm_info), set when WCFlags has WCTMMatch.
+	Tag      uint64
+	TMAppCtx uint32
 }
 
 // The L3 header types of a RoCEv2 UD receive, in WC.SL.

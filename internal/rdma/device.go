@@ -165,6 +165,12 @@ type DeviceAttr struct {
 	MaxMcastQPAttach      int
 	MaxTotalMcastQPAttach int
 	MaxAH                 int
+	TM                    TMCaps
+}
+
+// TMCaps are the tag-matching limits (struct ibv_tm_caps).
+type TMCaps struct {
+	MaxRndvHdrSize, MaxNumTags, Flags, MaxOps, MaxSGE int
 }
 
 // Device capability flags reported in DeviceAttr.DeviceCapFlags (enum
@@ -449,6 +455,8 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxMcastQPAttach:      c.MaxMcastQPAttach,
 		MaxTotalMcastQPAttach: c.MaxMcastGrp * c.MaxMcastQPAttach,
 		MaxAH:                 1 << 20,
+		TM: TMCaps{MaxRndvHdrSize: TMMaxRndvHdr, MaxNumTags: TMMaxNumTags, Flags: TMCapRC,
+			MaxOps: TMMaxOps, MaxSGE: TMMaxSGE},
 	}
 }
 

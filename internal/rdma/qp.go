@@ -171,6 +171,8 @@ type sendWQE struct {
 	lastPSN   proto.PSN
 	nextPSN   proto.PSN // next packet to (re)send
 	respPSN   proto.PSN // READ or atomic: next response PSN expected
+	tm        uint8     // a device-made tag-matching WQE (tmSend*), no CQE of its own
+	tmTag     uint64    // its message's tag
 }
 
 func (w *sendWQE) isRead() bool { return w.opcode == WRRDMARead }
@@ -380,7 +382,11 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 
 	qp := &QP{dev: d, pd: pd, init: attr, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, xrcd: attr.XRCD}
 	// Slots, and their SGE and inline buffers, come with the posts.
-	qp.sq, qp.rq = newSlots[sendWQE](c.MaxSendWR), newSlots[recvWQE](c.MaxRecvWR)
+	sqSlots := c.MaxSendWR
+	if attr.SRQ != nil && attr.SRQ.tm != nil {
+		sqSlots += tmRndvSendWQEs // the device's rendezvous READs and FINs
+	}
+	qp.sq, qp.rq = newSlots[sendWQE](sqSlots), newSlots[recvWQE](c.MaxRecvWR)
 	if attr.SRQ != nil {
 		qp.srqWQE.sgeBuf = make([]SGE, attr.SRQ.maxSGE)
 		qp.srqWQE.mrs = make([]*MR, attr.SRQ.maxSGE)

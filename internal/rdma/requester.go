@@ -626,7 +626,8 @@ func (qp *QP) completeSend(w *sendWQE, status WCStatus) {
 	// The completion is built now but pushed only after the slot is
 	// published as free (sqCons): an application that polls it and posts
 	// at once must find room in the send queue, as on a real NIC.
-	signaled := status != WCSuccess || qp.init.SQSigAll || w.flags&SendSignaled != 0
+	signaled := w.tm == tmSendNone && (status != WCSuccess || qp.init.SQSigAll || w.flags&SendSignaled != 0)
+	tm := w.tm
 	var wc WC
 	if signaled {
 		wc = WC{
@@ -656,6 +657,9 @@ func (qp *QP) completeSend(w *sendWQE, status WCStatus) {
 		}
 	}
 	qp.sqCons.Store(r.compIdx)
+	if tm != tmSendNone {
+		qp.tmComplete(w, status)
+	}
 	if signaled {
 		qp.sendCQ.push(&wc, false)
 		if hook := testHookSendCompleted.Load(); hook != nil {

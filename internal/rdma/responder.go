@@ -40,6 +40,8 @@ type respState struct {
 	// Requests that arrive meanwhile wait in QP.backlog.
 	reply    *readRes
 	replyPSN proto.PSN
+
+	tm tmRecv // the message being received on a TM SRQ
 }
 
 // readRes is one slot of the responder's replay ring (max_dest_rd_atomic
@@ -321,8 +323,24 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		return
 	}
 	payload := pkt.Payload
+	tms := qp.rsrq()
+	if tms != nil && tms.tm == nil {
+		tms = nil
+	}
 	if pos == proto.PosFirst || pos == proto.PosOnly {
-		w := qp.recvTake()
+		var w *recvWQE
+		if tms != nil {
+			var err error
+			if w, _, err = qp.tmTake(tms, payload); err != nil {
+				// A message without a valid TMH on a TM QP
+				// (ConnectX: a malformed request).
+				d.ctr.rxMalformed.Add(1)
+				qp.respFatal(psn, proto.NAKInvalidRequest, WCRemInvReqErr)
+				return
+			}
+		} else {
+			w = qp.recvTake()
+		}
 		if w == nil {
 			// Receiver not ready (IBA 9.7.5): NAK with our
 			// min_rnr_timer; the requester resends this packet later.
@@ -347,6 +365,16 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		return
 	}
 	w := qp.recvTake()
+	if tms != nil {
+		switch rs.tm.mode {
+		case tmEager:
+			if pos == proto.PosFirst || pos == proto.PosOnly {
+				payload = payload[TMHeaderLen:]
+			}
+		case tmRndv:
+			payload = nil // the data comes by READ
+		}
+	}
 	if rs.recvOff+uint64(len(payload)) > w.length {
 		// The message does not fit the receive buffer (IBA 9.9.3):
 		// local length error here, invalid request there.
@@ -374,10 +402,17 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 			}
 			wc.ImmData, wc.WCFlags = rkey, WCWithInv
 		}
+		if tms != nil {
+			wc.WCFlags |= rs.tm.wc.WCFlags
+			wc.Opcode, wc.Tag, wc.TMAppCtx = rs.tm.wc.Opcode, rs.tm.wc.Tag, rs.tm.wc.TMAppCtx
+		}
 		qp.recvDone()
 		rs.op = respIdle
 		rs.msn++
 		qp.rcq().push(&wc, pkt.BTH.SE())
+		if tms != nil && rs.tm.mode == tmRndv {
+			qp.tmStartRndv(w, &rs.tm)
+		}
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
 }

@@ -21,6 +21,9 @@ type SRQInitAttr struct {
 	// Limit arms the limit event at creation: EventSRQLimitReached is
 	// raised once when fewer than Limit WRs remain. Zero leaves it unarmed.
 	Limit int
+	// TM, when set, makes this a tag-matching SRQ (IBV_SRQT_TM, tm.go):
+	// CQ (required then) gets the completions of its tag operations.
+	TM *TMAttr
 }
 
 // SRQAttr are the attributes of an SRQ (struct ibv_srq_attr).
@@ -64,7 +67,8 @@ type SRQ struct {
 	dead atomic.Bool
 
 	xrcd *XRCD // XRC SRQ: its domain and completion queue
-	cq   *CQ
+	cq   *CQ   // XRC and TM SRQs
+	tm   *tmState
 }
 
 // Num returns the SRQ number an XRC request names in its XRCETH
@@ -110,7 +114,24 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 			return nil, fmt.Errorf("rdma: create XRC SRQ: a CQ of this device is required: %w", ErrInvalid)
 		}
 	}
+	if tm := attr.TM; tm != nil {
+		switch {
+		case attr.XRCD != nil:
+			return nil, fmt.Errorf("rdma: create TM SRQ: it cannot be an XRC SRQ too: %w", ErrInvalid)
+		case attr.CQ == nil || attr.CQ.dev != d:
+			return nil, fmt.Errorf("rdma: create TM SRQ: a CQ of this device is required: %w", ErrInvalid)
+		case tm.MaxNumTags < 1 || tm.MaxNumTags > TMMaxNumTags:
+			return nil, fmt.Errorf("rdma: create TM SRQ: MaxNumTags %d outside 1..%d: %w", tm.MaxNumTags, TMMaxNumTags, ErrInvalid)
+		case tm.MaxOps < 1 || tm.MaxOps > TMMaxOps:
+			return nil, fmt.Errorf("rdma: create TM SRQ: MaxOps %d outside 1..%d: %w", tm.MaxOps, TMMaxOps, ErrInvalid)
+		}
+	}
 	s := &SRQ{dev: d, pd: pd, maxWR: attr.MaxWR, maxSGE: max(attr.MaxSGE, 1), limit: attr.Limit}
+	if tm := attr.TM; tm != nil {
+		s.tm = &tmState{maxTags: tm.MaxNumTags, maxOps: tm.MaxOps, tags: make([]tmTag, tm.MaxNumTags),
+			order: make([]uint32, 0, tm.MaxNumTags)}
+		s.cq = attr.CQ
+	}
 	s.ring = newSlots[recvWQE](attr.MaxWR)
 	d.mu.Lock()
 	if d.nSRQ >= c.MaxSRQ {
@@ -124,6 +145,9 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 		}
 		s.xrcd, s.cq = x, attr.CQ
 		x.refs.Add(1)
+		attr.CQ.refs.Add(1)
+	}
+	if s.tm != nil {
 		attr.CQ.refs.Add(1)
 	}
 	d.nSRQ++
@@ -274,6 +298,8 @@ func (s *SRQ) Destroy() error {
 	s.pd.refs.Add(-1)
 	if s.xrcd != nil {
 		s.xrcd.refs.Add(-1)
+	}
+	if s.cq != nil {
 		s.cq.refs.Add(-1)
 	}
 	d.mu.Unlock()
