@@ -25,7 +25,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	12	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	13	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -40,7 +40,11 @@
 				 * 1.11: XRC (ALLOC_XRCD, DEALLOC_XRCD, XRC
 				 *       SRQs and QPs, remote_srqn);
 				 * 1.12: hicain_cqe.timestamp
-				 *       (HICAIN_CAP_CQE_TS) */
+				 *       (HICAIN_CAP_CQE_TS);
+				 * 1.13: tag-matching SRQs (HICAIN_CAP_TM,
+				 *       HICAIN_SRQT_TM, hicain_tm_op_wqe,
+				 *       device_attr TM caps, CQE tm_tag and
+				 *       tm_handle) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -102,6 +106,7 @@
 #define HICAIN_CAP_L2		0x10
 #define HICAIN_CAP_XRC		0x20	/* ABI 1.11: XRC domains, SRQs, QPs */
 #define HICAIN_CAP_CQE_TS	0x40	/* ABI 1.12: hicain_cqe.timestamp */
+#define HICAIN_CAP_TM		0x80	/* ABI 1.13: tag-matching SRQs */
 
 #define HICAIN_LINK_ETHERNET	2	/* IBV_LINK_LAYER_ETHERNET */
 #define HICAIN_LINK_INFINIBAND	1
@@ -341,7 +346,17 @@ struct hicain_cmd_create_srq {
 	__le64 ring_gpa;
 	__le64 dbrec_gpa;		/* struct hicain_wq_dbrec, 8-byte aligned */
 	__le32 xrcd;			/* 1.11, HICAIN_SRQT_XRC: its XRCD */
-	__le32 cq;			/* 1.11, HICAIN_SRQT_XRC: its CQ */
+	__le32 cq;			/* 1.11, HICAIN_SRQT_XRC and _TM: its CQ */
+	/* 1.13, HICAIN_SRQT_TM: the tag list and its operations ring,
+	 * ops_depth (a power of two) x struct hicain_tm_op_wqe with its
+	 * own struct hicain_wq_dbrec.
+	 */
+	__le32 max_num_tags;		/* 1..device_attr.max_num_tags */
+	__le32 max_ops;			/* 1..device_attr.max_tm_ops */
+	__le64 ops_ring_gpa;
+	__le64 ops_dbrec_gpa;
+	__le32 ops_depth;		/* >= max_ops */
+	__le32 rsvd2;
 };
 
 /*
@@ -351,6 +366,7 @@ struct hicain_cmd_create_srq {
  */
 #define HICAIN_SRQT_BASIC	0
 #define HICAIN_SRQT_XRC		1
+#define HICAIN_SRQT_TM		2	/* ABI 1.13, HICAIN_CAP_TM */
 
 /* MODIFY_SRQ attr_mask bits = enum ib_srq_attr_mask */
 #define HICAIN_SRQ_MAX_WR	0x1	/* resize: see hicain_cmd_modify_srq */
@@ -504,7 +520,14 @@ struct hicain_device_attr {
 	__le32 max_total_mcast_qp_attach;
 	__le32 max_ah;
 	__le32 max_mw;			/* ABI 1.10 (rsvd before: 0, no windows) */
-};					/* 152 bytes */
+	/* 0x098: ABI 1.13, struct ibv_tm_caps (0 before: no tag matching) */
+	__le32 max_rndv_hdr_size;
+	__le32 max_num_tags;
+	__le32 tm_flags;		/* IBV_TM_CAP_* */
+	__le32 max_tm_ops;
+	__le32 max_tm_sge;
+	__le32 rsvd_tm;
+};					/* 176 bytes */
 
 /*
  * QUERY_DEVICE accepts resp_len >= HICAIN_DEVICE_ATTR_V1_0_SIZE and
@@ -716,6 +739,26 @@ struct hicain_wqe_av {
 	__le32 rsvd[2];
 };					/* 48 bytes */
 
+/*
+ * ABI 1.13: an operation on a tag-matching SRQ's tag list (struct
+ * ibv_ops_wr), in the SRQ's ops ring. The poster picks the handle of
+ * an ADD (below the SRQ's max_num_tags, not in use). A tagged buffer
+ * is sge; a zero length means none. The device completes the
+ * operation on the SRQ's CQ (IBV_WC_TM_ADD + opcode) when flags has
+ * IBV_OPS_SIGNALED, or with an error status.
+ */
+struct hicain_tm_op_wqe {
+	__le64 wr_id;
+	__le32 opcode;			/* IBV_WR_TAG_ADD, _DEL, _SYNC */
+	__le32 flags;			/* IBV_OPS_SIGNALED, IBV_OPS_TM_SYNC */
+	__le32 unexpected_cnt;
+	__le32 handle;
+	__le64 recv_wr_id;		/* ADD: the wr_id of its TM_RECV */
+	__le64 tag;			/* ADD */
+	__le64 mask;			/* ADD */
+	struct hicain_sge sge;		/* ADD */
+};					/* 64 bytes */
+
 struct hicain_recv_wqe {
 	__le64 wr_id;
 	__le32 num_sge;
@@ -745,11 +788,19 @@ struct hicain_cqe {
 	__le32 qp_num;
 	__le32 src_qp;
 	__le32 wc_flags;
-	__le16 pkey_index;
-	__le16 slid;
-	__u8 sl;
-	__u8 dlid_path_bits;
-	__u8 rsvd0[2];
+	union {
+		struct {
+			__le16 pkey_index;
+			__le16 slid;
+			__u8 sl;
+			__u8 dlid_path_bits;
+			__u8 rsvd0[2];
+		};
+		/* ABI 1.13, opcodes IBV_WC_TM_*: the message's TMH tag
+		 * (TM_RECV with IBV_WC_TM_MATCH); imm_data is its app_ctx.
+		 */
+		__le64 tm_tag;
+	};
 	/*
 	 * ABI 1.12 (HICAIN_CAP_CQE_TS): when the device wrote the CQE, in
 	 * nanoseconds since the Unix epoch on the host's real-time clock.
@@ -757,7 +808,11 @@ struct hicain_cqe {
 	 * wall clock; a guest's own clock may differ from the host's.
 	 */
 	__le64 timestamp;
-	__u8 rsvd[8];			/* rsvd[7]: the provider's own mark */
+	/* ABI 1.13: the tag handle of a TM_ADD, a TM_DEL and a TM_RECV
+	 * with IBV_WC_TM_MATCH (it is free again once that completes).
+	 */
+	__le32 tm_handle;
+	__u8 rsvd[4];			/* rsvd[3]: the provider's own mark */
 };					/* 64 bytes */
 
 #endif /* HICAIN_ABI_H */

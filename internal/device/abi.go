@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 12
+	ABIMinor       = 13
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -62,6 +62,7 @@ const (
 	CapL2     = 0x10
 	CapXRC    = 0x20 // ABI 1.11
 	CapCQETS  = 0x40 // ABI 1.12: CQE.Timestamp
+	CapTM     = 0x80 // ABI 1.13: tag-matching SRQs
 
 	LinkEthernet   = 2
 	LinkInfiniBand = 1
@@ -344,13 +345,21 @@ type CmdCreateSRQArgs struct {
 	RingGPA  uint64 `c:"ring_gpa"`
 	DBRecGPA uint64 `c:"dbrec_gpa"`
 	XRCD     uint32 `c:"xrcd"` // ABI 1.11, SRQTXRC
-	CQ       uint32 `c:"cq"`   // ABI 1.11, SRQTXRC
+	CQ       uint32 `c:"cq"`   // ABI 1.11, SRQTXRC and SRQTTM
+	// ABI 1.13, SRQTTM.
+	MaxNumTags  uint32  `c:"max_num_tags"`
+	MaxOps      uint32  `c:"max_ops"`
+	OpsRingGPA  uint64  `c:"ops_ring_gpa"`
+	OpsDBRecGPA uint64  `c:"ops_dbrec_gpa"`
+	OpsDepth    uint32  `c:"ops_depth"`
+	_           [4]byte `c:"rsvd2"`
 }
 
 // SRQ types (hicain_cmd_create_srq.srq_type, enum ib_srq_type).
 const (
 	SRQTBasic = 0
 	SRQTXRC   = 1
+	SRQTTM    = 2 // ABI 1.13
 )
 
 // CmdModifySRQArgs is struct hicain_cmd_modify_srq.
@@ -464,6 +473,13 @@ type DeviceAttr struct {
 	MaxTotalMcastQPAttach uint32 `c:"max_total_mcast_qp_attach"`
 	MaxAH                 uint32 `c:"max_ah"`
 	MaxMW                 uint32 `c:"max_mw"` // ABI 1.10
+	// ABI 1.13: struct ibv_tm_caps.
+	MaxRndvHdrSize uint32  `c:"max_rndv_hdr_size"`
+	MaxNumTags     uint32  `c:"max_num_tags"`
+	TMFlags        uint32  `c:"tm_flags"`
+	MaxTMOps       uint32  `c:"max_tm_ops"`
+	MaxTMSGE       uint32  `c:"max_tm_sge"`
+	_              [4]byte `c:"rsvd_tm"`
 }
 
 // PortAttr is struct hicain_port_attr.
@@ -596,7 +612,39 @@ type CQE struct {
 	DLIDPathBits uint8   `c:"dlid_path_bits"`
 	_            [2]byte `c:"rsvd0"`
 	Timestamp    uint64  `c:"timestamp"` // ABI 1.12: host CLOCK_REALTIME, ns
-	_            [8]byte `c:"rsvd"`
+	TMHandle     uint32  `c:"tm_handle"` // ABI 1.13
+	_            [4]byte `c:"rsvd"`
+}
+
+// CQETM is the view of a CQE with an IBV_WC_TM_* opcode (ABI 1.13):
+// the bytes of pkey_index..rsvd0 hold the TMH tag.
+type CQETM struct {
+	WRID      uint64  `c:"wr_id"`
+	Status    uint32  `c:"status"`
+	Opcode    uint32  `c:"opcode"`
+	VendorErr uint32  `c:"vendor_err"`
+	ByteLen   uint32  `c:"byte_len"`
+	ImmData   uint32  `c:"imm_data"` // the TMH's app_ctx
+	QPNum     uint32  `c:"qp_num"`
+	SrcQP     uint32  `c:"src_qp"`
+	WCFlags   uint32  `c:"wc_flags"`
+	Tag       uint64  `c:"tm_tag"`
+	Timestamp uint64  `c:"timestamp"`
+	TMHandle  uint32  `c:"tm_handle"`
+	_         [4]byte `c:"rsvd"`
+}
+
+// TMOpWQE is struct hicain_tm_op_wqe (ABI 1.13).
+type TMOpWQE struct {
+	WRID          uint64 `c:"wr_id"`
+	Opcode        uint32 `c:"opcode"`
+	Flags         uint32 `c:"flags"`
+	UnexpectedCnt uint32 `c:"unexpected_cnt"`
+	Handle        uint32 `c:"handle"`
+	RecvWRID      uint64 `c:"recv_wr_id"`
+	Tag           uint64 `c:"tag"`
+	Mask          uint64 `c:"mask"`
+	SGE           SGE    `c:"sge"`
 }
 
 // AsBytes returns the memory of *p as a byte slice (for copying ABI

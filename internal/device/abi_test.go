@@ -39,6 +39,8 @@ var abiStructs = []testutil.CStruct{
 	{C: "hicain_wqe_av", V: WQEAV{}},
 	{C: "hicain_recv_wqe", V: RecvWQE{}},
 	{C: "hicain_cqe", V: CQE{}},
+	{C: "hicain_cqe", V: CQETM{}},
+	{C: "hicain_tm_op_wqe", V: TMOpWQE{}},
 }
 
 // abiConsts are the numeric constants compared with the header's macros
@@ -57,7 +59,7 @@ var abiConsts = map[string]int64{
 	"HICAIN_DEV_READY": DevReady, "HICAIN_DEV_LIVE": DevLive, "HICAIN_DEV_FATAL": DevFatal, "HICAIN_DEV_LINK_UP": DevLinkUp,
 	"HICAIN_DRV_OK": DrvOK, "HICAIN_DRV_MSIX_ON": DrvMSIXOn, "HICAIN_DRV_RESET": DrvReset,
 	"HICAIN_FATAL_ADMIN_RING": FatalAdminRing, "HICAIN_FATAL_L2_RING": FatalL2Ring, "HICAIN_FATAL_ABI": FatalABI,
-	"HICAIN_CAP_RC": CapRC, "HICAIN_CAP_UD": CapUD, "HICAIN_CAP_SRQ": CapSRQ, "HICAIN_CAP_ATOMIC": CapAtomic, "HICAIN_CAP_L2": CapL2, "HICAIN_CAP_XRC": CapXRC, "HICAIN_CAP_CQE_TS": CapCQETS,
+	"HICAIN_CAP_RC": CapRC, "HICAIN_CAP_UD": CapUD, "HICAIN_CAP_SRQ": CapSRQ, "HICAIN_CAP_ATOMIC": CapAtomic, "HICAIN_CAP_L2": CapL2, "HICAIN_CAP_XRC": CapXRC, "HICAIN_CAP_CQE_TS": CapCQETS, "HICAIN_CAP_TM": CapTM, "HICAIN_SRQT_TM": SRQTTM,
 	"HICAIN_CQ_F_PAGED": CQFPaged, "HICAIN_CQ_PAGE_SIZE": CQPageSize, "HICAIN_CQ_MAX_PAGES": CQMaxPages,
 	"HICAIN_LINK_ETHERNET": LinkEthernet, "HICAIN_LINK_INFINIBAND": LinkInfiniBand,
 	"HICAIN_CMD_QUERY_DEVICE": CmdQueryDevice, "HICAIN_CMD_REG_MR": CmdRegMR, "HICAIN_CMD_CREATE_QP": CmdCreateQP,

@@ -101,7 +101,9 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 			MaxMsgSz: a.MaxMsgSize, LocalCAAckDelay: a.LocalCAAckDelay, PhysPortCnt: uint8(a.PhysPortCnt),
 			MaxSRQ: uint32(a.MaxSRQ), MaxSRQWR: uint32(a.MaxSRQWR), MaxSRQSGE: uint32(a.MaxSRQSGE),
 			MaxMcastGrp: uint32(a.MaxMcastGrp), MaxMcastQPAttach: uint32(a.MaxMcastQPAttach),
-			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: s.lim.maxAH, MaxMW: uint32(a.MaxMW)}
+			MaxTotalMcastQPAttach: uint32(a.MaxTotalMcastQPAttach), MaxAH: s.lim.maxAH, MaxMW: uint32(a.MaxMW),
+			MaxRndvHdrSize: uint32(a.TM.MaxRndvHdrSize), MaxNumTags: uint32(a.TM.MaxNumTags), TMFlags: uint32(a.TM.Flags),
+			MaxTMOps: uint32(a.TM.MaxOps), MaxTMSGE: uint32(a.TM.MaxSGE)}
 		// A 1.0 driver asks for the first 120 bytes and gets them.
 		b := AsBytes(&r)
 		if c.RespLen < DeviceAttrV10Size {
@@ -283,6 +285,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		}
 		if q.xrcd != nil {
 			q.xrcd.users--
+		}
+		if q.cq != nil {
 			q.cq.users--
 		}
 		delete(s.srqs, c.Handle)
@@ -730,6 +734,9 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
 	}
 	cost := gqpSize + s.dev.QPMemory(attr.Cap)
+	if attr.SRQ != nil && attr.SRQ.IsTM() {
+		cost += rdma.TMQPMemory()
+	}
 	if !s.mem.charge(cost) {
 		return StENOMEM
 	}
@@ -809,8 +816,19 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 		if xcq, ok = s.cqs[a.CQ]; !ok {
 			return StENOENT
 		}
+	case SRQTTM:
+		if xcq, ok = s.cqs[a.CQ]; !ok {
+			return StENOENT
+		}
+		if a.MaxNumTags == 0 || a.MaxNumTags > rdma.TMMaxNumTags || a.MaxOps == 0 || a.MaxOps > rdma.TMMaxOps ||
+			!isPow2(a.OpsDepth) || a.OpsDepth < a.MaxOps || a.OpsDBRecGPA%8 != 0 {
+			return StEINVAL
+		}
+		if !s.ramRange(a.OpsRingGPA, uint64(a.OpsDepth)*tmOpSize) || !s.ramRange(a.OpsDBRecGPA, 8) {
+			return StEFAULT
+		}
 	default:
-		return StEOPNOTSUPP // IB_SRQT_TM
+		return StEOPNOTSUPP
 	}
 	da := s.dev.QueryDevice()
 	if !isPow2(a.Depth) || a.Depth > uint32(da.MaxSRQWR) || a.Limit > a.Depth {
@@ -826,12 +844,18 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 		return StEFAULT
 	}
 	cost := srqCost(a.Depth, a.MaxSGE)
+	if a.SRQType == SRQTTM {
+		cost += rdma.TMSRQMemory(int(a.MaxNumTags))
+	}
 	if !s.mem.charge(cost) {
 		return StENOMEM
 	}
 	sa := rdma.SRQInitAttr{MaxWR: int(a.Depth), MaxSGE: int(a.MaxSGE), Limit: int(a.Limit)}
 	if x != nil {
 		sa.XRCD, sa.CQ = x.xrcd, xcq.cq
+	}
+	if a.SRQType == SRQTTM {
+		sa.CQ, sa.TM = xcq.cq, &rdma.TMAttr{MaxNumTags: int(a.MaxNumTags), MaxOps: int(a.MaxOps)}
 	}
 	srq, err := s.dev.CreateSRQ(pd, sa)
 	if err != nil {
@@ -853,10 +877,18 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	}
 	prod, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, prod)
-	s.srqs[n] = &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
+	q := &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
 		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod, cost: cost, xrcd: x, cq: xcq}
+	if a.SRQType == SRQTTM {
+		q.ops, q.opsDB, q.opsDepth = a.OpsRingGPA, a.OpsDBRecGPA, a.OpsDepth
+		q.opsCons, _ = s.v.ram.Load32(a.OpsDBRecGPA)
+		s.v.ram.Store32(a.OpsDBRecGPA+4, q.opsCons)
+	}
+	s.srqs[n] = q
 	if x != nil {
 		x.users++
+	}
+	if xcq != nil {
 		xcq.users++
 	}
 	out.Handle = n

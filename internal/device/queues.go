@@ -299,14 +299,61 @@ func (s *session) srqFatal(q *gsrq, reason uint32) {
 	s.postEvent(EvSRQErr, q.srqn, reason)
 }
 
-// serviceSRQ takes the receive WQEs the guest posted on an SRQ ring.
+// serviceSRQ takes the receive WQEs the guest posted on an SRQ ring,
+// and on a TM SRQ first the tag operations of its ops ring.
 func (s *session) serviceSRQ(q *gsrq) {
+	if q.ops != 0 && !s.serviceTMOps(q) {
+		return
+	}
 	prod, err := s.v.ram.Load32(q.db)
 	if err != nil {
 		s.srqFatal(q, QPFatalRing)
 		return
 	}
 	s.takeSRQ(q, prod)
+}
+
+// tmOpSize is sizeof(struct hicain_tm_op_wqe).
+const tmOpSize = uint64(unsafe.Sizeof(TMOpWQE{}))
+
+// serviceTMOps executes the operations the guest posted on a TM SRQ's
+// ops ring (ABI 1.13), in order; the engine completes them on the SRQ's
+// CQ. A producer index that moved past the ring, an unreadable ring or
+// an unknown opcode is SRQ_ERR, as for the receive ring. It reports
+// false then.
+func (s *session) serviceTMOps(q *gsrq) bool {
+	ram := s.v.ram
+	prod, err := ram.Load32(q.opsDB)
+	if err != nil {
+		s.srqFatal(q, QPFatalRing)
+		return false
+	}
+	if prod-q.opsCons > q.opsDepth {
+		s.srqFatal(q, QPFatalRQIndex)
+		return false
+	}
+	var w TMOpWQE
+	var sge [1]rdma.SGE
+	for q.opsCons != prod {
+		at := q.ops + uint64(q.opsCons&(q.opsDepth-1))*tmOpSize
+		if err := ram.ReadAt(AsBytes(&w), at); err != nil {
+			s.srqFatal(q, QPFatalRing)
+			return false
+		}
+		op := rdma.TMOp{WRID: w.WRID, Opcode: rdma.TMOpcode(w.Opcode), Flags: rdma.TMOpFlags(w.Flags),
+			UnexpectedCnt: w.UnexpectedCnt, Handle: w.Handle, RecvWRID: w.RecvWRID, Tag: w.Tag, Mask: w.Mask}
+		if w.SGE.Length != 0 {
+			sge[0] = rdma.SGE{Addr: w.SGE.Addr, Length: w.SGE.Length, LKey: w.SGE.LKey}
+			op.SGList = sge[:]
+		}
+		q.opsCons++
+		ram.Store32(q.opsDB+4, q.opsCons) // before the completion (see serviceSQ)
+		if err := q.srq.PostOps([]rdma.TMOp{op}); err != nil {
+			s.srqFatal(q, QPFatalWQE)
+			return false
+		}
+	}
+	return true
 }
 
 // takeSRQ moves the WQEs between the SRQ's cons and prod into the engine
@@ -391,9 +438,16 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 		if cq.prod-cons >= cq.depth {
 			return false
 		}
-		e = CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
-			ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
-			PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits, Timestamp: ts}
+		if wc.Opcode >= rdma.WCTMAdd && wc.Opcode <= rdma.WCTMNoTag {
+			// ABI 1.13: the tag where the RC-irrelevant UD fields are.
+			*(*CQETM)(unsafe.Pointer(&e)) = CQETM{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode),
+				VendorErr: wc.VendorErr, ByteLen: wc.ByteLen, ImmData: wc.TMAppCtx, QPNum: wc.QPNum, SrcQP: wc.SrcQP,
+				WCFlags: uint32(wc.WCFlags), Tag: wc.Tag, Timestamp: ts, TMHandle: wc.TMHandle}
+		} else {
+			e = CQE{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), VendorErr: wc.VendorErr,
+				ByteLen: wc.ByteLen, ImmData: wc.ImmData, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WCFlags: uint32(wc.WCFlags),
+				PKeyIndex: wc.PKeyIndex, SLID: wc.SLID, SL: wc.SL, DLIDPathBits: wc.DLIDPathBits, Timestamp: ts}
+		}
 		if err := ram.WriteAt(AsBytes(&e), cq.slot(cq.prod)); err != nil {
 			return false
 		}

@@ -230,9 +230,12 @@ type gsrq struct {
 	fatal   bool // the guest broke the ring: no more WQEs are taken
 	users   int  // QPs created with it
 	cost    int64
-	// XRC SRQ: its domain and CQ (nil otherwise).
+	// XRC SRQ: its domain and CQ; TM SRQ: its CQ (nil otherwise).
 	xrcd *gxrcd
 	cq   *gcq
+	// TM SRQ: the ops ring (ABI 1.13), 0 otherwise.
+	ops, opsDB        uint64
+	opsDepth, opsCons uint32
 }
 
 // gxrcd is a guest XRC domain.
@@ -332,10 +335,10 @@ func (s *session) initHeader(resetCount uint32) {
 	h.LinkLayer = LinkEthernet
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
-	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS
+	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS | CapTM
 	if cfg.ib() {
 		// No Ethernet on an IB port: the L2 rings carry nothing.
-		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC|CapCQETS
+		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC|CapCQETS|CapTM
 	}
 	h.MaxMTU = MaxNetdevMTU
 	h.NumVectors = uint32(cfg.Vectors)

@@ -190,6 +190,9 @@ func newSRQBed(t *testing.T, c guestsim.SRQConfig) *srqBed {
 	sb.a = newRCEnd(t, tb.guests[0], tb.cfgs[0].MAC, false)
 	sb.b = newRCEnd(t, tb.guests[1], tb.cfgs[1].MAC, false)
 	c.PD = sb.b.pd
+	if c.MaxNumTags != 0 {
+		c.CQ = sb.b.rcq // a TM SRQ's operations complete with its receives
+	}
 	var err error
 	if sb.srq, err = sb.b.g.CreateSRQ(ctx, c); err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func TestXRCAdminHostile(t *testing.T) {
 	}
 	wantStatus(t, srq(device.CmdCreateSRQArgs{SRQType: device.SRQTXRC, XRCD: 999, CQ: b.rcq.CQN}), device.StENOENT)
 	wantStatus(t, srq(device.CmdCreateSRQArgs{SRQType: device.SRQTXRC, XRCD: xb.xrcd, CQ: 999}), device.StENOENT)
-	wantStatus(t, srq(device.CmdCreateSRQArgs{SRQType: 2}), device.StEOPNOTSUPP)
+	wantStatus(t, srq(device.CmdCreateSRQArgs{SRQType: device.SRQTTM + 1}), device.StEOPNOTSUPP)
 	// A basic SRQ ignores the XRC fields.
 	if err := srq(device.CmdCreateSRQArgs{XRCD: 999, CQ: 999}); err != nil {
 		t.Fatalf("basic SRQ with stray XRC fields: %v", err)

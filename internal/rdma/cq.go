@@ -32,6 +32,9 @@ type WC struct {
 	// (ibv_wc_read_tm_info), set when WCFlags has WCTMMatch.
 	Tag      uint64
 	TMAppCtx uint32
+	// TMHandle is the tag handle of a TM_ADD, a TM_DEL, and a TM_RECV
+	// with WCTMMatch (the handle is free again then).
+	TMHandle uint32
 }
 
 // The L3 header types of a RoCEv2 UD receive, in WC.SL.

@@ -404,7 +404,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 		}
 		if tms != nil {
 			wc.WCFlags |= rs.tm.wc.WCFlags
-			wc.Opcode, wc.Tag, wc.TMAppCtx = rs.tm.wc.Opcode, rs.tm.wc.Tag, rs.tm.wc.TMAppCtx
+			wc.Opcode, wc.Tag, wc.TMAppCtx, wc.TMHandle = rs.tm.wc.Opcode, rs.tm.wc.Tag, rs.tm.wc.TMAppCtx, rs.tm.wc.TMHandle
 		}
 		qp.recvDone()
 		rs.op = respIdle

@@ -260,7 +260,7 @@ func (s *SRQ) PostOps(ops []TMOp) error {
 // execOp executes op (s.mu held) and returns its completion.
 func (s *SRQ) execOp(op *TMOp) WC {
 	t := s.tm
-	wc := WC{WRID: op.WRID, Opcode: WCTMAdd + WCOpcode(op.Opcode)}
+	wc := WC{WRID: op.WRID, Opcode: WCTMAdd + WCOpcode(op.Opcode), TMHandle: op.Handle}
 	fail := func(st WCStatus) WC { wc.Status = st; return wc }
 	switch op.Opcode {
 	case TMTagAdd:
@@ -324,7 +324,7 @@ func (t *tmState) remove(h uint32) {
 
 // match takes the first valid tagged buffer, in posting order, that tag
 // matches, into dst (s.mu held). It reports the handle.
-func (t *tmState) match(tag uint64, dst *recvWQE) bool {
+func (t *tmState) match(tag uint64, dst *recvWQE) (uint32, bool) {
 	for _, h := range t.order {
 		e := &t.tags[h]
 		if !e.valid || (tag^e.tag)&e.mask != 0 {
@@ -334,9 +334,9 @@ func (t *tmState) match(tag uint64, dst *recvWQE) bool {
 		dst.sge = dst.sgeBuf[:len(e.sge)]
 		copy(dst.sge, e.sge)
 		t.remove(h)
-		return true
+		return h, true
 	}
-	return false
+	return 0, false
 }
 
 // tmRecv is what the responder knows of the tag-matching message it
@@ -374,9 +374,9 @@ func (qp *QP) tmTake(s *SRQ, payload []byte) (w *recvWQE, ok bool, err error) {
 	}
 	s.mu.Lock()
 	t := s.tm
-	matched := false
+	matched, handle := false, uint32(0)
 	if op := tmh.Opcode(); op == TMHEager || op == TMHRndv {
-		matched = t.match(tmh.Tag(), dst)
+		handle, matched = t.match(tmh.Tag(), dst)
 	}
 	s.mu.Unlock()
 	switch {
@@ -403,7 +403,7 @@ func (qp *QP) tmTake(s *SRQ, payload []byte) (w *recvWQE, ok bool, err error) {
 		}
 	}
 	if matched {
-		m.wc.Tag, m.wc.TMAppCtx = tmh.Tag(), tmh.AppCtx()
+		m.wc.Tag, m.wc.TMAppCtx, m.wc.TMHandle = tmh.Tag(), tmh.AppCtx(), handle
 	}
 	m.tag = tmh.Tag()
 	rs.tm = m

@@ -77,7 +77,7 @@ func TestTMEagerMatchesInPostingOrder(t *testing.T) {
 	msg := s.send(t, 0x1000, 1000, rdma.TMHEager, 0x10101, 3)
 	wc := s.poll(s.b.rcq, 1)[0]
 	wantWC(t, wc, 501, rdma.WCSuccess, rdma.WCTMRecv)
-	if wc.WCFlags != rdma.WCTMMatch|rdma.WCTMDataValid || wc.Tag != 0x10101 || wc.TMAppCtx != 0x77 {
+	if wc.WCFlags != rdma.WCTMMatch|rdma.WCTMDataValid || wc.Tag != 0x10101 || wc.TMAppCtx != 0x77 || wc.TMHandle != 1 {
 		t.Fatalf("eager match: %+v", wc)
 	}
 	if !bytes.Equal(s.b.mem.Bytes()[s.tagBase+1024:][:1000-rdma.TMHeaderLen], msg[rdma.TMHeaderLen:]) {

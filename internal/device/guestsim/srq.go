@@ -28,6 +28,9 @@ type SRQ struct {
 	depth  uint32
 	stride uint32
 	prod   uint32
+	// TM SRQ (ABI 1.13): the ops ring.
+	ops, opsDB        uint64
+	opsDepth, opsProd uint32
 }
 
 // SRQConfig shapes an SRQ.
@@ -40,6 +43,9 @@ type SRQConfig struct {
 	// SRQ number requests name.
 	XRCD uint32
 	CQ   *CQ
+	// MaxNumTags, with CQ, makes a tag-matching SRQ (ABI 1.13) whose
+	// ops ring holds 16 operations.
+	MaxNumTags uint32
 }
 
 // CreateSRQ creates an SRQ.
@@ -64,6 +70,17 @@ func (g *Guest) CreateSRQ(ctx context.Context, c SRQConfig) (*SRQ, error) {
 	if c.CQ != nil {
 		a := device.PayloadOf[device.CmdCreateSRQArgs](&cmd)
 		a.SRQType, a.XRCD, a.CQ = device.SRQTXRC, c.XRCD, c.CQ.CQN
+		if c.MaxNumTags != 0 {
+			q.opsDepth = 16
+			if q.ops, err = g.Alloc(uint64(q.opsDepth)*64, 4096, false); err != nil {
+				return nil, err
+			}
+			if q.opsDB, err = g.Alloc(8, 8, false); err != nil {
+				return nil, err
+			}
+			a.SRQType, a.XRCD, a.MaxNumTags, a.MaxOps = device.SRQTTM, 0, c.MaxNumTags, q.opsDepth
+			a.OpsRingGPA, a.OpsDBRecGPA, a.OpsDepth = q.ops, q.opsDB, q.opsDepth
+		}
 	}
 	r, err := g.Admin(ctx, &cmd)
 	if err != nil {
@@ -87,6 +104,29 @@ func (q *SRQ) PostRecv(wrID uint64, sges []device.SGE) {
 	q.prod++
 	ram.Store32(q.db, q.prod) // release
 	q.g.Ring(device.DBQP)
+}
+
+// PostOp writes a tag operation to a TM SRQ's ops ring and rings the
+// QP doorbell. The caller keeps at most 16 outstanding (OpsTaken).
+func (q *SRQ) PostOp(w device.TMOpWQE) {
+	ram := q.g.ram
+	ram.WriteAt(device.AsBytes(&w), q.ops+uint64(q.opsProd&(q.opsDepth-1))*64)
+	q.opsProd++
+	ram.Store32(q.opsDB, q.opsProd) // release
+	q.g.Ring(device.DBQP)
+}
+
+// SetOpsProd writes a raw producer index to the ops ring (bad-guest
+// tests).
+func (q *SRQ) SetOpsProd(v uint32) {
+	q.g.ram.Store32(q.opsDB, v)
+	q.g.Ring(device.DBQP)
+}
+
+// OpsTaken returns the device's consumer index of the ops ring.
+func (q *SRQ) OpsTaken() uint32 {
+	v, _ := q.g.ram.Load32(q.opsDB + 4)
+	return v
 }
 
 // Free returns how many ring slots the device has given back.

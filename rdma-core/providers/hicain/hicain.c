@@ -556,7 +556,7 @@ static int hicain_resize_cq(struct ibv_cq *ibcq, int cqe)
 	return ret;
 }
 
-/* CQE rsvd[7] of an entry hicain_cq_clean took out: poll skips it. */
+/* CQE rsvd[3] (its last byte) of an entry hicain_cq_clean took out: poll skips it. */
 #define HICAIN_CQE_SKIP	0xff
 
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
@@ -639,7 +639,7 @@ static int hicain_poll_cq_ts(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc, uin
 			(cq->ring.buf + (size_t)(cq->ring.idx & (cq->ring.depth - 1)) * 64);
 
 		cq->ring.idx++;
-		if (c->rsvd[7] == HICAIN_CQE_SKIP)
+		if (c->rsvd[3] == HICAIN_CQE_SKIP)
 			continue;
 		if (ts)
 			ts[n] = le64toh(c->timestamp);
@@ -705,7 +705,7 @@ static void hicain_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
 				(cq->ring.buf + (size_t)(i & (cq->ring.depth - 1)) * 64);
 
 			if (le32toh(c->qp_num) == qpn)
-				c->rsvd[7] = HICAIN_CQE_SKIP;
+				c->rsvd[3] = HICAIN_CQE_SKIP;
 		}
 	}
 	pthread_spin_unlock(&cq->lock);
