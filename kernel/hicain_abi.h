@@ -349,12 +349,12 @@ struct hicain_cmd_create_srq {
 	__le32 cq;			/* 1.11, HICAIN_SRQT_XRC and _TM: its CQ */
 	/* 1.13, HICAIN_SRQT_TM: the tag list and its operations ring,
 	 * ops_depth (a power of two) x struct hicain_tm_op_wqe with its
-	 * own struct hicain_wq_dbrec.
+	 * own struct hicain_tm_dbrec.
 	 */
 	__le32 max_num_tags;		/* 1..device_attr.max_num_tags */
 	__le32 max_ops;			/* 1..device_attr.max_tm_ops */
 	__le64 ops_ring_gpa;
-	__le64 ops_dbrec_gpa;
+	__le64 ops_dbrec_gpa;		/* struct hicain_tm_dbrec, 8-byte aligned */
 	__le32 ops_depth;		/* >= max_ops */
 	__le32 rsvd2;
 };
@@ -636,6 +636,20 @@ struct hicain_l2_desc {
 struct hicain_wq_dbrec {		/* SQ, RQ or SRQ, 8-byte aligned */
 	__le32 prod;			/* driver: WQEs posted */
 	__le32 cons;			/* device: WQEs taken */
+};
+
+/*
+ * ABI 1.13: the dbrec of a TM SRQ's ops ring. busy is the device's set
+ * of tag handles in use (bit h: handle h holds a tagged buffer), stored
+ * whenever it changes (an ADD, a DEL, a message consuming a tag) and
+ * before that operation's cons or that message's completion: a handle
+ * whose bit is clear, and whose last ADD the device has taken, may be
+ * added again.
+ */
+struct hicain_tm_dbrec {
+	__le32 prod;			/* driver: operations posted */
+	__le32 cons;			/* device: operations taken */
+	__le64 busy;			/* device: handles in use */
 };
 
 #define HICAIN_CQ_ARM_NEXT	1

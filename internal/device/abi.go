@@ -548,6 +548,13 @@ type WQDBRec struct {
 	Cons uint32 `c:"cons"`
 }
 
+// TMDBRec is struct hicain_tm_dbrec (ABI 1.13), a TM SRQ's ops dbrec.
+type TMDBRec struct {
+	Prod uint32 `c:"prod"`
+	Cons uint32 `c:"cons"`
+	Busy uint64 `c:"busy"`
+}
+
 // CQDBRec is struct hicain_cq_dbrec.
 type CQDBRec struct {
 	Prod uint32 `c:"prod"`

@@ -41,6 +41,7 @@ var abiStructs = []testutil.CStruct{
 	{C: "hicain_cqe", V: CQE{}},
 	{C: "hicain_cqe", V: CQETM{}},
 	{C: "hicain_tm_op_wqe", V: TMOpWQE{}},
+	{C: "hicain_tm_dbrec", V: TMDBRec{}},
 }
 
 // abiConsts are the numeric constants compared with the header's macros

@@ -821,10 +821,10 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 			return StENOENT
 		}
 		if a.MaxNumTags == 0 || a.MaxNumTags > rdma.TMMaxNumTags || a.MaxOps == 0 || a.MaxOps > rdma.TMMaxOps ||
-			!isPow2(a.OpsDepth) || a.OpsDepth < a.MaxOps || a.OpsDBRecGPA%8 != 0 {
+			!isPow2(a.OpsDepth) || a.OpsDepth < 2*a.MaxOps || a.OpsDBRecGPA%8 != 0 {
 			return StEINVAL
 		}
-		if !s.ramRange(a.OpsRingGPA, uint64(a.OpsDepth)*tmOpSize) || !s.ramRange(a.OpsDBRecGPA, 8) {
+		if !s.ramRange(a.OpsRingGPA, uint64(a.OpsDepth)*tmOpSize) || !s.ramRange(a.OpsDBRecGPA, 16) {
 			return StEFAULT
 		}
 	default:
@@ -883,6 +883,9 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 		q.ops, q.opsDB, q.opsDepth = a.OpsRingGPA, a.OpsDBRecGPA, a.OpsDepth
 		q.opsCons, _ = s.v.ram.Load32(a.OpsDBRecGPA)
 		s.v.ram.Store32(a.OpsDBRecGPA+4, q.opsCons)
+		ram, busyAt := s.v.ram, a.OpsDBRecGPA+8
+		ram.Store64(busyAt, 0)
+		srq.SetTMNotify(func(busy uint64) { ram.Store64(busyAt, busy) })
 	}
 	s.srqs[n] = q
 	if x != nil {

@@ -346,12 +346,16 @@ func (s *session) serviceTMOps(q *gsrq) bool {
 			sge[0] = rdma.SGE{Addr: w.SGE.Addr, Length: w.SGE.Length, LKey: w.SGE.LKey}
 			op.SGList = sge[:]
 		}
-		q.opsCons++
-		ram.Store32(q.opsDB+4, q.opsCons) // before the completion (see serviceSQ)
 		if err := q.srq.PostOps([]rdma.TMOp{op}); err != nil {
 			s.srqFatal(q, QPFatalWQE)
 			return false
 		}
+		// After the operation, unlike an SQ's cons: the handles in use
+		// (TMDBRec.Busy) are stored before the guest sees it taken.
+		// The ring holds twice max_ops, so a completion seen before
+		// the slot is free never leaves the poster without room.
+		q.opsCons++
+		ram.Store32(q.opsDB+4, q.opsCons)
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/PacketFive/hinic/internal/device"
@@ -54,8 +55,13 @@ func TestTMSRQ(t *testing.T) {
 	if e := add(3, 0x33, 0); e.TMHandle != 3 || e.WCFlags != 0 {
 		t.Fatalf("TM_ADD %+v", e)
 	}
-	if got := sb.srq.OpsTaken(); got != 1 {
-		t.Fatalf("device took %d ops", got)
+	// cons moves after the operation's completion (the handles in use
+	// go first): wait for it.
+	for deadline := time.Now().Add(10 * time.Second); sb.srq.OpsTaken() != 1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if got, busy := sb.srq.OpsTaken(), sb.srq.TagsBusy(); got != 1 || busy != 1<<3 {
+		t.Fatalf("device took %d ops, handles in use %#x", got, busy)
 	}
 	msg := send(rdma.TMHEager, 0x10033, 700, nil)
 	e := tmView(wantCQE(t, sb.b.rcq, rdma.WCSuccess, rdma.WCTMRecv, 503))
@@ -65,6 +71,9 @@ func TestTMSRQ(t *testing.T) {
 	}
 	if !bytes.Equal(read(t, sb.b.g, tagBuf+3*1024, 700-16), msg[16:]) {
 		t.Fatal("tagged buffer")
+	}
+	if busy := sb.srq.TagsBusy(); busy != 0 {
+		t.Fatalf("handles in use %#x after the only tag matched", busy)
 	}
 
 	// Unexpected: whole message into SRQ WQE 100.
@@ -141,10 +150,10 @@ func TestTMSRQBadCreate(t *testing.T) {
 		a    device.CmdCreateSRQArgs
 		want uint16
 	}{
-		{"no CQ", device.CmdCreateSRQArgs{CQ: 999, MaxNumTags: 1, MaxOps: 1, OpsDepth: 1}, device.StENOENT},
-		{"too many tags", device.CmdCreateSRQArgs{CQ: e.rcq.CQN, MaxNumTags: rdma.TMMaxNumTags + 1, MaxOps: 1, OpsDepth: 1}, device.StEINVAL},
-		{"ops ring too small", device.CmdCreateSRQArgs{CQ: e.rcq.CQN, MaxNumTags: 1, MaxOps: 4, OpsDepth: 2}, device.StEINVAL},
-		{"ops ring outside RAM", device.CmdCreateSRQArgs{CQ: e.rcq.CQN, MaxNumTags: 1, MaxOps: 1, OpsDepth: 1,
+		{"no CQ", device.CmdCreateSRQArgs{CQ: 999, MaxNumTags: 1, MaxOps: 1, OpsDepth: 2}, device.StENOENT},
+		{"too many tags", device.CmdCreateSRQArgs{CQ: e.rcq.CQN, MaxNumTags: rdma.TMMaxNumTags + 1, MaxOps: 1, OpsDepth: 2}, device.StEINVAL},
+		{"ops ring below twice max_ops", device.CmdCreateSRQArgs{CQ: e.rcq.CQN, MaxNumTags: 1, MaxOps: 4, OpsDepth: 4}, device.StEINVAL},
+		{"ops ring outside RAM", device.CmdCreateSRQArgs{CQ: e.rcq.CQN, MaxNumTags: 1, MaxOps: 1, OpsDepth: 2,
 			OpsRingGPA: 1 << 50}, device.StEFAULT},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -317,6 +317,17 @@ func (g *RAM) Store32(addr uint64, v uint32) error {
 	return nil
 }
 
+// Store64 writes the 8-byte-aligned 64-bit word at addr with release
+// semantics.
+func (g *RAM) Store64(addr uint64, v uint64) error {
+	p, err := word[uint64](g, addr)
+	if err != nil {
+		return err
+	}
+	atomic.StoreUint64(p, v)
+	return nil
+}
+
 // Swap32 atomically exchanges the 32-bit word at addr.
 func (g *RAM) Swap32(addr uint64, v uint32) (uint32, error) {
 	p, err := word[uint32](g, addr)

@@ -48,7 +48,7 @@ import (
 
 // Tag-matching limits, reported as DeviceAttr's TM caps.
 const (
-	TMMaxNumTags   = 64 // tagged buffers per SRQ (ibv_tm_caps.max_num_tags)
+	TMMaxNumTags   = 64 // tagged buffers per SRQ (ibv_tm_caps.max_num_tags; a 64-bit set of handles)
 	TMMaxOps       = 32 // operations in flight (ibv_tm_caps.max_ops)
 	TMMaxRndvHdr   = 64 // rendezvous message (TMH, RVH, user header) (max_rndv_hdr_size)
 	TMMaxSGE       = 1  // SGEs of a tagged buffer (max_sge)
@@ -220,6 +220,38 @@ type tmState struct {
 	tags    []tmTag  // by handle
 	order   []uint32 // handles in use, in posting order
 	unexp   uint32   // messages the device found unexpected
+	notify  func(busy uint64)
+}
+
+// busy is the set of handles in use, bit h for handle h (maxTags <= 64).
+func (t *tmState) busy() uint64 {
+	var m uint64
+	for _, h := range t.order {
+		m |= 1 << h
+	}
+	return m
+}
+
+// changed tells the notify hook the handles in use (s.mu held).
+func (t *tmState) changed() {
+	if t.notify != nil {
+		t.notify(t.busy())
+	}
+}
+
+// SetTMNotify makes the SRQ call fn with the set of tag handles in use
+// (bit h for handle h) whenever it changes: after an ADD or DEL and when
+// a message consumes a tag, before that operation's or message's
+// completion. fn runs with the SRQ's lock held, on the goroutine that
+// changed the list (PostOps' caller, or the engine); it must not call
+// into the SRQ. A device backend keeps the guest's view with it.
+func (s *SRQ) SetTMNotify(fn func(busy uint64)) {
+	if s.tm == nil {
+		return
+	}
+	s.mu.Lock()
+	s.tm.notify = fn
+	s.mu.Unlock()
 }
 
 // IsTM reports whether s is a tag-matching SRQ.
@@ -293,11 +325,13 @@ func (s *SRQ) execOp(op *TMOp) WC {
 			wc.WCFlags |= WCTMSyncReq
 		}
 		t.order = append(t.order, op.Handle)
+		t.changed()
 	case TMTagDel:
 		if op.Handle >= uint32(t.maxTags) || !t.tags[op.Handle].inUse {
 			return fail(WCTMErr)
 		}
 		t.remove(op.Handle)
+		t.changed()
 	}
 	if op.Flags&TMOpSync != 0 || op.Opcode == TMTagSync {
 		if op.UnexpectedCnt == t.unexp {
@@ -334,6 +368,7 @@ func (t *tmState) match(tag uint64, dst *recvWQE) (uint32, bool) {
 		dst.sge = dst.sgeBuf[:len(e.sge)]
 		copy(dst.sge, e.sge)
 		t.remove(h)
+		t.changed()
 		return h, true
 	}
 	return 0, false

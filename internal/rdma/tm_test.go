@@ -288,6 +288,8 @@ func TestTMMalformedTMH(t *testing.T) {
 
 func TestTMOpErrors(t *testing.T) {
 	s := newTMSetup(t, 2)
+	var busy []uint64
+	s.srq.SetTMNotify(func(b uint64) { busy = append(busy, b) })
 	for _, tc := range []struct {
 		name string
 		op   rdma.TMOp
@@ -313,6 +315,10 @@ func TestTMOpErrors(t *testing.T) {
 	// DEL frees a handle; a second DEL of it fails.
 	wantWC(t, s.op(t, rdma.TMOp{WRID: 6, Opcode: rdma.TMTagDel, Flags: rdma.TMOpSignaled, Handle: 1}), 6, rdma.WCSuccess, rdma.WCTMDel)
 	wantWC(t, s.op(t, rdma.TMOp{WRID: 7, Opcode: rdma.TMTagDel, Handle: 1}), 7, rdma.WCTMErr, rdma.WCTMDel)
+	// The busy handles after each change: ADD 0, ADD 1, DEL 1.
+	if len(busy) != 3 || busy[0] != 1 || busy[1] != 3 || busy[2] != 1 {
+		t.Fatalf("busy handle sets %v, want [1 3 1]", busy)
+	}
 	if err := s.srq.PostOps([]rdma.TMOp{{Opcode: 3}}); !isErr(err, rdma.ErrInvalid) {
 		t.Fatalf("unknown opcode: %v", err)
 	}

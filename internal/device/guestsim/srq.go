@@ -2,6 +2,7 @@ package guestsim
 
 import (
 	"context"
+	"encoding/binary"
 
 	"github.com/PacketFive/hinic/internal/device"
 )
@@ -75,10 +76,10 @@ func (g *Guest) CreateSRQ(ctx context.Context, c SRQConfig) (*SRQ, error) {
 			if q.ops, err = g.Alloc(uint64(q.opsDepth)*64, 4096, false); err != nil {
 				return nil, err
 			}
-			if q.opsDB, err = g.Alloc(8, 8, false); err != nil {
+			if q.opsDB, err = g.Alloc(16, 8, false); err != nil {
 				return nil, err
 			}
-			a.SRQType, a.XRCD, a.MaxNumTags, a.MaxOps = device.SRQTTM, 0, c.MaxNumTags, q.opsDepth
+			a.SRQType, a.XRCD, a.MaxNumTags, a.MaxOps = device.SRQTTM, 0, c.MaxNumTags, q.opsDepth/2
 			a.OpsRingGPA, a.OpsDBRecGPA, a.OpsDepth = q.ops, q.opsDB, q.opsDepth
 		}
 	}
@@ -121,6 +122,13 @@ func (q *SRQ) PostOp(w device.TMOpWQE) {
 func (q *SRQ) SetOpsProd(v uint32) {
 	q.g.ram.Store32(q.opsDB, v)
 	q.g.Ring(device.DBQP)
+}
+
+// TagsBusy returns the device's set of tag handles in use (ABI 1.13).
+func (q *SRQ) TagsBusy() uint64 {
+	var b [8]byte
+	q.g.ram.ReadAt(b[:], q.opsDB+8)
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // OpsTaken returns the device's consumer index of the ops ring.
