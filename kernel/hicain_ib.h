@@ -247,6 +247,14 @@ struct hicain_ah {
  * guest memory with its own dbrec, which the QPs created on it take
  * from (device-abi.md, shared receive queues).
  */
+/* Tag-matching SRQs (ABI 1.13): the tag list's bound, the operations in
+ * flight (the device's max_tm_ops) and the entries of the ops ring
+ * hicain_ib maps for each, twice those (hicain_tm_dbrec).
+ */
+#define HICAIN_TM_MAX_TAGS	64
+#define HICAIN_TM_MAX_OPS	32
+#define HICAIN_TM_OPS_DEPTH	(2 * HICAIN_TM_MAX_OPS)
+
 struct hicain_srq {
 	struct ib_srq ibsrq;		/* first: INIT_RDMA_OBJ_SIZE */
 	u32 srqn;
@@ -254,6 +262,7 @@ struct hicain_srq {
 	struct hicain_wq wq;
 	struct hicain_wq_dbrec *dbrec;
 	dma_addr_t dbrec_dma;
+	struct hicain_wq ops;		/* IB_SRQT_TM: the mapped ops ring */
 };
 
 struct hicain_qp {
@@ -350,6 +359,7 @@ enum rdma_link_layer hicain_get_link_layer(struct ib_device *ibdev, u32 port);
 int hicain_query_pkey(struct ib_device *ibdev, u32 port, u16 index, u16 *pkey);
 int hicain_query_gid(struct ib_device *ibdev, u32 port, int index, union ib_gid *gid);
 bool hicain_abi_minor_at_least(struct hicain_ibdev *hidev, u16 minor);
+bool hicain_tm_ok(struct hicain_ibdev *hidev);
 int hicain_push_port_caps(struct hicain_ibdev *hidev, u32 caps);
 int hicain_modify_port(struct ib_device *ibdev, u32 port, int mask,
 		       struct ib_port_modify *props);

@@ -78,6 +78,15 @@ int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 	 * offers no MEM_WINDOW flags.
 	 */
 	props->max_mw = le32_to_cpu(a.max_mw);
+	/* ABI 1.13: tag matching; a 1.12 device wrote none of it. */
+	if (hicain_tm_ok(hidev)) {
+		props->tm_caps.max_rndv_hdr_size = le32_to_cpu(a.max_rndv_hdr_size);
+		props->tm_caps.max_num_tags = min_t(u32, le32_to_cpu(a.max_num_tags),
+						    HICAIN_TM_MAX_TAGS);
+		props->tm_caps.flags = le32_to_cpu(a.tm_flags) & IB_TM_CAP_RNDV_RC;
+		props->tm_caps.max_ops = min_t(u32, le32_to_cpu(a.max_tm_ops), HICAIN_TM_MAX_OPS);
+		props->tm_caps.max_sge = le32_to_cpu(a.max_tm_sge);
+	}
 	/* ABI 1.12: every CQE carries the device's nanosecond clock. */
 	if (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_CQE_TS) {
 		props->timestamp_mask = U64_MAX;
@@ -2037,6 +2046,7 @@ static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *
 	struct device *dma_dev = hicain_dma_dev(hidev);
 
 	hicain_wq_free(hidev, &srq->wq);
+	hicain_wq_free(hidev, &srq->ops);
 	if (srq->dbrec)
 		dma_free_coherent(dma_dev, sizeof(*srq->dbrec), srq->dbrec, srq->dbrec_dma);
 	srq->dbrec = NULL;
@@ -2055,7 +2065,7 @@ static void hicain_srq_release_ring(struct hicain_ibdev *hidev, struct hicain_sr
 		hicain_srq_free_ring(hidev, srq);
 		return;
 	}
-	bytes = hicain_wq_keep(&srq->wq);
+	bytes = hicain_wq_keep(&srq->wq) + hicain_wq_keep(&srq->ops);
 	if (srq->dbrec)
 		bytes += sizeof(*srq->dbrec);
 	srq->dbrec = NULL;
@@ -2109,6 +2119,21 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		if (ret)
 			goto err_free;
 	}
+	if (init->srq_type == IB_SRQT_TM) {
+		/* Only a mapped ring: operations are posted in user space. */
+		hicain_wq_init(&srq->ops, HICAIN_TM_OPS_DEPTH, sizeof(struct hicain_tm_op_wqe), 1);
+		ret = hicain_uq_alloc(hidev, udata, &srq->ops.uq,
+				      (size_t)srq->ops.depth * srq->ops.stride,
+				      sizeof(struct hicain_tm_dbrec), false);
+		if (ret) {
+			ret = ret < 0 ? ret : -EOPNOTSUPP;
+			goto err_free;
+		}
+		srq->ops.ring = srq->ops.uq.cpu;
+		srq->ops.ring_dma = srq->ops.uq.dma;
+		c->ops_ring_gpa = cpu_to_le64(srq->ops.uq.dma);
+		c->ops_dbrec_gpa = cpu_to_le64(srq->ops.uq.dma + srq->ops.uq.dbrec_off);
+	}
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_SRQ);
 	c->pd = cpu_to_le32(to_hpd(ibsrq->pd)->pdn);
@@ -2130,6 +2155,10 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		resp.srqn = srq->srqn;
 		resp.max_sge = max_sge;
 		hicain_uq_resp(&srq->wq.uq, depth, srq->wq.stride, &resp.srq);
+		if (init->srq_type == IB_SRQT_TM) {
+			hicain_uq_resp(&srq->ops.uq, srq->ops.depth, srq->ops.stride, &resp.ops);
+			resp.max_num_tags = init->ext.tag_matching.max_num_tags;
+		}
 	}
 	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
 	if (!ret)

@@ -44,8 +44,9 @@ int hicain_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
 }
 
 /*
- * hicain_xrc_srq_cmd - the XRC fields of CREATE_SRQ for init; 0 for a
- * basic SRQ, -EOPNOTSUPP for a type the device lacks.
+ * hicain_xrc_srq_cmd - the XRC or TM fields of CREATE_SRQ for init; 0 for
+ * a basic SRQ, -EOPNOTSUPP for a type the device lacks. A TM SRQ's ops
+ * ring (HICAIN_TM_OPS_DEPTH entries) is hicain_create_srq's to map.
  */
 int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr *init,
 		       struct hicain_cmd_create_srq *c)
@@ -60,9 +61,31 @@ int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr
 		c->xrcd = cpu_to_le32(to_hxrcd(init->ext.xrc.xrcd)->xrcdn);
 		c->cq = cpu_to_le32(to_hcq(init->ext.cq)->cqn);
 		return 0;
+	case IB_SRQT_TM:
+		/* The tag list's operations come from user space only
+		 * (ibv_post_srq_ops through the mapped ops ring).
+		 */
+		if (!hicain_tm_ok(hidev) || !init->ext.cq)
+			return -EOPNOTSUPP;
+		if (!init->ext.tag_matching.max_num_tags ||
+		    init->ext.tag_matching.max_num_tags > HICAIN_TM_MAX_TAGS)
+			return -EINVAL;
+		c->srq_type = cpu_to_le32(HICAIN_SRQT_TM);
+		c->cq = cpu_to_le32(to_hcq(init->ext.cq)->cqn);
+		c->max_num_tags = cpu_to_le32(init->ext.tag_matching.max_num_tags);
+		c->max_ops = cpu_to_le32(HICAIN_TM_MAX_OPS);
+		c->ops_depth = cpu_to_le32(HICAIN_TM_OPS_DEPTH);
+		return 0;
 	default:
 		return -EOPNOTSUPP;
 	}
+}
+
+/* hicain_tm_ok - the device does tag matching (ABI 1.13, HICAIN_CAP_TM). */
+bool hicain_tm_ok(struct hicain_ibdev *hidev)
+{
+	return hicain_abi_minor_at_least(hidev, 13) &&
+	       (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_TM);
 }
 
 /*

@@ -41,6 +41,11 @@
  *
  * 1: every verb through uverbs commands.
  * 2: mapped queues (create responses below, the doorbell page).
+ *    Later additions at the end of a response, without a bump:
+ *    hicain_ib_create_srq_resp.ops and max_num_tags (tag-matching
+ *    SRQs). A provider that knows them offers tag matching only when
+ *    the kernel reports tm_caps, and a kernel that does not know them
+ *    refuses IB_SRQT_TM, so either pairing fails cleanly.
  */
 #define HICAIN_UVERBS_ABI_VERSION	2
 
@@ -131,6 +136,10 @@ struct hicain_ib_create_srq_resp {
 	struct hicain_ib_queue srq;	/* receive WQEs, hicain_wq_dbrec */
 	__u32 srqn;
 	__u32 max_sge;
+	/* IB_SRQT_TM only (mmap_key 0 otherwise) */
+	struct hicain_ib_queue ops;	/* hicain_tm_op_wqe, hicain_wq_dbrec */
+	__u32 max_num_tags;		/* tag handles are 0..max_num_tags-1 */
+	__u32 reserved;
 };
 
 /* CREATE_AH response, after ib_uverbs_create_ah_resp (4 bytes). */
