@@ -102,13 +102,16 @@ HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_qp_resp, drv) ==
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_qp_resp) == 32 + 64);
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_srq_resp, drv) ==
 		     sizeof(struct ib_uverbs_create_srq_resp));
-HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_srq_resp) == 16 + 32);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_srq_resp) == 16 + 64);
 HICAIN_STATIC_ASSERT(offsetof(struct hicain_create_ah_resp, drv) ==
 		     sizeof(struct ib_uverbs_create_ah_resp));
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_create_ah_resp) == 4 + 8);
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_cqe) == 64);
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_send_wqe) == 64);
 HICAIN_STATIC_ASSERT(sizeof(struct hicain_recv_wqe) == 16);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_tm_op_wqe) == 64);
+HICAIN_STATIC_ASSERT(sizeof(struct hicain_tm_dbrec) == 16);
+HICAIN_STATIC_ASSERT(offsetof(struct hicain_cqe, tm_tag) == 40);
 
 /* ---- mapped rings ---- */
 
@@ -559,6 +562,11 @@ static int hicain_resize_cq(struct ibv_cq *ibcq, int cqe)
 /* CQE rsvd[3] (its last byte) of an entry hicain_cq_clean took out: poll skips it. */
 #define HICAIN_CQE_SKIP	0xff
 
+static bool hicain_wc_is_tm(uint32_t opcode)
+{
+	return opcode >= IBV_WC_TM_ADD && opcode <= IBV_WC_TM_NO_TAG;
+}
+
 static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
 {
 	/* The CQE fields carry ibv_wc's values; the immediate data is
@@ -573,6 +581,14 @@ static void hicain_cqe_to_wc(const struct hicain_cqe *c, struct ibv_wc *wc)
 	wc->qp_num = le32toh(c->qp_num);
 	wc->src_qp = le32toh(c->src_qp);
 	wc->wc_flags = le32toh(c->wc_flags);
+	if (hicain_wc_is_tm(wc->opcode)) {
+		/* ABI 1.13: tm_tag is where the UD fields are. */
+		wc->pkey_index = 0;
+		wc->slid = 0;
+		wc->sl = 0;
+		wc->dlid_path_bits = 0;
+		return;
+	}
 	wc->pkey_index = le16toh(c->pkey_index);
 	wc->slid = le16toh(c->slid);
 	wc->sl = c->sl;
@@ -612,7 +628,8 @@ static void hicain_cq_count_recv(struct hicain_cq *cq, const struct ibv_wc *wc, 
  * handed back (release). When the ring was full the device holds
  * completions back until it sees the room: the CQ doorbell tells it.
  */
-static int hicain_poll_cq_ts(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc, uint64_t *ts)
+static int hicain_poll_cq_ts(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc, uint64_t *ts,
+			     struct ibv_wc_tm_info *tm)
 {
 	struct hicain_cq *cq = to_hcq(ibcq);
 	struct hicain_context *ctx;
@@ -643,6 +660,14 @@ static int hicain_poll_cq_ts(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc, uin
 			continue;
 		if (ts)
 			ts[n] = le64toh(c->timestamp);
+		if (tm) {
+			tm[n].tag = 0;
+			tm[n].priv = 0;
+			if (hicain_wc_is_tm(le32toh(c->opcode))) {
+				tm[n].tag = le64toh(c->tm_tag);
+				tm[n].priv = le32toh(c->imm_data);
+			}
+		}
 		hicain_cqe_to_wc(c, &wc[n++]);
 	}
 	hicain_cq_count_recv(cq, wc, n);
@@ -659,7 +684,7 @@ static int hicain_poll_cq_ts(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc, uin
 
 static int hicain_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
-	return hicain_poll_cq_ts(ibcq, ne, wc, NULL);
+	return hicain_poll_cq_ts(ibcq, ne, wc, NULL, NULL);
 }
 
 /*
@@ -730,7 +755,7 @@ static int hicain_cqx_next(struct ibv_cq_ex *cqx)
 	struct hicain_cq *cq = cqx_to_hcq(cqx);
 	int n;
 
-	n = hicain_poll_cq_ts(&cq->ibv_cq, 1, &cq->cur, &cq->cur_ts);
+	n = hicain_poll_cq_ts(&cq->ibv_cq, 1, &cq->cur, &cq->cur_ts, &cq->cur_tm);
 	if (n < 0)
 		return EINVAL;
 	if (n == 0)
@@ -811,6 +836,12 @@ static uint64_t hicain_cqx_ts(struct ibv_cq_ex *cqx)
 	return cqx_to_hcq(cqx)->cur_ts;
 }
 
+/* ABI 1.13: the TMH tag and app_ctx of a TM completion (0 for others). */
+static void hicain_cqx_tm_info(struct ibv_cq_ex *cqx, struct ibv_wc_tm_info *tm_info)
+{
+	*tm_info = cqx_to_hcq(cqx)->cur_tm;
+}
+
 #define HICAIN_WC_TS_FLAGS \
 	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 
@@ -818,8 +849,9 @@ static uint64_t hicain_cqx_ts(struct ibv_cq_ex *cqx)
  * hicain_create_cq_ex - ibv_create_cq_ex: the fields of ibv_wc
  * (IBV_WC_STANDARD_FLAGS) and, on a device that stamps its CQEs
  * (HICAIN_CAP_CQE_TS), both completion timestamps; also for a parent
- * domain (IBV_CQ_INIT_ATTR_MASK_PD, which must be one). CVLAN, flow tags
- * and tag matching are not offered, nor IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN.
+ * domain (IBV_CQ_INIT_ATTR_MASK_PD, which must be one); on a device with
+ * tag matching (ABI 1.13, HICAIN_CAP_TM) the TM info of its completions.
+ * CVLAN and flow tags are not offered, nor IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN.
  * SINGLE_THREADED is a hint the CQ takes without change.
  */
 static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
@@ -843,6 +875,8 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 
 	if (to_hctx(context)->caps.dev_caps & HICAIN_CAP_CQE_TS)
 		wc_ok |= HICAIN_WC_TS_FLAGS;
+	if (to_hctx(context)->caps.dev_caps & HICAIN_CAP_TM)
+		wc_ok |= IBV_WC_EX_WITH_TM_INFO;
 	if ((attr->wc_flags & ~wc_ok) ||
 	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) ||
 	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
@@ -864,8 +898,8 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 	}
 	ret = hicain_map_ring(context, &resp.drv.cq, 0, sizeof(struct hicain_cq_dbrec), &cq->ring,
 			      &dbrec);
-	/* The kernel's poll_cq fallback has no stamps to give. */
-	if (!ret && !cq->ring.map && (attr->wc_flags & HICAIN_WC_TS_FLAGS))
+	/* The kernel's poll_cq fallback has no stamps or tags to give. */
+	if (!ret && !cq->ring.map && (attr->wc_flags & (HICAIN_WC_TS_FLAGS | IBV_WC_EX_WITH_TM_INFO)))
 		ret = EOPNOTSUPP;
 	if (ret) {
 		hicain_unmap_ring(&cq->ring);
@@ -901,6 +935,8 @@ static struct ibv_cq_ex *hicain_create_cq_ex(struct ibv_context *context,
 		cqx->read_completion_ts = hicain_cqx_ts;
 	if (attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
 		cqx->read_completion_wallclock_ns = hicain_cqx_ts;
+	if (attr->wc_flags & IBV_WC_EX_WITH_TM_INFO)
+		cqx->read_tm_info = hicain_cqx_tm_info;
 	return cqx;
 }
 
@@ -1835,7 +1871,23 @@ static struct ibv_srq *hicain_srq_mapped(struct ibv_context *context, struct hic
 
 	ret = hicain_map_ring(context, &resp->drv.srq, resp->drv.max_sge,
 			      sizeof(struct hicain_wq_dbrec), &srq->ring, &dbrec);
+	if (!ret && srq->vsrq.srq_type == IBV_SRQT_TM) {
+		void *ops_dbrec = NULL;
+
+		/* A TM SRQ's operations are posted only to its mapped ring. */
+		ret = hicain_map_ring(context, &resp->drv.ops, 1, sizeof(struct hicain_tm_dbrec),
+				      &srq->ops, &ops_dbrec);
+		if (!ret && (!srq->ops.map || srq->ops.stride != sizeof(struct hicain_tm_op_wqe) ||
+			     !resp->drv.max_num_tags ||
+			     resp->drv.max_num_tags > HICAIN_TM_HANDLES ||
+			     srq->max_ops > srq->ops.depth / 2))
+			ret = EOPNOTSUPP;
+		srq->ops_dbrec = ops_dbrec;
+		srq->max_num_tags = resp->drv.max_num_tags;
+	}
 	if (ret) {
+		hicain_unmap_ring(&srq->ops);
+		hicain_unmap_ring(&srq->ring);
 		ibv_cmd_destroy_srq(&srq->vsrq.srq);
 		free(srq);
 		errno = ret;
@@ -1876,8 +1928,9 @@ static struct ibv_srq *hicain_create_srq(struct ibv_pd *pd, struct ibv_srq_init_
  * hicain_create_srq_ex - ibv_create_srq_ex: a basic SRQ, or (ABI 1.11)
  * an XRC SRQ of an XRC domain with its CQ, on the same mapped ring and
  * udata as create_srq's. The kernel returns the XRC SRQ number, which
- * libibverbs keeps in vsrq.srq_num for ibv_get_srq_num. Tag matching
- * SRQs are not offered.
+ * libibverbs keeps in vsrq.srq_num for ibv_get_srq_num. On a device
+ * with HICAIN_CAP_TM (ABI 1.13) also a tag-matching SRQ, whose ops ring
+ * the kernel maps beside the receive ring (hicain_post_srq_ops).
  */
 static struct ibv_srq *hicain_create_srq_ex(struct ibv_context *context,
 					    struct ibv_srq_init_attr_ex *attr)
@@ -1887,14 +1940,25 @@ static struct ibv_srq *hicain_create_srq_ex(struct ibv_context *context,
 	struct hicain_srq *srq;
 	int ret;
 
+	bool tm = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_TM;
+
 	if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC &&
-	    attr->srq_type != IBV_SRQT_XRC) {
+	    attr->srq_type != IBV_SRQT_XRC &&
+	    !(tm && (to_hctx(context)->caps.dev_caps & HICAIN_CAP_TM))) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	if (attr->comp_mask & ~(uint32_t)(IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-					  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ)) {
+					  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ |
+					  IBV_SRQ_INIT_ATTR_TM)) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	/* libibverbs checks the TM fields it sends (max_num_tags, the CQ);
+	 * max_ops only the provider sees: at most half the ops ring.
+	 */
+	if (tm && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) || !attr->tm_cap.max_ops)) {
+		errno = EINVAL;
 		return NULL;
 	}
 	srq = calloc(1, sizeof(*srq));
@@ -1902,6 +1966,8 @@ static struct ibv_srq *hicain_create_srq_ex(struct ibv_context *context,
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (tm)
+		srq->max_ops = attr->tm_cap.max_ops;
 	ret = ibv_cmd_create_srq_ex(context, &srq->vsrq, attr, &cmd, sizeof(cmd), &resp.core,
 				    sizeof(resp));
 	if (ret) {
@@ -1988,6 +2054,7 @@ static int hicain_destroy_srq(struct ibv_srq *ibsrq)
 	if (ret)
 		return ret;
 	hicain_unmap_ring(&srq->ring);
+	hicain_unmap_ring(&srq->ops);
 	pthread_spin_destroy(&srq->lock);
 	free(srq);
 	return 0;
@@ -2002,6 +2069,109 @@ static int hicain_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 		return ibv_cmd_post_srq_recv(ibsrq, wr, bad_wr);
 	return hicain_post_wq(ibsrq->context, &srq->ring, srq->dbrec, &srq->lock, NULL, wr,
 			      bad_wr);
+}
+
+/*
+ * hicain_tm_handle - a free tag handle of srq for an ADD posted at ops
+ * index idx, or -1; under srq->lock. The device's busy set is stored
+ * before it moves cons past an operation (hicain_abi.h), so cons is
+ * read first.
+ */
+static int hicain_tm_handle(struct hicain_srq *srq, uint32_t idx)
+{
+	uint32_t cons = hicain_load_acquire(&srq->ops_dbrec->cons);
+	uint64_t busy = le64toh(__atomic_load_n(&srq->ops_dbrec->busy, __ATOMIC_ACQUIRE));
+	uint32_t h;
+
+	for (h = 0; h < srq->max_num_tags; h++) {
+		uint64_t bit = 1ULL << h;
+
+		/* An ADD the device has taken shows in busy from then on. */
+		if ((srq->pending & bit) && (int32_t)(cons - srq->adding[h]) > 0)
+			srq->pending &= ~bit;
+		if ((srq->pending | busy) & bit)
+			continue;
+		srq->pending |= bit;
+		srq->adding[h] = idx;
+		return h;
+	}
+	return -1;
+}
+
+/*
+ * hicain_post_srq_ops - ibv_post_srq_ops on a TM SRQ: each operation
+ * becomes a struct hicain_tm_op_wqe in the mapped ops ring (ABI 1.13),
+ * published with prod and the QP doorbell, which makes the device
+ * execute the SRQ's operations. An ADD gets a free handle in
+ * op->tm.handle. ENOMEM when max_ops operations are in the ring or no
+ * handle is free; EINVAL for an unknown opcode or more than one SGE.
+ */
+static int hicain_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *op,
+			       struct ibv_ops_wr **bad_op)
+{
+	struct hicain_srq *srq = to_hsrq(ibsrq);
+	struct hicain_context *ctx = to_hctx(ibsrq->context);
+	uint32_t start, cons;
+	int ret = 0, h;
+
+	if (!srq->ops.map) {
+		*bad_op = op;
+		return EOPNOTSUPP;
+	}
+	pthread_spin_lock(&srq->lock);
+	start = srq->ops.idx;
+	for (; op; op = op->next) {
+		struct hicain_tm_op_wqe *w = (struct hicain_tm_op_wqe *)
+			(srq->ops.buf + (size_t)(srq->ops.idx & (srq->ops.depth - 1)) * srq->ops.stride);
+
+		cons = hicain_load_acquire(&srq->ops_dbrec->cons);
+		if (srq->ops.idx - cons >= srq->max_ops) {
+			ret = ENOMEM;
+			break;
+		}
+		if (op->opcode > IBV_WR_TAG_SYNC ||
+		    (op->opcode == IBV_WR_TAG_ADD && (op->tm.add.num_sge < 0 || op->tm.add.num_sge > 1))) {
+			ret = EINVAL;
+			break;
+		}
+		memset(w, 0, sizeof(*w));
+		w->wr_id = htole64(op->wr_id);
+		w->opcode = htole32(op->opcode);
+		w->flags = htole32(op->flags & (IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC));
+		w->unexpected_cnt = htole32(op->tm.unexpected_cnt);
+		switch (op->opcode) {
+		case IBV_WR_TAG_ADD:
+			h = hicain_tm_handle(srq, srq->ops.idx);
+			if (h < 0) {
+				ret = ENOMEM;
+				break;
+			}
+			op->tm.handle = h;
+			w->recv_wr_id = htole64(op->tm.add.recv_wr_id);
+			w->tag = htole64(op->tm.add.tag);
+			w->mask = htole64(op->tm.add.mask);
+			if (op->tm.add.num_sge)
+				hicain_write_sges(&w->sge, op->tm.add.sg_list, 1);
+			break;
+		case IBV_WR_TAG_DEL:
+			w->handle = htole32(op->tm.handle);
+			break;
+		default:
+			break;
+		}
+		if (ret)
+			break;
+		w->handle = htole32(op->tm.handle);
+		srq->ops.idx++;
+	}
+	if (srq->ops.idx != start) {
+		hicain_store_release(&srq->ops_dbrec->prod, srq->ops.idx);
+		hicain_ring_db(ctx, ctx->caps.db_qp);
+	}
+	pthread_spin_unlock(&srq->lock);
+	if (ret)
+		*bad_op = op;
+	return ret;
 }
 
 /* ---- contexts ---- */
@@ -2050,6 +2220,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.post_recv = hicain_post_recv,
 	.post_send = hicain_post_send,
 	.post_srq_recv = hicain_post_srq_recv,
+	.post_srq_ops = hicain_post_srq_ops,
 	.query_device_ex = hicain_query_device_ex,
 	.query_port = hicain_query_port,
 	.query_qp = hicain_query_qp,

@@ -67,6 +67,7 @@ struct hicain_cq {
 	uint32_t cqn;
 	struct ibv_wc cur;		/* the completion start/next_poll took */
 	uint64_t cur_ts;		/* its CQE's timestamp (ABI 1.12) */
+	struct ibv_wc_tm_info cur_tm;	/* its tag and app_ctx (ABI 1.13) */
 	struct hicain_qp *rq_qps;	/* mapped RQs completing here, under lock */
 };
 
@@ -97,12 +98,28 @@ struct hicain_qp {
 	struct hicain_qp *rcq_next;	/* in recv_cq's rq_qps */
 };
 
+/* The tag handles of a TM SRQ: the device's busy set covers 64. */
+#define HICAIN_TM_HANDLES	64
+
 struct hicain_srq {
 	struct verbs_srq vsrq;		/* vsrq.srq is the ibv_srq */
 	pthread_spinlock_t lock;
 	struct hicain_ring ring;	/* receive WQEs */
 	struct hicain_wq_dbrec *dbrec;
 	uint32_t srqn;
+	/*
+	 * A tag-matching SRQ (ABI 1.13): its ops ring of struct
+	 * hicain_tm_op_wqe, under lock. A handle is free when the device's
+	 * busy set (ops_dbrec->busy) has it clear and the last ADD posted
+	 * with it has been taken (its ops index before the device's cons):
+	 * adding[] holds that index for the handles in "pending".
+	 */
+	struct hicain_ring ops;
+	struct hicain_tm_dbrec *ops_dbrec;
+	uint32_t max_num_tags;
+	uint32_t max_ops;
+	uint64_t pending;
+	uint32_t adding[HICAIN_TM_HANDLES];
 };
 
 struct hicain_ah {
