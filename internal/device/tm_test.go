@@ -169,3 +169,46 @@ func TestTMSRQBadCreate(t *testing.T) {
 		})
 	}
 }
+
+// TestTMSRQBudget: a TM SRQ's tag list counts towards the guest's memory
+// budget. With the budget filled by small basic SRQs and one destroyed,
+// a basic SRQ fits again, but a TM SRQ of the same size with 64 tags
+// does not (ENOMEM), and its failure leaves the room to the basic one.
+func TestTMSRQBudget(t *testing.T) {
+	tb := newTestbedConfig(t, 1, func(_ int, c *device.VNICConfig) { c.MemBudget = 256 << 10 })
+	e := newRCEnd(t, tb.guests[0], tb.cfgs[0].MAC, false)
+	ctx := testCtx(t)
+	ring, _ := e.g.Alloc(8192, 4096, false)
+	create := func(tags uint32) (uint32, error) {
+		a := device.CmdCreateSRQArgs{PD: e.pd, Depth: 1, MaxSGE: 1, Stride: 32, RingGPA: ring, DBRecGPA: ring + 4096}
+		if tags != 0 {
+			a.SRQType, a.CQ, a.MaxNumTags, a.MaxOps, a.OpsDepth = device.SRQTTM, e.rcq.CQN, tags, 1, 2
+			a.OpsRingGPA, a.OpsDBRecGPA = ring+1024, ring+4112
+		}
+		cmd := device.AdminCmd{Opcode: device.CmdCreateSRQ}
+		*device.PayloadOf[device.CmdCreateSRQArgs](&cmd) = a
+		c, err := e.g.Admin(ctx, &cmd)
+		return c.Handle, err
+	}
+	var last uint32
+	for n := 0; ; n++ {
+		h, err := create(0)
+		if err != nil {
+			wantStatus(t, err, device.StENOMEM)
+			break
+		}
+		if n > 10000 {
+			t.Fatal("the budget never ran out")
+		}
+		last = h
+	}
+	destroy := device.AdminCmd{Opcode: device.CmdDestroySRQ, Handle: last}
+	if _, err := e.g.Admin(ctx, &destroy); err != nil {
+		t.Fatal(err)
+	}
+	_, err := create(64)
+	wantStatus(t, err, device.StENOMEM)
+	if _, err := create(0); err != nil {
+		t.Fatalf("a basic SRQ after the TM SRQ's refusal: %v", err)
+	}
+}
