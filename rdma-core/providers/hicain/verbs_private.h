@@ -398,6 +398,7 @@ HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, destroy_ah) == 0x0e8);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, destroy_srq) == 0x120);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, detach_mcast) == 0x130);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, modify_srq) == 0x188);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, post_srq_ops) == 0x1c0);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, post_srq_recv) == 0x1c8);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, query_srq) == 0x200);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, async_event) == 0x038);
