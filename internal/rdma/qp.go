@@ -172,7 +172,6 @@ type sendWQE struct {
 	nextPSN   proto.PSN // next packet to (re)send
 	respPSN   proto.PSN // READ or atomic: next response PSN expected
 	tm        uint8     // a device-made tag-matching WQE (tmSend*), no CQE of its own
-	tmTag     uint64    // its message's tag
 }
 
 func (w *sendWQE) isRead() bool { return w.opcode == WRRDMARead }

@@ -461,12 +461,12 @@ func (qp *QP) tmStartRndv(w *recvWQE, m *tmRecv) {
 	prod := qp.sqProd.Load()
 	if uint64(m.rvh.Len) > w.length {
 		wc := WC{WRID: w.wrID, Status: WCLocLenErr, Opcode: WCTMRecv, QPNum: qp.qpn,
-			SrcQP: qp.attr.DestQPNum, Tag: m.tag}
+			SrcQP: qp.attr.DestQPNum}
 		qp.rcq().push(&wc, false)
 	} else {
 		rd := qp.sq.slot(prod)
 		*rd = sendWQE{sgeBuf: rd.sgeBuf, inlineBuf: rd.inlineBuf, mrs: rd.mrs}
-		rd.tm, rd.wrID, rd.tmTag = tmSendRead, w.wrID, m.tag
+		rd.tm, rd.wrID = tmSendRead, w.wrID
 		rd.opcode, rd.remoteAddr, rd.rkey, rd.length = WRRDMARead, m.rvh.VA, m.rvh.RKey, m.rvh.Len
 		rd.sgeBuf = sgeSlots(rd.sgeBuf, len(w.sge))
 		rd.sge = rd.sgeBuf[:len(w.sge)]
@@ -501,8 +501,10 @@ func (qp *QP) tmComplete(w *sendWQE, status WCStatus) {
 	if w.tm == tmSendFin {
 		return
 	}
+	// No tag: ConnectX reports it with the MATCH completion only, and
+	// rdma-core's test_tm_rndv expects 0 here.
 	wc := WC{WRID: w.wrID, Status: status, Opcode: WCTMRecv, ByteLen: w.length, QPNum: qp.qpn,
-		SrcQP: qp.attr.DestQPNum, Tag: w.tmTag}
+		SrcQP: qp.attr.DestQPNum}
 	if status == WCSuccess {
 		wc.WCFlags = WCTMDataValid
 	}

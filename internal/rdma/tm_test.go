@@ -198,7 +198,7 @@ func TestTMRendezvous(t *testing.T) {
 		t.Fatalf("rendezvous match: %+v", wcs[0])
 	}
 	wantWC(t, wcs[1], 502, rdma.WCSuccess, rdma.WCTMRecv)
-	if wcs[1].WCFlags != rdma.WCTMDataValid || wcs[1].ByteLen != 900 {
+	if wcs[1].WCFlags != rdma.WCTMDataValid || wcs[1].ByteLen != 900 || wcs[1].Tag != 0 {
 		t.Fatalf("rendezvous data: %+v", wcs[1])
 	}
 	if !bytes.Equal(s.b.mem.Bytes()[s.tagBase+2*1024:][:900], data) {
