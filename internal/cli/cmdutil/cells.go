@@ -2,7 +2,9 @@ package cmdutil
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 )
 
 // BytesCell formats n with a binary unit: "512 B", "1.0 MiB".
@@ -35,4 +37,23 @@ func StateCell(state string, fatalCode uint32) string {
 		return fmt.Sprintf("fatal(%d)", fatalCode)
 	}
 	return state
+}
+
+// ReasonsCell is a total with its non-zero reasons, in name order:
+// "3 (malformed 1, oversize 2)", or "0". The drops columns of `fabric
+// status` and `link status` use it.
+func ReasonsCell(byReason map[string]uint64) string {
+	var total uint64
+	var parts []string
+	for r, n := range byReason {
+		total += n
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	if total == 0 {
+		return "0"
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 }

@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
@@ -80,7 +78,7 @@ func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {
 			}
 			if err := w.Write(ps, strconv.Itoa(ps.Num), ps.Kind, ps.Link, ps.State, transport, peer,
 				u(ps.RxFrames, 10), u(ps.RxBytes, 10), u(ps.TxFrames, 10), u(ps.TxBytes, 10),
-				dropsCell(ps), u(ps.PFCSent, 10), u(ps.PFCRecv+ps.PauseRecv, 10), u(ps.ECNMarked, 10)); err != nil {
+				cmdutil.ReasonsCell(ps.Drops), u(ps.PFCSent, 10), u(ps.PFCRecv+ps.PauseRecv, 10), u(ps.ECNMarked, 10)); err != nil {
 				return err
 			}
 		}
@@ -119,21 +117,4 @@ func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {
 		}
 	}
 	return nil
-}
-
-// dropsCell is the total with the non-zero reasons: "3 (oversize 2,
-// malformed 1)".
-func dropsCell(ps fabric.PortStatus) string {
-	total := ps.TotalDrops()
-	if total == 0 {
-		return "0"
-	}
-	var parts []string
-	for r, n := range ps.Drops {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", r, n))
-		}
-	}
-	sort.Strings(parts)
-	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -78,26 +77,9 @@ func printTable(p *cmdutil.Printer, st hilink.Status) error {
 		c := ps.Counters
 		if err := w.Write(ps, strconv.Itoa(ps.Num), ps.State, peer, gpus, credits, strconv.Itoa(ps.Held),
 			strconv.Itoa(ps.Queued), u(c.RxFrames), u(c.RxBytes), u(c.TxFrames), u(c.TxBytes),
-			u(c.CreditStalls), dropsCell(c)); err != nil {
+			u(c.CreditStalls), cmdutil.ReasonsCell(c.Drops)); err != nil {
 			return err
 		}
 	}
 	return w.Close()
-}
-
-// dropsCell is the total with the non-zero reasons: "3 (no-route 2,
-// malformed 1)".
-func dropsCell(c hilink.Counters) string {
-	total := c.DropsTotal()
-	if total == 0 {
-		return "0"
-	}
-	var parts []string
-	for r, n := range c.Drops {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", r, n))
-		}
-	}
-	sort.Strings(parts)
-	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
 }
