@@ -25,7 +25,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	13	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	14	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -44,7 +44,8 @@
 				 * 1.13: tag-matching SRQs (HICAIN_CAP_TM,
 				 *       HICAIN_SRQT_TM, hicain_tm_op_wqe,
 				 *       device_attr TM caps, CQE tm_tag and
-				 *       tm_handle) */
+				 *       tm_handle);
+				 * 1.14: dev_hdr.heartbeat */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -86,6 +87,15 @@
 #define HICAIN_DEV_LIVE		0x2	/* driver accepted: queues serve */
 #define HICAIN_DEV_FATAL	0x4	/* fatal_code says why; reset needed */
 #define HICAIN_DEV_LINK_UP	0x8	/* fabric port attached */
+
+/*
+ * Heartbeat (1.13): the device adds 1 to dev_hdr.heartbeat every
+ * HICAIN_HEARTBEAT_MS for as long as its backend runs, live or not. A
+ * driver that sees it unchanged for HICAIN_HEARTBEAT_DEAD_MS while the
+ * device is LIVE takes the backend for dead (docs/device-abi.md).
+ */
+#define HICAIN_HEARTBEAT_MS	10
+#define HICAIN_HEARTBEAT_DEAD_MS	3000
 
 /* driver_status bits (driver writes, then rings HICAIN_DB_CTRL). */
 #define HICAIN_DRV_OK		0x1	/* driver bound and ready */
@@ -146,7 +156,8 @@ struct hicain_dev_hdr {
 	__le32 fatal_code;	/* device writes */
 	__le32 reset_count;	/* device increments at each reset */
 	__le32 driver_abi;	/* driver writes (major << 16 | minor) */
-	__le32 rsvd2[3];
+	__le32 heartbeat;	/* device: +1 every HICAIN_HEARTBEAT_MS (1.13) */
+	__le32 rsvd2[2];
 	/* 0x0a0: ring indices (prod written by producer, cons by consumer) */
 	__le32 admin_sq_prod;	/* driver */
 	__le32 admin_sq_cons;	/* device */

@@ -46,6 +46,12 @@ const (
 	DevFatal  = 0x4
 	DevLinkUp = 0x8
 
+	// HeartbeatMS is how often the device bumps DevHdr.Heartbeat;
+	// HeartbeatDeadMS how long a driver waits for a change before it
+	// takes the backend for dead (ABI 1.13).
+	HeartbeatMS     = 10
+	HeartbeatDeadMS = 3000
+
 	DrvOK     = 0x1
 	DrvMSIXOn = 0x2
 	DrvReset  = 0x4
@@ -219,7 +225,8 @@ type DevHdr struct {
 	FatalCode    uint32    `c:"fatal_code"`
 	ResetCount   uint32    `c:"reset_count"`
 	DriverABI    uint32    `c:"driver_abi"`
-	_            [3]uint32 `c:"rsvd2"`
+	Heartbeat    uint32    `c:"heartbeat"`
+	_            [2]uint32 `c:"rsvd2"`
 	AdminSQProd  uint32    `c:"admin_sq_prod"`
 	AdminSQCons  uint32    `c:"admin_sq_cons"`
 	AdminCQProd  uint32    `c:"admin_cq_prod"`

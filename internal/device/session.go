@@ -327,7 +327,8 @@ func (s *session) initHeader(resetCount uint32) {
 	h := s.hdr
 	atomic.StoreUint32(&h.Magic, 0)
 	old := atomic.LoadUint32(&h.ResetCount)
-	*h = DevHdr{ResetCount: old}
+	clearHeader(h)
+	h.ResetCount = old
 	h.ABIMajor, h.ABIMinor = ABIMajor, ABIMinor
 	h.VendorID, h.DeviceID = VendorID, DeviceID
 	h.BARSize = uint32(cfg.ShmSize)
@@ -356,10 +357,39 @@ func (s *session) initHeader(resetCount uint32) {
 	atomic.StoreUint32(&h.Magic, Magic)
 }
 
+// clearHeader zeroes the header but for its heartbeat, which the
+// heartbeat goroutine owns and bumps atomically at any time.
+func clearHeader(h *DevHdr) {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(h)), unsafe.Sizeof(*h))
+	off := unsafe.Offsetof(h.Heartbeat)
+	clear(b[:off])
+	clear(b[off+unsafe.Sizeof(h.Heartbeat):])
+}
+
 func (s *session) start() {
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.epollLoop()
 	go s.worker()
+	go s.heartbeat()
+}
+
+// heartbeat bumps the header's heartbeat every HeartbeatMS for as long
+// as the session runs (ABI 1.13). It takes no lock and waits for
+// nothing else, so it says only that the backend process runs: a
+// driver that sees it stop takes the backend for dead and can be given
+// a new device (docs/device.md, "Backend restarts").
+func (s *session) heartbeat() {
+	defer s.wg.Done()
+	tick := time.NewTicker(HeartbeatMS * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+			atomic.AddUint32(&s.hdr.Heartbeat, 1)
+		}
+	}
 }
 
 // close stops the goroutines, the engine and releases everything.
