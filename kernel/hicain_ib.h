@@ -319,11 +319,22 @@ static inline struct hicain_ibdev *to_hidev(struct ib_device *ibdev)
 /*
  * hicain_destroy_status - the result of a destroy command. An object of
  * an earlier epoch, or of a device that is no longer live (-EIO), was
- * destroyed by the device reset.
+ * destroyed by the device reset. One of a dead device (-ENODEV) is gone
+ * with it: the caller keeps its memory (hicain_ib_dead).
  */
 static inline int hicain_destroy_status(int ret)
 {
-	return ret == -EIO ? 0 : ret;
+	return ret == -EIO || ret == -ENODEV ? 0 : ret;
+}
+
+/*
+ * hicain_ib_dead - the function's backend died (hicain_dev_dead): every
+ * handle is gone with it, but what the device was given stays allocated
+ * until the function is removed.
+ */
+static inline bool hicain_ib_dead(struct hicain_ibdev *hidev)
+{
+	return hicain_dev_dead(hidev->hdev);
 }
 
 static inline struct device *hicain_dma_dev(struct hicain_ibdev *hidev)
@@ -434,6 +445,7 @@ int hicain_alloc_ucontext(struct ib_ucontext *ibuc, struct ib_udata *udata);
 int hicain_query_ucontext(struct ib_ucontext *ibuc, struct uverbs_attr_bundle *attrs);
 extern const struct uapi_definition hicain_ib_uapi_defs[];
 void hicain_dealloc_ucontext(struct ib_ucontext *ibuc);
+void hicain_disassociate_ucontext(struct ib_ucontext *ibuc);
 
 /* hicain_ib_mad.c: process_mad */
 int hicain_process_mad(struct ib_device *ibdev, int flags, u32 port,

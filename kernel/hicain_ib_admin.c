@@ -74,11 +74,13 @@ int hicain_create_handle(struct hicain_ibdev *hidev, struct hicain_admin_cmd *cm
 /*
  * hicain_undo_create - destroy an object that create could not hand out
  * after all. Returns whether the device no longer has it, so that the
- * memory it used may be freed.
+ * memory it used may be freed: never on a dead device.
  */
 bool hicain_undo_create(struct hicain_ibdev *hidev, u16 opcode, u32 handle)
 {
-	return !hicain_destroy_status(hicain_admin_handle(hidev, opcode, handle, NULL));
+	int ret = hicain_admin_handle(hidev, opcode, handle, NULL);
+
+	return !hicain_destroy_status(ret) && !hicain_ib_dead(hidev);
 }
 
 /*

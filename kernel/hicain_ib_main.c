@@ -34,11 +34,13 @@
  * SMPs addressed to the port itself (MAD_IFC) to the device's SMA.
  * ib_mad routes every other MAD to its agents.
  *
- * Unloading: uverbs pins this module for as long as a process holds a
- * /dev/infiniband/uverbsN file open (the driver has no
- * disassociate_ucontext), so rmmod fails with EBUSY until the last user
- * closed it. Unbinding the PCI function instead waits in
- * ib_unregister_device until the users closed their files.
+ * Unloading and removal: the driver has disassociate_ucontext, so
+ * ib_unregister_device does not wait for the processes that hold a
+ * /dev/infiniband/uverbsN file open: uverbs takes their contexts away
+ * (hicain_disassociate_ucontext) and they see IB_EVENT_DEVICE_FATAL.
+ * rmmod, an unbind and the removal of the PCI function (a new device
+ * after its backend died: docs/device.md, "Backend restarts") all
+ * complete under running verbs processes.
  */
 
 #include <linux/auxiliary_bus.h>
@@ -89,6 +91,7 @@ static const struct ib_device_ops hicain_ib_dev_ops = {
 	.destroy_qp = hicain_destroy_qp,
 	.destroy_srq = hicain_destroy_srq,
 	.detach_mcast = hicain_detach_mcast,
+	.disassociate_ucontext = hicain_disassociate_ucontext,
 	.get_dma_mr = hicain_get_dma_mr,
 	.get_link_layer = hicain_get_link_layer,
 	.get_port_immutable = hicain_get_port_immutable,

@@ -376,6 +376,21 @@ void hicain_dealloc_ucontext(struct ib_ucontext *ibuc)
 		rdma_user_mmap_entry_remove(&uctx->db->rdma);
 }
 
+/*
+ * hicain_disassociate_ucontext - the device goes away (the function is
+ * removed, or hicain_ib unloaded) while a process holds a context. With
+ * this op ib_uverbs does not wait for the process to close its files:
+ * it zaps every mapping the context handed out (rdma_user_mmap_entry,
+ * the doorbell page included), destroys the context's objects through
+ * the driver's destroy verbs and calls this, then hicain_dealloc_ucontext.
+ * The process sees IB_EVENT_DEVICE_FATAL, and EIO from every later verb
+ * but the destroys, as after a hardware reset; it must open the device
+ * again. Nothing is left for the driver to do here, as in mlx5.
+ */
+void hicain_disassociate_ucontext(struct ib_ucontext *ibuc)
+{
+}
+
 /* ---- importing (ibv_import_device, ibv_import_pd) ---- */
 
 /*

@@ -725,8 +725,13 @@ int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	ret = hicain_destroy_handle(hidev, mr->epoch, HICAIN_CMD_DEREG_MR, ibmr->lkey);
 	if (ret)
 		return ret;
-	/* The device no longer touches the pages. */
-	ib_umem_release(mr->umem);
+	/* The device no longer touches the pages, unless it is dead and
+	 * its backend only stalled.
+	 */
+	if (mr->umem && hicain_ib_dead(hidev))
+		hicain_umem_keep(hidev, mr->umem);
+	else
+		ib_umem_release(mr->umem);
 	kfree(mr);
 	return 0;
 }
@@ -916,7 +921,7 @@ int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	if (ret)
 		return ret;
 	hicain_cq_untrack(hidev, cq);
-	hicain_cq_free_ring(hidev, cq);
+	hicain_cq_release_ring(hidev, cq, hicain_ib_dead(hidev));
 	return 0;
 }
 
@@ -1402,7 +1407,7 @@ int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 		return ret;
 	/* The event interrupt looks QPs up under the xarray lock. */
 	xa_erase_irq(&hidev->qps, qp->qpn);
-	hicain_qp_free_rings(hidev, qp);
+	hicain_qp_release_rings(hidev, qp, hicain_ib_dead(hidev));
 	return 0;
 }
 
@@ -2233,7 +2238,7 @@ int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 		return ret;
 	/* The event interrupt looks SRQs up under the xarray lock. */
 	xa_erase_irq(&hidev->srqs, srq->srqn);
-	hicain_srq_free_ring(hidev, srq);
+	hicain_srq_release_ring(hidev, srq, hicain_ib_dead(hidev));
 	return 0;
 }
 

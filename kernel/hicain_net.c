@@ -51,6 +51,8 @@
 #define HICAIN_HANDSHAKE_MS	5000
 #define HICAIN_ADMIN_MS		10000
 #define HICAIN_TX_DRAIN_MS	1000
+/* How often the watchdog reads the heartbeat: a few times per dead limit. */
+#define HICAIN_WATCHDOG_MS	500
 
 struct hicain_tx_buf {
 	struct sk_buff *skb;
@@ -82,6 +84,9 @@ struct hicain_priv {
 	struct net_device *ndev;
 	struct napi_struct napi;
 	struct work_struct reset_work;
+	struct delayed_work watchdog;	/* hicain_watchdog, while up */
+	u32 hb_last;			/* watchdog: heartbeat last read */
+	unsigned long hb_changed;	/* watchdog: jiffies it last moved */
 
 	struct hicain_l2_desc *tx_ring;	/* BAR2 */
 	struct hicain_l2_desc *rx_ring;	/* BAR2 */
@@ -168,12 +173,16 @@ static int hicain_hw_reset(struct hicain_dev *hdev)
 	unsigned long flags;
 	u32 old = hdr_load(&h->reset_count);
 
+	if (hicain_dev_dead(hdev))
+		return -ENODEV;
 	hdr_store(&h->driver_status, HICAIN_DRV_RESET);
 	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
 
 	deadline = jiffies + msecs_to_jiffies(HICAIN_HANDSHAKE_MS);
 	while (hdr_load(&h->reset_count) != old + 1 ||
 	       hdr_load(&h->magic) != HICAIN_MAGIC) {
+		if (hicain_dev_dead(hdev))
+			return -ENODEV;
 		if (time_after(jiffies, deadline)) {
 			dev_err(&hdev->pdev->dev, "device reset timed out\n");
 			return -ETIMEDOUT;
@@ -196,7 +205,7 @@ static bool hicain_admin_ready(struct hicain_dev *hdev)
 {
 	u32 st = hicain_dev_status(hdev);
 
-	return (st & HICAIN_DEV_FATAL) ||
+	return (st & HICAIN_DEV_FATAL) || hicain_dev_dead(hdev) ||
 	       hdr_load(&hdev->hdr->admin_cq_prod) != hdev->admin_cq_cons;
 }
 
@@ -213,6 +222,10 @@ int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
 
 	might_sleep();
 	mutex_lock(&hdev->admin_lock);
+	if (hicain_dev_dead(hdev)) {
+		ret = -ENODEV;
+		goto out;
+	}
 	st = hicain_dev_status(hdev);
 	if (!(st & HICAIN_DEV_LIVE) || (st & HICAIN_DEV_FATAL)) {
 		ret = -EIO;
@@ -237,6 +250,10 @@ int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
 		/* The interrupt wakes us; the timeout covers a lost one. */
 		wait_event_timeout(hdev->admin_wq, hicain_admin_ready(hdev),
 				   msecs_to_jiffies(10));
+		if (hicain_dev_dead(hdev)) {
+			ret = -ENODEV;
+			goto out;
+		}
 		if (hicain_dev_status(hdev) & HICAIN_DEV_FATAL) {
 			ret = -EIO;
 			goto out;
@@ -406,7 +423,8 @@ static void hicain_dispatch_event(struct hicain_dev *hdev, const struct hicain_e
 
 	switch (le32_to_cpu(e->type)) {
 	case HICAIN_EV_PORT_ACTIVE:
-		netif_carrier_on(priv->ndev);
+		if (!hicain_dev_dead(hdev))
+			netif_carrier_on(priv->ndev);
 		break;
 	case HICAIN_EV_PORT_ERR:
 		netif_carrier_off(priv->ndev);
@@ -868,7 +886,8 @@ static void hicain_update_carrier(struct hicain_priv *priv)
 {
 	u32 st = hicain_dev_status(&priv->hdev);
 
-	if ((st & HICAIN_DEV_LINK_UP) && (st & HICAIN_DEV_LIVE) && !(st & HICAIN_DEV_FATAL))
+	if ((st & HICAIN_DEV_LINK_UP) && (st & HICAIN_DEV_LIVE) && !(st & HICAIN_DEV_FATAL) &&
+	    !hicain_dev_dead(&priv->hdev))
 		netif_carrier_on(priv->ndev);
 	else
 		netif_carrier_off(priv->ndev);
@@ -974,7 +993,7 @@ static void hicain_reset_work(struct work_struct *work)
 	bool running;
 	int ret;
 
-	if (!(hicain_dev_status(hdev) & HICAIN_DEV_FATAL))
+	if (!(hicain_dev_status(hdev) & HICAIN_DEV_FATAL) || hicain_dev_dead(hdev))
 		return;
 	netdev_err(ndev, "device fatal, code %u; resetting\n",
 		   hdr_load(&hdev->hdr->fatal_code));
@@ -1011,6 +1030,77 @@ static void hicain_reset_work(struct work_struct *work)
 	rtnl_unlock();
 	if (!ret)
 		hicain_notify_reset(hdev, true);
+}
+
+/* ---- dead backend ---- */
+
+/*
+ * hicain_die - the backend is gone (its heartbeat stopped): the device
+ * becomes dead for good, as a NIC whose firmware died. Admin commands
+ * waiting or to come fail with -ENODEV, the carrier goes off and the
+ * RDMA driver reports IB_EVENT_DEVICE_FATAL and forgets its handles
+ * (its reset callback, done false; done true never follows). Nothing
+ * the device was given is freed before the function is removed
+ * (hicain_dev_dead). The way back is a new function: the host removes
+ * this one and plugs in one served by a new backend (docs/device.md,
+ * "Backend restarts"), which this driver probes as any other.
+ */
+static void hicain_die(struct hicain_priv *priv)
+{
+	struct hicain_dev *hdev = &priv->hdev;
+
+	WRITE_ONCE(hdev->dead, true);
+	wake_up_all(&hdev->admin_wq);
+	dev_err(&hdev->pdev->dev,
+		"device backend stopped: heartbeat %u unchanged for %u ms; device dead until removed\n",
+		priv->hb_last, HICAIN_HEARTBEAT_DEAD_MS);
+	rtnl_lock();
+	netif_carrier_off(priv->ndev);
+	if (netif_running(priv->ndev))
+		netif_tx_disable(priv->ndev);
+	rtnl_unlock();
+	hicain_notify_reset(hdev, false);
+}
+
+/*
+ * hicain_watchdog - while the device is up, read its heartbeat
+ * (device-abi.md, "Heartbeat"); unchanged for HICAIN_HEARTBEAT_DEAD_MS
+ * while LIVE, the backend is dead. Runs only on a device of ABI 1.13 or
+ * later; a fatal or resetting device (not LIVE) restarts the count,
+ * its reset has its own timeout.
+ */
+static void hicain_watchdog(struct work_struct *work)
+{
+	struct hicain_priv *priv = container_of(to_delayed_work(work), struct hicain_priv, watchdog);
+	struct hicain_dev *hdev = &priv->hdev;
+	u32 hb = hdr_load(&hdev->hdr->heartbeat);
+	u32 st = hicain_dev_status(hdev);
+
+	if (hb != priv->hb_last || !(st & HICAIN_DEV_LIVE) || (st & HICAIN_DEV_FATAL)) {
+		priv->hb_last = hb;
+		priv->hb_changed = jiffies;
+	} else if (time_after(jiffies, priv->hb_changed +
+			      msecs_to_jiffies(HICAIN_HEARTBEAT_DEAD_MS))) {
+		hicain_die(priv);
+		return;
+	}
+	schedule_delayed_work(&priv->watchdog, msecs_to_jiffies(HICAIN_WATCHDOG_MS));
+}
+
+static bool hicain_has_heartbeat(struct hicain_dev *hdev)
+{
+	return le16_to_cpu(READ_ONCE(hdev->hdr->abi_minor)) >= 13;
+}
+
+static void hicain_watchdog_start(struct hicain_priv *priv)
+{
+	struct hicain_dev *hdev = &priv->hdev;
+
+	if (!hicain_has_heartbeat(hdev))
+		return;
+	priv->hb_last = hdr_load(&hdev->hdr->heartbeat);
+	priv->hb_changed = jiffies;
+	schedule_delayed_work(&priv->watchdog, msecs_to_jiffies(HICAIN_WATCHDOG_MS));
 }
 
 /* ---- PCI ---- */
@@ -1081,6 +1171,7 @@ static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, s
 	init_waitqueue_head(&hdev->admin_wq);
 	spin_lock_init(&hdev->eq_lock);
 	INIT_WORK(&priv->reset_work, hicain_reset_work);
+	INIT_DELAYED_WORK(&priv->watchdog, hicain_watchdog);
 	u64_stats_init(&priv->rx_stats.syncp);
 	u64_stats_init(&priv->tx_stats.syncp);
 	u64_stats_init(&priv->xmit_stats.syncp);
@@ -1164,6 +1255,7 @@ static void hicain_down(struct hicain_priv *priv)
 {
 	struct hicain_dev *hdev = &priv->hdev;
 
+	cancel_delayed_work_sync(&priv->watchdog);
 	hicain_free_irqs(hdev);
 	cancel_work_sync(&priv->reset_work);
 	if (hicain_hw_reset(hdev))
@@ -1185,9 +1277,12 @@ static int hicain_up(struct hicain_priv *priv)
 		return ret;
 	hicain_rx_start(priv);
 	ret = hicain_hw_start(&priv->hdev);
-	if (ret)
+	if (ret) {
 		hicain_down(priv);
-	return ret;
+		return ret;
+	}
+	hicain_watchdog_start(priv);
+	return 0;
 }
 
 /* hicain_rx_release - undoes stage 7, unless the device may still write the buffers. */

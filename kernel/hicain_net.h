@@ -55,6 +55,11 @@ struct hicain_dev {
 	unsigned int num_vectors;	/* MSI-X vectors enabled */
 	unsigned int num_comp_vectors;	/* CQ vectors: HICAIN_IRQ_CQ_BASE + n */
 	void *rdma_priv;		/* the RDMA driver's (hicain_set_rdma_ops) */
+	/*
+	 * The backend stopped its heartbeat (hicain_dev_dead): set once,
+	 * never cleared while the function is bound.
+	 */
+	bool dead;
 
 	/* private to hicain_net */
 	struct mutex adev_lock;		/* adev */
@@ -113,7 +118,9 @@ void hicain_clear_rdma_ops(struct hicain_dev *hdev);
  * hicain_admin_exec - run one admin command and wait for its completion.
  * cmd_id is filled in; cqe (may be NULL) receives the completion.
  * Returns 0, the device's status as a negative errno, -EIO when the
- * device is not live or went fatal, or -ETIMEDOUT. Sleeps.
+ * device is not live or went fatal, -ENODEV when it is dead
+ * (hicain_dev_dead, also for a command it was running then), or
+ * -ETIMEDOUT. Sleeps.
  */
 int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
 		      struct hicain_admin_cqe *cqe);
@@ -121,7 +128,9 @@ int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
 /*
  * hicain_admin_lost - whether a command that failed with ret may still
  * run in the device: it timed out, and stays in the queue, which the
- * device executes in order. Whatever memory the command names (a
+ * device executes in order; or the device is dead (-ENODEV, also the
+ * status of a backend whose engine closed), and its backend may only be
+ * stalled. Whatever memory the command names (a
  * response or page list buffer, the rings of the object it creates)
  * the device may still read and write: the caller must not free it, and
  * keeps it instead (hicain_admin_keep). Every other failure left the
@@ -130,7 +139,7 @@ int hicain_admin_exec(struct hicain_dev *hdev, struct hicain_admin_cmd *cmd,
  */
 static inline bool hicain_admin_lost(int ret)
 {
-	return ret == -ETIMEDOUT;
+	return ret == -ETIMEDOUT || ret == -ENODEV;
 }
 
 /*
@@ -139,6 +148,20 @@ static inline bool hicain_admin_lost(int ret)
  * (hicain_admin_lost), and log it.
  */
 void hicain_admin_keep(struct hicain_dev *hdev, size_t bytes);
+
+/*
+ * hicain_dev_dead - whether the function's backend died (its heartbeat
+ * stopped while the device was live, device-abi.md "Heartbeat"). A dead
+ * device answers nothing: admin commands fail with -ENODEV at once, and
+ * it stays dead until the function is removed. Its backend may only be
+ * stalled and still write guest memory, so every DMA buffer it was
+ * given stays allocated (hicain_admin_lost, hicain_admin_keep): nothing
+ * it could write is freed before the function is gone.
+ */
+static inline bool hicain_dev_dead(const struct hicain_dev *hdev)
+{
+	return READ_ONCE(hdev->dead);
+}
 
 /* hicain_ring_doorbell - ring doorbell vector db (HICAIN_DB_*). */
 void hicain_ring_doorbell(struct hicain_dev *hdev, unsigned int db);
