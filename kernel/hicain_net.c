@@ -290,7 +290,7 @@ void hicain_admin_keep(struct hicain_dev *hdev, size_t bytes)
 	s64 total = atomic64_add_return(bytes, &hdev->admin_kept);
 
 	dev_warn_ratelimited(&hdev->pdev->dev,
-			     "keeping %zu bytes of DMA memory of a timed-out admin command (%lld in all)\n",
+			     "keeping %zu bytes of DMA memory the device may still use (%lld in all)\n",
 			     bytes, total);
 }
 EXPORT_SYMBOL_GPL(hicain_admin_keep);
@@ -871,7 +871,8 @@ static void hicain_tx_drain(struct hicain_priv *priv)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(HICAIN_TX_DRAIN_MS);
 
-	while (hdr_load(&priv->hdev.hdr->l2_tx_cons) != priv->tx_prod) {
+	while (hdr_load(&priv->hdev.hdr->l2_tx_cons) != priv->tx_prod &&
+	       !hicain_dev_dead(&priv->hdev)) {
 		if (time_after(jiffies, deadline)) {
 			netdev_warn(priv->ndev, "device did not drain the TX ring\n");
 			break;
@@ -1289,7 +1290,7 @@ static int hicain_up(struct hicain_priv *priv)
 static void hicain_rx_release(struct hicain_priv *priv)
 {
 	if (priv->rx_kept)
-		dev_warn(&priv->hdev.pdev->dev, "device did not reset; keeping its RX buffers\n");
+		dev_warn(&priv->hdev.pdev->dev, "device did not reset or is dead; keeping its RX buffers\n");
 	else
 		hicain_rx_free_all(priv);
 }

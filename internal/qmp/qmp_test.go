@@ -195,3 +195,59 @@ func TestDialNoGreeting(t *testing.T) {
 		t.Fatalf("Dial = %v, want ErrNoGreet", err)
 	}
 }
+
+func TestFindPCI(t *testing.T) {
+	r := json.RawMessage(`[{"bus": 0, "devices": [
+		{"bus": 0, "slot": 1, "function": 1, "qdev_id": ""},
+		{"bus": 0, "slot": 4, "function": 0, "qdev_id": "hicain0", "class_info": {"class": 1280}}]}]`)
+	a, err := findPCI(r, "hicain0")
+	if err != nil || a != (PCIAddr{Bus: 0, Slot: 4, Function: 0}) || a.String() != "4.0" {
+		t.Fatalf("findPCI = %+v %q, %v", a, a.String(), err)
+	}
+	if _, err := findPCI(r, "gpu0"); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("findPCI(gpu0) = %v, want ErrNoDevice", err)
+	}
+	if _, err := findPCI(json.RawMessage(`{"bus": 0}`), "x"); !errors.Is(err, ErrMessage) {
+		t.Errorf("findPCI of an object = %v, want ErrMessage", err)
+	}
+}
+
+// TestReplug: the commands of an unplug and a plug, in order, with
+// their arguments as QEMU 7.2 takes them (device_add's vectors a
+// number, addr "slot.function").
+func TestReplug(t *testing.T) {
+	var got []string
+	path := fakeQEMU(t, func(cmd map[string]any) []string {
+		a, _ := json.Marshal(cmd["arguments"])
+		got = append(got, cmd["execute"].(string)+" "+string(a))
+		if cmd["execute"] == "device_del" {
+			return []string{`{"return": {}, "id": "ID"}`,
+				`{"event": "DEVICE_DELETED", "data": {"device": "hicain0", "path": "/machine/peripheral/hicain0"}}`}
+		}
+		return []string{`{"return": {}, "id": "ID"}`}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Unplug(ctx, "hicain0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PlugIvshmem(ctx, Ivshmem{ID: "hicain0", Chardev: "ivs0", Socket: "/r/vm-a/ivshmem.sock",
+		Vectors: 8, Bus: "pci.0", Addr: PCIAddr{Slot: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`qmp_capabilities null`,
+		`device_del {"id":"hicain0"}`,
+		`chardev-remove {"id":"ivs0"}`,
+		`chardev-add {"backend":{"data":{"addr":{"data":{"path":"/r/vm-a/ivshmem.sock"},"type":"unix"},"server":false},"type":"socket"},"id":"ivs0"}`,
+		`device_add {"addr":"4.0","bus":"pci.0","chardev":"ivs0","driver":"ivshmem-doorbell","id":"hicain0","vectors":8}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
