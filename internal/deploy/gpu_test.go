@@ -126,7 +126,7 @@ func TestGPUQEMUArgs(t *testing.T) {
 	a := strings.Join(QEMUArgs(r, r.Guests[0], m, "/img", "/tmp/hr/vm-a", "tcg", "k"), " ")
 	for _, want := range []string{
 		"-machine pc,memory-backend=ram0 -object memory-backend-file,id=ram0,size=1024M,mem-path=/tmp/hr/vm-a/ram,share=on ",
-		"-chardev socket,path=/tmp/hr/vm-a/ivshmem.sock,id=ivs0 -device ivshmem-doorbell,chardev=ivs0,vectors=8 " +
+		"-chardev socket,path=/tmp/hr/vm-a/ivshmem.sock,id=ivs0 -device ivshmem-doorbell,chardev=ivs0,vectors=8,id=hicain0 " +
 			"-chardev socket,path=/tmp/hr/vm-a/gpu0.sock,id=gpu0 -device ivshmem-doorbell,chardev=gpu0,vectors=4 " +
 			"-chardev socket,path=/tmp/hr/vm-a/gpu3.sock,id=gpu3 -device ivshmem-doorbell,chardev=gpu3,vectors=4 ",
 	} {

@@ -19,7 +19,8 @@ const (
 	FileDevicePID = "device.pid"
 	FileDeviceCtl = "device.sock" // the backend's control socket
 	FileIvshmem   = "ivshmem.sock"
-	FileGuestRAM  = "ram" // the guest RAM file QEMU and the backend share
+	FileQMP       = "qmp.sock" // the guest's QEMU monitor (QMP)
+	FileGuestRAM  = "ram"      // the guest RAM file QEMU and the backend share
 	hicainDriver  = "hicain_net"
 	hicainIB      = "hicain_ib"
 	hicainVectors = 8 // ivshmem vectors: control, L2 and CQ vectors
@@ -161,10 +162,22 @@ func DeviceArgs(r *Rack) []string {
 // backend serves (the guest's RAM is in its shared file: ramQEMUArgs).
 func hicainQEMUArgs(r *Rack, g Guest) []string {
 	return []string{
-		"-chardev", "socket,path=" + IvshmemSocket(r, g) + ",id=ivs0",
-		"-device", fmt.Sprintf("ivshmem-doorbell,chardev=ivs0,vectors=%d", hicainVectors),
+		"-chardev", "socket,path=" + IvshmemSocket(r, g) + ",id=" + hicainChardev,
+		"-device", fmt.Sprintf("ivshmem-doorbell,chardev=%s,vectors=%d,id=%s", hicainChardev, hicainVectors, HicainQdevID),
 	}
 }
+
+// HicainQdevID is the qdev id of a hicain guest's ivshmem function, and
+// hicainChardev that of its ivshmem server's chardev: the names
+// `deploy restart device` re-plugs them by, through QMP.
+const (
+	HicainQdevID  = "hicain0"
+	hicainChardev = "ivs0"
+)
+
+// QMPSocket is the UNIX socket of the QMP monitor of the guest whose
+// directory is dir.
+func QMPSocket(dir string) string { return filepath.Join(dir, FileQMP) }
 
 // checkPaths refuses run directories whose sockets would not fit a UNIX
 // socket address, and, with hicain guests, commas (the separator of

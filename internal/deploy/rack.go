@@ -545,7 +545,7 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 	return append(args,
 		"-smbios", "type=11,value=io.systemd.credential:ssh.authorized_keys.root="+strings.ReplaceAll(pubkey, ",", ",,"),
 		"-display", "none", "-serial", "file:"+filepath.Join(dir, "console.log"),
-		"-monitor", "none", "-no-reboot",
+		"-monitor", "none", "-qmp", "unix:"+QMPSocket(dir)+",server=on,wait=off", "-no-reboot",
 		"-pidfile", filepath.Join(dir, "qemu.pid"),
 	)
 }
@@ -678,6 +678,32 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 		}
 		p("%s: installed %d package(s)", g.Name, len(remote))
 	}
+	if err := setupDataNIC(ctx, c, r, g, gs, p); err != nil {
+		return err
+	}
+	if g.GPUs.Count > 0 {
+		if err := setupGPUs(ctx, c, g, p); err != nil {
+			return err
+		}
+	}
+	// Let the boot finish before anyone measures: under TCG, units still
+	// starting after sshd skew the first figures. Bounded; "degraded" is
+	// reported, not fatal.
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	out, _ := c.Run(wctx, "systemctl is-system-running --wait")
+	if st := strings.TrimSpace(out); st != "running" {
+		p("%s: systemd reports %q (systemctl --failed lists the units)", g.Name, st)
+	}
+	return nil
+}
+
+// setupDataNIC brings up the guest's data NIC and its RDMA device (the
+// HiNIC drivers' netdev or IPoIB, or Soft-RoCE on the virtio NIC), and
+// waits for the RDMA port to become ACTIVE. Every command is
+// idempotent: a restart of the device backend runs it again on the
+// guest's new function.
+func setupDataNIC(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState, p Progress) error {
 	switch g.NIC {
 	case NICHicain:
 		setup := func() (string, string, error) { return setupHicain(ctx, c, r, g) }
@@ -691,11 +717,6 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 		}
 	default:
 		if err := setupRxe(ctx, c, r, g, gs); err != nil {
-			return err
-		}
-	}
-	if g.GPUs.Count > 0 {
-		if err := setupGPUs(ctx, c, g, p); err != nil {
 			return err
 		}
 	}
@@ -716,15 +737,6 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 		p("%s: %s is ACTIVE, data IP %s/%d on IPoIB %s", g.Name, gs.RDMADev, g.IP, r.PrefixLen(), nic)
 	} else {
 		p("%s: %s on %s (%s) is ACTIVE, data IP %s/%d", g.Name, gs.RDMADev, nic, g.MAC, g.IP, r.PrefixLen())
-	}
-	// Let the boot finish before anyone measures: under TCG, units still
-	// starting after sshd skew the first figures. Bounded; "degraded" is
-	// reported, not fatal.
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	out, _ := c.Run(wctx, "systemctl is-system-running --wait")
-	if st := strings.TrimSpace(out); st != "running" {
-		p("%s: systemd reports %q (systemctl --failed lists the units)", g.Name, st)
 	}
 	return nil
 }

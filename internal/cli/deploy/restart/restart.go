@@ -3,7 +3,6 @@ package restart
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -17,20 +16,10 @@ type Options struct {
 	IO        *cmdutil.IOStreams
 	Context   context.Context
 	RunDir    string
-	Component string // "fabric", the only one
+	Component string // "fabric" or "device"
 	Hinic     string
 	Kill      bool
 }
-
-// errDeviceRestart is the answer to `restart device`: QEMU 7.2's
-// ivshmem-doorbell takes its backend's shared memory and eventfds once,
-// at realize, and is never told that the backend went away, so a new
-// backend cannot take over running guests' devices (docs/device.md,
-// "Backend restarts").
-var errDeviceRestart = errors.New("deploy: the device backend cannot be restarted under running guests: " +
-	"QEMU's ivshmem-doorbell takes the backend's shared memory and doorbells once, when the guest starts, " +
-	"and never connects again, so a new backend could not reach the guests' devices " +
-	"(docs/device.md, \"Backend restarts\"); restart the rack instead: hinic deploy down, then hinic deploy rack")
 
 // NewCmdRestart returns the `deploy restart` command; runF replaces the
 // run in tests.
@@ -38,22 +27,30 @@ func NewCmdRestart(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 	opts := &Options{IO: f.IOStreams}
 	var name string
 	cmd := &cobra.Command{
-		Use:   "restart fabric",
-		Short: "Restart the fabric of a deployed rack under running guests",
-		Long: `Stop the rack's hinic fabric serve (SIGTERM, or SIGKILL with --kill, as a
-crash would) and start it again on the same configuration. The guests
-and the device backend keep running: the backend redials its switch
-ports and its guests see their port go down and come back (PORT_ERR,
-then PORT_ACTIVE); the new switch dials every rxe guest's QEMU stream
-server. RC connections resume through retransmission when the outage
-fits their retry budget (docs/deploy.md, "Restarting the fabric").`,
-		Example: "  hinic deploy restart fabric\n  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 --kill fabric",
+		Use:   "restart fabric|device",
+		Short: "Restart the fabric or the device backend of a deployed rack under running guests",
+		Long: `fabric: stop the rack's hinic fabric serve (SIGTERM, or SIGKILL with --kill,
+as a crash would) and start it again on the same configuration. The
+guests and the device backend keep running: the backend redials its
+switch ports and its guests see their port go down and come back
+(PORT_ERR, then PORT_ACTIVE); the new switch dials every rxe guest's
+QEMU stream server. RC connections resume through retransmission when
+the outage fits their retry budget (docs/deploy.md, "Restarting the
+fabric").
+
+device: stop the rack's hinic device serve the same way and start it
+again on the same configuration and guest RAM files, then give every
+running hicain guest a new HiNIC function through its QEMU monitor
+(QMP device_del, then device_add on the new backend) without rebooting
+it, and set its data NIC up again. The guests' verbs processes lose
+their device as after a hardware reset: their QPs fail and they must
+open the device again (docs/deploy.md, "Restarting the device
+backend").`,
+		Example: "  hinic deploy restart fabric\n  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 --kill fabric\n" +
+			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 && args[0] == "device" {
-				return errDeviceRestart
-			}
-			if len(args) != 1 || args[0] != "fabric" {
-				return cmdutil.UsageErrorf("restart what? the only component is fabric")
+			if len(args) != 1 || (args[0] != "fabric" && args[0] != "device") {
+				return cmdutil.UsageErrorf("restart what? fabric or device")
 			}
 			return nil
 		},
@@ -72,8 +69,8 @@ fits their retry budget (docs/deploy.md, "Restarting the fabric").`,
 	fl := cmd.Flags()
 	fl.StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
 	fl.StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
-	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the new fabric (default: this one)")
-	fl.BoolVar(&opts.Kill, "kill", false, "stop the fabric with SIGKILL, as a crash would")
+	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the new fabric or backend (default: this one)")
+	fl.BoolVar(&opts.Kill, "kill", false, "stop the process with SIGKILL, as a crash would")
 	return cmd
 }
 
@@ -82,7 +79,13 @@ func run(opts *Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	_, err := deploy.RestartFabric(ctx, opts.RunDir, deploy.RestartOptions{Hinic: opts.Hinic, Kill: opts.Kill,
-		Progress: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }})
+	o := deploy.RestartOptions{Hinic: opts.Hinic, Kill: opts.Kill,
+		Progress: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }}
+	var err error
+	if opts.Component == "device" {
+		_, err = deploy.RestartDevice(ctx, opts.RunDir, o)
+	} else {
+		_, err = deploy.RestartFabric(ctx, opts.RunDir, o)
+	}
 	return err
 }

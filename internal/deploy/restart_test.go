@@ -1,0 +1,103 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeProc starts a process whose executable is a copy of bash named
+// exe (in a directory of its own) and whose argv holds args, as alive
+// wants the rack's processes, and waits until it shows them.
+func fakeProc(t *testing.T, exe string, args ...string) (pid int, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), exe)
+	src, err := os.Open("/bin/bash")
+	if err != nil {
+		t.Skip("no /bin/bash")
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	cmd := exec.Command(path, append([]string{"-c", "sleep 60; :", "x"}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if hasRun(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), args) {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("%s never showed its arguments", exe)
+		}
+	}
+	return cmd.Process.Pid, path
+}
+
+// TestRestartDeviceNeedsQMP: a running hicain guest whose QEMU has no
+// QMP monitor (started before deploy gave it one) cannot get a new
+// function, so restart device refuses before it stops anything, names
+// the guest and says what to do; the backend keeps running.
+func TestRestartDeviceNeedsQMP(t *testing.T) {
+	runDir, err := os.MkdirTemp("", "hr-rs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(runDir) })
+	if err := os.Chmod(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := &Rack{RunDir: runDir, Guests: []Guest{{Name: "vm-a", NIC: NICHicain, Memory: 64}}}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	dir := GuestDir(r, "vm-a")
+	if err := ensureGuestDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	qpid, _ := fakeProc(t, "qemu-system-x86_64", "-pidfile", filepath.Join(dir, "qemu.pid"))
+	dpid, dexe := fakeProc(t, "hinic", DeviceArgs(r)...)
+	st := &State{Rack: *r, path: filepath.Join(runDir, FileState), DevicePID: dpid, DeviceExe: dexe,
+		Guests: []GuestState{{Name: "vm-a", PID: qpid, Dir: dir, NIC: NICHicain}}}
+	if err := st.save(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	_, err = RestartDevice(context.Background(), runDir, RestartOptions{Kill: true,
+		Progress: func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }})
+	if err == nil {
+		t.Fatal("restart device went ahead without a QMP monitor")
+	}
+	for _, want := range []string{"vm-a", "QMP", "nothing was stopped", "hinic deploy down"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if !alive(dpid, deviceProc(r, dexe)) {
+		t.Errorf("the backend was stopped (progress %q)", lines)
+	}
+
+	// A rack without hicain guests has no backend to restart.
+	st.Rack.Guests = []Guest{{Name: "vm-r"}}
+	if err := st.save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RestartDevice(context.Background(), runDir, RestartOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "no hicain guests") {
+		t.Errorf("rack without hicain guests: %v", err)
+	}
+}
