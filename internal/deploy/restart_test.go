@@ -1,15 +1,20 @@
 package deploy
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/PacketFive/hinic/internal/qmp"
 )
 
 // fakeProc starts a process whose executable is a copy of bash named
@@ -99,5 +104,83 @@ func TestRestartDeviceNeedsQMP(t *testing.T) {
 	if _, err := RestartDevice(context.Background(), runDir, RestartOptions{}); err == nil ||
 		!strings.Contains(err.Error(), "no hicain guests") {
 		t.Errorf("rack without hicain guests: %v", err)
+	}
+}
+
+// monitor serves one QMP connection on a UNIX socket: the greeting,
+// then reply(command) for each command.
+func monitor(t *testing.T, reply func(cmd map[string]any) string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), FileQMP)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Write([]byte(`{"QMP": {"version": {}, "capabilities": []}}` + "\n"))
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			var cmd map[string]any
+			if json.Unmarshal(sc.Bytes(), &cmd) != nil {
+				return
+			}
+			r := reply(cmd)
+			r = strings.ReplaceAll(r, "ID", fmt.Sprint(cmd["id"]))
+			c.Write([]byte(r + "\n"))
+		}
+	}()
+	return path
+}
+
+// TestReplugGuestErrors: a guest whose QEMU refuses to remove or to
+// realize the function gets an error that names it, says where to look
+// and what to do.
+func TestReplugGuestErrors(t *testing.T) {
+	r := &Rack{RunDir: t.TempDir(), Guests: []Guest{{Name: "vm-a", NIC: NICHicain, Memory: 64}}}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	st := &State{Rack: *r, Guests: []GuestState{{Name: "vm-a", Dir: GuestDir(r, "vm-a")}}}
+	for _, c := range []struct {
+		name, fail string
+		want       []string
+	}{
+		{"device_del", "device_del", []string{"vm-a", "device_del", "console.log", "dmesg", "hinic deploy down"}},
+		{"device_add", "device_add", []string{"vm-a", "device_add", "no HiNIC function", "hinic deploy down"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := monitor(t, func(cmd map[string]any) string {
+				switch cmd["execute"] {
+				case c.fail:
+					return `{"id": "ID", "error": {"class": "GenericError", "desc": "refused"}}`
+				case "device_del":
+					return `{"return": {}, "id": "ID"}` + "\n" + `{"event": "DEVICE_DELETED", "data": {"device": "hicain0"}}`
+				}
+				return `{"return": {}, "id": "ID"}`
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			mon, err := qmp.Dial(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mon.Close()
+			err = replugGuest(ctx, st, replugTarget{g: r.Guests[0], gs: &st.Guests[0], mon: mon,
+				addr: qmp.PCIAddr{Slot: 4}}, func(string, ...any) {})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
 	}
 }
