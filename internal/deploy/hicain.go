@@ -167,13 +167,19 @@ func hicainQEMUArgs(r *Rack, g Guest) []string {
 	}
 }
 
-// HicainQdevID is the qdev id of a hicain guest's ivshmem function, and
-// hicainChardev that of its ivshmem server's chardev: the names
-// `deploy restart device` re-plugs them by, through QMP.
+// HicainQdevID is the qdev id of a hicain guest's ivshmem function as
+// QEMU starts, and hicainChardev that of its ivshmem server's chardev:
+// the names `deploy restart device` finds them by, through QMP. Each
+// restart adds a function with the next names (hicainQdevID(n)).
 const (
 	HicainQdevID  = "hicain0"
 	hicainChardev = "ivs0"
 )
+
+// hicainQdevID and hicainChardevID are the names of the n-th function
+// deploy gave a running guest (0: QEMUArgs' own).
+func hicainQdevID(n int) string    { return fmt.Sprintf("hicain%d", n) }
+func hicainChardevID(n int) string { return fmt.Sprintf("ivs%d", n) }
 
 // QMPSocket is the UNIX socket of the QMP monitor of the guest whose
 // directory is dir.

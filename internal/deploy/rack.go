@@ -84,8 +84,12 @@ type GuestState struct {
 	Accel   string  `json:"accel"` // tcg or kvm
 	Dir     string  `json:"dir"`
 	BootSec float64 `json:"boot_to_ssh_s"`
-	Ready   bool    `json:"ready"`
-	Error   string  `json:"error,omitempty"`
+	// HicainGen counts the HiNIC functions deploy restart device gave
+	// the running QEMU: the current one is hicainQdevID(HicainGen) on
+	// chardev hicainChardevID(HicainGen); 0 is QEMUArgs' own.
+	HicainGen int    `json:"hicain_gen,omitempty"`
+	Ready     bool   `json:"ready"`
+	Error     string `json:"error,omitempty"`
 }
 
 // StepTiming records how long a deploy step took.
@@ -624,6 +628,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 		}
 		logf.Close()
 		gs.PID = cmd.Process.Pid
+		gs.HicainGen = 0 // QEMUArgs' function: hicain0 on ivs0
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		p("%s: QEMU started (pid %d, %s, SSH %s, console %s)", g.Name, gs.PID, gs.Accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))

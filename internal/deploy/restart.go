@@ -66,19 +66,19 @@ func RestartFabric(ctx context.Context, runDir string, o RestartOptions) (*State
 	return st, st.save()
 }
 
-// Re-plug bounds of RestartDevice. The guest's driver finds the dead
-// backend within 3 s (its heartbeat watchdog) and its removal then runs
-// no admin command to its timeout; under TCG on a loaded host the ACPI
-// eject still takes seconds.
+// Bounds of RestartDevice. The guest's driver finds the dead backend
+// within 3 s (its heartbeat watchdog) and its removal then runs no admin
+// command to its timeout; under TCG on a loaded host the ACPI hotplug
+// of the new function still takes seconds.
 const (
-	qmpDialTimeout  = 10 * time.Second
-	unplugTimeout   = 120 * time.Second
-	hotplugTimeout  = 120 * time.Second
-	replugBusNumber = 0 // QEMUArgs puts the function on the root bus
-	replugBus       = "pci.0"
+	qmpDialTimeout = 10 * time.Second
+	releaseTimeout = 120 * time.Second
+	hotplugTimeout = 120 * time.Second
+	replugBus      = "pci.0" // the pc machine's root bus, QEMUArgs' bus
 )
 
-// replugTarget is a running hicain guest and its QEMU monitor.
+// replugTarget is a running hicain guest, its QEMU monitor and its
+// current HiNIC function.
 type replugTarget struct {
 	g    Guest
 	gs   *GuestState
@@ -90,12 +90,13 @@ type replugTarget struct {
 // SIGKILL with Kill) and starts it again on the same configuration and
 // RAM files, then gives every running hicain guest a new HiNIC function
 // on the new backend without rebooting it (docs/deploy.md, "Restarting
-// the device backend"): QEMU's ivshmem-doorbell takes its backend's
-// shared memory and doorbells once, at realize, so the old function is
-// removed (QMP device_del, once the guest's driver let it go:
-// DEVICE_DELETED) and a new one is realized on a new chardev at the same
-// PCI address (chardev-remove, chardev-add, device_add). The guest's
-// driver probes it; the data NIC is then set up again over SSH.
+// the device backend"). QEMU's ivshmem-doorbell takes its backend's
+// shared memory and doorbells once, at realize, so a new function is
+// needed; and QEMU 7.2 cannot safely remove the old one under TCG (see
+// qmp.Client.AddIvshmem), so the guest's driver lets it go (an unbind,
+// over SSH) and it stays, dead, while the new one is plugged in beside
+// it (chardev-add, device_add). The guest's driver probes it; the data
+// NIC is then set up again over SSH.
 //
 // Every running guest's monitor must answer before anything stops: a
 // rack whose QEMUs predate the QMP socket is refused as it was.
@@ -182,10 +183,7 @@ func replugTargets(ctx context.Context, st *State, p Progress) ([]replugTarget, 
 		mon, err := qmp.Dial(dctx, QMPSocket(gs.Dir))
 		if err == nil {
 			var addr qmp.PCIAddr
-			addr, err = mon.PCIAddress(dctx, HicainQdevID)
-			if err == nil && addr.Bus != replugBusNumber {
-				err = fmt.Errorf("%s is on PCI bus %d, not the root bus", HicainQdevID, addr.Bus)
-			}
+			addr, err = mon.PCIAddress(dctx, hicainQdevID(gs.HicainGen))
 			if err != nil {
 				mon.Close()
 			} else {
@@ -208,30 +206,34 @@ func replugGuest(ctx context.Context, st *State, t replugTarget, p Progress) err
 	r, g, gs := &st.Rack, t.g, t.gs
 	t0 := time.Now()
 	console := filepath.Join(gs.Dir, "console.log")
-	p("%s: removing its HiNIC function (PCI 00:%02x.%x)", g.Name, t.addr.Slot, t.addr.Function)
-	uctx, cancel := context.WithTimeout(ctx, unplugTimeout)
-	err := t.mon.Unplug(uctx, HicainQdevID)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("deploy: %s: %w; its driver did not let the old function go within %v "+
-			"(see %s and hinic deploy exec %s -- dmesg); reboot it: hinic deploy down, then hinic deploy rack",
-			g.Name, err, unplugTimeout, console, g.Name)
-	}
-	p("%s: old function removed after %.1f s; plugging in the new one", g.Name, time.Since(t0).Seconds())
-	f := qmp.Ivshmem{ID: HicainQdevID, Chardev: hicainChardev, Socket: IvshmemSocket(r, g),
-		Vectors: hicainVectors, Bus: replugBus, Addr: t.addr}
-	pctx, cancel := context.WithTimeout(ctx, qmpDialTimeout)
-	err = t.mon.PlugIvshmem(pctx, f)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("deploy: %s: %w; the guest has no HiNIC function now: "+
-			"reboot it: hinic deploy down, then hinic deploy rack", g.Name, err)
-	}
 	c, err := st.Connect(ctx, gs)
 	if err != nil {
 		return fmt.Errorf("deploy: %s: SSH: %w", g.Name, err)
 	}
 	defer c.Close()
+	bdf := fmt.Sprintf("0000:%02x:%02x.%x", t.addr.Bus, t.addr.Slot, t.addr.Function)
+	p("%s: releasing its old HiNIC function %s", g.Name, bdf)
+	rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	out, err := c.Run(rctx, releaseScript("/sys", bdf))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("deploy: %s: %s did not let %s go within %v: %w: %s "+
+			"(see %s and hinic deploy exec %s -- dmesg); reboot it: hinic deploy down, then hinic deploy rack",
+			g.Name, hicainDriver, bdf, releaseTimeout, err, strings.TrimSpace(out), console, g.Name)
+	}
+	gen := gs.HicainGen + 1
+	f := qmp.Ivshmem{ID: hicainQdevID(gen), Chardev: hicainChardevID(gen), Socket: IvshmemSocket(r, g),
+		Vectors: hicainVectors, Bus: replugBus}
+	pctx, cancel := context.WithTimeout(ctx, qmpDialTimeout)
+	err = t.mon.AddIvshmem(pctx, f)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("deploy: %s: %w; the guest has no live HiNIC function now (each restart takes a "+
+			"PCI slot of %s: %d so far): reboot it: hinic deploy down, then hinic deploy rack",
+			g.Name, err, replugBus, gs.HicainGen)
+	}
+	gs.HicainGen = gen
+	p("%s: plugged in %s after %.1f s", g.Name, f.ID, time.Since(t0).Seconds())
 	if err := waitHicainProbe(ctx, c, hotplugTimeout); err != nil {
 		return fmt.Errorf("deploy: %s: %w (see %s and hinic deploy exec %s -- dmesg)", g.Name, err, console, g.Name)
 	}
@@ -240,6 +242,20 @@ func replugGuest(ctx context.Context, st *State, t replugTarget, p Progress) err
 	}
 	p("%s: back on the new backend after %.1f s", g.Name, time.Since(t0).Seconds())
 	return nil
+}
+
+// releaseScript unbinds hicain_net from the PCI function bdf and keeps
+// any driver from binding it again (driver_override names none). The
+// unbind returns once the driver's remove did: on a dead device (its
+// backend's heartbeat stopped) no admin command waits for its timeout,
+// and hicain_ib's disassociate_ucontext lets it go under open verbs
+// contexts.
+func releaseScript(sysfs, bdf string) string {
+	d := sysfs + "/bus/pci/devices/" + bdf
+	return "set -e\n" +
+		"test -e " + d + " || { echo 'no PCI function " + bdf + "'; exit 1; }\n" +
+		"echo none > " + d + "/driver_override\n" +
+		"if [ -e " + d + "/driver ]; then echo " + bdf + " > " + d + "/driver/unbind; fi\n"
 }
 
 // waitHicainProbe waits until the guest's ACPI hotplug found the new

@@ -1,20 +1,15 @@
 package deploy
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/PacketFive/hinic/internal/qmp"
 )
 
 // fakeProc starts a process whose executable is a copy of bash named
@@ -107,80 +102,45 @@ func TestRestartDeviceNeedsQMP(t *testing.T) {
 	}
 }
 
-// monitor serves one QMP connection on a UNIX socket: the greeting,
-// then reply(command) for each command.
-func monitor(t *testing.T, reply func(cmd map[string]any) string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), FileQMP)
-	l, err := net.Listen("unix", path)
-	if err != nil {
+// TestReleaseScript runs the guest script that lets the old function
+// go against a sysfs of files: it sets driver_override to none and
+// writes the function's address to its driver's unbind, and fails for a
+// function that is not there.
+func TestReleaseScript(t *testing.T) {
+	sysfs := t.TempDir()
+	const bdf = "0000:00:04.0"
+	dev := filepath.Join(sysfs, "bus/pci/devices", bdf)
+	drv := filepath.Join(sysfs, "bus/pci/drivers", hicainDriver)
+	for _, d := range []string{dev, drv} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(drv, filepath.Join(dev, "driver")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		c.Write([]byte(`{"QMP": {"version": {}, "capabilities": []}}` + "\n"))
-		sc := bufio.NewScanner(c)
-		for sc.Scan() {
-			var cmd map[string]any
-			if json.Unmarshal(sc.Bytes(), &cmd) != nil {
-				return
-			}
-			r := reply(cmd)
-			r = strings.ReplaceAll(r, "ID", fmt.Sprint(cmd["id"]))
-			c.Write([]byte(r + "\n"))
-		}
-	}()
-	return path
-}
-
-// TestReplugGuestErrors: a guest whose QEMU refuses to remove or to
-// realize the function gets an error that names it, says where to look
-// and what to do.
-func TestReplugGuestErrors(t *testing.T) {
-	r := &Rack{RunDir: t.TempDir(), Guests: []Guest{{Name: "vm-a", NIC: NICHicain, Memory: 64}}}
-	if err := r.Defaults(); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("sh", "-c", releaseScript(sysfs, bdf)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
 	}
-	st := &State{Rack: *r, Guests: []GuestState{{Name: "vm-a", Dir: GuestDir(r, "vm-a")}}}
-	for _, c := range []struct {
-		name, fail string
-		want       []string
-	}{
-		{"device_del", "device_del", []string{"vm-a", "device_del", "console.log", "dmesg", "hinic deploy down"}},
-		{"device_add", "device_add", []string{"vm-a", "device_add", "no HiNIC function", "hinic deploy down"}},
+	for file, want := range map[string]string{
+		filepath.Join(dev, "driver_override"): "none\n",
+		filepath.Join(drv, "unbind"):          bdf + "\n",
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			path := monitor(t, func(cmd map[string]any) string {
-				switch cmd["execute"] {
-				case c.fail:
-					return `{"id": "ID", "error": {"class": "GenericError", "desc": "refused"}}`
-				case "device_del":
-					return `{"return": {}, "id": "ID"}` + "\n" + `{"event": "DEVICE_DELETED", "data": {"device": "hicain0"}}`
-				}
-				return `{"return": {}, "id": "ID"}`
-			})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			mon, err := qmp.Dial(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mon.Close()
-			err = replugGuest(ctx, st, replugTarget{g: r.Guests[0], gs: &st.Guests[0], mon: mon,
-				addr: qmp.PCIAddr{Slot: 4}}, func(string, ...any) {})
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-		})
+		if b, err := os.ReadFile(file); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", file, b, err, want)
+		}
+	}
+	// Unbound already: only the override.
+	os.Remove(filepath.Join(dev, "driver"))
+	os.Remove(filepath.Join(drv, "unbind"))
+	if out, err := exec.Command("sh", "-c", releaseScript(sysfs, bdf)).CombinedOutput(); err != nil {
+		t.Fatalf("unbound function: %v: %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(drv, "unbind")); err == nil {
+		t.Error("an unbound function was unbound again")
+	}
+	out, err := exec.Command("sh", "-c", releaseScript(sysfs, "0000:00:09.0")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no PCI function 0000:00:09.0") {
+		t.Errorf("a missing function: %v: %s", err, out)
 	}
 }

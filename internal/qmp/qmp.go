@@ -2,9 +2,8 @@
 // messages, one per line, over QEMU's -qmp UNIX socket (QEMU's
 // docs/interop/qmp-spec.rst). It reads the greeting, leaves capability
 // negotiation with qmp_capabilities, runs commands and waits for
-// events. The host uses it to re-plug a guest's PCI function
-// (device_del, DEVICE_DELETED, chardev-remove, chardev-add,
-// device_add) without rebooting the guest.
+// events. The host uses it to give a running guest a new PCI function
+// (chardev-add, device_add) without rebooting it.
 //
 // A Client belongs to one goroutine at a time. QEMU is trusted no more
 // than any peer: a message is parsed once (Parse), and one that is not

@@ -212,17 +212,16 @@ func TestFindPCI(t *testing.T) {
 	}
 }
 
-// TestReplug: the commands of an unplug and a plug, in order, with
-// their arguments as QEMU 7.2 takes them (device_add's vectors a
-// number, addr "slot.function").
-func TestReplug(t *testing.T) {
+// TestAddIvshmem: the commands of a plug, in order, with their
+// arguments as QEMU 7.2 takes them (device_add's vectors a number), and
+// a refused device_add that takes its chardev back.
+func TestAddIvshmem(t *testing.T) {
 	var got []string
 	path := fakeQEMU(t, func(cmd map[string]any) []string {
 		a, _ := json.Marshal(cmd["arguments"])
 		got = append(got, cmd["execute"].(string)+" "+string(a))
-		if cmd["execute"] == "device_del" {
-			return []string{`{"return": {}, "id": "ID"}`,
-				`{"event": "DEVICE_DELETED", "data": {"device": "hicain0", "path": "/machine/peripheral/hicain0"}}`}
+		if cmd["execute"] == "device_add" && strings.Contains(string(a), "hicain2") {
+			return []string{`{"id": "ID", "error": {"class": "GenericError", "desc": "no slot"}}`}
 		}
 		return []string{`{"return": {}, "id": "ID"}`}
 	})
@@ -233,19 +232,21 @@ func TestReplug(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Unplug(ctx, "hicain0"); err != nil {
+	f := Ivshmem{ID: "hicain1", Chardev: "ivs1", Socket: "/r/vm-a/ivshmem.sock", Vectors: 8, Bus: "pci.0"}
+	if err := c.AddIvshmem(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PlugIvshmem(ctx, Ivshmem{ID: "hicain0", Chardev: "ivs0", Socket: "/r/vm-a/ivshmem.sock",
-		Vectors: 8, Bus: "pci.0", Addr: PCIAddr{Slot: 4}}); err != nil {
-		t.Fatal(err)
+	f.ID, f.Chardev = "hicain2", "ivs2"
+	if err := c.AddIvshmem(ctx, f); err == nil || !strings.Contains(err.Error(), "no slot") {
+		t.Errorf("refused device_add: %v", err)
 	}
 	want := []string{
 		`qmp_capabilities null`,
-		`device_del {"id":"hicain0"}`,
-		`chardev-remove {"id":"ivs0"}`,
-		`chardev-add {"backend":{"data":{"addr":{"data":{"path":"/r/vm-a/ivshmem.sock"},"type":"unix"},"server":false},"type":"socket"},"id":"ivs0"}`,
-		`device_add {"addr":"4.0","bus":"pci.0","chardev":"ivs0","driver":"ivshmem-doorbell","id":"hicain0","vectors":8}`,
+		`chardev-add {"backend":{"data":{"addr":{"data":{"path":"/r/vm-a/ivshmem.sock"},"type":"unix"},"server":false},"type":"socket"},"id":"ivs1"}`,
+		`device_add {"bus":"pci.0","chardev":"ivs1","driver":"ivshmem-doorbell","id":"hicain1","vectors":8}`,
+		`chardev-add {"backend":{"data":{"addr":{"data":{"path":"/r/vm-a/ivshmem.sock"},"type":"unix"},"server":false},"type":"socket"},"id":"ivs2"}`,
+		`device_add {"bus":"pci.0","chardev":"ivs2","driver":"ivshmem-doorbell","id":"hicain2","vectors":8}`,
+		`chardev-remove {"id":"ivs2"}`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
