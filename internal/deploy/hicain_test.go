@@ -152,7 +152,7 @@ func TestQEMUArgsDataNIC(t *testing.T) {
 		"-machine pc,memory-backend=ram0 ",
 		"-object memory-backend-file,id=ram0,size=2048M,mem-path=/tmp/hr/vm-a/ram,share=on ",
 		"-chardev socket,path=/tmp/hr/vm-a/ivshmem.sock,id=ivs0 ",
-		// The qdev ids deploy restart device re-plugs it by, and the
+		// The qdev ids deploy restart device finds it by, and the
 		// monitor it does that through.
 		"-device ivshmem-doorbell,chardev=ivs0,vectors=8,id=hicain0 ",
 		"-qmp unix:/tmp/hr/vm-a/qmp.sock,server=on,wait=off ",

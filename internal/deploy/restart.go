@@ -192,7 +192,7 @@ func replugTargets(ctx context.Context, st *State, p Progress) ([]replugTarget, 
 		}
 		cancel()
 		if err != nil {
-			return ts, fmt.Errorf("deploy: %s: its QEMU cannot re-plug the HiNIC function: %w "+
+			return ts, fmt.Errorf("deploy: %s: its QEMU cannot give it a new HiNIC function: %w "+
 				"(a QEMU started before deploy had QMP and the %s id cannot); nothing was stopped: "+
 				"restart the rack instead: hinic deploy down, then hinic deploy rack", g.Name, err, HicainQdevID)
 		}

@@ -40,9 +40,10 @@ fabric").
 
 device: stop the rack's hinic device serve the same way and start it
 again on the same configuration and guest RAM files, then give every
-running hicain guest a new HiNIC function through its QEMU monitor
-(QMP device_del, then device_add on the new backend) without rebooting
-it, and set its data NIC up again. The guests' verbs processes lose
+running hicain guest a new HiNIC function without rebooting it: the
+guest's driver lets the old one go (over SSH), a new one on the new
+backend is plugged in beside it through the guest's QEMU monitor (QMP
+chardev-add, device_add), and its data NIC is set up again. The guests' verbs processes lose
 their device as after a hardware reset: their QPs fail and they must
 open the device again (docs/deploy.md, "Restarting the device
 backend").`,
