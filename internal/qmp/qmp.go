@@ -195,9 +195,8 @@ func (c *Client) Execute(ctx context.Context, command string, args any) (json.Ra
 	if err != nil {
 		return nil, fmt.Errorf("qmp: %s: %w", command, err)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		c.conn.SetWriteDeadline(dl)
-	}
+	dl, _ := ctx.Deadline() // zero: none, and no earlier one either
+	c.conn.SetWriteDeadline(dl)
 	if _, err := c.conn.Write(append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("qmp: %s: %w", command, err)
 	}
