@@ -89,7 +89,7 @@
 #define HICAIN_DEV_LINK_UP	0x8	/* fabric port attached */
 
 /*
- * Heartbeat (1.13): the device adds 1 to dev_hdr.heartbeat every
+ * Heartbeat (1.14): the device adds 1 to dev_hdr.heartbeat every
  * HICAIN_HEARTBEAT_MS for as long as its backend runs, live or not. A
  * driver that sees it unchanged for HICAIN_HEARTBEAT_DEAD_MS while the
  * device is LIVE takes the backend for dead (docs/device-abi.md).
@@ -156,7 +156,7 @@ struct hicain_dev_hdr {
 	__le32 fatal_code;	/* device writes */
 	__le32 reset_count;	/* device increments at each reset */
 	__le32 driver_abi;	/* driver writes (major << 16 | minor) */
-	__le32 heartbeat;	/* device: +1 every HICAIN_HEARTBEAT_MS (1.13) */
+	__le32 heartbeat;	/* device: +1 every HICAIN_HEARTBEAT_MS (1.14) */
 	__le32 rsvd2[2];
 	/* 0x0a0: ring indices (prod written by producer, cons by consumer) */
 	__le32 admin_sq_prod;	/* driver */

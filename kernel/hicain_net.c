@@ -1066,7 +1066,7 @@ static void hicain_die(struct hicain_priv *priv)
 /*
  * hicain_watchdog - while the device is up, read its heartbeat
  * (device-abi.md, "Heartbeat"); unchanged for HICAIN_HEARTBEAT_DEAD_MS
- * while LIVE, the backend is dead. Runs only on a device of ABI 1.13 or
+ * while LIVE, the backend is dead. Runs only on a device of ABI 1.14 or
  * later; a fatal or resetting device (not LIVE) restarts the count,
  * its reset has its own timeout.
  */
@@ -1090,7 +1090,7 @@ static void hicain_watchdog(struct work_struct *work)
 
 static bool hicain_has_heartbeat(struct hicain_dev *hdev)
 {
-	return le16_to_cpu(READ_ONCE(hdev->hdr->abi_minor)) >= 13;
+	return le16_to_cpu(READ_ONCE(hdev->hdr->abi_minor)) >= 14;
 }
 
 static void hicain_watchdog_start(struct hicain_priv *priv)

@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 13
+	ABIMinor       = 14
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -48,7 +48,7 @@ const (
 
 	// HeartbeatMS is how often the device bumps DevHdr.Heartbeat;
 	// HeartbeatDeadMS how long a driver waits for a change before it
-	// takes the backend for dead (ABI 1.13).
+	// takes the backend for dead (ABI 1.14).
 	HeartbeatMS     = 10
 	HeartbeatDeadMS = 3000
 

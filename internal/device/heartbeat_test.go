@@ -10,7 +10,7 @@ import (
 
 // TestHeartbeat: the header's heartbeat advances while the backend
 // runs, live, across a reset and before the next handshake, and stops
-// when the backend goes: what a driver's watchdog relies on (ABI 1.13).
+// when the backend goes: what a driver's watchdog relies on (ABI 1.14).
 func TestHeartbeat(t *testing.T) {
 	tb := newTestbed(t, 1)
 	g := tb.guests[0]

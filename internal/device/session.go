@@ -374,7 +374,7 @@ func (s *session) start() {
 }
 
 // heartbeat bumps the header's heartbeat every HeartbeatMS for as long
-// as the session runs (ABI 1.13). It takes no lock and waits for
+// as the session runs (ABI 1.14). It takes no lock and waits for
 // nothing else, so it says only that the backend process runs: a
 // driver that sees it stop takes the backend for dead and can be given
 // a new device (docs/device.md, "Backend restarts").
