@@ -45,19 +45,8 @@ func RestartFabric(ctx context.Context, runDir string, o RestartOptions) (*State
 		return st, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
 	}
 	r := &st.Rack
-	if o.Kill && alive(st.FabricPID, fabricProc(r, st.FabricExe)) {
-		if proc, err := os.FindProcess(st.FabricPID); err == nil {
-			_ = proc.Signal(syscall.SIGKILL)
-		}
-		for i := 0; i < 100 && alive(st.FabricPID, fabricProc(r, st.FabricExe)); i++ {
-			time.Sleep(50 * time.Millisecond)
-		}
-		p("fabric: killed (pid %d)", st.FabricPID)
-	}
-	if alive(st.FabricPID, fabricProc(r, st.FabricExe)) {
-		if err := stop(st.FabricPID, fabricProc(r, st.FabricExe), "fabric", p); err != nil {
-			return st, err
-		}
+	if err := halt(st.FabricPID, fabricProc(r, st.FabricExe), "fabric", o.Kill, p); err != nil {
+		return st, err
 	}
 	st.FabricPID, st.FabricExe = 0, ""
 	if err := startFabric(ctx, st, o.Hinic, p); err != nil {
@@ -126,21 +115,8 @@ func RestartDevice(ctx context.Context, runDir string, o RestartOptions) (*State
 		return st, err
 	}
 
-	if alive(st.DevicePID, deviceProc(r, st.DeviceExe)) {
-		if o.Kill {
-			if proc, err := os.FindProcess(st.DevicePID); err == nil {
-				_ = proc.Signal(syscall.SIGKILL)
-			}
-			for i := 0; i < 100 && alive(st.DevicePID, deviceProc(r, st.DeviceExe)); i++ {
-				time.Sleep(50 * time.Millisecond)
-			}
-			p("device: killed (pid %d)", st.DevicePID)
-		}
-	}
-	if alive(st.DevicePID, deviceProc(r, st.DeviceExe)) {
-		if err := stop(st.DevicePID, deviceProc(r, st.DeviceExe), "device", p); err != nil {
-			return st, err
-		}
+	if err := halt(st.DevicePID, deviceProc(r, st.DeviceExe), "device", o.Kill, p); err != nil {
+		return st, err
 	}
 	st.DevicePID, st.DeviceExe = 0, ""
 	if _, err := startDevice(ctx, st, o.Hinic, p); err != nil {
@@ -276,4 +252,23 @@ func waitHicainProbe(ctx context.Context, c *Client, timeout time.Duration) erro
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// halt stops a backend of the rack for a restart: with kill, SIGKILL
+// first, as a crash would, and a wait of up to 5 s for it to go; then
+// the ordinary stop for whatever still runs.
+func halt(pid int, pr proc, what string, kill bool, p Progress) error {
+	if kill && alive(pid, pr) {
+		if proc, err := os.FindProcess(pid); err == nil {
+			_ = proc.Signal(syscall.SIGKILL)
+		}
+		for i := 0; i < 100 && alive(pid, pr); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		p("%s: killed (pid %d)", what, pid)
+	}
+	if alive(pid, pr) {
+		return stop(pid, pr, what, p)
+	}
+	return nil
 }
