@@ -33,16 +33,9 @@ type RestartOptions struct {
 // guest's QEMU stream server. RC traffic resumes through retransmission
 // when the outage fits the QPs' retry budget.
 func RestartFabric(ctx context.Context, runDir string, o RestartOptions) (*State, error) {
-	p := o.Progress
-	if p == nil {
-		p = func(string, ...any) {}
-	}
-	st, err := ReadState(runDir)
+	st, p, err := runningRack(runDir, o)
 	if err != nil {
-		return nil, err
-	}
-	if st.Down {
-		return st, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
+		return st, err
 	}
 	r := &st.Rack
 	if err := halt(st.FabricPID, fabricProc(r, st.FabricExe), "fabric", o.Kill, p); err != nil {
@@ -90,16 +83,9 @@ type replugTarget struct {
 // Every running guest's monitor must answer before anything stops: a
 // rack whose QEMUs predate the QMP socket is refused as it was.
 func RestartDevice(ctx context.Context, runDir string, o RestartOptions) (*State, error) {
-	p := o.Progress
-	if p == nil {
-		p = func(string, ...any) {}
-	}
-	st, err := ReadState(runDir)
+	st, p, err := runningRack(runDir, o)
 	if err != nil {
-		return nil, err
-	}
-	if st.Down {
-		return st, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
+		return st, err
 	}
 	r := &st.Rack
 	if len(r.hicainGuests()) == 0 {
@@ -271,4 +257,21 @@ func halt(pid int, pr proc, what string, kill bool, p Progress) error {
 		return stop(pid, pr, what, p)
 	}
 	return nil
+}
+
+// runningRack reads the state of a rack that is up, for a restart, and
+// returns it with o's progress function (a no-op when unset).
+func runningRack(runDir string, o RestartOptions) (*State, Progress, error) {
+	p := o.Progress
+	if p == nil {
+		p = func(string, ...any) {}
+	}
+	st, err := ReadState(runDir)
+	if err != nil {
+		return nil, p, err
+	}
+	if st.Down {
+		return st, p, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
+	}
+	return st, p, nil
 }
