@@ -2,7 +2,6 @@ package fabric
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -61,37 +60,13 @@ func (p *port) closeListener() {
 func (p *port) acceptLoop(ln *net.UnixListener) {
 	sw := p.sw
 	defer sw.wg.Done()
-	for {
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// EMFILE and friends: wait a little rather than spin.
-			select {
-			case <-sw.ctx.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
+	unixsock.Accept(ln, unixsock.Handshakes{Ctx: sw.ctx, WG: &sw.wg, Sem: sw.hsSem}, func(c *net.UnixConn) {
+		if p.cfg.kind == KindQEMUStream {
+			p.acceptStream(c)
+		} else {
+			p.handshake(c)
 		}
-		select {
-		case sw.hsSem <- struct{}{}:
-		default:
-			c.Close() // too many handshakes at once
-			continue
-		}
-		sw.wg.Add(1)
-		go func() {
-			defer sw.wg.Done()
-			defer func() { <-sw.hsSem }()
-			if p.cfg.kind == KindQEMUStream {
-				p.acceptStream(c)
-			} else {
-				p.handshake(c)
-			}
-		}()
-	}
+	})
 }
 
 // acceptStream attaches a QEMU stream connection; a second one while a

@@ -225,32 +225,6 @@ func (p *port) session() *session {
 func (p *port) acceptLoop() {
 	sw := p.sw
 	defer sw.wg.Done()
-	for {
-		c, err := p.ln.AcceptUnix()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// EMFILE and friends: wait a little rather than spin.
-			select {
-			case <-sw.ctx.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
-		}
-		select {
-		case sw.hsSem <- struct{}{}:
-		default:
-			p.c.rejected.Add(1)
-			c.Close() // too many handshakes at once
-			continue
-		}
-		sw.wg.Add(1)
-		go func() {
-			defer sw.wg.Done()
-			defer func() { <-sw.hsSem }()
-			p.handshake(c)
-		}()
-	}
+	unixsock.Accept(p.ln, unixsock.Handshakes{Ctx: sw.ctx, WG: &sw.wg, Sem: sw.hsSem, Rejected: func() { p.c.rejected.Add(1) }},
+		p.handshake)
 }

@@ -6,15 +6,19 @@
 // a second server cannot silently steal the path of a running one and a
 // planted file or symlink is not deleted. The socket then gets its mode.
 //
+// It also has the accept loop those servers share (Accept).
+//
 // unixsock imports only the standard library.
 package unixsock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -69,4 +73,54 @@ func removeStale(network, path string) error {
 		return fmt.Errorf("listen %s: remove stale socket: %w", path, err)
 	}
 	return nil
+}
+
+// Handshakes is what Accept needs of a server: its context, the
+// goroutines it waits for, and a semaphore whose capacity bounds the
+// connections being set up at once.
+type Handshakes struct {
+	Ctx context.Context
+	WG  *sync.WaitGroup
+	Sem chan struct{}
+	// Rejected, when set, is told of each connection closed because
+	// Sem was full.
+	Rejected func()
+}
+
+// Accept takes connections on ln until it is closed (or, after an
+// error such as EMFILE, the context ends) and runs handle on each in
+// a goroutine of its own, counted in h.WG, while h.Sem has room; a
+// connection beyond that is closed at once. After an accept error
+// other than closure it waits 50 ms rather than spin. Run it in a
+// goroutine the caller counts.
+func Accept(ln *net.UnixListener, h Handshakes, handle func(*net.UnixConn)) {
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			select {
+			case <-h.Ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case h.Sem <- struct{}{}:
+		default:
+			if h.Rejected != nil {
+				h.Rejected()
+			}
+			c.Close() // too many handshakes at once
+			continue
+		}
+		h.WG.Add(1)
+		go func() {
+			defer h.WG.Done()
+			defer func() { <-h.Sem }()
+			handle(c)
+		}()
+	}
 }
