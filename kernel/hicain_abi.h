@@ -94,7 +94,7 @@
  * driver that sees it unchanged for HICAIN_HEARTBEAT_DEAD_MS while the
  * device is LIVE takes the backend for dead (docs/device-abi.md).
  */
-#define HICAIN_HEARTBEAT_MS	10
+#define HICAIN_HEARTBEAT_MS	100
 #define HICAIN_HEARTBEAT_DEAD_MS	3000
 
 /* driver_status bits (driver writes, then rings HICAIN_DB_CTRL). */

@@ -49,7 +49,7 @@ const (
 	// HeartbeatMS is how often the device bumps DevHdr.Heartbeat;
 	// HeartbeatDeadMS how long a driver waits for a change before it
 	// takes the backend for dead (ABI 1.14).
-	HeartbeatMS     = 10
+	HeartbeatMS     = 100
 	HeartbeatDeadMS = 3000
 
 	DrvOK     = 0x1
