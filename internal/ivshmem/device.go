@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -127,11 +128,16 @@ func (d *Device) Wait(events []unix.EpollEvent) (n int, ok bool) {
 }
 
 // pollOnce is Wait's poll function: it takes what is ready without
-// waiting and reports whether it is done. Nothing ready: the poller
+// waiting and reports whether it is done. epoll_pwait with timeout 0 is
+// a raw system call, for the reason Signal's is. Nothing ready: the poller
 // waits for the set to become readable and calls it again.
 func (d *Device) pollOnce(fd uintptr) bool {
 	for {
-		d.waitN, d.waitErr = unix.EpollWait(int(fd), d.waitEvents, 0)
+		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&d.waitEvents[0])), uintptr(len(d.waitEvents)), 0, 0, 0)
+		d.waitN, d.waitErr = int(r), nil
+		if e != 0 {
+			d.waitN, d.waitErr = 0, e
+		}
 		if !errors.Is(d.waitErr, unix.EINTR) {
 			break
 		}

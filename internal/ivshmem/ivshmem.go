@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,17 +98,24 @@ func CloseFDs(fds []int) {
 
 // Signal adds 1 to an eventfd. EAGAIN (counter saturated) is fine: the
 // reader is woken anyway.
+//
+// Signal and Drain are raw system calls, which the scheduler does not
+// see: a plain one wakes the runtime's monitor thread when the process
+// was idle, a thread switch per doorbell or interrupt (see mmsg). They
+// never block: the eventfds are non-blocking (NewEventfds), a write
+// blocks only at a count of 2^64-2, and Drain reads a doorbell the
+// epoll set reported readable, whose count only the backend takes.
 func Signal(fd int) {
 	var one [8]byte
 	binary.LittleEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(fd, one[:])
+	_, _, _ = unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one[0])), 8)
 }
 
 // Drain reads and clears an eventfd, reporting whether it was set.
 func Drain(fd int) bool {
 	var b [8]byte
-	n, err := unix.Read(fd, b[:])
-	return err == nil && n == 8
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 8)
+	return e == 0 && n == 8
 }
 
 // NewSharedMemory creates the BAR2 memfd of size bytes (a power of two)
