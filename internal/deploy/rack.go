@@ -329,7 +329,7 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return err
 		}
 	}
-	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric",
+	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric", procs: r.Procs,
 		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
 		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
 		ready: func() bool {
@@ -353,6 +353,7 @@ type daemon struct {
 	args             []string // after the binary
 	logPath, pidPath string
 	ready            func() bool // its control socket answers
+	procs            int         // its GOMAXPROCS (Rack.Procs); 0 leaves Go's default
 }
 
 // spawn starts d with the hinic binary (default: this executable) in its
@@ -378,6 +379,11 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, string, error) {
 	cmd := exec.Command(exe, d.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if d.procs > 0 {
+		// The last of duplicate keys wins: the spec over the caller's
+		// environment.
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(d.procs))
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, "", fmt.Errorf("starting the %s: %w", d.what, err)
 	}

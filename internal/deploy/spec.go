@@ -48,6 +48,14 @@ const (
 // elsewhere on the subnet.
 const OpenSMNone = "none"
 
+// DefaultProcs is the GOMAXPROCS of a rack's daemons. One processor
+// runs all their goroutines: a frame or a doorbell wakes one thread,
+// which does the work itself. With more, the runtime wakes an idle
+// processor's thread for each goroutine it readies, and on a host whose
+// CPUs the guests' vCPUs keep busy every such thread switch is
+// latency (docs/deploy.md has the figures).
+const DefaultProcs = 1
+
 // DefaultImage is the image directory of guests whose spec names none
 // (hinic image build's default --dir), relative to the working directory.
 var DefaultImage = filepath.Join(".cache", "images", "hinic-guest")
@@ -63,9 +71,12 @@ type Rack struct {
 	Pcap        bool     `yaml:"pcap" json:"pcap"`
 	BootTimeout Duration `yaml:"boot-timeout" json:"boot_timeout"`
 	MTU         int      `yaml:"mtu" json:"mtu"`
-	Switches    []Switch `yaml:"switches" json:"switches"`
-	Guests      []Guest  `yaml:"guests" json:"guests"`
-	Links       []Link   `yaml:"links" json:"links"`
+	// Procs is GOMAXPROCS of the rack's daemons (fabric, device and GPU
+	// backends): 0 is DefaultProcs.
+	Procs    int      `yaml:"procs" json:"procs"`
+	Switches []Switch `yaml:"switches" json:"switches"`
+	Guests   []Guest  `yaml:"guests" json:"guests"`
+	Links    []Link   `yaml:"links" json:"links"`
 	// OpenSM is the guest that runs the subnet manager of a rack with
 	// InfiniBand guests (default: the first of them), or "none".
 	OpenSM string `yaml:"opensm" json:"opensm,omitempty"`
@@ -197,6 +208,12 @@ func (r *Rack) Defaults() error {
 	}
 	if r.MTU < 0 {
 		return fmt.Errorf("deploy: mtu %d: want 0 (the netdev's default) or a positive MTU", r.MTU)
+	}
+	if r.Procs < 0 {
+		return fmt.Errorf("deploy: procs %d: want 0 (the default, %d) or a positive number of processors", r.Procs, DefaultProcs)
+	}
+	if r.Procs == 0 {
+		r.Procs = DefaultProcs
 	}
 	if r.BootTimeout.Duration == 0 {
 		r.BootTimeout.Duration = 300 * time.Second
