@@ -14,7 +14,8 @@ const userHZ = 100
 
 // CPUSeconds returns the CPU time, user plus system, that each running
 // process of the rack has used since it started: "fabric", "backend"
-// (hinic device serve, with HiNIC guests), "gpu" (hinic gpu serve, with
+// (hinic device serve, with HiNIC guests; with the fabric inside it, no
+// "fabric"), "gpu" (hinic gpu serve, with
 // guests that have GPUs) and "qemu:<guest>". A process that is not
 // running, or whose pid now belongs to another program, is left out.
 // verify e2e --rack reads it before and after each case.
@@ -29,7 +30,10 @@ func (st *State) CPUSeconds() map[string]float64 {
 			out[name] = s
 		}
 	}
-	add("fabric", st.FabricPID, fabricProc(r, st.FabricExe))
+	if !r.joined() {
+		// Joined, the fabric's CPU is the backend's.
+		add("fabric", st.FabricPID, fabricProc(r, st.FabricExe))
+	}
 	if st.DevicePID != 0 {
 		add("backend", st.DevicePID, deviceProc(r, st.DeviceExe))
 	}

@@ -54,6 +54,13 @@ func deviceProc(r *Rack, exe string) proc {
 	return hinicProc(exe, "device", "serve", "--control", DeviceControl(r))
 }
 
+// joined reports whether the rack's fabric runs inside its device
+// backend (DaemonsJoined with hicain guests). A state written before
+// the key existed has no Daemons: such a rack runs split.
+func (r *Rack) joined() bool {
+	return r.Daemons == DaemonsJoined && len(r.hicainGuests()) > 0
+}
+
 // hicainGuests returns the guests of the rack with a HiNIC vNIC.
 func (r *Rack) hicainGuests() []Guest {
 	return r.guestsWhere(func(g Guest) bool { return g.NIC == NICHicain })
@@ -131,6 +138,9 @@ func guestMTU(r *Rack, g Guest) int {
 // of the rack: one --vnic per hicain guest, on the guest's fabric port.
 func DeviceArgs(r *Rack) []string {
 	args := []string{"device", "serve", "--control", DeviceControl(r)}
+	if r.joined() {
+		args = append(args, "--config", filepath.Join(r.RunDir, FileFabricConf), "--fabric")
+	}
 	for _, g := range r.hicainGuests() {
 		opts := []string{
 			"name=" + g.Name + "/hicain0",
@@ -231,6 +241,9 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 		why := deviceReusable(ctx, st.DevicePID, args, DeviceControl(r))
 		if why == "" {
 			p("device: already running (pid %d)", st.DevicePID)
+			if r.joined() {
+				st.FabricPID, st.FabricExe = st.DevicePID, st.DeviceExe
+			}
 			return false, nil
 		}
 		p("device: restarting the backend (pid %d): %s", st.DevicePID, why)
@@ -257,6 +270,9 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 	}
 	if err != nil {
 		return pid != 0, err
+	}
+	if r.joined() {
+		st.FabricPID, st.FabricExe = st.DevicePID, st.DeviceExe
 	}
 	var mtus []string
 	for _, g := range r.hicainGuests() {

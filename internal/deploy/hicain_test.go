@@ -132,7 +132,7 @@ func TestDefaultsHicainMTU(t *testing.T) {
 func TestDeviceArgs(t *testing.T) {
 	r := hicainRack(t, 9000)
 	args := DeviceArgs(r)
-	want := []string{"device", "serve", "--control", "/tmp/hr/device.sock",
+	want := []string{"device", "serve", "--control", "/tmp/hr/device.sock", "--config", "/tmp/hr/fabric.yaml", "--fabric",
 		"--vnic", "name=vm-a/hicain0,socket=/tmp/hr/vm-a/ivshmem.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc," +
 			"port=/tmp/hr/fab/sw0-port1.sock,mac=52:54:00:42:00:01,ip=10.42.0.1,allow-ip=10.42.0.1,link=eth,vectors=8,mtu=4096",
 		"--vnic", "name=vm-b/hicain0,socket=/tmp/hr/vm-b/ivshmem.sock,ram=/tmp/hr/vm-b/ram,ram-size=1024M,machine=pc," +
@@ -140,6 +140,32 @@ func TestDeviceArgs(t *testing.T) {
 	}
 	if !slices.Equal(args, want) {
 		t.Errorf("device args\n got %q\nwant %q", args, want)
+	}
+	// Split, the fabric is a process of its own.
+	r.Daemons = DaemonsSplit
+	want = slices.Delete(want, 4, 7)
+	if args := DeviceArgs(r); !slices.Equal(args, want) {
+		t.Errorf("device args, daemons split\n got %q\nwant %q", args, want)
+	}
+	if fabricProc(r, "/bin/hinic").args[0] != "fabric" {
+		t.Errorf("daemons split: the fabric's process is %v", fabricProc(r, "/bin/hinic"))
+	}
+	r.Daemons = DaemonsJoined
+	if got, want := fabricProc(r, "/bin/hinic"), deviceProc(r, "/bin/hinic"); !slices.Equal(got.args, want.args) {
+		t.Errorf("daemons joined: the fabric's process is %v, want the backend's %v", got, want)
+	}
+}
+
+func TestDefaultsDaemons(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{{"", DaemonsJoined, true}, {DaemonsJoined, DaemonsJoined, true}, {DaemonsSplit, DaemonsSplit, true}, {"both", "", false}} {
+		r := &Rack{Daemons: tc.in}
+		err := r.Defaults()
+		if (err == nil) != tc.ok || (tc.ok && r.Daemons != tc.want) {
+			t.Errorf("daemons %q: got %q, err %v; want %q, ok=%v", tc.in, r.Daemons, err, tc.want, tc.ok)
+		}
 	}
 }
 

@@ -329,6 +329,11 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 			return err
 		}
 	}
+	if r.joined() {
+		// startDevice starts it, with the backend.
+		p("fabric: %d switch(es) in %s, served by the device backend (daemons: %s)", len(r.Switches), fabDir, DaemonsJoined)
+		return nil
+	}
 	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric", procs: r.Procs,
 		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
 		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
@@ -820,6 +825,9 @@ func imageID(m *image.Manifest) string {
 // fabricProc is the rack's `hinic fabric serve --config RUN/fabric.yaml`,
 // run by exe (State.FabricExe).
 func fabricProc(r *Rack, exe string) proc {
+	if r.joined() {
+		return deviceProc(r, exe)
+	}
 	return hinicProc(exe, "fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf))
 }
 

@@ -38,6 +38,10 @@ func RestartFabric(ctx context.Context, runDir string, o RestartOptions) (*State
 		return st, err
 	}
 	r := &st.Rack
+	if r.joined() {
+		p("fabric: it runs inside the device backend (daemons: %s): restarting the backend", DaemonsJoined)
+		return RestartDevice(ctx, runDir, o)
+	}
 	if err := halt(st.FabricPID, fabricProc(r, st.FabricExe), "fabric", o.Kill, p); err != nil {
 		return st, err
 	}

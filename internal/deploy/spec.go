@@ -56,6 +56,18 @@ const OpenSMNone = "none"
 // latency (docs/deploy.md has the figures).
 const DefaultProcs = 1
 
+// How a rack's fabric and device backend run (Rack.Daemons).
+const (
+	// DaemonsJoined runs the fabric inside the device backend (`hinic
+	// device serve --fabric`) when the rack has hicain guests: a frame
+	// between two vNICs then crosses the switch without a thread
+	// switch. A rack without hicain guests has the fabric alone.
+	DaemonsJoined = "joined"
+	// DaemonsSplit runs `hinic fabric serve` and `hinic device serve`
+	// as two processes, each restartable alone.
+	DaemonsSplit = "split"
+)
+
 // DefaultImage is the image directory of guests whose spec names none
 // (hinic image build's default --dir), relative to the working directory.
 var DefaultImage = filepath.Join(".cache", "images", "hinic-guest")
@@ -73,7 +85,10 @@ type Rack struct {
 	MTU         int      `yaml:"mtu" json:"mtu"`
 	// Procs is GOMAXPROCS of the rack's daemons (fabric, device and GPU
 	// backends): 0 is DefaultProcs.
-	Procs    int      `yaml:"procs" json:"procs"`
+	Procs int `yaml:"procs" json:"procs"`
+	// Daemons is how the fabric and the device backend run: DaemonsJoined
+	// (the default) or DaemonsSplit.
+	Daemons  string   `yaml:"daemons" json:"daemons"`
 	Switches []Switch `yaml:"switches" json:"switches"`
 	Guests   []Guest  `yaml:"guests" json:"guests"`
 	Links    []Link   `yaml:"links" json:"links"`
@@ -214,6 +229,13 @@ func (r *Rack) Defaults() error {
 	}
 	if r.Procs == 0 {
 		r.Procs = DefaultProcs
+	}
+	switch r.Daemons {
+	case "":
+		r.Daemons = DaemonsJoined
+	case DaemonsJoined, DaemonsSplit:
+	default:
+		return fmt.Errorf("deploy: daemons %q: want %s (the fabric inside the device backend, the default) or %s", r.Daemons, DaemonsJoined, DaemonsSplit)
 	}
 	if r.BootTimeout.Duration == 0 {
 		r.BootTimeout.Duration = 300 * time.Second

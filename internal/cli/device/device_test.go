@@ -19,6 +19,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/device/serve"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/device/guestsim"
+	"github.com/PacketFive/hinic/internal/fabric"
 )
 
 func isolate(t *testing.T) { clitest.Isolate(t, "HINIC_DEVICE_CONTROL", "HINIC_DEVICE_VNICS") }
@@ -230,5 +231,63 @@ func TestAllowIPFromConfig(t *testing.T) {
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, %v; want %v", tc.ip, got, err, tc.want)
 		}
+	}
+}
+
+// TestServeWithFabric: with --fabric the backend also serves the fabric
+// section of the config file, and its vNIC's port on that switch comes
+// up; without a fabric section --fabric is refused before anything
+// starts.
+func TestServeWithFabric(t *testing.T) {
+	isolate(t)
+	dir := shortDir(t)
+	fabDir := filepath.Join(dir, "fab")
+	conf := filepath.Join(dir, "fabric.yaml")
+	yaml := "fabric:\n  run-dir: " + fabDir + "\n  switches:\n    - name: sw0\n      ports: 2\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HINIC_CONFIG", conf)
+	ctl := filepath.Join(dir, "device.sock")
+	vnic := "socket=" + filepath.Join(dir, "a.sock") + ",ram=" + filepath.Join(dir, "a.ram") +
+		",ram-size=16M,mac=02:00:00:00:00:0a,name=vm-a,port=" + filepath.Join(fabDir, "sw0-port1.sock")
+	ios, _, _, _ := cmdutil.Test()
+	clitest.Serve(t, clidevice.NewCmdDevice(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})),
+		"serve", "--fabric", "--control", ctl, "--vnic", vnic)
+	clitest.WaitFor(t, "control socket", clitest.Accepts(ctl))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fst, err := fabric.QueryStatus(ctx, fabDir)
+	if err != nil {
+		t.Fatalf("the fabric in the backend: %v", err)
+	}
+	if len(fst.Switches) != 1 || fst.Switches[0].Name != "sw0" {
+		t.Errorf("fabric status: %+v", fst)
+	}
+	dst, err := device.QueryStatus(ctx, ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dst.VNICs) != 1 || !dst.VNICs[0].LinkUp {
+		t.Errorf("the vNIC's link to the in-process switch is not up: %+v", dst.VNICs)
+	}
+
+	// A config without a fabric section.
+	other := filepath.Join(dir, "nofabric.yaml")
+	if err := os.WriteFile(other, []byte("device:\n  mem_budget: 1G\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HINIC_CONFIG", other)
+	cmd := serve.NewCmdServe(cmdutil.NewFactory(ios, cmdutil.BuildInfo{}), nil)
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	b := filepath.Join(dir, "b.sock")
+	cmd.SetArgs([]string{"--fabric", "--vnic",
+		"socket=" + b + ",ram=" + filepath.Join(dir, "b.ram") + ",ram-size=16M,mac=02:00:00:00:00:0b"})
+	err = cmd.Execute()
+	if err == nil || cmdutil.ExitCode(err) != cmdutil.ExitUsage || !strings.Contains(err.Error(), "fabric section") {
+		t.Fatalf("err = %v, want a usage error about the missing fabric section", err)
+	}
+	if _, err := os.Stat(b); err == nil {
+		t.Error("the vNIC started although --fabric was refused")
 	}
 }

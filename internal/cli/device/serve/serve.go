@@ -4,6 +4,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	fabricserve "github.com/PacketFive/hinic/internal/cli/fabric/serve"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
 )
@@ -26,6 +28,7 @@ const (
 	KeyVNICs     = "device.vnics"
 	KeyMemBudget = "device.mem_budget"
 	KeyPprof     = "device.pprof"
+	KeyFabric    = "device.fabric"
 )
 
 // Options are the settings of one `hinic device serve` run.
@@ -36,6 +39,9 @@ type Options struct {
 	VNICs   []device.VNICConfig
 	// Pprof, if set, is where Go's profiles are served (--pprof).
 	Pprof string
+	// Fabric, if set, is a fabric to serve in this process too
+	// (--fabric), started before the vNICs dial its ports.
+	Fabric *fabric.Config
 	// Ready, if set, is called once every socket listens (tests).
 	Ready func(*device.Server)
 }
@@ -84,6 +90,12 @@ A --vnic value is a comma-separated list of key=value:
                   (default none: any address)
   name=NAME       display name (default the socket path)
 
+With --fabric the process also runs HiSwitch, from the fabric section of
+the settings (the file hinic fabric serve reads with --config): port= may
+then name its ports, and a frame from one vNIC to another crosses the
+switch on the thread that sent it, with no thread switch between two
+processes. hinic deploy rack runs its hicain racks this way.
+
 The BAR2 layout and the protocol are in docs/device-abi.md; kernel/hicain_abi.h
 is its C header. hinic device status reads the control socket.
 
@@ -127,6 +139,16 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		opts.Control = ControlPath(v.GetString(KeyControl))
 		opts.Pprof = v.GetString(KeyPprof)
 		opts.Logger = f.Logger()
+		if v.GetBool(KeyFabric) {
+			if !v.IsSet("fabric") {
+				return cmdutil.UsageErrorf("--fabric: the settings have no fabric section; give --config FILE with one (docs/fabric.md)")
+			}
+			fc, err := fabricserve.LoadConfig(v)
+			if err != nil {
+				return err
+			}
+			opts.Fabric = &fc
+		}
 		return nil
 	}, runF, Run)
 	cmd.Flags().StringArray("vnic", nil, "a vNIC as `key=value,...` (see above); repeat for several")
@@ -135,6 +157,8 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
 	cmd.Flags().String("mem-budget", "1G", "host memory each guest's verbs objects may hold, bytes or with K, M, G (a vNIC's mem-budget= overrides it)")
 	f.BindFlag(KeyMemBudget, cmd.Flags().Lookup("mem-budget"))
+	cmd.Flags().Bool("fabric", false, "also run HiSwitch in this process, from the fabric section of the settings (--config), as hinic fabric serve does")
+	f.BindFlag(KeyFabric, cmd.Flags().Lookup("fabric"))
 	return cmd
 }
 
@@ -150,8 +174,13 @@ func ControlPath(set string) string {
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
+		fab, err := startFabric(opts)
+		if err != nil {
+			return nil, err
+		}
 		srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
 		if err != nil {
+			closeFabric(fab)
 			return nil, err
 		}
 		for _, v := range srv.VNICs() {
@@ -163,8 +192,44 @@ func Run(ctx context.Context, opts *Options) error {
 		if opts.Ready != nil {
 			opts.Ready(srv)
 		}
-		return srv.Close, nil
+		return func() error {
+			err := srv.Close()
+			return errors.Join(err, closeFabric(fab))
+		}, nil
 	})
+}
+
+// startFabric starts the fabric of --fabric, if any. In one process
+// with the backend, a frame from one vNIC crosses the switch to another
+// on the thread that sent it: each end of a port socket is a goroutine
+// of the same scheduler, where two processes need a thread switch per
+// hop (docs/device.md).
+func startFabric(opts *Options) (*fabric.Fabric, error) {
+	if opts.Fabric == nil {
+		return nil, nil
+	}
+	cfg := *opts.Fabric
+	cfg.Logger = opts.Logger
+	fab, err := fabric.New(cfg)
+	if err != nil {
+		return nil, &cmdutil.UsageError{Err: err}
+	}
+	if err := fab.Start(); err != nil {
+		return nil, err
+	}
+	opts.Logger.Info("HiSwitch serving in the device backend", "switches", len(fab.Switches()),
+		"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
+	return fab, nil
+}
+
+func closeFabric(fab *fabric.Fabric) error {
+	if fab == nil {
+		return nil
+	}
+	if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // ParseVNIC parses one --vnic value.
