@@ -100,6 +100,19 @@ func TestPFCIncast(t *testing.T) {
 	if got, want := uint64(lossy)+st3.Drops["queue-full"], uint64(2*nLossless*lossyPerLossless); got != want {
 		t.Errorf("lossy delivered+dropped = %d, want %d", got, want)
 	}
+	// By class: the tail drops are all TC0's, the data sent to c is
+	// TC0's and TC3's, and the XOFFs sent to a and b paused TC3.
+	if cl := st3.Classes; cl[0].QueueFull != st3.Drops["queue-full"] || cl[3].QueueFull != 0 ||
+		cl[0].TxFrames != uint64(lossy) || cl[3].TxFrames != 2*nLossless {
+		t.Errorf("port 3 by class: %+v; want %d TC0 tail drops, %d TC0 and %d TC3 frames sent",
+			cl, st3.Drops["queue-full"], lossy, 2*nLossless)
+	}
+	for _, n := range []int{1, 2} {
+		ps := portStatus(sw, n)
+		if ps.Classes[3].PFCSent != ps.PFCSent || ps.Classes[3].PFCSent == 0 {
+			t.Errorf("port %d: %d PFC frames sent, %d of them for TC3", n, ps.PFCSent, ps.Classes[3].PFCSent)
+		}
+	}
 	// Both senders got XOFF for priority 3 and, once drained, XON.
 	for _, s := range []*nic{a, b} {
 		var xoff, xon int
@@ -171,8 +184,8 @@ func TestPFCReceived(t *testing.T) {
 			before := portStatus(sw, 1).PFCRecv
 			a.send(pfc(3, 0xFFFF))
 			waitFor(t, "pause", func() bool { return len(portStatus(sw, 1).Paused) == 1 })
-			if portStatus(sw, 1).PFCRecv != before+1 {
-				t.Error("pfc_received not counted")
+			if ps := portStatus(sw, 1); ps.PFCRecv != before+1 || ps.Classes[3].PFCRecv != ps.PFCRecv {
+				t.Errorf("pfc_received %d (TC3 %d), want %d", ps.PFCRecv, ps.Classes[3].PFCRecv, before+1)
 			}
 			held := seqFrame(a.mac, b.mac, 3, 1)
 			other := seqFrame(a.mac, b.mac, 0, 2)
@@ -276,6 +289,9 @@ func TestECNMarking(t *testing.T) {
 	st := portStatus(sw, 2)
 	if marked == 0 || uint64(marked) != st.ECNMarked {
 		t.Errorf("%d frames arrived marked, status says %d", marked, st.ECNMarked)
+	}
+	if st.Classes[3].ECNMarked != st.ECNMarked {
+		t.Errorf("%d ECN marks, %d of them in TC3", st.ECNMarked, st.Classes[3].ECNMarked)
 	}
 	if st.TotalDrops() != 0 || portStatus(sw, 1).TotalDrops() != 0 {
 		t.Errorf("drops on a lossless class: %v %v", st.Drops, portStatus(sw, 1).Drops)

@@ -150,6 +150,7 @@ func (p *port) setXOFF(tc uint8, on bool, now time.Time) {
 		}
 	}
 	f := sw.pool.get()
+	f.tc = tc // counted by class when sent; f.in < 0 keeps it out of the accounting
 	n, err := proto.BuildPFC(f.buf, p.mac, &pf)
 	if err != nil || !e.enqueueCtrl(withLen(f, n)) {
 		sw.pool.put(f)
@@ -171,12 +172,19 @@ func (p *port) onMACControl(mc proto.MACControl, now time.Time) {
 		en := mc.PFCEnable()
 		// Priorities map to classes; group the requests by time so that
 		// a frame with one time for all does one pause call.
+		var classes uint8
 		for prio := range proto.PFCPriorities {
 			if en&(1<<prio) == 0 {
 				continue
 			}
 			tc := p.sw.cfg.pcpToTC[prio]
+			classes |= 1 << tc
 			p.eg.pause(1<<tc, p.pauseDuration(mc.PFCTime(prio)), now)
+		}
+		for tc := range NumTC {
+			if classes&(1<<tc) != 0 {
+				p.ctr.pfcRxClass[tc].Add(1)
+			}
 		}
 	case mc.IsPause():
 		p.ctr.pauseRx.Add(1)

@@ -424,6 +424,10 @@ func (p *port) sent(f *frame, now time.Time) {
 	p.ctr.txBytes.Add(uint64(len(f.buf)))
 	if f.in < 0 {
 		p.ctr.pfcTx.Add(1)
+		p.ctr.pfcTxClass[f.tc&(NumTC-1)].Add(1)
+	} else {
+		p.ctr.txClassFrames[f.tc&(NumTC-1)].Add(1)
+		p.ctr.txClassBytes[f.tc&(NumTC-1)].Add(uint64(len(f.buf)))
 	}
 	p.cap.write(now, f.buf)
 	p.sw.release(f)

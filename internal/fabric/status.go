@@ -61,6 +61,18 @@ type PortStatus struct {
 	Paused []int `json:"paused,omitempty"`
 	// XOFF lists the classes this switch has paused at the peer.
 	XOFF []int `json:"xoff,omitempty"`
+	// Classes breaks the counters down by traffic class.
+	Classes [NumTC]ClassCounters `json:"classes"`
+}
+
+// ClassCounters are a port's counters of one traffic class.
+type ClassCounters struct {
+	TxFrames  uint64 `json:"tx_frames"` // data frames sent (PFC frames not included)
+	TxBytes   uint64 `json:"tx_bytes"`
+	QueueFull uint64 `json:"queue_full_drops"` // tail drops of the egress queue
+	ECNMarked uint64 `json:"ecn_marked"`
+	PFCSent   uint64 `json:"pfc_sent"`     // PFC frames that paused or resumed the class at the peer
+	PFCRecv   uint64 `json:"pfc_received"` // PFC frames from the peer that paused or resumed it
 }
 
 // FaultCounts are the faults a port injected, by kind (docs/fabric.md,
@@ -154,6 +166,11 @@ func (p *port) status() PortStatus {
 	ps.ECNMarked, ps.Floods, ps.Faults = c.ecnMarked.Load(), c.floods.Load(), c.faults.Load()
 	ps.FaultKinds = FaultCounts{Drop: c.faultDrops.Load(), Duplicate: c.faultDups.Load(),
 		Reorder: c.faultReorders.Load(), Corrupt: c.faultCorrupts.Load()}
+	for tc := range NumTC {
+		ps.Classes[tc] = ClassCounters{TxFrames: c.txClassFrames[tc].Load(), TxBytes: c.txClassBytes[tc].Load(),
+			QueueFull: c.queueFullClass[tc].Load(), ECNMarked: c.ecnClass[tc].Load(),
+			PFCSent: c.pfcTxClass[tc].Load(), PFCRecv: c.pfcRxClass[tc].Load()}
+	}
 	var paused uint8
 	ps.QueueFrames, ps.QueueBytes, paused = p.eg.depth()
 	for tc := range NumTC {

@@ -376,9 +376,11 @@ func (sw *Switch) enqueue(in, o *port, f *frame, now time.Time) {
 		return
 	case enqMarked:
 		o.ctr.ecnMarked.Add(1)
+		o.ctr.ecnClass[f.tc&(NumTC-1)].Add(1)
 		return
 	case enqFull:
 		o.ctr.drops[DropQueueFull].Add(1)
+		o.ctr.queueFullClass[f.tc&(NumTC-1)].Add(1)
 	case enqLinkDown, enqAborted:
 		o.ctr.drops[DropLinkDown].Add(1)
 	}
