@@ -57,12 +57,18 @@ type HostFile struct {
 	Config bool // a conffile
 }
 
+// GrafanaDashboard is where the hinic package puts the Grafana dashboard
+// of the --metrics endpoints (docs/metrics.md).
+const GrafanaDashboard = "/usr/share/hinic/grafana/hinic.json"
+
 // HostFiles lists the repository files of the hinic package: the
-// systemd unit, its config file, the example rack specs.
+// systemd unit, its config file, the Grafana dashboard, the example rack
+// specs.
 func HostFiles(repo string) ([]HostFile, error) {
 	out := []HostFile{
 		{Src: "packaging/hinic/hinic-fabric.service", Dst: "/lib/systemd/system/hinic-fabric.service", Mode: modeFile},
 		{Src: "packaging/hinic/fabric.yaml", Dst: "/etc/hinic/fabric.yaml", Mode: modeFile, Config: true},
+		{Src: "packaging/grafana/hinic.json", Dst: GrafanaDashboard, Mode: modeFile},
 	}
 	racks, err := filepath.Glob(filepath.Join(repo, RacksDir, "*.yaml"))
 	if err != nil {

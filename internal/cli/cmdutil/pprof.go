@@ -17,6 +17,9 @@ import (
 // PprofHelp is the flag help of every --pprof flag.
 const PprofHelp = "serve Go's profiles (net/http/pprof) on `ADDR`: a loopback host:port or a UNIX socket path"
 
+// MetricsHelp is the flag help of every --metrics flag.
+const MetricsHelp = "serve Prometheus metrics on `ADDR` (host:port, e.g. 127.0.0.1:9464) at /metrics (docs/metrics.md)"
+
 // Pprof serves the Go runtime's profiles of a long-running command (its
 // --pprof flag) until Close. The address is a loopback TCP address
 // ("127.0.0.1:6060", "localhost:0", "[::1]:6060") or a UNIX socket path

@@ -20,6 +20,7 @@ import (
 	fabricserve "github.com/PacketFive/hinic/internal/cli/fabric/serve"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/metrics"
 )
 
 // Setting keys.
@@ -29,6 +30,7 @@ const (
 	KeyMemBudget = "device.mem_budget"
 	KeyPprof     = "device.pprof"
 	KeyFabric    = "device.fabric"
+	KeyMetrics   = "device.metrics"
 )
 
 // Options are the settings of one `hinic device serve` run.
@@ -42,6 +44,10 @@ type Options struct {
 	// Fabric, if set, is a fabric to serve in this process too
 	// (--fabric), started before the vNICs dial its ports.
 	Fabric *fabric.Config
+	// Metrics, if set, is where the Prometheus endpoint listens
+	// (--metrics); MetricsReady, if set, gets its URL (tests).
+	Metrics      string
+	MetricsReady func(url string)
 	// Ready, if set, is called once every socket listens (tests).
 	Ready func(*device.Server)
 }
@@ -138,6 +144,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		opts.VNICs = vnics
 		opts.Control = ControlPath(v.GetString(KeyControl))
 		opts.Pprof = v.GetString(KeyPprof)
+		opts.Metrics = v.GetString(KeyMetrics)
 		opts.Logger = f.Logger()
 		if v.GetBool(KeyFabric) {
 			if !v.IsSet("fabric") {
@@ -155,6 +162,8 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyVNICs, cmd.Flags().Lookup("vnic"))
 	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
+	cmd.Flags().String("metrics", "", cmdutil.MetricsHelp)
+	f.BindFlag(KeyMetrics, cmd.Flags().Lookup("metrics"))
 	cmd.Flags().String("mem-budget", "1G", "host memory each guest's verbs objects may hold, bytes or with K, M, G (a vNIC's mem-budget= overrides it)")
 	f.BindFlag(KeyMemBudget, cmd.Flags().Lookup("mem-budget"))
 	cmd.Flags().Bool("fabric", false, "also run HiSwitch in this process, from the fabric section of the settings (--config), as hinic fabric serve does")
@@ -173,6 +182,11 @@ func ControlPath(set string) string {
 
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
+	ms, err := metrics.Start(opts.Metrics, opts.Logger)
+	if err != nil {
+		return cmdutil.UsageErrorf("--metrics %q: %v", opts.Metrics, err)
+	}
+	defer ms.Close()
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
 		fab, err := startFabric(opts)
 		if err != nil {
@@ -189,6 +203,19 @@ func Run(ctx context.Context, opts *Options) error {
 				"machine", c.Machine, "fabric_port", c.FabricPort)
 		}
 		opts.Logger.Info("device backend serving", "vnics", len(opts.VNICs), "status", "hinic device status --control "+opts.Control)
+		// With --fabric the one endpoint has the switches' metrics too.
+		err = ms.Register(metrics.Device(srv.Status))
+		if err == nil && fab != nil {
+			err = ms.Register(metrics.Fabric(fab.Status))
+		}
+		if err != nil {
+			srv.Close()
+			closeFabric(fab)
+			return nil, err
+		}
+		if opts.MetricsReady != nil {
+			opts.MetricsReady(ms.URL())
+		}
 		if opts.Ready != nil {
 			opts.Ready(srv)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/metrics"
 )
 
 // Setting keys (docs/fabric.md has the whole schema under "fabric").
@@ -24,6 +25,7 @@ const (
 	KeyPcap    = "fabric.pcap"
 	KeyPcapMax = "fabric.pcap-max"
 	KeyPprof   = "fabric.pprof"
+	KeyMetrics = "fabric.metrics"
 )
 
 // Options are the settings of one `hinic fabric serve` run.
@@ -34,6 +36,10 @@ type Options struct {
 	Fabric fabric.Config
 	// Pprof, if set, is where Go's profiles are served (--pprof).
 	Pprof string
+	// Metrics, if set, is where the Prometheus endpoint listens
+	// (--metrics); MetricsReady, if set, gets its URL (tests).
+	Metrics      string
+	MetricsReady func(url string)
 	// Ready, if set, is called once the sockets are open (tests).
 	Ready func(*fabric.Fabric)
 }
@@ -76,6 +82,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		}
 		opts.Fabric = fc
 		opts.Pprof = v.GetString(KeyPprof)
+		opts.Metrics = v.GetString(KeyMetrics)
 		opts.Logger = f.Logger()
 		return nil
 	}, runF, Run)
@@ -87,6 +94,8 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyPcapMax, cmd.Flags().Lookup("pcap-max"))
 	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
+	cmd.Flags().String("metrics", "", cmdutil.MetricsHelp)
+	f.BindFlag(KeyMetrics, cmd.Flags().Lookup("metrics"))
 	return cmd
 }
 
@@ -98,6 +107,7 @@ func LoadConfig(v *viper.Viper) (fabric.Config, error) {
 	var all struct {
 		fabric.Config `mapstructure:",squash"`
 		Pprof         string `mapstructure:"pprof"`
+		Metrics       string `mapstructure:"metrics"`
 	}
 	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		mapstructure.TextUnmarshallerHookFunc(),
@@ -132,6 +142,11 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
+	ms, err := metrics.Start(opts.Metrics, opts.Logger)
+	if err != nil {
+		return cmdutil.UsageErrorf("--metrics %q: %v", opts.Metrics, err)
+	}
+	defer ms.Close()
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
 		if err := fab.Start(); err != nil {
 			return nil, err
@@ -144,6 +159,13 @@ func Run(ctx context.Context, opts *Options) error {
 		// the handler serializes the writes.
 		opts.Logger.Info("HiSwitch serving", "switches", len(fab.Switches()), "ports", ports,
 			"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
+		if err := ms.Register(metrics.Fabric(fab.Status)); err != nil {
+			fab.Close()
+			return nil, err
+		}
+		if opts.MetricsReady != nil {
+			opts.MetricsReady(ms.URL())
+		}
 		if opts.Ready != nil {
 			opts.Ready(fab)
 		}

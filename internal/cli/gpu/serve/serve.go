@@ -15,6 +15,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/gpu"
+	"github.com/PacketFive/hinic/internal/metrics"
 )
 
 // Setting keys.
@@ -22,6 +23,7 @@ const (
 	KeyControl = "gpu.control"
 	KeyGPUs    = "gpu.gpus"
 	KeyPprof   = "gpu.pprof"
+	KeyMetrics = "gpu.metrics"
 )
 
 // Options are the settings of one `hinic gpu serve` run.
@@ -31,6 +33,10 @@ type Options struct {
 	Control string
 	GPUs    []gpu.GPUConfig
 	Pprof   string
+	// Metrics, if set, is where the Prometheus endpoint listens
+	// (--metrics); MetricsReady, if set, gets its URL (tests).
+	Metrics      string
+	MetricsReady func(url string)
 	// Ready, if set, is called once every socket listens (tests).
 	Ready func(*gpu.Server)
 }
@@ -99,6 +105,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		opts.GPUs = gpus
 		opts.Control = ControlPath(v.GetString(KeyControl))
 		opts.Pprof = v.GetString(KeyPprof)
+		opts.Metrics = v.GetString(KeyMetrics)
 		opts.Logger = f.Logger()
 		return nil
 	}, runF, Run)
@@ -106,6 +113,8 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
 	f.BindFlag(KeyGPUs, cmd.Flags().Lookup("gpu"))
 	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
+	cmd.Flags().String("metrics", "", cmdutil.MetricsHelp)
+	f.BindFlag(KeyMetrics, cmd.Flags().Lookup("metrics"))
 	return cmd
 }
 
@@ -120,6 +129,11 @@ func ControlPath(set string) string {
 
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
+	ms, err := metrics.Start(opts.Metrics, opts.Logger)
+	if err != nil {
+		return cmdutil.UsageErrorf("--metrics %q: %v", opts.Metrics, err)
+	}
+	defer ms.Close()
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
 		srv, err := gpu.Start(ctx, gpu.Config{GPUs: opts.GPUs, Logger: opts.Logger, Control: opts.Control})
 		if err != nil {
@@ -131,6 +145,13 @@ func Run(ctx context.Context, opts *Options) error {
 				"mem_size", c.MemSize, "mem", c.MemPath)
 		}
 		opts.Logger.Info("GPU backend serving", "gpus", len(opts.GPUs), "status", "hinic gpu status --control "+opts.Control)
+		if err := ms.Register(metrics.GPU(srv.Status)); err != nil {
+			srv.Close()
+			return nil, err
+		}
+		if opts.MetricsReady != nil {
+			opts.MetricsReady(ms.URL())
+		}
 		if opts.Ready != nil {
 			opts.Ready(srv)
 		}

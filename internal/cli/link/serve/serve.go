@@ -13,6 +13,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/hilink"
+	"github.com/PacketFive/hinic/internal/metrics"
 )
 
 // Setting keys (the link section of hinic.yaml). KeyRunDir is bound to
@@ -26,6 +27,7 @@ const (
 	KeyPcap     = "link.pcap"
 	KeyPcapMax  = "link.pcap-max"
 	KeyPprof    = "link.pprof"
+	KeyMetrics  = "link.metrics"
 )
 
 // Options are the settings of one `hinic link serve` run.
@@ -36,6 +38,10 @@ type Options struct {
 	Switch hilink.Config
 	// Pprof, if set, is where Go's profiles are served (--pprof).
 	Pprof string
+	// Metrics, if set, is where the Prometheus endpoint listens
+	// (--metrics); MetricsReady, if set, gets its URL (tests).
+	Metrics      string
+	MetricsReady func(url string)
 	// Ready, if set, is called once every socket listens (tests).
 	Ready func(*hilink.Switch)
 }
@@ -83,6 +89,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		}
 		opts.Switch = c
 		opts.Pprof = v.GetString(KeyPprof)
+		opts.Metrics = v.GetString(KeyMetrics)
 		opts.Logger = f.Logger()
 		return nil
 	}, runF, Run)
@@ -93,8 +100,9 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("pcap", "", "write one capture per port into `DIR` (hilink-port<N>.pcap, link type 148)")
 	cmd.Flags().String("pcap-max", "256MiB", "rotate a port's capture at `SIZE` (the full file becomes .pcap.1)")
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
+	cmd.Flags().String("metrics", "", cmdutil.MetricsHelp)
 	for key, flag := range map[string]string{KeyPorts: "ports", KeyCredits: "credits", KeyMaxFrame: "max-frame",
-		KeyIOBatch: "io-batch", KeyPcap: "pcap", KeyPcapMax: "pcap-max", KeyPprof: "pprof"} {
+		KeyIOBatch: "io-batch", KeyPcap: "pcap", KeyPcapMax: "pcap-max", KeyPprof: "pprof", KeyMetrics: "metrics"} {
 		f.BindFlag(key, cmd.Flags().Lookup(flag))
 	}
 	return cmd
@@ -107,6 +115,7 @@ func LoadConfig(v *viper.Viper) (hilink.Config, error) {
 		hilink.Config `mapstructure:",squash"`
 		PcapMax       string `mapstructure:"pcap-max"`
 		Pprof         string `mapstructure:"pprof"`
+		Metrics       string `mapstructure:"metrics"`
 	}
 	strict := func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }
 	if v.IsSet("link") {
@@ -136,6 +145,11 @@ func Run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return &cmdutil.UsageError{Err: err}
 	}
+	ms, err := metrics.Start(opts.Metrics, opts.Logger)
+	if err != nil {
+		return cmdutil.UsageErrorf("--metrics %q: %v", opts.Metrics, err)
+	}
+	defer ms.Close()
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
 		if err := sw.Start(); err != nil {
 			return nil, err
@@ -143,6 +157,13 @@ func Run(ctx context.Context, opts *Options) error {
 		c := sw.Config()
 		opts.Logger.Info("HiLink serving", "ports", c.Ports, "credits", c.Credits, "max_frame", c.MaxFrame,
 			"run_dir", c.RunDir, "status", "hinic link status --run-dir "+c.RunDir)
+		if err := ms.Register(metrics.Link(sw.Status)); err != nil {
+			sw.Close()
+			return nil, err
+		}
+		if opts.MetricsReady != nil {
+			opts.MetricsReady(ms.URL())
+		}
 		if opts.Ready != nil {
 			opts.Ready(sw)
 		}
