@@ -231,8 +231,8 @@ func TestGPUInfos(t *testing.T) {
 	}
 }
 
-// FuzzParseRack: any YAML gives a rack or an error, and Defaults then
-// an error or a rack whose GPUs are within bounds.
+// FuzzParseRack: any YAML gives a rack or a *SpecError, and Defaults
+// then an error or a rack whose GPUs are within bounds.
 func FuzzParseRack(f *testing.F) {
 	for _, s := range []string{
 		"",
@@ -248,9 +248,15 @@ func FuzzParseRack(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte("guests:\n  - nic: foo\n"))
+	f.Add([]byte("links: [{a: sw0, b: 'sw1:x'}]\nx: &a [1]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseRack(b)
 		if err != nil {
+			// Every refusal says where: a *SpecError.
+			if _, ok := AsSpecError(err); !ok {
+				t.Fatalf("%T: %v", err, err)
+			}
 			return
 		}
 		if r.RunDir == "" {

@@ -18,7 +18,6 @@
 package deploy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -95,6 +94,10 @@ type Rack struct {
 	// OpenSM is the guest that runs the subnet manager of a rack with
 	// InfiniBand guests (default: the first of them), or "none".
 	OpenSM string `yaml:"opensm" json:"opensm,omitempty"`
+
+	// src is where ReadRack or ParseRack read the spec, for errors
+	// that give the file, line and key.
+	src specSource
 }
 
 // Switch is one HiSwitch of the rack.
@@ -165,30 +168,22 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration as text.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
-// ReadRack reads a rack spec from a YAML file; unknown keys are an error.
+// ReadRack reads a rack spec from a YAML file. Unknown keys, values of
+// the wrong type and values outside a key's enum are errors; each is a
+// *SpecError that names the file, the line and the key
+// (testdata/racks/x.yaml:17: guests[1].nic: "foo" is not one of rxe,
+// hicain), and so are the errors Defaults then finds.
 func ReadRack(path string) (*Rack, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	r, err := ParseRack(b)
-	if err != nil {
-		return nil, fmt.Errorf("deploy: %s: %w", path, err)
-	}
-	return r, nil
+	return parseRack(path, b)
 }
 
-// ParseRack reads a rack spec from YAML; unknown keys are an error.
-// Defaults checks and completes it.
-func ParseRack(b []byte) (*Rack, error) {
-	var r Rack
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
+// ParseRack reads a rack spec from YAML, as ReadRack does a file; its
+// errors give the line and the key. Defaults checks and completes it.
+func ParseRack(b []byte) (*Rack, error) { return parseRack("", b) }
 
 // DefaultRunDir is the run directory of rack name: short, because UNIX
 // socket paths must stay under 108 bytes.
@@ -219,13 +214,13 @@ func (r *Rack) Defaults() error {
 		r.Accel = accel.Auto
 	}
 	if !accel.Valid(r.Accel) {
-		return fmt.Errorf("deploy: accel %q: want tcg, kvm or auto (KVM only when the KVM probe boots a guest kernel)", r.Accel)
+		return r.src.errAt("accel", "%q: want tcg, kvm or auto (KVM only when the KVM probe boots a guest kernel)", r.Accel)
 	}
 	if r.MTU < 0 {
-		return fmt.Errorf("deploy: mtu %d: want 0 (the netdev's default) or a positive MTU", r.MTU)
+		return r.src.errAt("mtu", "%d: want 0 (the netdev's default) or a positive MTU", r.MTU)
 	}
 	if r.Procs < 0 {
-		return fmt.Errorf("deploy: procs %d: want 0 (the default, %d) or a positive number of processors", r.Procs, DefaultProcs)
+		return r.src.errAt("procs", "%d: want 0 (the default, %d) or a positive number of processors", r.Procs, DefaultProcs)
 	}
 	if r.Procs == 0 {
 		r.Procs = DefaultProcs
@@ -235,7 +230,7 @@ func (r *Rack) Defaults() error {
 		r.Daemons = DaemonsJoined
 	case DaemonsJoined, DaemonsSplit:
 	default:
-		return fmt.Errorf("deploy: daemons %q: want %s (the fabric inside the device backend, the default) or %s", r.Daemons, DaemonsJoined, DaemonsSplit)
+		return r.src.errAt("daemons", "%q: want %s (the fabric inside the device backend, the default) or %s", r.Daemons, DaemonsJoined, DaemonsSplit)
 	}
 	if r.BootTimeout.Duration == 0 {
 		r.BootTimeout.Duration = 300 * time.Second
@@ -253,18 +248,20 @@ func (r *Rack) Defaults() error {
 	}
 	prefix, err := netip.ParsePrefix(r.Network)
 	if err != nil {
-		return fmt.Errorf("deploy: network %q: %w", r.Network, err)
+		return r.src.errAt("network", "%q: %v", r.Network, err)
 	}
 	used := map[string]bool{}
 	nextPort := map[string]int{}
 	for i := range r.Guests {
 		g := &r.Guests[i]
 		n := i + 1
+		// key is the path of one of the guest's keys: guests[1].nic.
+		key := func(k string) string { return fmt.Sprintf("guests[%d].%s", i, k) }
 		if g.Name == "" {
 			g.Name = fmt.Sprintf("vm-%d", n)
 		}
 		if strings.ContainsAny(g.Name, "/: ") || used[g.Name] {
-			return fmt.Errorf("deploy: guest name %q: empty, duplicate or has '/', ':' or a space", g.Name)
+			return r.src.errAt(key("name"), "guest name %q: empty, duplicate or has '/', ':' or a space", g.Name)
 		}
 		used[g.Name] = true
 		if g.Memory == 0 {
@@ -280,7 +277,7 @@ func (r *Rack) Defaults() error {
 			g.NIC = NICRxe
 		}
 		if g.NIC != NICRxe && g.NIC != NICHicain {
-			return fmt.Errorf("deploy: guest %s: nic %q: valid kinds are rxe, hicain", g.Name, g.NIC)
+			return r.src.errAt(key("nic"), "%q is not one of rxe, hicain (guest %s)", g.NIC, g.Name)
 		}
 		switch g.Link {
 		case "", LinkEth, "ethernet":
@@ -288,14 +285,14 @@ func (r *Rack) Defaults() error {
 		case LinkIB, "infiniband":
 			g.Link = LinkIB
 		default:
-			return fmt.Errorf("deploy: guest %s: link %q: valid link layers are eth, ib", g.Name, g.Link)
+			return r.src.errAt(key("link"), "%q is not one of eth, ib: the valid link layers (guest %s)", g.Link, g.Name)
 		}
 		if g.Link == LinkIB && g.NIC != NICHicain {
-			return fmt.Errorf("deploy: guest %s: link ib needs nic hicain (Soft-RoCE is RoCEv2 only)", g.Name)
+			return r.src.errAt(key("link"), "guest %s: link ib needs nic hicain (Soft-RoCE is RoCEv2 only)", g.Name)
 		}
 		if g.NIC == NICHicain && r.MTU != 0 && (r.MTU < hicainMinMTU || r.MTU > hicainMaxMTU) {
-			return fmt.Errorf("deploy: guest %s: mtu %d: a hicain NIC takes %d to %d bytes (0 keeps 1500)",
-				g.Name, r.MTU, hicainMinMTU, hicainMaxMTU)
+			return r.src.errAt("mtu", "%d: guest %s has a hicain NIC, which takes %d to %d bytes (0 keeps 1500)",
+				r.MTU, g.Name, hicainMinMTU, hicainMaxMTU)
 		}
 		if g.IP == "" {
 			a := prefix.Addr().As4()
@@ -304,7 +301,7 @@ func (r *Rack) Defaults() error {
 		}
 		ip, err := netip.ParseAddr(g.IP)
 		if err != nil || !prefix.Contains(ip) {
-			return fmt.Errorf("deploy: guest %s: ip %q is not in %s", g.Name, g.IP, r.Network)
+			return r.src.errAt(key("ip"), "guest %s: ip %q is not in %s", g.Name, g.IP, r.Network)
 		}
 		if g.MAC == "" {
 			g.MAC = fmt.Sprintf("52:54:00:42:00:%02x", n)
@@ -314,20 +311,20 @@ func (r *Rack) Defaults() error {
 		}
 		sw := r.switchByName(g.Switch)
 		if sw == nil {
-			return fmt.Errorf("deploy: guest %s: no switch %q", g.Name, g.Switch)
+			return r.src.errAt(key("switch"), "guest %s: no switch %q", g.Name, g.Switch)
 		}
 		if g.Port == 0 {
 			nextPort[g.Switch]++
 			g.Port = nextPort[g.Switch]
 		}
 		if g.Port < 1 || g.Port > sw.Ports {
-			return fmt.Errorf("deploy: guest %s: port %d of %s is out of range 1..%d", g.Name, g.Port, g.Switch, sw.Ports)
+			return r.src.errAt(key("port"), "guest %s: port %d of %s is out of range 1..%d", g.Name, g.Port, g.Switch, sw.Ports)
 		}
 		if g.SSHPort == 0 {
 			g.SSHPort = r.SSHPortBase + i
 		}
 		if err := g.GPUs.defaults(); err != nil {
-			return fmt.Errorf("deploy: guest %s: gpus: %w", g.Name, err)
+			return r.src.errAt(key("gpus"), "guest %s: gpus: %v", g.Name, err)
 		}
 	}
 	return r.ibDefaults()
@@ -338,23 +335,23 @@ func (r *Rack) Defaults() error {
 // manager runs in one of them unless the rack says none.
 func (r *Rack) ibDefaults() error {
 	link := map[string]string{}
-	for _, g := range r.Guests {
+	for i, g := range r.Guests {
 		if l, ok := link[g.Switch]; ok && l != g.Link {
-			return fmt.Errorf("deploy: switch %s has guests of link layers %s and %s; give each link layer its own switches",
-				g.Switch, l, g.Link)
+			return r.src.errAt(fmt.Sprintf("guests[%d].link", i),
+				"switch %s has guests of link layers %s and %s; give each link layer its own switches", g.Switch, l, g.Link)
 		}
 		link[g.Switch] = g.Link
 	}
-	for _, l := range r.Links {
+	for i, l := range r.Links {
 		a, b := r.linkSwitch(l.A), r.linkSwitch(l.B)
 		if la, lb := link[a], link[b]; la != "" && lb != "" && la != lb {
-			return fmt.Errorf("deploy: link %s-%s joins an %s switch to an %s switch", l.A, l.B, la, lb)
+			return r.src.errAt(fmt.Sprintf("links[%d]", i), "link %s-%s joins an %s switch to an %s switch", l.A, l.B, la, lb)
 		}
 	}
 	ib := r.ibGuests()
 	switch {
 	case len(ib) == 0 && r.OpenSM != "" && r.OpenSM != OpenSMNone:
-		return fmt.Errorf("deploy: opensm %q: the rack has no link ib guest", r.OpenSM)
+		return r.src.errAt("opensm", "%q: the rack has no link ib guest", r.OpenSM)
 	case len(ib) == 0, r.OpenSM == OpenSMNone:
 	case r.OpenSM == "":
 		r.OpenSM = ib[0].Name
@@ -364,7 +361,7 @@ func (r *Rack) ibDefaults() error {
 				return nil
 			}
 		}
-		return fmt.Errorf("deploy: opensm %q: not a link ib guest of the rack", r.OpenSM)
+		return r.src.errAt("opensm", "%q: not a link ib guest of the rack", r.OpenSM)
 	}
 	return nil
 }
