@@ -41,15 +41,15 @@ func TestRunExitCodes(t *testing.T) {
 		},
 		{
 			name: "bad --output", args: []string{"--output", "yaml", "version"}, want: 2,
-			wantStderr: []string{`invalid argument "yaml"`, "valid formats are table, json", "--help"},
+			wantStderr: []string{`invalid argument "yaml"`, "valid formats are table, json, csv", "--help"},
 		},
 		{
 			name: "bad -o after the command", args: []string{"version", "-o", "xml"}, want: 2,
-			wantStderr: []string{"valid formats are table, json"},
+			wantStderr: []string{"valid formats are table, json, csv"},
 		},
 		{
 			name: "bad HINIC_OUTPUT", args: []string{"version"}, env: map[string]string{"HINIC_OUTPUT": "yaml"}, want: 2,
-			wantStderr: []string{"valid formats are table, json (set by HINIC_OUTPUT)", "--help"},
+			wantStderr: []string{"valid formats are table, json, csv (set by HINIC_OUTPUT)", "--help"},
 		},
 		{
 			name: "extra argument", args: []string{"version", "extra"}, want: 2,

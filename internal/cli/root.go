@@ -57,7 +57,7 @@ func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
 	output := cmdutil.FormatTable
 	pf := cmd.PersistentFlags()
 	pf.String("config", "", "read settings from `FILE` instead of searching for hinic.yaml")
-	pf.VarP(&output, "output", "o", "output format: table or json")
+	pf.VarP(&output, "output", "o", "output format: table, json or csv")
 	pf.Bool("no-color", false, "disable colour and styling in table output")
 	pf.BoolP("verbose", "v", false, "log more detail to standard error")
 	f.BindFlag(cmdutil.KeyConfig, pf.Lookup("config"))

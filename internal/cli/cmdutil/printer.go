@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,10 +23,13 @@ type Format string
 const (
 	FormatTable Format = "table"
 	FormatJSON  Format = "json"
+	// FormatCSV is the table's cells as RFC 4180 CSV, a header row
+	// first, for spreadsheets and scripts.
+	FormatCSV Format = "csv"
 )
 
 // Formats lists the valid output formats, the default first.
-var Formats = []Format{FormatTable, FormatJSON}
+var Formats = []Format{FormatTable, FormatJSON, FormatCSV}
 
 // ParseFormat returns the Format named s, or an error listing the valid
 // ones.
@@ -72,6 +76,9 @@ func (f *Format) Type() string { return "format" }
 // with spaces, with no escape codes and no box drawing, so the output can
 // be piped to grep, awk or cut.
 //
+// CSV: the table's header and cells (a single result's fields as name,
+// value rows), unstyled and unsanitized but quoted as RFC 4180 says.
+//
 // A Printer belongs to one goroutine.
 type Printer struct {
 	out    io.Writer
@@ -102,6 +109,13 @@ func (p *Printer) Object(v any, fields ...Field) error {
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
+	}
+	if p.format == FormatCSV {
+		lines := [][]string{{"name", "value"}}
+		for _, fl := range fields {
+			lines = append(lines, []string{fl.Name, fl.Value})
+		}
+		return writeCSV(p.out, lines)
 	}
 	if !p.color {
 		lines := make([][]string, len(fields))
@@ -162,7 +176,10 @@ func (w *RecordWriter) Write(v any, row ...string) error {
 	}
 	cells := make([]string, len(row))
 	for i, c := range row {
-		cells[i] = sanitize(c)
+		cells[i] = c
+		if w.p.format != FormatCSV {
+			cells[i] = sanitize(c) // CSV quotes what a cell holds instead
+		}
 	}
 	w.rows = append(w.rows, cells)
 	return nil
@@ -175,6 +192,9 @@ func (w *RecordWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	if w.p.format == FormatCSV {
+		return writeCSV(w.p.out, append([][]string{w.headers}, w.rows...))
+	}
 	headers := make([]string, len(w.headers))
 	for i, h := range w.headers {
 		headers[i] = sanitize(h)
@@ -218,6 +238,14 @@ func writeAligned(out io.Writer, lines [][]string) error {
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+func writeCSV(out io.Writer, lines [][]string) error {
+	cw := csv.NewWriter(out)
+	if err := cw.WriteAll(lines); err != nil {
+		return err
+	}
+	return cw.Error()
 }
 
 // renderer returns a lipgloss renderer for Out. The Factory has already

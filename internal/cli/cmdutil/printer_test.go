@@ -217,7 +217,7 @@ func TestFactoryPrinterFormat(t *testing.T) {
 	}{
 		{name: "default", want: FormatTable},
 		{name: "env json", env: "json", want: FormatJSON},
-		{name: "env invalid", env: "yaml", wantErr: `invalid output format "yaml": valid formats are table, json (set by HINIC_OUTPUT)`},
+		{name: "env invalid", env: "yaml", wantErr: `invalid output format "yaml": valid formats are table, json, csv (set by HINIC_OUTPUT)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,7 +268,7 @@ func TestFormatFlag(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			if !strings.Contains(err.Error(), "valid formats are table, json") {
+			if !strings.Contains(err.Error(), "valid formats are table, json, csv") {
 				t.Errorf("--output=%s: error %q does not list the valid formats", tt.arg, err)
 			}
 			continue
@@ -291,5 +291,28 @@ func TestSanitize(t *testing.T) {
 		if got := sanitize(in); got != want {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestPrinterCSV: records and a single result as CSV, values as they
+// are (no sanitizing), quoted where CSV needs it.
+func TestPrinterCSV(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewPrinter(&buf, FormatCSV, true)
+	w := p.Records("NAME", "NOTE")
+	w.Write(nil, "vm-a", "a, b")
+	w.Write(nil, "vm-b", "say \"hi\"")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.String(), "NAME,NOTE\nvm-a,\"a, b\"\nvm-b,\"say \"\"hi\"\"\"\n"; got != want {
+		t.Errorf("records:\n%s\nwant\n%s", got, want)
+	}
+	buf.Reset()
+	if err := p.Object(nil, Field{"version", "1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.String(), "name,value\nversion,1.0\n"; got != want {
+		t.Errorf("object:\n%s\nwant\n%s", got, want)
 	}
 }
