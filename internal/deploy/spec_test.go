@@ -211,3 +211,40 @@ func readFabricConfig(t *testing.T, r *Rack) fabricConfig {
 	}
 	return doc.Fabric
 }
+
+// TestRoCETwoRackSpec reads the RoCEv2 two-rack example: hicain guests
+// on Ethernet, each on its own switch, the switches joined by a cable,
+// and checks what the fabric and the device backend are given: the
+// guests' seqpacket Ethernet ports and a plain (Ethernet) link, RoCEv2
+// vNICs at the 4096-byte MTU, no subnet manager.
+func TestRoCETwoRackSpec(t *testing.T) {
+	r, err := ReadRack("../../testdata/racks/two-racks-roce.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.RunDir = "/tmp/x"
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if r.OpenSM != "" || r.SwitchLink("sw0") != LinkEth || r.SwitchLink("sw1") != LinkEth || r.Guests[1].Switch != "sw1" {
+		t.Fatalf("got %+v", r)
+	}
+	f := readFabricConfig(t, r)
+	if len(f.Switches) != 2 || len(f.Links) != 1 || f.Links[0].A != "sw0:10" || f.Links[0].B != "sw1:10" {
+		t.Fatalf("fabric %+v", f)
+	}
+	for _, sw := range f.Switches {
+		// Port 1 is the guest's; the cable's port 10 needs no entry:
+		// a default port is a seqpacket Ethernet port, what a link
+		// takes.
+		if len(sw.Port) != 1 || sw.Port[0].Num != 1 || sw.Port[0].Kind != "seqpacket" || sw.Port[0].Link != "" {
+			t.Errorf("switch %s ports %+v", sw.Name, sw.Port)
+		}
+	}
+	args := strings.Join(DeviceArgs(r), " ")
+	for _, want := range []string{"name=vm-a/hicain0", "link=eth", "mtu=4096", "sw1-port1.sock"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("device serve args lack %q: %s", want, args)
+		}
+	}
+}

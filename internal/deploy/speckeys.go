@@ -75,7 +75,7 @@ var SpecKeys = []SpecKey{
 		Bounded: true, Min: 0, Max: MaxGPUMemory},
 	{Path: "guests[].gpus.ids", Default: "`[0, ..., count-1]`", Desc: "the GPUs' `gpu_id`s, unique, 0 to 7, one per GPU: `/dev/higpu<id>` in the guest, and the device address range (`(id+1)` TiB) of each. Only with `count`",
 		Bounded: true, Min: 0, Max: MaxGuestGPUs - 1},
-	{Path: "links", Default: "none", Desc: "inter-switch cables `{a: \"sw0:10\", b: \"sw1:10\"}`; a cable between switches of `ib` guests is an InfiniBand link"},
+	{Path: "links", Default: "none", Desc: "inter-switch cables `{a: \"sw0:10\", b: \"sw1:10\"}`; a cable between switches of `ib` guests is an InfiniBand link, any other an Ethernet link (RoCEv2 crosses it)"},
 	{Path: "links[].a", Desc: "one end, `SWITCH:PORT`", Pattern: linkEndPattern},
 	{Path: "links[].b", Desc: "the other end, `SWITCH:PORT`", Pattern: linkEndPattern},
 	{Path: "opensm", Default: "the first `ib` guest", Desc: "the guest that runs the subnet manager (Debian's `opensm`, in the image); `none` starts none (one runs elsewhere on the subnet). Only with `ib` guests"},
