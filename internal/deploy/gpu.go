@@ -125,6 +125,9 @@ func gpuProc(r *Rack, exe string) proc {
 // its device memory in an anonymous memfd.
 func GPUArgs(r *Rack) []string {
 	args := []string{"gpu", "serve", "--control", GPUControl(r)}
+	if _, _, m := MetricsAddrs(r); m != "" {
+		args = append(args, "--metrics", m)
+	}
 	for _, g := range r.gpuGuests() {
 		for _, id := range g.GPUs.IDs {
 			opts := []string{

@@ -141,6 +141,9 @@ func DeviceArgs(r *Rack) []string {
 	if r.joined() {
 		args = append(args, "--config", filepath.Join(r.RunDir, FileFabricConf), "--fabric")
 	}
+	if _, m, _ := MetricsAddrs(r); m != "" {
+		args = append(args, "--metrics", m)
+	}
 	for _, g := range r.hicainGuests() {
 		opts := []string{
 			"name=" + g.Name + "/hicain0",

@@ -462,8 +462,10 @@ func FabricConfig(r *Rack) []byte {
 		Pcap     string `yaml:"pcap,omitempty"`
 		Switches []sw   `yaml:"switches"`
 		Links    []link `yaml:"links,omitempty"`
+		Metrics  string `yaml:"metrics,omitempty"`
 	}
 	c := conf{RunDir: filepath.Join(r.RunDir, DirFabric)}
+	c.Metrics, _, _ = MetricsAddrs(r)
 	if r.Pcap {
 		c.Pcap = filepath.Join(r.RunDir, DirPcap)
 	}

@@ -20,9 +20,11 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,6 +96,10 @@ type Rack struct {
 	// OpenSM is the guest that runs the subnet manager of a rack with
 	// InfiniBand guests (default: the first of them), or "none".
 	OpenSM string `yaml:"opensm" json:"opensm,omitempty"`
+	// Metrics, if set, is host:port: the rack's fabric serves
+	// Prometheus metrics there, its device backend on the next port and
+	// its GPU backend on the one after (MetricsAddrs).
+	Metrics string `yaml:"metrics" json:"metrics,omitempty"`
 
 	// src is where ReadRack or ParseRack read the spec, for errors
 	// that give the file, line and key.
@@ -231,6 +237,13 @@ func (r *Rack) Defaults() error {
 	case DaemonsJoined, DaemonsSplit:
 	default:
 		return r.src.errAt("daemons", "%q: want %s (the fabric inside the device backend, the default) or %s", r.Daemons, DaemonsJoined, DaemonsSplit)
+	}
+	if r.Metrics != "" {
+		host, port, err := net.SplitHostPort(r.Metrics)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 1 || n > 65535-2 || strings.ContainsAny(host, " ,") {
+			return r.src.errAt("metrics", "%q: want host:port, the first of three ports (fabric, device and GPU backends)", r.Metrics)
+		}
 	}
 	if r.BootTimeout.Duration == 0 {
 		r.BootTimeout.Duration = 300 * time.Second
@@ -431,6 +444,19 @@ func (r *Rack) switchByName(name string) *Switch {
 		}
 	}
 	return nil
+}
+
+// MetricsAddrs are the --metrics addresses of the rack's fabric, device
+// backend and GPU backend: the spec's metrics and the two ports after
+// it; empty when the spec sets none.
+func MetricsAddrs(r *Rack) (fabric, device, gpu string) {
+	host, port, err := net.SplitHostPort(r.Metrics)
+	n, perr := strconv.Atoi(port)
+	if r.Metrics == "" || err != nil || perr != nil {
+		return "", "", ""
+	}
+	at := func(i int) string { return net.JoinHostPort(host, strconv.Itoa(n+i)) }
+	return at(0), at(1), at(2)
 }
 
 // PrefixLen is the data network's prefix length.

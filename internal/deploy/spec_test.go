@@ -248,3 +248,45 @@ func TestRoCETwoRackSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestRackMetrics: a rack's metrics address reaches the fabric's config
+// and, one and two ports on, the device and GPU backends' command
+// lines; a bad one is refused at its line.
+func TestRackMetrics(t *testing.T) {
+	r, err := ParseRack([]byte("metrics: 127.0.0.1:9464\nguests:\n  - {name: a, nic: hicain, gpus: {count: 1}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.RunDir = "/tmp/x"
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Fabric struct {
+			Metrics string `yaml:"metrics"`
+		} `yaml:"fabric"`
+	}
+	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil || doc.Fabric.Metrics != "127.0.0.1:9464" {
+		t.Errorf("fabric config metrics %q (%v)", doc.Fabric.Metrics, err)
+	}
+	if args := strings.Join(DeviceArgs(r), " "); !strings.Contains(args, "--metrics 127.0.0.1:9465") {
+		t.Errorf("device serve %s", args)
+	}
+	if args := strings.Join(GPUArgs(r), " "); !strings.Contains(args, "--metrics 127.0.0.1:9466") {
+		t.Errorf("gpu serve %s", args)
+	}
+	r = &Rack{}
+	if err := r.Defaults(); err != nil || strings.Contains(string(FabricConfig(r)), "metrics") ||
+		strings.Contains(strings.Join(DeviceArgs(r), " "), "--metrics") {
+		t.Errorf("a rack without metrics: %v", err)
+	}
+	for _, bad := range []string{"metrics: 9464\n", "metrics: 'a b:1'\n", "metrics: localhost:65534\n"} {
+		r, err := ParseRack([]byte(bad))
+		if err == nil {
+			err = r.Defaults()
+		}
+		if err == nil || !strings.Contains(err.Error(), "line 1: metrics: ") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

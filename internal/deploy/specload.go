@@ -215,6 +215,8 @@ func patternHint(gen string) string {
 		return "SWITCH:PORT (sw0:10)"
 	case "guests[].files":
 		return "LOCAL:REMOTE"
+	case "metrics":
+		return "host:port (127.0.0.1:9464)"
 	}
 	return "of " + gen
 }

@@ -15,7 +15,7 @@ func TestSpecErrors(t *testing.T) {
 		spec string
 		want string
 	}{
-		"unknown top key":   {"name: x\nguets: []\n", `x.yaml:2: guets: unknown key (known here: name, run-dir, image, network, ssh-port-base, accel, pcap, boot-timeout, mtu, procs, daemons, switches, guests, links, opensm)`},
+		"unknown top key":   {"name: x\nguets: []\n", `x.yaml:2: guets: unknown key (known here: name, run-dir, image, network, ssh-port-base, accel, pcap, boot-timeout, mtu, procs, daemons, switches, guests, links, opensm, metrics)`},
 		"unknown guest key": {head + "    colour: blue\n", `x.yaml:8: guests[1].colour: unknown key (known here: name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, debs, files, trust-pause, gpus)`},
 		"bad nic":           {head + "    nic: foo\n", `x.yaml:8: guests[1].nic: "foo" is not one of rxe, hicain`},
 		"bad link":          {head + "    link: fc\n", `x.yaml:8: guests[1].link: "fc" is not one of eth, ib`},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,14 +35,16 @@ func TestServeEthernetISL(t *testing.T) {
 	if err := r.Defaults(); err != nil {
 		t.Fatal(err)
 	}
+	// The fabric config carries the rack's metrics address; port 0
+	// (which a spec may not give) picks a free one.
+	r.Metrics = "127.0.0.1:0"
 	conf := filepath.Join(r.RunDir, "fabric.yaml")
 	if err := os.WriteFile(conf, deploy.FabricConfig(r), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("HINIC_CONFIG", conf) // as deploy rack's --config
-	ios, _, _, _ := cmdutil.Test()
+	ios, _, _, errOut := cmdutil.Test()
 	stop := clitest.Serve(t, clifabric.NewCmdFabric(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve")
-	defer stop()
 	fabDir := filepath.Join(r.RunDir, deploy.DirFabric)
 	clitest.WaitFor(t, "fabric serve", clitest.Accepts(filepath.Join(fabDir, fabric.ControlSocketName)))
 
@@ -93,6 +96,12 @@ func TestServeEthernetISL(t *testing.T) {
 		if p.Num != 10 || p.Kind != "link" || p.State != "up" || p.Link != fabric.LinkEthernet || p.TotalDrops() != 0 {
 			t.Errorf("%s port 10: %+v", sw.Name, p)
 		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), `msg="metrics serving" url=http://127.0.0.1:`) {
+		t.Errorf("the fabric did not take the rack's metrics address:\n%s", errOut)
 	}
 }
 
