@@ -78,7 +78,7 @@ var SpecKeys = []SpecKey{
 	{Path: "links", Default: "none", Desc: "inter-switch cables `{a: \"sw0:10\", b: \"sw1:10\"}`; a cable between switches of `ib` guests is an InfiniBand link, any other an Ethernet link (RoCEv2 crosses it)"},
 	{Path: "links[].a", Desc: "one end, `SWITCH:PORT`", Pattern: linkEndPattern},
 	{Path: "links[].b", Desc: "the other end, `SWITCH:PORT`", Pattern: linkEndPattern},
-	{Path: "metrics", Default: "none", Desc: "`host:port` (`127.0.0.1:9464`): the rack's `fabric serve` serves Prometheus metrics there, its `device serve` on the next port and its `gpu serve` on the one after (`--metrics`, docs/metrics.md)",
+	{Path: "metrics", Default: "none", Desc: "`host:port` (`127.0.0.1:9464`): the rack's `fabric serve` serves Prometheus metrics there, its `device serve` on the next port and its `gpu serve` on the one after (`--metrics`, docs/metrics.md); with `daemons: joined` the device backend's endpoint has the fabric's metrics too",
 		Pattern: `^(\[[0-9A-Fa-f:.]+\]|[^\s:,\[\]]*):[0-9]{1,5}$`},
 	{Path: "opensm", Default: "the first `ib` guest", Desc: "the guest that runs the subnet manager (Debian's `opensm`, in the image); `none` starts none (one runs elsewhere on the subnet). Only with `ib` guests"},
 }

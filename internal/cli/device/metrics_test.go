@@ -12,6 +12,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/device/serve"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/device/guestsim"
+	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/metrics/metricstest"
 )
 
@@ -96,5 +97,34 @@ func TestServeMetrics(t *testing.T) {
 	}
 	if v, _ := m.Value("hinic_vnic_admin_commands_total", "vnic", "vm-a"); v < 3 {
 		t.Errorf("admin commands %v, want at least 3", v)
+	}
+}
+
+// TestServeMetricsWithFabric: with --fabric the one endpoint of the
+// device backend has the switches' metrics beside the vNICs'.
+func TestServeMetricsWithFabric(t *testing.T) {
+	isolate(t)
+	dir := shortDir(t)
+	fabDir := filepath.Join(dir, "fab")
+	vnic, err := serve.ParseVNIC("socket=" + filepath.Join(dir, "a.sock") + ",ram=" + filepath.Join(dir, "a.ram") +
+		",ram-size=16M,mac=02:00:00:00:00:0a,name=vm-a,port=" + filepath.Join(fabDir, "sw0-port1.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vnic.MemBudget = 64 << 20
+	ios, _, _, _ := cmdutil.Test()
+	url := metricstest.Serve(t, func(ctx context.Context, ready func(string)) error {
+		return serve.Run(ctx, &serve.Options{IO: ios, Logger: slog.New(slog.DiscardHandler),
+			Control: filepath.Join(dir, "device.sock"), VNICs: []device.VNICConfig{vnic},
+			Fabric: &fabric.Config{RunDir: fabDir, Ports: 2}, Metrics: "127.0.0.1:0", MetricsReady: ready})
+	})
+	var m metricstest.Families
+	clitest.WaitFor(t, "the vNIC's port up on /metrics", func() bool {
+		m = metricstest.Scrape(t, url)
+		v, _ := m.Value("hinic_fabric_port_up", "switch", "sw0", "port", "1")
+		return v == 1
+	})
+	if v, ok := m.Value("hinic_vnic_link_up", "vnic", "vm-a"); !ok || v != 1 {
+		t.Errorf("hinic_vnic_link_up = %v (found %v), want 1", v, ok)
 	}
 }
