@@ -60,6 +60,20 @@ func TestServeEthernetISL(t *testing.T) {
 		return &portConn{t: t, c: c}
 	}
 	a, b := dial(r.Guests[0]), dial(r.Guests[1])
+	// A flood skips ports that are down: wait until both switches have
+	// their guest's session up (DialPort returns before they mark it).
+	clitest.WaitFor(t, "the guests' ports up", func() bool {
+		st, err := fabric.QueryStatus(ctx, fabDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sw := range st.Switches {
+			if sw.Ports[0].State != "up" || sw.Ports[9].State != "up" {
+				return false
+			}
+		}
+		return true
+	})
 	macA := []byte{0x52, 0x54, 0, 0x47, 0, 1}
 	macB := []byte{0x52, 0x54, 0, 0x47, 0, 2}
 	frame := func(dst, src []byte, n byte) []byte {

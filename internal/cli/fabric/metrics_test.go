@@ -57,6 +57,14 @@ func TestServeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c1.Close()
+	// A flood skips ports that are down: wait until the switch has
+	// both sessions up (DialPort returns before the switch marks them).
+	clitest.WaitFor(t, "both ports up on /metrics", func() bool {
+		m = metricstest.Scrape(t, url)
+		v1, _ := m.Value("hinic_fabric_port_up", "switch", "sw0", "port", "1")
+		v2, _ := m.Value("hinic_fabric_port_up", "switch", "sw0", "port", "2")
+		return v1 == 1 && v2 == 1
+	})
 	// A broadcast of a local experimental EtherType: flooded to port 2
 	// in class 0 (no VLAN tag, PCP 0).
 	frame := make([]byte, 64)
