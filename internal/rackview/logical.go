@@ -1,6 +1,7 @@
 package rackview
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -302,4 +303,25 @@ func LogicalSVG(out io.Writer, m *Model) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// document is the JSON output: the model, with the logical view's graph
+// when that is the view.
+type document struct {
+	View string `json:"view"`
+	*Model
+	Logical *Graph `json:"logical,omitempty"`
+}
+
+// JSON writes the model of view (front, logical, flows) as indented
+// JSON; the logical view adds its graph.
+func JSON(w io.Writer, m *Model, view string) error {
+	d := document{View: view, Model: m}
+	if view == "logical" {
+		g := m.Logical()
+		d.Logical = &g
+	}
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(d)
 }

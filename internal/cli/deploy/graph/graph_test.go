@@ -1,0 +1,168 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/PacketFive/hinic/internal/cli"
+	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/deploy/graph"
+	"github.com/PacketFive/hinic/internal/deploy"
+)
+
+const racks = "../../../../testdata/racks/"
+
+func runCLI(t *testing.T, args ...string) (code int, out, errOut string) {
+	t.Helper()
+	ios, _, o, e := cmdutil.Test()
+	code = cli.Run(context.Background(), append([]string{"deploy", "graph"}, args...), ios)
+	return code, o.String(), e.String()
+}
+
+func TestArgs(t *testing.T) {
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	var got *graph.Options
+	cmd := graph.NewCmdGraph(f, func(o *graph.Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"x.yaml", "--view", "logical", "--format", "dot", "--out", "g.dot"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec != "x.yaml" || got.View != "logical" || got.Format != "dot" || !got.FormatSet || got.Out != "g.dot" || got.RunDir != "" {
+		t.Errorf("options %+v", got)
+	}
+	cmd = graph.NewCmdGraph(f, func(o *graph.Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--rack", "ib"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.RunDir != deploy.DefaultRunDir("ib") || got.View != "front" || got.Format != "svg" || got.FormatSet {
+		t.Errorf("options %+v", got)
+	}
+	for _, args := range [][]string{{"--view", "side"}, {"--format", "png"}, {"x.yaml", "--run-dir", "/tmp/x"}} {
+		cmd := graph.NewCmdGraph(f, func(*graph.Options) error { return nil })
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestFormats draws a spec in each view and format through the CLI.
+func TestFormats(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{racks + "two-ib.yaml"}, []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `id="link-sw0-10"`, "rack ib sw1"}},
+		{[]string{racks + "two-hicain-gpu.yaml", "--view", "logical"}, []string{"logical view", `id="node-gpu_vm-b_1"`}},
+		{[]string{racks + "two-racks-gpu.yaml", "--view", "flows"}, []string{"animateMotion", "prefers-reduced-motion", "RoCEv2 SEND: vm-a"}},
+		{[]string{racks + "two-ib.yaml", "--view", "logical", "--format", "mermaid"}, []string{"flowchart TB", `sw_sw0 ===|"sw0:10 - sw1:10"| sw_sw1`}},
+		{[]string{racks + "two-ib.yaml", "--view", "logical", "--format", "dot"}, []string{`graph "ib" {`, `"sw:sw0" -- "sw:sw1"`}},
+		{[]string{racks + "two-ib.yaml", "--format", "text"}, []string{"rack ib sw0", "inter-TOR sw0:10 <-> sw1:10"}},
+		{[]string{"--format", "text"}, []string{"rack rack0", "vm-a", "vm-b"}},
+	} {
+		code, out, errOut := runCLI(t, tt.args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d: %s", tt.args, code, errOut)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%q: output lacks %q", tt.args, w)
+			}
+		}
+		if strings.HasPrefix(out, "<svg") {
+			if err := xml.NewDecoder(strings.NewReader(out)).Decode(new(any)); err != nil {
+				t.Errorf("%q: not XML: %v", tt.args, err)
+			}
+		}
+	}
+}
+
+// TestJSON: --format json, or -o json, prints the model.
+func TestJSON(t *testing.T) {
+	for _, args := range [][]string{{"--format", "json"}, {"-o", "json"}} {
+		code, out, errOut := runCLI(t, append([]string{racks + "two-ib.yaml", "--view", "logical"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var doc struct {
+			View  string `json:"view"`
+			Racks []struct {
+				Switch string `json:"switch"`
+			} `json:"racks"`
+			InterTOR []any `json:"inter_tor"`
+			Logical  struct {
+				Nodes []any `json:"nodes"`
+			} `json:"logical"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if doc.View != "logical" || len(doc.Racks) != 2 || doc.Racks[1].Switch != "sw1" || len(doc.InterTOR) != 1 || len(doc.Logical.Nodes) != 6 {
+			t.Errorf("doc %+v", doc)
+		}
+	}
+}
+
+func TestOutFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rack.svg")
+	code, out, errOut := runCLI(t, racks+"two-hicain.yaml", "--out", path)
+	if code != 0 || out != "" {
+		t.Fatalf("exit %d, stdout %q: %s", code, out, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
+		t.Errorf("%s: %v %.40q", path, err, b)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{racks + "two-ib.yaml", "--format", "mermaid"}, // mermaid draws the logical view only
+		{racks + "two-ib.yaml", "--view", "flows", "--format", "text"},
+		{"/nonexistent.yaml"},
+	} {
+		if code, _, errOut := runCLI(t, args...); code != int(cmdutil.ExitUsage) {
+			t.Errorf("%q: exit %d, want %d: %s", args, code, cmdutil.ExitUsage, errOut)
+		}
+	}
+}
+
+// TestRunDir draws a deployed rack whose processes are gone: everything
+// stopped, from the state file.
+func TestRunDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rack")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := deploy.Rack{Name: "gone", RunDir: dir, Guests: []deploy.Guest{{Name: "vm-a", NIC: deploy.NICHicain}, {Name: "vm-b"}}}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	st := deploy.State{Rack: r, Down: true, Guests: []deploy.GuestState{{Name: "vm-a", Dir: filepath.Join(dir, "vm-a")}, {Name: "vm-b", Dir: filepath.Join(dir, "vm-b")}}}
+	b, _ := json.Marshal(&st)
+	if err := os.WriteFile(filepath.Join(dir, deploy.FileState), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "--run-dir", dir, "--format", "text")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, w := range []string{"rack gone", "fabric stopped", "device backend stopped", "vm-a", "stopped"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("lacks %q:\n%s", w, out)
+		}
+	}
+	if code, _, _ := runCLI(t, "--run-dir", t.TempDir()); code == 0 {
+		t.Error("an empty run directory drew something")
+	}
+}
