@@ -320,6 +320,10 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 			hl.Ports = append(hl.Ports, Port{Num: n, Kind: PortHiLink, LED: Off})
 		}
 		hlIdx = add(hl)
+	} else {
+		// A blanking panel keeps every rack RackOU high, its units in
+		// line with the other racks'.
+		add(Unit{Kind: KindEmpty, Height: hilinkOU, LED: Off})
 	}
 
 	// The management host: this machine, running hinic and the SSH
@@ -413,13 +417,6 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 	}
 	add(cm)
 	add(Unit{Kind: KindPower, Height: powerOU, Name: "power shelf", LED: Active})
-	// Without a HiLink switch its OU stays blank, so that every rack is
-	// RackOU high and units line up across racks.
-	if hlIdx < 0 {
-		for i := 1; i < len(rk.Units); i++ {
-			rk.Units[i].Top += hilinkOU
-		}
-	}
 	return rk
 }
 

@@ -135,6 +135,19 @@ var goldenSpecs = map[string]bool{"two-hicain-gpu": true, "two-ib": true, "two-r
 func TestSpecs(t *testing.T) {
 	for _, spec := range []string{"two-rxe", "two-hicain", "two-hicain-gpu", "two-ib", "mixed", "two-racks-gpu"} {
 		r := readSpec(t, spec)
+		// ORv3 geometry: the units fill the rack top to bottom, TOR first.
+		for _, rk := range rackview.FromSpec(r).Racks {
+			top := 0
+			for _, u := range rk.Units {
+				if u.Top != top {
+					t.Errorf("%s %s: %s at OU %d, want %d", spec, rk.Name, u.Kind, u.Top, top)
+				}
+				top += u.Height
+			}
+			if top != rackview.RackOU || rk.Units[0].Kind != rackview.KindTOR {
+				t.Errorf("%s %s: %d OU, first unit %s", spec, rk.Name, top, rk.Units[0].Kind)
+			}
+		}
 		for _, rd := range renders {
 			t.Run(spec+"."+rd.ext, func(t *testing.T) {
 				var a, b bytes.Buffer

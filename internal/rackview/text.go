@@ -90,8 +90,9 @@ func Text(w io.Writer, m *Model, color bool) error {
 					row("         " + x)
 				}
 			case KindEmpty:
-				// A run of empty slots is one line.
-				if ui > 0 && rk.Units[ui-1].Kind == KindEmpty {
+				// A run of empty slots is one line; the blanking panel in
+				// place of a HiLink switch is none.
+				if u.Slot == 0 || ui > 0 && rk.Units[ui-1].Kind == KindEmpty {
 					continue
 				}
 				last := u.Slot
