@@ -158,7 +158,7 @@ func (m *Model) PortID(e End) string {
 	p := u.Ports[e.Port]
 	switch u.Kind {
 	case KindTOR:
-		return fmt.Sprintf("%s-%d", u.Name, p.Num)
+		return SwitchPortID(u.Name, p.Num)
 	case KindHiLink:
 		return fmt.Sprintf("hl-%s-%d", m.Racks[e.Rack].Switch, p.Num)
 	}
@@ -166,6 +166,12 @@ func (m *Model) PortID(e End) string {
 		return fmt.Sprintf("%s-gpu%d", u.Name, p.Num)
 	}
 	return u.Name + "-nic"
+}
+
+// SwitchPortID is the PortID of port n of switch sw, as an element id:
+// the live page finds a port's LED, cable and rate by it.
+func SwitchPortID(sw string, n int) string {
+	return idSafe(fmt.Sprintf("%s-%d", sw, n))
 }
 
 // FromSpec draws a rack spec (completed by Defaults): nothing runs, so

@@ -268,12 +268,14 @@ func (l *layout) front(w *strings.Builder) {
 			if c.Kind == PortHiLink {
 				col = colPink
 			}
-			fmt.Fprintf(w, `<path id="cable-%s" class="cable" stroke="%s" d="%s"/>`+"\n", idSafe(m.PortID(c.A)), col, pathD(l.route(c)...))
+			fmt.Fprintf(w, `<path id="cable-%s" class="cable" data-a="%s" data-b="%s" stroke="%s" d="%s"/>`+"\n",
+				idSafe(m.PortID(c.A)), idSafe(m.PortID(c.A)), idSafe(m.PortID(c.B)), col, pathD(l.route(c)...))
 		}
 	}
 	for _, c := range m.InterTOR {
 		cv := l.cableRoute(c, 0, 1)
-		fmt.Fprintf(w, `<path id="link-%s" class="cable" stroke="%s" stroke-width="7" d="%s"/>`+"\n", idSafe(m.PortID(c.A)), colYellow, pathD(cv...))
+		fmt.Fprintf(w, `<path id="link-%s" class="cable" data-a="%s" data-b="%s" stroke="%s" stroke-width="7" d="%s"/>`+"\n",
+			idSafe(m.PortID(c.A)), idSafe(m.PortID(c.A)), idSafe(m.PortID(c.B)), colYellow, pathD(cv...))
 	}
 }
 

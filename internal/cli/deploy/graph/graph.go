@@ -6,8 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
 	"github.com/PacketFive/hinic/internal/deploy"
 	"github.com/PacketFive/hinic/internal/rackview"
+	"github.com/PacketFive/hinic/internal/rackview/live"
 )
 
 // Views and formats.
@@ -39,6 +42,7 @@ type Options struct {
 	FormatSet bool
 	Out       string // file to write; empty: standard output
 	Serve     string // address of the live page; empty: draw once
+	Interval  time.Duration
 }
 
 const long = `Draw a rack as an OCP Open Rack v3 (48 mm OU, 21-inch bay), from a
@@ -68,7 +72,15 @@ Formats (--format):
   json      the drawing model (every view; -o json selects it too)
   text      the terminal front view, as in hinic deploy status
 
-The output is deterministic: the same spec gives the same bytes.`
+The output is deterministic: the same spec gives the same bytes.
+
+--serve ADDR (with --run-dir or --rack) serves a live page of the
+deployed rack instead: the front view, whose port LEDs, rates and
+packets along the cables follow the fabric's counters, with tables of
+the switch ports and of each guest's vNIC and QPs from the device
+backend, pushed by Server-Sent Events every --interval. The page is
+self-contained (nothing is fetched from the network) and keeps still
+under prefers-reduced-motion. It runs until interrupted.`
 
 // NewCmdGraph returns the `deploy graph` command; runF replaces the run in tests.
 func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
@@ -81,7 +93,8 @@ func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Example: `  hinic deploy graph testdata/racks/two-hicain-gpu.yaml --out rack.svg
   hinic deploy graph testdata/racks/two-ib.yaml --view logical --format mermaid
   hinic deploy graph --rack hicain --format text
-  hinic deploy graph testdata/racks/two-racks-gpu.yaml --view flows --out flows.svg`,
+  hinic deploy graph testdata/racks/two-racks-gpu.yaml --view flows --out flows.svg
+  hinic deploy graph --rack hicain --serve 127.0.0.1:8080`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Context = cmd.Context()
@@ -101,6 +114,17 @@ func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 				return cmdutil.UsageErrorf("--format %q: want one of %v", opts.Format, Formats)
 			}
 			opts.FormatSet = cmd.Flags().Changed("format")
+			if opts.Serve != "" {
+				if opts.RunDir == "" {
+					return cmdutil.UsageErrorf("--serve shows a deployed rack: give --run-dir or --rack, not a spec")
+				}
+				if _, _, err := net.SplitHostPort(opts.Serve); err != nil {
+					return cmdutil.UsageErrorf("--serve %q: want HOST:PORT, e.g. 127.0.0.1:8080", opts.Serve)
+				}
+				if opts.Interval <= 0 {
+					return cmdutil.UsageErrorf("--interval %v: want a positive duration", opts.Interval)
+				}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -113,6 +137,8 @@ func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.StringVar(&opts.View, "view", "front", "what to draw: front, logical or flows")
 	fl.StringVar(&opts.Format, "format", "svg", "svg, mermaid, dot, json or text")
 	fl.StringVar(&opts.Out, "out", "", "write to `FILE` instead of standard output")
+	fl.StringVar(&opts.Serve, "serve", "", "serve a live page of the deployed rack on `ADDR` (HOST:PORT) until interrupted")
+	fl.DurationVar(&opts.Interval, "interval", live.DefaultInterval, "how often the live page's counters are read")
 	_ = cmd.RegisterFlagCompletionFunc("view", cobra.FixedCompletions(Views, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(Formats, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -172,6 +198,9 @@ func run(opts *Options) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if opts.Serve != "" {
+		return serve(ctx, opts)
+	}
 	if !opts.FormatSet {
 		if p, err := opts.Printer(); err != nil {
 			return err
@@ -196,4 +225,16 @@ func run(opts *Options) error {
 		return fmt.Errorf("deploy graph: %w", err)
 	}
 	return nil
+}
+
+// serve runs the live page of a deployed rack until ctx ends.
+func serve(ctx context.Context, opts *Options) error {
+	st, err := deploy.ReadState(opts.RunDir)
+	if err != nil {
+		return err
+	}
+	srv := &live.Server{Model: rackview.FromSpec(&st.Rack), Source: live.RunDir{Rack: &st.Rack}, Interval: opts.Interval}
+	return srv.Serve(ctx, opts.Serve, func(a net.Addr) {
+		fmt.Fprintf(opts.IO.ErrOut, "deploy graph: rack %s live on http://%s/ (Ctrl-C stops)\n", st.Rack.Name, a)
+	})
 }
