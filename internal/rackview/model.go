@@ -168,6 +168,10 @@ func (m *Model) PortID(e End) string {
 	return u.Name + "-nic"
 }
 
+// ElementID makes a name usable in an SVG element id: "led-" +
+// ElementID(switch) + "-0" is a TOR's LED.
+func ElementID(name string) string { return idSafe(name) }
+
 // SwitchPortID is the PortID of port n of switch sw, as an element id:
 // the live page finds a port's LED, cable and rate by it.
 func SwitchPortID(sw string, n int) string {

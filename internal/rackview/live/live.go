@@ -84,11 +84,12 @@ type Event struct {
 // PortRate is a port's counters and its rates since the last sample.
 type PortRate struct {
 	PortSample
-	ID    string  `json:"id"` // rackview.SwitchPortID
-	RxBps float64 `json:"rx_bps"`
-	TxBps float64 `json:"tx_bps"`
-	RxFps float64 `json:"rx_fps"`
-	TxFps float64 `json:"tx_fps"`
+	ID       string  `json:"id"`        // rackview.SwitchPortID
+	SwitchID string  `json:"switch_id"` // rackview.ElementID of the switch
+	RxBps    float64 `json:"rx_bps"`
+	TxBps    float64 `json:"tx_bps"`
+	RxFps    float64 `json:"rx_fps"`
+	TxFps    float64 `json:"tx_fps"`
 	// Moved is true when a counter changed since the last sample: the
 	// page sends a packet along the port's cable.
 	Moved bool `json:"moved"`
@@ -218,7 +219,7 @@ func NewEvent(prev, cur *Sample, dt time.Duration, at time.Time) Event {
 	}
 	sec := dt.Seconds()
 	for _, p := range cur.Ports {
-		pr := PortRate{PortSample: p, ID: rackview.SwitchPortID(p.Switch, p.Port)}
+		pr := PortRate{PortSample: p, ID: rackview.SwitchPortID(p.Switch, p.Port), SwitchID: rackview.ElementID(p.Switch)}
 		if o, ok := old[key{p.Switch, p.Port}]; ok && sec > 0 {
 			// A counter that went down is a restarted switch: no rate.
 			rate := func(a, b uint64) float64 {

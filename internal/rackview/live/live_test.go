@@ -141,7 +141,8 @@ func TestServer(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("page: %s %q", resp.Status, resp.Header.Get("Content-Type"))
 	}
-	for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `id="port-sw0-1"`, `id="led-vm-a"`, `data-b="sw0-1"`,
+	// Drawn from the spec, vm-a is idle until the events say otherwise.
+	for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `id="port-sw0-1"`, `id="led-vm-a" class="led idle"`, `data-b="sw0-1"`,
 		`new EventSource("events")`, "prefers-reduced-motion", `id="guests"`, `id="qps"`} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("page lacks %s", want)
@@ -254,4 +255,27 @@ func TestRunDirFabric(t *testing.T) {
 	if !ev.Ports[0].Moved || ev.Ports[0].RxBps <= 0 || ev.Ports[0].ID != "sw0-1" {
 		t.Errorf("event port %+v", ev.Ports[0])
 	}
+}
+
+// FuzzNewEvent: any two samples, in any order, give rates that are
+// finite and not negative, and ports sorted by switch and number.
+func FuzzNewEvent(f *testing.F) {
+	f.Add("sw0", 1, uint64(10), uint64(5), uint64(30), uint64(2), int64(time.Second))
+	f.Add("", 0, uint64(1<<63), uint64(0), uint64(0), uint64(1<<64-1), int64(0))
+	f.Fuzz(func(t *testing.T, sw string, port int, a, b, c, d uint64, dt int64) {
+		prev := &live.Sample{Ports: []live.PortSample{{Switch: sw, Port: port, RxFrames: a, TxFrames: b, RxBytes: a, TxBytes: b}}}
+		cur := &live.Sample{Ports: []live.PortSample{{Switch: sw, Port: port, RxFrames: c, TxFrames: d, RxBytes: c, TxBytes: d},
+			{Switch: sw + "x", Port: port - 1}}}
+		ev := live.NewEvent(prev, cur, time.Duration(dt), time.Unix(0, 0))
+		for _, p := range ev.Ports {
+			for _, r := range []float64{p.RxBps, p.TxBps, p.RxFps, p.TxFps} {
+				if r < 0 || r != r || r > 1e300 {
+					t.Fatalf("rate %v of %+v", r, p)
+				}
+			}
+		}
+		if len(ev.Ports) == 2 && ev.Ports[0].Switch > ev.Ports[1].Switch {
+			t.Fatalf("unsorted %+v", ev.Ports)
+		}
+	})
 }
