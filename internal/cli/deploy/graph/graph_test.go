@@ -1,14 +1,19 @@
 package graph_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/cli"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
@@ -164,5 +169,100 @@ func TestRunDir(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "--run-dir", t.TempDir()); code == 0 {
 		t.Error("an empty run directory drew something")
+	}
+}
+
+func TestServeArgs(t *testing.T) {
+	ios, _, _, _ := cmdutil.Test()
+	f := cmdutil.NewFactory(ios, cmdutil.BuildInfo{})
+	var got *graph.Options
+	cmd := graph.NewCmdGraph(f, func(o *graph.Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--run-dir", "/tmp/x", "--serve", "127.0.0.1:8080", "--interval", "250ms"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Serve != "127.0.0.1:8080" || got.Interval != 250*time.Millisecond || got.RunDir != "/tmp/x" {
+		t.Errorf("options %+v", got)
+	}
+	for _, args := range [][]string{
+		{"x.yaml", "--serve", "127.0.0.1:8080"}, // a spec has no counters
+		{"--serve", "127.0.0.1:8080"},           // nor the default rack
+		{"--rack", "r", "--serve", "8080"},
+		{"--rack", "r", "--serve", "127.0.0.1:8080", "--interval", "0s"},
+	} {
+		cmd := graph.NewCmdGraph(f, func(*graph.Options) error { return nil })
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		if err := cmd.Execute(); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestServe runs the live page of a deployed rack through the CLI: the
+// page, and an event whose error says the fabric does not answer (its
+// processes are gone).
+func TestServe(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rack")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := deploy.Rack{Name: "gone", RunDir: dir}
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(&deploy.State{Rack: r, Down: true})
+	if err := os.WriteFile(filepath.Join(dir, deploy.FileState), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ios, _, _, _ := cmdutil.Test()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"deploy", "graph", "--run-dir", dir, "--serve", addr, "--interval", "50ms"}, ios)
+	}()
+	var page []byte
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			page, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		if i == 100 {
+			t.Fatalf("the page never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !bytes.Contains(page, []byte("rack gone")) || !bytes.Contains(page, []byte(`id="port-sw0-1"`)) {
+		t.Errorf("page:\n%.300s", page)
+	}
+	resp, err := http.Get("http://" + addr + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	for err == nil && !strings.HasPrefix(line, "data: ") {
+		line, err = br.ReadString('\n')
+	}
+	resp.Body.Close()
+	if !strings.Contains(line, `"error":`) || !strings.Contains(line, "fabric") {
+		t.Errorf("event %q (%v), want the fabric's error", line, err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop with its context")
 	}
 }
