@@ -393,7 +393,7 @@ func portTitle(u *Unit, p Port) string {
 
 // legend writes the key below the racks, and the flows' captions.
 func (l *layout) legend(w *strings.Builder, captions []string) {
-	y := l.h - legendMM + 50
+	y := float64(topMM+RackOU*OUmm+2*capMM) + 50 // under the racks, whatever follows
 	x := float64(marginMM)
 	item := func(mark, text string) {
 		w.WriteString(mark)

@@ -205,7 +205,20 @@ func (b *browser) screenshot(name string) {
 	var res struct {
 		Data string `json:"data"`
 	}
-	b.call("Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": false}, &res)
+	// The whole page, beyond the window if it is taller.
+	var lm struct {
+		Size struct {
+			Width  float64 `json:"width"`
+			Height float64 `json:"height"`
+		} `json:"cssContentSize"`
+	}
+	b.call("Page.getLayoutMetrics", map[string]any{}, &lm)
+	params := map[string]any{"format": "png"}
+	if lm.Size.Width > 0 && lm.Size.Height > 0 {
+		params["captureBeyondViewport"] = true
+		params["clip"] = map[string]any{"x": 0, "y": 0, "width": lm.Size.Width, "height": lm.Size.Height, "scale": 1}
+	}
+	b.call("Page.captureScreenshot", params, &res)
 	png, err := base64.StdEncoding.DecodeString(res.Data)
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		b.t.Fatalf("screenshot %s: not a PNG (%v)", name, err)
