@@ -19,6 +19,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/deploy/graph"
 	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/fabric"
 )
 
 const racks = "../../../../testdata/racks/"
@@ -200,11 +201,17 @@ func TestServeArgs(t *testing.T) {
 }
 
 // TestServe runs the live page of a deployed rack through the CLI: the
-// page, and an event whose error says the fabric does not answer (its
-// processes are gone).
+// page, and events from the rack's fabric. Its processes are gone, so
+// the first event says the fabric does not answer; then a fabric starts
+// in this process on the rack's run directory and the events carry its
+// ports.
 func TestServe(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "rack")
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	dir, err := os.MkdirTemp("", "hinic-graph-") // short: UNIX socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	r := deploy.Rack{Name: "gone", RunDir: dir}
@@ -248,14 +255,47 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(resp.Body)
-	line, err := br.ReadString('\n')
-	for err == nil && !strings.HasPrefix(line, "data: ") {
-		line, err = br.ReadString('\n')
+	next := func() string {
+		t.Helper()
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("event stream: %v", err)
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				return v
+			}
+		}
+	}
+	if ev := next(); !strings.Contains(ev, `"error":`) || !strings.Contains(ev, "fabric") {
+		t.Errorf("event %q, want the fabric's error", ev)
+	}
+	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, deploy.DirFabric), Switches: []fabric.SwitchConfig{{Name: "sw0", Ports: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fab.Close()
+	for i := 0; ; i++ {
+		var ev struct {
+			Error string `json:"error"`
+			Ports []struct {
+				ID string `json:"id"`
+			} `json:"ports"`
+		}
+		if err := json.Unmarshal([]byte(next()), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Error == "" && len(ev.Ports) == 4 && ev.Ports[3].ID == "sw0-4" {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("no event with the fabric's ports: %+v", ev)
+		}
 	}
 	resp.Body.Close()
-	if !strings.Contains(line, `"error":`) || !strings.Contains(line, "fabric") {
-		t.Errorf("event %q (%v), want the fabric's error", line, err)
-	}
 	cancel()
 	select {
 	case code := <-done:
