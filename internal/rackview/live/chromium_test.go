@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,9 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rackview"
 	"github.com/PacketFive/hinic/internal/rackview/live"
 	"github.com/PacketFive/hinic/internal/testutil"
@@ -426,4 +431,101 @@ func TestChromiumDrawings(t *testing.T) {
 		t.Errorf("flows with reduced motion: %s", shown)
 	}
 	b.screenshot("flows-reduced-motion.png")
+}
+
+// TestChromiumLivePageFabric is the live page over real traffic: a
+// HiSwitch of this process on the rack's run directory, a peer on port 1
+// sending ever larger bursts of frames, one on port 2 receiving them
+// (flooded), and the page in chromium reading the fabric through
+// live.RunDir as `deploy graph --serve` does: the rates beside both
+// blades appear and change.
+func TestChromiumLivePageFabric(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	b := startBrowser(t)
+	dir, err := os.MkdirTemp("", "hinic-live-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r := spec(t, "two-hicain")
+	r.RunDir = dir
+	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, deploy.DirFabric), Switches: []fabric.SwitchConfig{{Name: "sw0", Ports: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fab.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dial := func(port int, mac [6]byte) *net.UnixConn {
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer dcancel()
+		c, _, err := fabric.DialPort(dctx, deploy.PortSocket(r, "sw0", port), &proto.HelloFields{Version: proto.HelloVersion,
+			LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC, MaxFrame: 1514, MAC: mac, PortNum: 1,
+			Name: fmt.Sprintf("vm-%c/hicain0", 'a'+port-1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	macA, macB := [6]byte{0x52, 0x54, 0, 0x43, 0, 1}, [6]byte{0x52, 0x54, 0, 0x43, 0, 2}
+	a, bconn := dial(1, macA), dial(2, macB)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(2)
+	go func() { // port 2 drains what the switch floods to it
+		defer wg.Done()
+		buf := make([]byte, 2048)
+		for ctx.Err() == nil {
+			_ = bconn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = bconn.Read(buf)
+		}
+	}()
+	go func() { // port 1 sends a burst every 100 ms, one frame more each time
+		defer wg.Done()
+		frame := make([]byte, 1000)
+		copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+		copy(frame[6:], macA[:])
+		frame[12], frame[13] = 0x88, 0xb5 // a local experimental EtherType
+		for k := 1; ctx.Err() == nil; k++ {
+			for i := 0; i < k; i++ {
+				_, _ = a.Write(frame)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+
+	srv := &live.Server{Model: rackview.FromSpec(r), Source: live.RunDir{Rack: r}, Interval: 300 * time.Millisecond}
+	ts := httptest.NewServer(srv.Handler())
+	defer func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	}()
+	b.navigate(ts.URL + "/")
+	const rates = `JSON.parse(JSON.stringify([1, 2].map(n => (document.getElementById("rate-sw0-" + n) || {}).textContent || "")))`
+	var first []string
+	b.waitFor("rates on ports 1 and 2", 30*time.Second, func() bool {
+		b.eval(rates, &first)
+		return strings.Contains(first[0], "bit/s") && strings.Contains(first[1], "bit/s") && first[0] != "0 bit/s"
+	})
+	b.waitFor("the rate of port 1 to change", 30*time.Second, func() bool {
+		var now []string
+		b.eval(rates, &now)
+		return now[0] != first[0] && strings.Contains(now[0], "bit/s")
+	})
+	var ports int
+	b.eval(`document.querySelectorAll("#ports tbody tr").length`, &ports)
+	if ports != 2 {
+		t.Errorf("the ports table has %d rows, want ports 1 and 2", ports)
+	}
+	b.screenshot("live-page-fabric.png")
 }
