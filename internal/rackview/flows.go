@@ -6,18 +6,18 @@ import (
 	"strings"
 )
 
-// Flow is one animated transfer of the flows view.
-type Flow struct {
-	Kind    Kind   `json:"kind"` // roce, ib or hilink
-	Caption string `json:"caption"`
+// flow is one animated transfer of the flows view.
+type flow struct {
+	kind    Kind // roce, ib or hilink
+	caption string
 	path    []cubic
 }
 
 // flows picks the two transfers of the flows view: a SEND between two
 // guests, across an inter-TOR cable when the racks have one (else
 // within a rack), and a HiLink copy between two GPUs of one rack.
-func (l *layout) flows() []Flow {
-	var out []Flow
+func (l *layout) flows() []flow {
+	var out []flow
 	if f, ok := l.sendFlow(); ok {
 		out = append(out, f)
 	}
@@ -50,7 +50,7 @@ func (m *Model) blades(ri int) []int {
 	return out
 }
 
-func (l *layout) sendFlow() (Flow, bool) {
+func (l *layout) sendFlow() (flow, bool) {
 	m := l.m
 	proto := func(ri int) (string, Kind) {
 		if m.Racks[ri].Link == "ib" {
@@ -73,7 +73,7 @@ func (l *layout) sendFlow() (Flow, bool) {
 		path = append(path, reverseRoute(l.route(cb))...)
 		name, kind := proto(it.A.Rack)
 		ga, gb := m.Racks[it.A.Rack].Units[ba[0]].Name, m.Racks[it.B.Rack].Units[bb[0]].Name
-		return Flow{Kind: kind, path: path, Caption: fmt.Sprintf("%s: %s -> %s -> inter-TOR cable -> %s -> %s",
+		return flow{kind: kind, path: path, caption: fmt.Sprintf("%s: %s -> %s -> inter-TOR cable -> %s -> %s",
 			name, ga, m.Racks[it.A.Rack].Switch, m.Racks[it.B.Rack].Switch, gb)}, true
 	}
 	// Within a rack.
@@ -87,13 +87,13 @@ func (l *layout) sendFlow() (Flow, bool) {
 		path := append(l.route(ca), line(l.portBottom(ca.B), l.portBottom(cb.B)))
 		path = append(path, reverseRoute(l.route(cb))...)
 		name, kind := proto(ri)
-		return Flow{Kind: kind, path: path, Caption: fmt.Sprintf("%s: %s -> %s -> %s",
+		return flow{kind: kind, path: path, caption: fmt.Sprintf("%s: %s -> %s -> %s",
 			name, m.Racks[ri].Units[b[0]].Name, m.Racks[ri].Switch, m.Racks[ri].Units[b[1]].Name)}, true
 	}
-	return Flow{}, false
+	return flow{}, false
 }
 
-func (l *layout) copyFlow() (Flow, bool) {
+func (l *layout) copyFlow() (flow, bool) {
 	m := l.m
 	for _, rk := range m.Racks {
 		var gpus []Cable
@@ -109,10 +109,10 @@ func (l *layout) copyFlow() (Flow, bool) {
 		path := append(l.route(a), line(l.portBottom(a.B), l.portBottom(b.B)))
 		path = append(path, reverseRoute(l.route(b))...)
 		ua, ub := rk.Units[a.A.Unit], rk.Units[b.A.Unit]
-		return Flow{Kind: PortHiLink, path: path, Caption: fmt.Sprintf("HiLink copy: %s gpu%d -> %s -> %s gpu%d, staying in the rack",
+		return flow{kind: PortHiLink, path: path, caption: fmt.Sprintf("HiLink copy: %s gpu%d -> %s -> %s gpu%d, staying in the rack",
 			ua.Name, ua.Ports[a.A.Port].Num, rk.Units[a.B.Unit].Name, ub.Name, ub.Ports[b.A.Port].Num)}, true
 	}
-	return Flow{}, false
+	return flow{}, false
 }
 
 // flowCSS stops the packets, and shows them parked along their routes,
@@ -142,7 +142,7 @@ func FlowsSVG(out io.Writer, m *Model) error {
 	var captions []string
 	for i, f := range fl {
 		col := colBlue
-		if f.Kind == PortHiLink {
+		if f.kind == PortHiLink {
 			col = colPink
 		}
 		d := pathD(f.path...)
@@ -157,7 +157,7 @@ func FlowsSVG(out io.Writer, m *Model) error {
 		for _, p := range []pt{f.path[0].p0, f.path[len(f.path)/2].p0, f.path[len(f.path)-1].p3} {
 			fmt.Fprintf(&w, `<circle class="still" cx="%s" cy="%s" r="11" fill="%s" stroke="#fff" stroke-width="3"/>`+"\n", num(p.x), num(p.y), col)
 		}
-		captions = append(captions, fmt.Sprintf("%d. %s", i+1, f.Caption))
+		captions = append(captions, fmt.Sprintf("%d. %s", i+1, f.caption))
 	}
 	l.legend(&w, captions)
 	w.WriteString("</svg>\n")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,17 +51,10 @@ func firstDiff(got, want []byte) string {
 			b = w[i]
 		}
 		if a != b {
-			return "line " + itoa(i+1) + ":\n got: " + a + "\nwant: " + b
+			return "line " + strconv.Itoa(i+1) + ":\n got: " + a + "\nwant: " + b
 		}
 	}
 	return ""
-}
-
-func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }
-
-func fmtInt(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
 }
 
 // wellFormed fails unless b is one well-formed XML document.
