@@ -43,7 +43,7 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// browser is one headless chromium and a CDP session on its page.
+// browser is one headless chromium and a DevTools connection to its page.
 type browser struct {
 	t    *testing.T
 	ws   *websocket.Conn
