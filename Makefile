@@ -9,6 +9,7 @@
 #   make lint           gofmt and go vet
 #   make bench          Go benchmarks of internal/...
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
+#   make docs-img       redraw the docs' pictures (docs/img) with hinic deploy graph
 #   make build | clean | deps
 
 SHELL := bash
@@ -38,7 +39,7 @@ GORELEASER_VERSION := v2.15.1
 GORELEASER_DIR := $(CURDIR)/.cache/bin
 GORELEASER := $(GORELEASER_DIR)/goreleaser
 
-.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz
+.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz docs-img
 
 check-go:
 	@if ! command -v "$(GO)" >/dev/null 2>&1; then \
@@ -56,6 +57,12 @@ check-go:
 
 deps:
 	@./scripts/deps.sh
+
+# The docs' rack drawings (docs/graph.md), from the specs in testdata/racks;
+# the list is in internal/cli/deploy/graph/docs_gen.go, whose test checks
+# that the committed pictures are current.
+docs-img: check-go
+	$(GO) generate ./internal/cli/deploy/graph
 
 build: check-go
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hinic

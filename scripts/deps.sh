@@ -30,6 +30,7 @@ PACKAGES=(
 	perftest            # the QEMU verbs test: ib_send_bw, ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat in the guests
 	rdmacm-utils        # the QEMU verbs test: rping, ucmatose, udaddy (librdmacm over ib_cm/rdma_cm) in the guests
 	infiniband-diags    # the QEMU OpenSM test: ibstat, ibnetdiscover, smpquery, perfquery in the guests
+	chromium            # internal/rackview/live: the live rack page in headless chromium (DevTools protocol)
 	# The QEMU OpenSM test's subnet manager: the libraries of Debian's
 	# opensm package (its binary comes from opensm_extract below).
 	libopensm9

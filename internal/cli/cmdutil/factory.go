@@ -103,6 +103,16 @@ func (f *Factory) ColorEnabled() bool {
 	return err == nil && !v.GetBool(KeyNoColor)
 }
 
+// ErrColorEnabled is ColorEnabled for ErrOut, where drawings such as
+// deploy status's front view go.
+func (f *Factory) ErrColorEnabled() bool {
+	if !f.IOStreams.ErrIsTerminal || os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	v, err := f.Config()
+	return err == nil && !v.GetBool(KeyNoColor)
+}
+
 // Printer returns the printer for the --output format in effect. An
 // invalid format, wherever it was set, is a *UsageError.
 func (f *Factory) Printer() (*Printer, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/deploy/down"
 	"github.com/PacketFive/hinic/internal/cli/deploy/exec"
+	"github.com/PacketFive/hinic/internal/cli/deploy/graph"
 	"github.com/PacketFive/hinic/internal/cli/deploy/inspect"
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
 	"github.com/PacketFive/hinic/internal/cli/deploy/restart"
@@ -22,6 +23,7 @@ func NewCmdDeploy(f *cmdutil.Factory) *cobra.Command {
 		Short: "Deploy QEMU racks (fabric, guests, RDMA NICs) and tear them down",
 	}
 	cmd.AddCommand(rack.NewCmdRack(f, nil), status.NewCmdStatus(f, nil), down.NewCmdDown(f, nil),
-		exec.NewCmdExec(f, nil), restart.NewCmdRestart(f, nil), schema.NewCmdSchema(f, nil), inspect.NewCmdInspect(f, nil))
+		exec.NewCmdExec(f, nil), restart.NewCmdRestart(f, nil), schema.NewCmdSchema(f, nil), inspect.NewCmdInspect(f, nil),
+		graph.NewCmdGraph(f, nil))
 	return cmd
 }

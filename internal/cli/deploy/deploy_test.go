@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
 	"github.com/PacketFive/hinic/internal/cli/deploy/restart"
@@ -89,14 +91,26 @@ func TestStatusWithoutRack(t *testing.T) {
 	}
 }
 
+// spec returns a completed rack spec.
+func spec(t *testing.T, r deploy.Rack) *deploy.Rack {
+	t.Helper()
+	if err := r.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
 func TestFrontView(t *testing.T) {
 	var b bytes.Buffer
-	status.FrontView(&b, &deploy.RackStatus{Name: "rxe", Fabric: "stopped", Guests: []deploy.GuestStatus{
+	r := spec(t, deploy.Rack{Name: "rxe"})
+	if err := status.FrontView(&b, r, &deploy.RackStatus{Name: "rxe", Fabric: "stopped", Guests: []deploy.GuestStatus{
 		{Name: "vm-a", State: "running", DataIP: "10.42.0.1", RDMADev: "rxe0", PortState: "ACTIVE", SSH: "127.0.0.1:2222"},
 		{Name: "vm-b", State: "crashed", DataIP: "10.42.0.2", SSH: "127.0.0.1:2223"},
-	}})
+	}}, false); err != nil {
+		t.Fatal(err)
+	}
 	out := b.String()
-	for _, want := range []string{"rack rxe", "1OU fabric stopped", "2OU * vm-a", "2OU ! vm-b", "power shelf"} {
+	for _, want := range []string{"rack rxe", "1OU ○ sw0", "fabric stopped", "2OU ● vm-a", "rxe0 ACTIVE", "2OU ✗ vm-b", "crashed", "power shelf"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("front view lacks %q:\n%s", want, out)
 		}
@@ -114,19 +128,26 @@ func TestFrontView(t *testing.T) {
 
 func TestFrontViewHicain(t *testing.T) {
 	var b bytes.Buffer
-	status.FrontView(&b, &deploy.RackStatus{Name: "hicain", Fabric: "running", Device: "running",
+	r := spec(t, deploy.Rack{Name: "hicain", Guests: []deploy.Guest{{Name: "vm-a", NIC: deploy.NICHicain}}})
+	if err := status.FrontView(&b, r, &deploy.RackStatus{Name: "hicain", Fabric: "running", Device: "running",
 		VNICs: make([]device.VNICStatus, 2), Guests: []deploy.GuestStatus{
 			{Name: "vm-a", State: "running", DataIP: "10.43.0.1", RDMADev: "hicain_0", PortState: "ACTIVE", SSH: "127.0.0.1:2232"},
-		}})
+		}}, true); err != nil {
+		t.Fatal(err)
+	}
 	out := b.String()
 	for _, want := range []string{"rack hicain", "device backend running, 2 vNIC(s)", "hicain_0 ACTIVE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("front view lacks %q:\n%s", want, out)
 		}
 	}
+	// In colour: the LEDs are styled, and the lines still line up.
+	if !strings.Contains(out, "\x1b[") {
+		t.Errorf("coloured front view has no styles:\n%s", out)
+	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for _, l := range lines {
-		if len([]rune(l)) != len([]rune(lines[0])) {
+		if lipgloss.Width(l) != lipgloss.Width(lines[0]) {
 			t.Errorf("ragged line %q", l)
 		}
 	}

@@ -11,19 +11,21 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/rackview"
 )
 
 // Options are the settings of one status.
 type Options struct {
 	IO      *cmdutil.IOStreams
 	Printer func() (*cmdutil.Printer, error)
+	Color   func() bool // may the front view on ErrOut be coloured
 	Context context.Context
 	RunDir  string
 }
 
 // NewCmdStatus returns the `deploy status` command; runF replaces the run in tests.
 func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer, Color: f.ErrColorEnabled}
 	var name string
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -35,7 +37,8 @@ counters, from the device backend's control socket), each GPU of a rack
 whose guests have GPUs (memory, state, memory used, contexts and
 utilisation, from the GPU backend's control socket) and each switch port
 (state and counters, from the fabric's control socket), after a drawing of
-the rack's front view. A crashed guest is shown as such; the others keep
+the rack's front view (drawn as hinic deploy graph --format text does).
+A crashed guest is shown as such; the others keep
 running. -o json prints the whole status.`,
 		Example: "  hinic deploy status\n  hinic deploy status -o json | jq '.guests[].port_state'",
 		Args:    cobra.NoArgs,
@@ -71,7 +74,13 @@ func run(opts *Options) error {
 	if printer.Format() == cmdutil.FormatJSON {
 		return printer.Object(rs)
 	}
-	FrontView(opts.IO.ErrOut, rs)
+	st, err := deploy.ReadState(opts.RunDir)
+	if err != nil {
+		return err
+	}
+	if err := FrontView(opts.IO.ErrOut, &st.Rack, rs, opts.Color != nil && opts.Color()); err != nil {
+		return err
+	}
 	w := printer.Records("GUEST", "STATE", "PID", "ACCEL", "SSH", "DATA IP", "NIC", "RDMA", "PORT", "ERROR")
 	for _, g := range rs.Guests {
 		if err := w.Write(g, g.Name, g.State, fmt.Sprint(g.PID), g.Accel, g.SSH, g.DataIP, nicLabel(g), g.RDMADev, portLabel(g), g.Error); err != nil {
@@ -131,61 +140,12 @@ func run(opts *Options) error {
 }
 
 // FrontView draws the rack from the front, top to bottom in the order of
-// an OCP ORv3 rack: switches, the management host, 2OU guest blades, cable
-// management, the power shelf.
-func FrontView(w io.Writer, rs *deploy.RackStatus) {
-	const width = 44
-	line := func(s string) {
-		if len(s) > width {
-			s = s[:width]
-		}
-		fmt.Fprintf(w, "|%s|\n", s+strings.Repeat(" ", width-len([]rune(s))))
-	}
-	sep := "+" + strings.Repeat("-", width) + "+"
-	fmt.Fprintf(w, "%s\n", sep)
-	line(fmt.Sprintf(" rack %s", rs.Name))
-	fmt.Fprintln(w, sep)
-	if rs.Switches != nil {
-		for _, s := range rs.Switches.Switches {
-			var ports strings.Builder
-			for _, p := range s.Ports {
-				if p.State == "up" {
-					ports.WriteString("#")
-				} else {
-					ports.WriteString(".")
-				}
-			}
-			line(fmt.Sprintf(" 1OU %-6s [%s]", s.Name, ports.String()))
-		}
-	} else {
-		line(" 1OU fabric " + rs.Fabric)
-	}
-	line(" 1OU mgmt   (this host: hinic, SSH fwd)")
-	if rs.Device != "" {
-		line(fmt.Sprintf("     device backend %s, %d vNIC(s)", rs.Device, len(rs.VNICs)))
-	}
-	if rs.GPU != "" {
-		line(fmt.Sprintf("     GPU backend %s, %d GPU(s)", rs.GPU, len(rs.GPUs)))
-	}
-	fmt.Fprintln(w, sep)
-	for _, g := range rs.Guests {
-		led := "o"
-		switch g.State {
-		case "running":
-			led = "*"
-		case "crashed", "unreachable":
-			led = "!"
-		}
-		line(fmt.Sprintf(" 2OU %s %-8s %-10s %s %s", led, g.Name, g.State, g.RDMADev, portLabel(g)))
-		line(fmt.Sprintf("         %s  ssh %s", g.DataIP, g.SSH))
-		if gpus := guestGPUs(rs, g.Name); gpus != "" {
-			line("         GPUs " + gpus)
-		}
-	}
-	fmt.Fprintln(w, sep)
-	line(" cable management")
-	line(" power shelf")
-	fmt.Fprintln(w, sep)
+// an OCP ORv3 rack (rackview.Text: switches, the HiLink switch, the
+// management host, 2OU guest blades, cable management, the power
+// shelf), from the spec r and the status rs; color styles the LEDs and
+// ports.
+func FrontView(w io.Writer, r *deploy.Rack, rs *deploy.RackStatus, color bool) error {
+	return rackview.Text(w, rackview.FromStatus(r, rs), color)
 }
 
 // writeGPUs prints the GPU backend's state and every guest's GPUs.
