@@ -13,6 +13,9 @@
 #      two HiSwitches joined by a cable, OpenSM in vm-a, IPoIB) -> the SSH
 #      gate's InfiniBand variant (LID addressing, the infiniband-diags
 #      cases, RDMA CM over IPoIB) -> rack down;
+#   5b. a two-guest RoCEv2 rack across two HiSwitches (one guest per TOR,
+#      the TORs joined by an Ethernet cable) -> the RoCEv2 SSH gate ->
+#      rack down;
 #   6. the interop rack: a HiNIC guest and a Soft-RoCE guest on one
 #      HiSwitch -> the interop cases of the SSH gate (ibv_rc_pingpong,
 #      ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat) with the HiNIC
@@ -47,11 +50,13 @@
 #   E2E_RACK     Soft-RoCE rack spec (default testdata/racks/two-rxe.yaml)
 #   E2E_HRACK    HiNIC rack spec (default testdata/racks/two-hicain.yaml)
 #   E2E_IRACK    InfiniBand rack spec (default testdata/racks/two-ib.yaml)
+#   E2E_RRACK    two-TOR RoCEv2 rack spec (default
+#                testdata/racks/two-racks-roce.yaml); outputs in roce2/
 #   E2E_MRACK    interop rack spec (default testdata/racks/mixed.yaml): its
 #                vm-a has the HiNIC vNIC, its vm-b Soft-RoCE
 #   E2E_GRACK    GPU rack spec (default testdata/racks/two-hicain-gpu.yaml)
 #   E2E_GPU      1: the GPU stage (the default), 0: none; outputs in gpu/
-#   E2E_ONLY     rxe, hicain, ib, mixed or gpu: run one rack only (no
+#   E2E_ONLY     rxe, hicain, ib, roce2, mixed or gpu: run one rack only (no
 #                comparison); gpu implies E2E_GPU=1
 set -euo pipefail
 
@@ -62,11 +67,12 @@ OUT=${E2E_DIR:-.cache/e2e}
 SPEC=${E2E_RACK:-testdata/racks/two-rxe.yaml}
 HSPEC=${E2E_HRACK:-testdata/racks/two-hicain.yaml}
 ISPEC=${E2E_IRACK:-testdata/racks/two-ib.yaml}
+RSPEC=${E2E_RRACK:-testdata/racks/two-racks-roce.yaml}
 MSPEC=${E2E_MRACK:-testdata/racks/mixed.yaml}
 GSPEC=${E2E_GRACK:-testdata/racks/two-hicain-gpu.yaml}
 ONLY=${E2E_ONLY:-}
 GPU=${E2E_GPU:-1}
-case $ONLY in "" | rxe | hicain | ib | mixed) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, mixed or gpu, not $ONLY" >&2; exit 2 ;; esac
+case $ONLY in "" | rxe | hicain | ib | roce2 | mixed) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, roce2, mixed or gpu, not $ONLY" >&2; exit 2 ;; esac
 case $GPU in 0 | 1) ;; *) echo "e2e: E2E_GPU is 0 or 1, not $GPU" >&2; exit 2 ;; esac
 # The cases of the GPU rack: its NICs are the HiNIC rack's, checked there.
 GPU_CASES=(hicart_smi hicart_test hicart_bandwidth)
@@ -255,6 +261,11 @@ fi
 if [[ -z $ONLY || $ONLY == ib ]]; then
 	rack ib "$ISPEC" "$HIMAGE"
 	rack_down ib
+fi
+
+if [[ -z $ONLY || $ONLY == roce2 ]]; then
+	rack roce2 "$RSPEC" "$HIMAGE"
+	rack_down roce2
 fi
 
 if [[ -z $ONLY || $ONLY == mixed ]]; then
