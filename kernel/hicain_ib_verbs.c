@@ -1198,15 +1198,19 @@ static void hicain_wq_free(struct hicain_ibdev *hidev, struct hicain_wq *wq)
 	wq->ring = NULL;
 }
 
-static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp)
+/*
+ * hicain_wqs_free - free a queue's two work queues (a QP's SQ and RQ, an
+ * SRQ's ring and tag-matching ops ring) and the coherent block of its n
+ * doorbell records at *dbrecs (NULL: none, or in mapped pages).
+ */
+static void hicain_wqs_free(struct hicain_ibdev *hidev, struct hicain_wq *a, struct hicain_wq *b,
+			    struct hicain_wq_dbrec **dbrecs, dma_addr_t dbrecs_dma, unsigned int n)
 {
-	struct device *dma_dev = hicain_dma_dev(hidev);
-
-	hicain_wq_free(hidev, &qp->sq);
-	hicain_wq_free(hidev, &qp->rq);
-	if (qp->dbrecs)
-		dma_free_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), qp->dbrecs, qp->dbrecs_dma);
-	qp->dbrecs = NULL;
+	hicain_wq_free(hidev, a);
+	hicain_wq_free(hidev, b);
+	if (*dbrecs)
+		dma_free_coherent(hicain_dma_dev(hidev), n * sizeof(**dbrecs), *dbrecs, dbrecs_dma);
+	*dbrecs = NULL;
 }
 
 /* hicain_wq_keep - as hicain_uq_keep, for either kind of ring. */
@@ -1223,22 +1227,35 @@ static size_t hicain_wq_keep(struct hicain_wq *wq)
 }
 
 /*
- * hicain_qp_release_rings - free the QP's rings, or keep them while the
- * device may still use them (in_use: hicain_admin_lost).
+ * hicain_wqs_release - hicain_wqs_free, or keep all of it while the
+ * device may still use it (in_use: hicain_admin_lost).
  */
-static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+static void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a,
+			       struct hicain_wq *b, struct hicain_wq_dbrec **dbrecs,
+			       dma_addr_t dbrecs_dma, unsigned int n, bool in_use)
 {
 	size_t bytes;
 
 	if (!in_use) {
-		hicain_qp_free_rings(hidev, qp);
+		hicain_wqs_free(hidev, a, b, dbrecs, dbrecs_dma, n);
 		return;
 	}
-	bytes = hicain_wq_keep(&qp->sq) + hicain_wq_keep(&qp->rq);
-	if (qp->dbrecs)
-		bytes += 2 * sizeof(*qp->dbrecs);
-	qp->dbrecs = NULL;
+	bytes = hicain_wq_keep(a) + hicain_wq_keep(b);
+	if (*dbrecs)
+		bytes += n * sizeof(**dbrecs);
+	*dbrecs = NULL;
 	hicain_admin_keep(hidev->hdev, bytes);
+}
+
+static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp)
+{
+	hicain_wqs_free(hidev, &qp->sq, &qp->rq, &qp->dbrecs, qp->dbrecs_dma, 2);
+}
+
+/* hicain_qp_release_rings - hicain_wqs_release of the QP's rings. */
+static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+{
+	hicain_wqs_release(hidev, &qp->sq, &qp->rq, &qp->dbrecs, qp->dbrecs_dma, 2, in_use);
 }
 
 /*
@@ -2067,33 +2084,14 @@ int hicain_destroy_ah(struct ib_ah *ibah, u32 flags)
 
 static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq)
 {
-	struct device *dma_dev = hicain_dma_dev(hidev);
-
-	hicain_wq_free(hidev, &srq->wq);
-	hicain_wq_free(hidev, &srq->ops);
-	if (srq->dbrec)
-		dma_free_coherent(dma_dev, sizeof(*srq->dbrec), srq->dbrec, srq->dbrec_dma);
-	srq->dbrec = NULL;
+	hicain_wqs_free(hidev, &srq->wq, &srq->ops, &srq->dbrec, srq->dbrec_dma, 1);
 }
 
-/*
- * hicain_srq_release_ring - free the SRQ's ring, or keep it while the
- * device may still use it (in_use: hicain_admin_lost).
- */
+/* hicain_srq_release_ring - hicain_wqs_release of the SRQ's rings. */
 static void hicain_srq_release_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq,
 				    bool in_use)
 {
-	size_t bytes;
-
-	if (!in_use) {
-		hicain_srq_free_ring(hidev, srq);
-		return;
-	}
-	bytes = hicain_wq_keep(&srq->wq) + hicain_wq_keep(&srq->ops);
-	if (srq->dbrec)
-		bytes += sizeof(*srq->dbrec);
-	srq->dbrec = NULL;
-	hicain_admin_keep(hidev->hdev, bytes);
+	hicain_wqs_release(hidev, &srq->wq, &srq->ops, &srq->dbrec, srq->dbrec_dma, 1, in_use);
 }
 
 int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
