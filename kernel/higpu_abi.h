@@ -84,7 +84,7 @@
 
 /* dev_status bits (device writes): hinic_dev_abi.h's. */
 #define HIGPU_DEV_READY		HINIC_DEV_READY
-#define HIGPU_DEV_LIVE		HINIC_DEV_LIVE	/* rings accepted: commands are served */
+#define HIGPU_DEV_LIVE		HINIC_DEV_LIVE	/* rings accepted, commands served */
 #define HIGPU_DEV_FATAL		HINIC_DEV_FATAL
 
 /* driver_status bits (hinic_dev_abi.h; then ring HIGPU_DB_CTRL). */
