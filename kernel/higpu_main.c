@@ -223,7 +223,7 @@ static int higpu_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
  *   7. higpu_alloc_vectors: the MSI-X vectors;
  *   8. higpu_up: interrupts, handshake (higpu_down resets the device
  *      and finishes all work in flight);
- *   9. higpu_chr_register: /dev/higpu<gpu_id>.
+ *   9. higpu_register: /dev/higpu<gpu_id>, then the probe's message.
  */
 
 static struct higpu_dev *higpu_alloc(struct pci_dev *pdev, void *bar2, size_t len)
