@@ -23,6 +23,8 @@
 
 #include <linux/types.h>	/* kernel and user space (uapi) alike */
 
+#include "hinic_dev_abi.h"
+
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
 #define HICAIN_ABI_MINOR	14	/* 1.1: SRQ, UD, multicast, device_attr tail;
@@ -82,10 +84,10 @@
 #define HICAIN_IRQ_L2		1	/* L2 TX consumed or RX filled */
 #define HICAIN_IRQ_CQ_BASE	2	/* CQ comp_vector n -> vector 2 + n */
 
-/* dev_status bits (device writes). */
-#define HICAIN_DEV_READY	0x1	/* header valid, accepts the handshake */
-#define HICAIN_DEV_LIVE		0x2	/* driver accepted: queues serve */
-#define HICAIN_DEV_FATAL	0x4	/* fatal_code says why; reset needed */
+/* dev_status bits (device writes); the first three are hinic_dev_abi.h's. */
+#define HICAIN_DEV_READY	HINIC_DEV_READY
+#define HICAIN_DEV_LIVE		HINIC_DEV_LIVE	/* queues serve */
+#define HICAIN_DEV_FATAL	HINIC_DEV_FATAL
 #define HICAIN_DEV_LINK_UP	0x8	/* fabric port attached */
 
 /*
@@ -97,10 +99,10 @@
 #define HICAIN_HEARTBEAT_MS	100
 #define HICAIN_HEARTBEAT_DEAD_MS	3000
 
-/* driver_status bits (driver writes, then rings HICAIN_DB_CTRL). */
-#define HICAIN_DRV_OK		0x1	/* driver bound and ready */
-#define HICAIN_DRV_MSIX_ON	0x2	/* MSI-X enabled: interrupts work */
-#define HICAIN_DRV_RESET	0x4	/* request a reset; device clears it */
+/* driver_status bits (hinic_dev_abi.h; then ring HICAIN_DB_CTRL). */
+#define HICAIN_DRV_OK		HINIC_DRV_OK
+#define HICAIN_DRV_MSIX_ON	HINIC_DRV_MSIX_ON
+#define HICAIN_DRV_RESET	HINIC_DRV_RESET
 
 /* fatal codes */
 #define HICAIN_FATAL_NONE	0
@@ -122,13 +124,8 @@
 #define HICAIN_LINK_INFINIBAND	1
 
 struct hicain_dev_hdr {
-	/* 0x000: identity, written once by the device */
-	__le32 magic;
-	__le16 abi_major;
-	__le16 abi_minor;
-	__le16 vendor_id;
-	__le16 device_id;
-	__le32 bar_size;
+	/* 0x000: identity, written once by the device (hinic_dev_abi.h) */
+	HINIC_DEV_ID_FIELDS;
 	__u8 mac[6];
 	__u8 link_layer;
 	__u8 phys_port_cnt;
@@ -150,12 +147,8 @@ struct hicain_dev_hdr {
 	__le32 max_inline;
 	__le32 max_qp_rd_atom;
 	__le32 rsvd1[6];
-	/* 0x080: status and handshake */
-	__le32 dev_status;	/* device writes */
-	__le32 driver_status;	/* driver writes */
-	__le32 fatal_code;	/* device writes */
-	__le32 reset_count;	/* device increments at each reset */
-	__le32 driver_abi;	/* driver writes (major << 16 | minor) */
+	/* 0x080: status and handshake (hinic_dev_abi.h) */
+	HINIC_DEV_STATUS_FIELDS;
 	__le32 heartbeat;	/* device: +1 every HICAIN_HEARTBEAT_MS (1.14) */
 	__le32 rsvd2[2];
 	/* 0x0a0: ring indices (prod written by producer, cons by consumer) */

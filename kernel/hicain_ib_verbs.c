@@ -23,6 +23,60 @@
 
 #include "hicain_ib.h"
 
+/*
+ * Attributes the device's structures and ib_core's hold under the same
+ * name, copied by a list X(field, bits) of them: bits is the width of
+ * the device's little-endian field (8: a byte, no byte order).
+ */
+#define HICAIN_LE_TO_CPU_8(v)	(v)
+#define HICAIN_LE_TO_CPU_16(v)	le16_to_cpu(v)
+#define HICAIN_LE_TO_CPU_32(v)	le32_to_cpu(v)
+#define HICAIN_CPU_TO_LE_8(v)	(v)
+#define HICAIN_CPU_TO_LE_16(v)	cpu_to_le16(v)
+#define HICAIN_CPU_TO_LE_32(v)	cpu_to_le32(v)
+
+/* HICAIN_FROM_DEV - ib_core's @dst->@f from the device's @src->@f. */
+#define HICAIN_FROM_DEV(dst, src, f, bits)	((dst)->f = HICAIN_LE_TO_CPU_##bits((src)->f))
+/* HICAIN_TO_DEV - the device's @dst->@f from ib_core's @src->@f. */
+#define HICAIN_TO_DEV(dst, src, f, bits)	((dst)->f = HICAIN_CPU_TO_LE_##bits((src)->f))
+
+/* The port attributes both link layers take from the device as they are. */
+#define HICAIN_PORT_ATTR_FIELDS(X)						\
+	X(port_cap_flags, 32)							\
+	X(max_msg_sz, 32)							\
+	X(bad_pkey_cntr, 32)							\
+	X(qkey_viol_cntr, 32)							\
+	X(lid, 16)								\
+	X(sm_lid, 16)								\
+	X(lmc, 8)								\
+	X(max_vl_num, 8)							\
+	X(sm_sl, 8)								\
+	X(subnet_timeout, 8)							\
+	X(active_width, 8)							\
+	X(active_speed, 8)
+
+/*
+ * The QP attributes of struct hicain_qp_attr that MODIFY_QP sends and
+ * QUERY_QP returns as ib_qp_attr holds them (the address vector aside).
+ */
+#define HICAIN_QP_ATTR_FIELDS(X)						\
+	X(qp_state, 32)								\
+	X(cur_qp_state, 32)							\
+	X(path_mtu, 32)								\
+	X(qkey, 32)								\
+	X(rq_psn, 32)								\
+	X(sq_psn, 32)								\
+	X(dest_qp_num, 32)							\
+	X(qp_access_flags, 32)							\
+	X(pkey_index, 16)							\
+	X(port_num, 8)								\
+	X(timeout, 8)								\
+	X(retry_cnt, 8)								\
+	X(rnr_retry, 8)								\
+	X(min_rnr_timer, 8)							\
+	X(max_rd_atomic, 8)							\
+	X(max_dest_rd_atomic, 8)
+
 /* ---- device and port ---- */
 
 int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
@@ -102,18 +156,9 @@ int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 /* The port attributes both link layers take from the device as they are. */
 static void hicain_port_attr_common(const struct hicain_port_attr *a, struct ib_port_attr *props)
 {
-	props->port_cap_flags = le32_to_cpu(a->port_cap_flags);
-	props->max_msg_sz = le32_to_cpu(a->max_msg_sz);
-	props->bad_pkey_cntr = le32_to_cpu(a->bad_pkey_cntr);
-	props->qkey_viol_cntr = le32_to_cpu(a->qkey_viol_cntr);
-	props->lid = le16_to_cpu(a->lid);
-	props->sm_lid = le16_to_cpu(a->sm_lid);
-	props->lmc = a->lmc;
-	props->max_vl_num = a->max_vl_num;
-	props->sm_sl = a->sm_sl;
-	props->subnet_timeout = a->subnet_timeout;
-	props->active_width = a->active_width;
-	props->active_speed = a->active_speed;
+#define X(f, bits) HICAIN_FROM_DEV(props, a, f, bits);
+	HICAIN_PORT_ATTR_FIELDS(X)
+#undef X
 }
 
 int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props)
@@ -1153,15 +1198,19 @@ static void hicain_wq_free(struct hicain_ibdev *hidev, struct hicain_wq *wq)
 	wq->ring = NULL;
 }
 
-static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp)
+/*
+ * hicain_wqs_free - free a queue's two work queues (a QP's SQ and RQ, an
+ * SRQ's ring and tag-matching ops ring) and the coherent block of its n
+ * doorbell records at *dbrecs (NULL: none, or in mapped pages).
+ */
+static void hicain_wqs_free(struct hicain_ibdev *hidev, struct hicain_wq *a, struct hicain_wq *b,
+			    struct hicain_wq_dbrec **dbrecs, dma_addr_t dbrecs_dma, unsigned int n)
 {
-	struct device *dma_dev = hicain_dma_dev(hidev);
-
-	hicain_wq_free(hidev, &qp->sq);
-	hicain_wq_free(hidev, &qp->rq);
-	if (qp->dbrecs)
-		dma_free_coherent(dma_dev, 2 * sizeof(*qp->dbrecs), qp->dbrecs, qp->dbrecs_dma);
-	qp->dbrecs = NULL;
+	hicain_wq_free(hidev, a);
+	hicain_wq_free(hidev, b);
+	if (*dbrecs)
+		dma_free_coherent(hicain_dma_dev(hidev), n * sizeof(**dbrecs), *dbrecs, dbrecs_dma);
+	*dbrecs = NULL;
 }
 
 /* hicain_wq_keep - as hicain_uq_keep, for either kind of ring. */
@@ -1178,22 +1227,35 @@ static size_t hicain_wq_keep(struct hicain_wq *wq)
 }
 
 /*
- * hicain_qp_release_rings - free the QP's rings, or keep them while the
- * device may still use them (in_use: hicain_admin_lost).
+ * hicain_wqs_release - hicain_wqs_free, or keep all of it while the
+ * device may still use it (in_use: hicain_admin_lost).
  */
-static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+static void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a,
+			       struct hicain_wq *b, struct hicain_wq_dbrec **dbrecs,
+			       dma_addr_t dbrecs_dma, unsigned int n, bool in_use)
 {
 	size_t bytes;
 
 	if (!in_use) {
-		hicain_qp_free_rings(hidev, qp);
+		hicain_wqs_free(hidev, a, b, dbrecs, dbrecs_dma, n);
 		return;
 	}
-	bytes = hicain_wq_keep(&qp->sq) + hicain_wq_keep(&qp->rq);
-	if (qp->dbrecs)
-		bytes += 2 * sizeof(*qp->dbrecs);
-	qp->dbrecs = NULL;
+	bytes = hicain_wq_keep(a) + hicain_wq_keep(b);
+	if (*dbrecs)
+		bytes += n * sizeof(**dbrecs);
+	*dbrecs = NULL;
 	hicain_admin_keep(hidev->hdev, bytes);
+}
+
+static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp)
+{
+	hicain_wqs_free(hidev, &qp->sq, &qp->rq, &qp->dbrecs, qp->dbrecs_dma, 2);
+}
+
+/* hicain_qp_release_rings - hicain_wqs_release of the QP's rings. */
+static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+{
+	hicain_wqs_release(hidev, &qp->sq, &qp->rq, &qp->dbrecs, qp->dbrecs_dma, 2, in_use);
 }
 
 /*
@@ -1527,22 +1589,9 @@ int hicain_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_MODIFY_QP);
 	m->qpn = cpu_to_le32(qp->qpn);
 	m->attr_mask = cpu_to_le32(mask);
-	a->qp_state = cpu_to_le32(attr->qp_state);
-	a->cur_qp_state = cpu_to_le32(attr->cur_qp_state);
-	a->path_mtu = cpu_to_le32(attr->path_mtu);
-	a->qkey = cpu_to_le32(attr->qkey);
-	a->rq_psn = cpu_to_le32(attr->rq_psn);
-	a->sq_psn = cpu_to_le32(attr->sq_psn);
-	a->dest_qp_num = cpu_to_le32(attr->dest_qp_num);
-	a->qp_access_flags = cpu_to_le32(attr->qp_access_flags);
-	a->pkey_index = cpu_to_le16(attr->pkey_index);
-	a->port_num = attr->port_num;
-	a->timeout = attr->timeout;
-	a->retry_cnt = attr->retry_cnt;
-	a->rnr_retry = attr->rnr_retry;
-	a->min_rnr_timer = attr->min_rnr_timer;
-	a->max_rd_atomic = attr->max_rd_atomic;
-	a->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+#define X(f, bits) HICAIN_TO_DEV(a, attr, f, bits);
+	HICAIN_QP_ATTR_FIELDS(X)
+#undef X
 	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
 }
 
@@ -1599,23 +1648,10 @@ int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (ret)
 		return ret;
 	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = le32_to_cpu(a.qp_state);
-	attr->cur_qp_state = le32_to_cpu(a.cur_qp_state);
-	attr->path_mtu = le32_to_cpu(a.path_mtu);
+#define X(f, bits) HICAIN_FROM_DEV(attr, &a, f, bits);
+	HICAIN_QP_ATTR_FIELDS(X)
+#undef X
 	attr->path_mig_state = IB_MIG_MIGRATED;
-	attr->qkey = le32_to_cpu(a.qkey);
-	attr->rq_psn = le32_to_cpu(a.rq_psn);
-	attr->sq_psn = le32_to_cpu(a.sq_psn);
-	attr->dest_qp_num = le32_to_cpu(a.dest_qp_num);
-	attr->qp_access_flags = le32_to_cpu(a.qp_access_flags);
-	attr->pkey_index = le16_to_cpu(a.pkey_index);
-	attr->port_num = a.port_num;
-	attr->timeout = a.timeout;
-	attr->retry_cnt = a.retry_cnt;
-	attr->rnr_retry = a.rnr_retry;
-	attr->min_rnr_timer = a.min_rnr_timer;
-	attr->max_rd_atomic = a.max_rd_atomic;
-	attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
 	attr->sq_draining = a.sq_draining;
 	attr->cap = qp->cap;
 	if (attr->qp_state >= IB_QPS_RTR && attr->qp_state != IB_QPS_ERR)
@@ -2048,33 +2084,14 @@ int hicain_destroy_ah(struct ib_ah *ibah, u32 flags)
 
 static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq)
 {
-	struct device *dma_dev = hicain_dma_dev(hidev);
-
-	hicain_wq_free(hidev, &srq->wq);
-	hicain_wq_free(hidev, &srq->ops);
-	if (srq->dbrec)
-		dma_free_coherent(dma_dev, sizeof(*srq->dbrec), srq->dbrec, srq->dbrec_dma);
-	srq->dbrec = NULL;
+	hicain_wqs_free(hidev, &srq->wq, &srq->ops, &srq->dbrec, srq->dbrec_dma, 1);
 }
 
-/*
- * hicain_srq_release_ring - free the SRQ's ring, or keep it while the
- * device may still use it (in_use: hicain_admin_lost).
- */
+/* hicain_srq_release_ring - hicain_wqs_release of the SRQ's rings. */
 static void hicain_srq_release_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq,
 				    bool in_use)
 {
-	size_t bytes;
-
-	if (!in_use) {
-		hicain_srq_free_ring(hidev, srq);
-		return;
-	}
-	bytes = hicain_wq_keep(&srq->wq) + hicain_wq_keep(&srq->ops);
-	if (srq->dbrec)
-		bytes += sizeof(*srq->dbrec);
-	srq->dbrec = NULL;
-	hicain_admin_keep(hidev->hdev, bytes);
+	hicain_wqs_release(hidev, &srq->wq, &srq->ops, &srq->dbrec, srq->dbrec_dma, 1, in_use);
 }
 
 int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,

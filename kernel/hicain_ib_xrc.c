@@ -17,11 +17,23 @@
 
 #include "hicain_ib.h"
 
+/* hicain_has_cap - the device speaks ABI 1.minor or later and says cap. */
+static bool hicain_has_cap(struct hicain_ibdev *hidev, u16 minor, u32 cap)
+{
+	return hicain_abi_minor_at_least(hidev, minor) &&
+	       (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & cap);
+}
+
 /* hicain_xrc_ok - the device does XRC (ABI 1.11, HICAIN_CAP_XRC). */
 bool hicain_xrc_ok(struct hicain_ibdev *hidev)
 {
-	return hicain_abi_minor_at_least(hidev, 11) &&
-	       (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_XRC);
+	return hicain_has_cap(hidev, 11, HICAIN_CAP_XRC);
+}
+
+/* hicain_tm_ok - the device does tag matching (ABI 1.13, HICAIN_CAP_TM). */
+bool hicain_tm_ok(struct hicain_ibdev *hidev)
+{
+	return hicain_has_cap(hidev, 13, HICAIN_CAP_TM);
 }
 
 int hicain_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
@@ -79,13 +91,6 @@ int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr
 	default:
 		return -EOPNOTSUPP;
 	}
-}
-
-/* hicain_tm_ok - the device does tag matching (ABI 1.13, HICAIN_CAP_TM). */
-bool hicain_tm_ok(struct hicain_ibdev *hidev)
-{
-	return hicain_abi_minor_at_least(hidev, 13) &&
-	       (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & HICAIN_CAP_TM);
 }
 
 /*

@@ -37,9 +37,6 @@
 
 #define DRV_NAME "hicain_net"
 
-#define HICAIN_PCI_VENDOR	0x1af4	/* Red Hat / Qumranet */
-#define HICAIN_PCI_DEVICE	0x1110	/* ivshmem */
-
 #define HICAIN_TX_MASK		(HICAIN_L2_TX_ENTRIES - 1)
 #define HICAIN_RX_MASK		(HICAIN_L2_RX_ENTRIES - 1)
 #define HICAIN_TX_WAKE		(HICAIN_L2_TX_ENTRIES / 4)
@@ -132,65 +129,40 @@ static u32 hicain_dev_status(struct hicain_dev *hdev)
 
 void hicain_ring_doorbell(struct hicain_dev *hdev, unsigned int db)
 {
-	/* writel orders the preceding stores to BAR2 and RAM before it. */
-	writel((HICAIN_BACKEND_PEER << 16) | (db & 0xff),
-	       hdev->bar0 + HICAIN_BAR0_DOORBELL);
+	hinic_ivshmem_doorbell(hdev->bar0, db);
 }
 EXPORT_SYMBOL_GPL(hicain_ring_doorbell);
 
 /* ---- handshake and reset ---- */
 
+static const struct hinic_ivshmem_id hicain_id =
+	HINIC_IVSHMEM_ID("HiNIC", HICAIN, hicain_dev_hdr);
+
 /*
- * hicain_hw_start - the driver-ready handshake (device-abi.md, step 2):
- * driver_abi, then driver_status = OK | MSIX_ON, then doorbell 0. MSI-X
- * must be enabled and the handlers installed: the device raises vector
- * 0 as soon as it goes live. The device also writes dev_status, so poll
- * it rather than trust the interrupt.
+ * hicain_hw_start - the driver-ready handshake (device-abi.md, step 2).
+ * MSI-X must be enabled and the handlers installed: the device raises
+ * vector 0 as soon as it goes live.
  */
 static int hicain_hw_start(struct hicain_dev *hdev)
 {
-	struct hicain_dev_hdr *h = hdev->hdr;
-
-	hdr_store(&h->driver_abi, HICAIN_ABI_MAJOR << 16 | HICAIN_ABI_MINOR);
-	dma_wmb();
-	hdr_store(&h->driver_status, HICAIN_DRV_OK | HICAIN_DRV_MSIX_ON);
-	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
-	return hinic_ivshmem_wait_live(hdev->pdev, h, HICAIN_DEV_LIVE, HICAIN_DEV_FATAL,
-				       HICAIN_HANDSHAKE_MS);
+	return hinic_ivshmem_start(hdev->pdev, &hicain_id, hdev->bar2, hdev->bar0);
 }
 
 /*
  * hicain_hw_reset - ask the device to forget everything of this guest
- * (device-abi.md, step 4). The device rebuilds the header and stores
- * reset_count + 1 last, so seeing exactly that value means the header
- * is complete again. driver_status is cleared by the device: it raises
- * no interrupt until the next hicain_hw_start.
+ * (device-abi.md, step 4); the queue indices start again at 0.
+ * driver_status is cleared by the device: it raises no interrupt until
+ * the next hicain_hw_start.
  */
 static int hicain_hw_reset(struct hicain_dev *hdev)
 {
-	struct hicain_dev_hdr *h = hdev->hdr;
-	unsigned long deadline;
 	unsigned long flags;
-	u32 old = hdr_load(&h->reset_count);
+	int ret;
 
-	if (hicain_dev_dead(hdev))
-		return -ENODEV;
-	hdr_store(&h->driver_status, HICAIN_DRV_RESET);
-	hicain_ring_doorbell(hdev, HICAIN_DB_CTRL);
-
-	deadline = jiffies + msecs_to_jiffies(HICAIN_HANDSHAKE_MS);
-	while (hdr_load(&h->reset_count) != old + 1 ||
-	       hdr_load(&h->magic) != HICAIN_MAGIC) {
-		if (hicain_dev_dead(hdev))
-			return -ENODEV;
-		if (time_after(jiffies, deadline)) {
-			dev_err(&hdev->pdev->dev, "device reset timed out\n");
-			return -ETIMEDOUT;
-		}
-		usleep_range(500, 1000);
-	}
-	dma_rmb();
-	hdev->reset_count = old + 1;
+	ret = hinic_ivshmem_reset(hdev->pdev, &hicain_id, hdev->bar2, hdev->bar0, &hdev->dead,
+				  &hdev->reset_count);
+	if (ret)
+		return ret;
 	hdev->admin_sq_prod = 0;
 	hdev->admin_cq_cons = 0;
 	spin_lock_irqsave(&hdev->eq_lock, flags);
@@ -350,8 +322,9 @@ static void hicain_adev_release(struct device *dev)
  * hicain_adev_create - the function's RDMA auxiliary device, last in
  * probe. Without it the function is an Ethernet NIC only.
  */
-static void hicain_adev_create(struct hicain_dev *hdev)
+static int hicain_adev_create(struct hicain_priv *priv)
 {
+	struct hicain_dev *hdev = &priv->hdev;
 	struct hicain_adev *hadev;
 	int ret;
 
@@ -380,15 +353,17 @@ static void hicain_adev_create(struct hicain_dev *hdev)
 	mutex_lock(&hdev->adev_lock);
 	hdev->adev = hadev;
 	mutex_unlock(&hdev->adev_lock);
-	return;
+	return 0;
 
 err:
 	dev_warn(&hdev->pdev->dev, "no RDMA auxiliary device: Ethernet only\n");
+	return 0;
 }
 
 /* hicain_adev_destroy - first in remove: unbinds hicain_ib. */
-static void hicain_adev_destroy(struct hicain_dev *hdev)
+static void hicain_adev_destroy(struct hicain_priv *priv)
 {
+	struct hicain_dev *hdev = &priv->hdev;
 	struct hicain_adev *hadev;
 
 	mutex_lock(&hdev->adev_lock);
@@ -1106,24 +1081,12 @@ static void hicain_watchdog_start(struct hicain_priv *priv)
 
 /* ---- PCI ---- */
 
-static const struct hinic_ivshmem_id hicain_id = {
-	.name		= "HiNIC",
-	.magic		= HICAIN_MAGIC,
-	.abi_major	= HICAIN_ABI_MAJOR,
-	.vendor_id	= HICAIN_VENDOR_ID,
-	.device_id	= HICAIN_DEVICE_ID,
-};
-
 /* hicain_check_bar2 - BAR2 holds a HiNIC header this driver speaks. */
 static int hicain_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
 {
 	struct hicain_dev_hdr *h = bar2 + HICAIN_HDR_OFF;
-	int ret;
 
-	ret = hinic_ivshmem_check_id(pdev, h, &hicain_id);
-	if (ret)
-		return ret;
-	if (le32_to_cpu(h->bar_size) > len || len < HICAIN_BAR2_MIN_SIZE) {
+	if (len < HICAIN_BAR2_MIN_SIZE) {
 		dev_err(&pdev->dev, "BAR2 of %zu bytes, header says %u\n", len,
 			le32_to_cpu(h->bar_size));
 		return -ENODEV;
@@ -1137,7 +1100,7 @@ static int hicain_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
  *   1. pci_enable_device;
  *   2. pci_request_regions;
  *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hinic_ivshmem_open);
- *   4. hicain_alloc_priv: the netdev that holds hicain_priv, its NAPI;
+ *   4. hicain_alloc: the netdev that holds hicain_priv, its NAPI;
  *   5. pci_iomap of BAR0, and a reset of a device left live;
  *   6. hicain_alloc_vectors: the MSI-X vectors;
  *   7. hicain_rx_alloc_all: the RX buffers;
@@ -1147,8 +1110,8 @@ static int hicain_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
  *  10. hicain_adev_create: the RDMA auxiliary device.
  */
 
-/* hicain_alloc_priv - stage 4: the netdev, the private state it holds. */
-static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, size_t len)
+/* hicain_alloc - stage 4: the netdev, the private state it holds. */
+static struct hicain_priv *hicain_alloc(struct pci_dev *pdev, void *bar2, size_t len)
 {
 	struct net_device *ndev;
 	struct hicain_priv *priv;
@@ -1191,7 +1154,7 @@ static struct hicain_priv *hicain_alloc_priv(struct pci_dev *pdev, void *bar2, s
 	return priv;
 }
 
-static void hicain_free_priv(struct hicain_priv *priv)
+static void hicain_free(struct hicain_priv *priv)
 {
 	netif_napi_del(&priv->napi);
 	free_netdev(priv->ndev);
@@ -1205,18 +1168,9 @@ static void hicain_free_priv(struct hicain_priv *priv)
 static int hicain_map_bar0(struct hicain_priv *priv)
 {
 	struct hicain_dev *hdev = &priv->hdev;
-	int ret;
 
-	hdev->bar0 = pci_iomap(hdev->pdev, 0, 0);
-	if (!hdev->bar0)
-		return -ENOMEM;
-	hdev->reset_count = hdr_load(&hdev->hdr->reset_count);
-	if (!(hicain_dev_status(hdev) & (HICAIN_DEV_LIVE | HICAIN_DEV_FATAL)))
-		return 0;
-	ret = hicain_hw_reset(hdev);
-	if (ret)
-		pci_iounmap(hdev->pdev, hdev->bar0);
-	return ret;
+	return hinic_ivshmem_map_bar0(hdev->pdev, &hicain_id, hdev->bar2, &hdev->bar0,
+				      &hdev->reset_count);
 }
 
 static void hicain_unmap_bar0(struct hicain_priv *priv)
@@ -1344,75 +1298,17 @@ static void hicain_unregister(struct hicain_priv *priv)
 		unregister_netdev(priv->ndev);
 }
 
-DEFINE_HINIC_STAGES(hicain, struct hicain_priv);
-
 /*
- * hicain_stages - what hicain_probe sets up once priv exists, in order
- * (stages 5 to 9); a failed probe and hicain_remove undo them in
- * reverse order.
+ * The driver: stages 1 to 4 and, once priv exists, stages 5 to 10 in
+ * order; a failed probe and hicain_remove undo them in reverse order.
  */
-static const struct hicain_stage hicain_stages[] = {
+DEFINE_HINIC_IVSHMEM_DRIVER(hicain, DRV_NAME, struct hicain_priv, hdev.bar2,
 	{ hicain_map_bar0, hicain_unmap_bar0 },
 	{ hicain_alloc_vectors, hicain_free_vectors },
 	{ hicain_rx_alloc_all, hicain_rx_release },
 	{ hicain_up, hicain_down },
 	{ hicain_register, hicain_unregister },
-};
-
-static int hicain_probe(struct pci_dev *pdev, const struct pci_device_id *id)
-{
-	struct hicain_priv *priv;
-	void *bar2;
-	size_t len;
-	int ret;
-
-	ret = hinic_ivshmem_open(pdev, DRV_NAME, HICAIN_HDR_OFF + sizeof(struct hicain_dev_hdr),
-				 hicain_check_bar2, &bar2, &len);
-	if (ret)
-		return ret;
-	priv = hicain_alloc_priv(pdev, bar2, len);
-	if (!priv) {
-		ret = -ENOMEM;
-		goto err_close;
-	}
-	ret = hicain_setup(hicain_stages, ARRAY_SIZE(hicain_stages), priv);
-	if (ret)
-		goto err_free_priv;
-	hicain_adev_create(&priv->hdev);
-	return 0;
-
-err_free_priv:
-	hicain_free_priv(priv);
-err_close:
-	hinic_ivshmem_close(pdev, bar2);
-	return ret;
-}
-
-/* hicain_remove - hicain_probe's stages undone in reverse order. */
-static void hicain_remove(struct pci_dev *pdev)
-{
-	struct hicain_priv *priv = pci_get_drvdata(pdev);
-	void *bar2 = priv->hdev.bar2;
-
-	hicain_adev_destroy(&priv->hdev);
-	hicain_teardown(hicain_stages, ARRAY_SIZE(hicain_stages), priv);
-	hicain_free_priv(priv);
-	hinic_ivshmem_close(pdev, bar2);
-}
-
-static const struct pci_device_id hicain_pci_ids[] = {
-	{ PCI_DEVICE(HICAIN_PCI_VENDOR, HICAIN_PCI_DEVICE) },
-	{ }
-};
-MODULE_DEVICE_TABLE(pci, hicain_pci_ids);
-
-static struct pci_driver hicain_pci_driver = {
-	.name		= DRV_NAME,
-	.id_table	= hicain_pci_ids,
-	.probe		= hicain_probe,
-	.remove		= hicain_remove,
-};
-module_pci_driver(hicain_pci_driver);
+	{ hicain_adev_create, hicain_adev_destroy });
 
 MODULE_DESCRIPTION("HiNIC emulated RDMA NIC: Ethernet driver");
 MODULE_AUTHOR("PacketFive");

@@ -35,10 +35,6 @@
 
 #define HIGPU_DRV_NAME		"higpu"
 
-/* ivshmem BAR0 registers (QEMU docs/specs/ivshmem-spec.txt). */
-#define HIGPU_BAR0_DOORBELL	12
-#define HIGPU_BACKEND_PEER	0	/* the backend is ivshmem peer 0 */
-
 #define HIGPU_RING_ENTRIES	256	/* both rings, within ring_min..ring_max */
 #define HIGPU_SLOTS		512	/* pieces of work in flight, all files */
 

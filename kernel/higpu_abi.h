@@ -37,6 +37,8 @@
 #include <assert.h>		/* static_assert (C11) */
 #endif
 
+#include "hinic_dev_abi.h"
+
 #define HIGPU_MAGIC		0x55504748U	/* "HGPU" little-endian */
 #define HIGPU_ABI_MAJOR		1
 #define HIGPU_ABI_MINOR		0
@@ -80,15 +82,15 @@
 #define HIGPU_NUM_IRQ		2
 #define HIGPU_MIN_VECTORS	2	/* QEMU's vectors= must be at least this */
 
-/* dev_status bits (device writes). */
-#define HIGPU_DEV_READY		0x1	/* header valid, accepts the handshake */
-#define HIGPU_DEV_LIVE		0x2	/* rings accepted: commands are served */
-#define HIGPU_DEV_FATAL		0x4	/* fatal_code says why; reset needed */
+/* dev_status bits (device writes): hinic_dev_abi.h's. */
+#define HIGPU_DEV_READY		HINIC_DEV_READY
+#define HIGPU_DEV_LIVE		HINIC_DEV_LIVE	/* rings accepted, commands served */
+#define HIGPU_DEV_FATAL		HINIC_DEV_FATAL
 
-/* driver_status bits (driver writes, then rings HIGPU_DB_CTRL). */
-#define HIGPU_DRV_OK		0x1	/* rings programmed, driver ready */
-#define HIGPU_DRV_MSIX_ON	0x2	/* MSI-X enabled: interrupts work */
-#define HIGPU_DRV_RESET		0x4	/* request a reset; device clears it */
+/* driver_status bits (hinic_dev_abi.h; then ring HIGPU_DB_CTRL). */
+#define HIGPU_DRV_OK		HINIC_DRV_OK	/* rings programmed, driver ready */
+#define HIGPU_DRV_MSIX_ON	HINIC_DRV_MSIX_ON
+#define HIGPU_DRV_RESET		HINIC_DRV_RESET
 
 /* fatal_code: why HIGPU_DEV_FATAL is set. Only a reset leaves it. */
 #define HIGPU_FATAL_NONE	0
@@ -137,13 +139,8 @@
  * monotonic clock of the backend, shared by all its GPUs.
  */
 struct higpu_dev_hdr {
-	/* 0x000: identity, written once by the device (magic last) */
-	__le32 magic;
-	__le16 abi_major;
-	__le16 abi_minor;
-	__le16 vendor_id;
-	__le16 device_id;
-	__le32 bar_size;
+	/* 0x000: identity, written once by the device (hinic_dev_abi.h) */
+	HINIC_DEV_ID_FIELDS;
 	__u8 gpu_id;		/* 0..7 */
 	__u8 hilink_ports;	/* peer-fabric ports (0: none) */
 	__le16 rsvd0;
@@ -164,12 +161,8 @@ struct higpu_dev_hdr {
 	__le32 ring_min;	/* HIGPU_RING_MIN */
 	__le32 ring_max;	/* HIGPU_RING_MAX */
 	__le32 rsvd1[2];
-	/* 0x080: status and handshake */
-	__le32 dev_status;	/* device writes */
-	__le32 driver_status;	/* driver writes */
-	__le32 fatal_code;	/* device writes */
-	__le32 reset_count;	/* device increments at each reset */
-	__le32 driver_abi;	/* driver writes (major << 16 | minor) */
+	/* 0x080: status and handshake (hinic_dev_abi.h) */
+	HINIC_DEV_STATUS_FIELDS;
 	__le32 rsvd2[3];
 	/* 0x0a0: rings, programmed by the driver before HIGPU_DRV_OK */
 	__le64 cmd_ring_gpa;	/* cmd_entries x struct higpu_cmd */

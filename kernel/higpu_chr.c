@@ -686,11 +686,7 @@ static bool higpu_event_take(struct higpu_file *f, u32 id)
 	if (ev->used)
 		return false;
 	/* queued stays: the device's record count of the id goes on. */
-	ev->used = true;
-	ev->last_seq = 0;
-	ev->last_done = false;
-	ev->last_status = 0;
-	ev->timestamp_ns = 0;
+	*ev = (struct higpu_fevent){ .used = true, .queued = ev->queued };
 	return true;
 }
 
@@ -704,37 +700,57 @@ static bool higpu_event_drop(struct higpu_file *f, u32 id)
 	return true;
 }
 
-/* Stream 0, the default stream, is always there. */
-static int higpu_ioc_stream_create(struct higpu_file *f, void *arg, unsigned int ioc)
-{
-	struct higpu_stream *a = arg;
+/*
+ * The ids a file hands out: streams (stream 0, the default stream, is
+ * always there) and events, with their take and drop.
+ */
+struct higpu_ids {
+	u32 first;
+	higpu_id_fn take;
+	higpu_id_fn drop;
+};
 
-	return higpu_id_new(f, 1, f->dev->max_streams, higpu_stream_take, &a->id);
+static const struct higpu_ids higpu_stream_ids = { 1, higpu_stream_take, higpu_stream_drop };
+static const struct higpu_ids higpu_event_ids = { 0, higpu_event_take, higpu_event_drop };
+
+/* The uapi's stream and event ids are alike: higpu_ioc_id_* take either. */
+static_assert(sizeof(struct higpu_stream) == sizeof(struct higpu_event));
+static_assert(offsetof(struct higpu_stream, id) == offsetof(struct higpu_event, id));
+static_assert(offsetof(struct higpu_stream, rsvd) == offsetof(struct higpu_event, rsvd));
+
+/* higpu_ids_of - the ids ioctl ioc creates or destroys, *n of them. */
+static const struct higpu_ids *higpu_ids_of(struct higpu_file *f, unsigned int ioc, u32 *n)
+{
+	if (ioc == HIGPU_IOC_STREAM_CREATE || ioc == HIGPU_IOC_STREAM_DESTROY) {
+		*n = f->dev->max_streams;
+		return &higpu_stream_ids;
+	}
+	*n = f->dev->max_events;
+	return &higpu_event_ids;
 }
 
-static int higpu_ioc_stream_destroy(struct higpu_file *f, void *arg, unsigned int ioc)
+/* HIGPU_IOC_STREAM_CREATE, HIGPU_IOC_EVENT_CREATE */
+static int higpu_ioc_id_create(struct higpu_file *f, void *arg, unsigned int ioc)
 {
 	struct higpu_stream *a = arg;
+	const struct higpu_ids *ids;
+	u32 n;
+
+	ids = higpu_ids_of(f, ioc, &n);
+	return higpu_id_new(f, ids->first, n, ids->take, &a->id);
+}
+
+/* HIGPU_IOC_STREAM_DESTROY, HIGPU_IOC_EVENT_DESTROY */
+static int higpu_ioc_id_destroy(struct higpu_file *f, void *arg, unsigned int ioc)
+{
+	struct higpu_stream *a = arg;
+	const struct higpu_ids *ids;
+	u32 n;
 
 	if (a->rsvd)
 		return -EINVAL;
-	return higpu_id_drop(f, 1, f->dev->max_streams, higpu_stream_drop, a->id);
-}
-
-static int higpu_ioc_event_create(struct higpu_file *f, void *arg, unsigned int ioc)
-{
-	struct higpu_event *a = arg;
-
-	return higpu_id_new(f, 0, f->dev->max_events, higpu_event_take, &a->id);
-}
-
-static int higpu_ioc_event_destroy(struct higpu_file *f, void *arg, unsigned int ioc)
-{
-	struct higpu_event *a = arg;
-
-	if (a->rsvd)
-		return -EINVAL;
-	return higpu_id_drop(f, 0, f->dev->max_events, higpu_event_drop, a->id);
+	ids = higpu_ids_of(f, ioc, &n);
+	return higpu_id_drop(f, ids->first, n, ids->drop, a->id);
 }
 
 /* higpu_event_state - QUERY's answer for event id (checked by the caller). */
@@ -1063,12 +1079,12 @@ static const struct higpu_ioctl_desc higpu_ioctls[] = {
 	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_COPY, higpu_ioc_copy, struct higpu_copy),
 	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_MEMSET, higpu_ioc_memset, struct higpu_memset),
 	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_LAUNCH, higpu_ioc_launch, struct higpu_launch),
-	HIGPU_IOCTL(HIGPU_IOC_STREAM_CREATE, higpu_ioc_stream_create),
-	HIGPU_IOCTL(HIGPU_IOC_STREAM_DESTROY, higpu_ioc_stream_destroy),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_CREATE, higpu_ioc_id_create),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_DESTROY, higpu_ioc_id_destroy),
 	HIGPU_IOCTL(HIGPU_IOC_STREAM_SYNC, higpu_ioc_sync),
 	HIGPU_IOCTL(HIGPU_IOC_SYNC, higpu_ioc_sync),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_CREATE, higpu_ioc_event_create),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_DESTROY, higpu_ioc_event_destroy),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_CREATE, higpu_ioc_id_create),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_DESTROY, higpu_ioc_id_destroy),
 	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_EVENT_RECORD, higpu_ioc_event_op, struct higpu_event_op),
 	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_STREAM_WAIT_EVENT, higpu_ioc_event_op, struct higpu_event_op),
 	HIGPU_IOCTL(HIGPU_IOC_EVENT_QUERY, higpu_ioc_event_query),

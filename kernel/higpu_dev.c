@@ -16,6 +16,7 @@
 #include <linux/slab.h>
 
 #include "higpu.h"
+#include "hinic_ivshmem.h"
 
 void higpu_slots_init(struct higpu_dev *dev)
 {
@@ -171,8 +172,7 @@ static bool higpu_sq_ready(struct higpu_dev *dev)
 
 void higpu_ring_doorbell(struct higpu_dev *dev, unsigned int db)
 {
-	/* writel orders the ring and index stores before it. */
-	writel((HIGPU_BACKEND_PEER << 16) | (db & 0xffff), dev->bar0 + HIGPU_BAR0_DOORBELL);
+	hinic_ivshmem_doorbell(dev->bar0, db);
 }
 
 /* higpu_room_wait - one wait for ring room or a slot, as mode says. */

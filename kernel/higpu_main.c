@@ -25,9 +25,6 @@
 #include "higpu.h"
 #include "hinic_ivshmem.h"
 
-#define HIGPU_PCI_VENDOR	0x1af4	/* Red Hat / Qumranet */
-#define HIGPU_PCI_DEVICE	0x1110	/* ivshmem */
-
 static u32 higpu_dev_status(struct higpu_dev *dev)
 {
 	return higpu_load(&dev->hdr->dev_status);
@@ -35,11 +32,12 @@ static u32 higpu_dev_status(struct higpu_dev *dev)
 
 /* ---- handshake and reset ---- */
 
+static const struct hinic_ivshmem_id higpu_id = HINIC_IVSHMEM_ID("HiGPU", HIGPU, higpu_dev_hdr);
+
 /*
- * higpu_hw_start - the handshake (higpu_abi.h): driver_abi and the
- * rings, then driver_status = OK | MSIX_ON and the control doorbell.
- * The interrupt handlers are in place; dev_status is polled, not trusted
- * to come with an interrupt.
+ * higpu_hw_start - the handshake (higpu_abi.h): the rings, then
+ * driver_abi, driver_status = OK | MSIX_ON and the control doorbell.
+ * The interrupt handlers are in place.
  */
 static int higpu_hw_start(struct higpu_dev *dev)
 {
@@ -49,48 +47,23 @@ static int higpu_hw_start(struct higpu_dev *dev)
 	dev->cpl_cons = 0;
 	memset(dev->cmd_ring, 0, HIGPU_RING_ENTRIES * sizeof(*dev->cmd_ring));
 	memset(dev->cpl_ring, 0, HIGPU_RING_ENTRIES * sizeof(*dev->cpl_ring));
-	higpu_store(&h->driver_abi, HIGPU_ABI_MAJOR << 16 | HIGPU_ABI_MINOR);
 	WRITE_ONCE(h->cmd_ring_gpa, cpu_to_le64(dev->cmd_dma));
 	WRITE_ONCE(h->cpl_ring_gpa, cpu_to_le64(dev->cpl_dma));
 	higpu_store(&h->cmd_entries, HIGPU_RING_ENTRIES);
 	higpu_store(&h->cpl_entries, HIGPU_RING_ENTRIES);
 	higpu_store(&h->cmd_prod, 0);
 	higpu_store(&h->cpl_cons, 0);
-	dma_wmb();
-	higpu_store(&h->driver_status, HIGPU_DRV_OK | HIGPU_DRV_MSIX_ON);
-	higpu_ring_doorbell(dev, HIGPU_DB_CTRL);
-	return hinic_ivshmem_wait_live(dev->pdev, h, HIGPU_DEV_LIVE, HIGPU_DEV_FATAL,
-				       HIGPU_HANDSHAKE_MS);
+	return hinic_ivshmem_start(dev->pdev, &higpu_id, dev->bar2, dev->bar0);
 }
 
 /*
- * higpu_hw_reset - the device drops every command and context of ours.
- * It rewrites the header and sets HIGPU_DEV_READY with reset_count + 1;
- * seeing that, with the magic, means it is done.
+ * higpu_hw_reset - the device drops every command and context of ours
+ * and rewrites the header.
  */
 static int higpu_hw_reset(struct higpu_dev *dev)
 {
-	struct higpu_dev_hdr *h = dev->hdr;
-	unsigned long deadline;
-	u32 old = higpu_load(&h->reset_count);
-
-	higpu_store(&h->driver_status, HIGPU_DRV_RESET);
-	higpu_ring_doorbell(dev, HIGPU_DB_CTRL);
-
-	deadline = jiffies + msecs_to_jiffies(HIGPU_HANDSHAKE_MS);
-	while (higpu_load(&h->reset_count) != old + 1 ||
-	       higpu_load(&h->magic) != HIGPU_MAGIC ||
-	       !(higpu_dev_status(dev) & HIGPU_DEV_READY) ||
-	       (higpu_dev_status(dev) & HIGPU_DEV_LIVE)) {
-		if (time_after(jiffies, deadline)) {
-			dev_err(&dev->pdev->dev, "device reset timed out\n");
-			return -ETIMEDOUT;
-		}
-		usleep_range(500, 1000);
-	}
-	dma_rmb();
-	dev->reset_count = old + 1;
-	return 0;
+	return hinic_ivshmem_reset(dev->pdev, &higpu_id, dev->bar2, dev->bar0, NULL,
+				   &dev->reset_count);
 }
 
 /*
@@ -216,24 +189,12 @@ static void higpu_free_irqs(struct higpu_dev *dev)
 
 /* ---- PCI ---- */
 
-static const struct hinic_ivshmem_id higpu_id = {
-	.name		= "HiGPU",
-	.magic		= HIGPU_MAGIC,
-	.abi_major	= HIGPU_ABI_MAJOR,
-	.vendor_id	= HIGPU_VENDOR_ID,
-	.device_id	= HIGPU_DEVICE_ID,
-};
-
 /* higpu_check_bar2 - BAR2 holds a HiGPU header this driver speaks. */
 static int higpu_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
 {
 	struct higpu_dev_hdr *h = bar2 + HIGPU_HDR_OFF;
-	int ret;
 
-	ret = hinic_ivshmem_check_id(pdev, h, &higpu_id);
-	if (ret)
-		return ret;
-	if (le32_to_cpu(h->bar_size) > len || h->gpu_id >= HIGPU_MAX_GPUS) {
+	if (h->gpu_id >= HIGPU_MAX_GPUS) {
 		dev_err(&pdev->dev, "BAR2 of %zu bytes, header says %u; gpu_id %u\n", len,
 			le32_to_cpu(h->bar_size), h->gpu_id);
 		return -ENODEV;
@@ -255,17 +216,17 @@ static int higpu_check_bar2(struct pci_dev *pdev, void *bar2, size_t len)
  *   1. pci_enable_device;
  *   2. pci_request_regions;
  *   3. BAR2 mapped, its header checked, DMA mask (1 to 3: hinic_ivshmem_open);
- *   4. higpu_alloc_dev: struct higpu_dev (refcounted: open files hold it);
+ *   4. higpu_alloc: struct higpu_dev (refcounted: open files hold it);
  *   5. higpu_map_bar0: the doorbell, and a reset of a device left live;
  *   6. higpu_alloc_rings: both rings in coherent memory (kept for good
  *      if the device did not reset at stage 8's teardown);
  *   7. higpu_alloc_vectors: the MSI-X vectors;
  *   8. higpu_up: interrupts, handshake (higpu_down resets the device
  *      and finishes all work in flight);
- *   9. higpu_chr_register: /dev/higpu<gpu_id>.
+ *   9. higpu_register: /dev/higpu<gpu_id>, then the probe's message.
  */
 
-static struct higpu_dev *higpu_alloc_dev(struct pci_dev *pdev, void *bar2, size_t len)
+static struct higpu_dev *higpu_alloc(struct pci_dev *pdev, void *bar2, size_t len)
 {
 	struct higpu_dev *dev = kzalloc(sizeof(*dev), GFP_KERNEL);
 	struct higpu_dev_hdr *h;
@@ -309,21 +270,17 @@ void higpu_dev_put(struct higpu_dev *dev)
 	kref_put(&dev->ref, higpu_dev_free);
 }
 
+/* higpu_free - undo higpu_alloc: open files may keep the memory longer. */
+static void higpu_free(struct higpu_dev *dev)
+{
+	pci_set_drvdata(dev->pdev, NULL);
+	higpu_dev_put(dev);
+}
+
 static int higpu_map_bar0(struct higpu_dev *dev)
 {
-	int ret;
-
-	dev->bar0 = pci_iomap(dev->pdev, 0, 0);
-	if (!dev->bar0)
-		return -ENOMEM;
-	dev->reset_count = higpu_load(&dev->hdr->reset_count);
-	if (!(higpu_dev_status(dev) & (HIGPU_DEV_LIVE | HIGPU_DEV_FATAL)))
-		return 0;
-	/* A previous driver left it live: its rings are not ours. */
-	ret = higpu_hw_reset(dev);
-	if (ret)
-		pci_iounmap(dev->pdev, dev->bar0);
-	return ret;
+	return hinic_ivshmem_map_bar0(dev->pdev, &higpu_id, dev->bar2, &dev->bar0,
+				      &dev->reset_count);
 }
 
 static void higpu_unmap_bar0(struct higpu_dev *dev)
@@ -416,79 +373,33 @@ static int higpu_up(struct higpu_dev *dev)
 	return 0;
 }
 
-DEFINE_HINIC_STAGES(higpu, struct higpu_dev);
-
-/* higpu_stages - stages 5 to 9, once struct higpu_dev exists. */
-static const struct higpu_stage higpu_stages[] = {
-	{ higpu_map_bar0, higpu_unmap_bar0 },
-	{ higpu_alloc_rings, higpu_free_rings },
-	{ higpu_alloc_vectors, higpu_free_vectors },
-	{ higpu_up, higpu_down },
-	{ higpu_chr_register, higpu_chr_unregister },
-};
-
-static int higpu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+/* higpu_register - stage 9: the character device, then the news. */
+static int higpu_register(struct higpu_dev *dev)
 {
-	struct higpu_dev *dev;
-	void *bar2;
-	size_t len;
 	int ret;
 
-	ret = hinic_ivshmem_open(pdev, HIGPU_DRV_NAME, HIGPU_HDR_OFF + sizeof(struct higpu_dev_hdr),
-				 higpu_check_bar2, &bar2, &len);
+	ret = higpu_chr_register(dev);
 	if (ret)
 		return ret;
-	dev = higpu_alloc_dev(pdev, bar2, len);
-	if (!dev) {
-		ret = -ENOMEM;
-		goto err_close;
-	}
-	ret = higpu_setup(higpu_stages, ARRAY_SIZE(higpu_stages), dev);
-	if (ret)
-		goto err_put_dev;
-	dev_info(&pdev->dev, "HiGPU %u \"%.*s\": ABI %u.%u, %llu MiB, caps %#x, %u MSI-X vectors\n",
+	dev_info(&dev->pdev->dev, "HiGPU %u \"%.*s\": ABI %u.%u, %llu MiB, caps %#x, %u MSI-X vectors\n",
 		 dev->gpu_id, HIGPU_NAME_LEN, dev->hdr->name,
 		 le16_to_cpu(dev->hdr->abi_major), le16_to_cpu(dev->hdr->abi_minor),
 		 le64_to_cpu(dev->hdr->mem_size) >> 20, dev->caps, dev->num_vectors);
 	return 0;
-
-err_put_dev:
-	pci_set_drvdata(pdev, NULL);
-	higpu_dev_put(dev);
-err_close:
-	hinic_ivshmem_close(pdev, bar2);
-	return ret;
 }
 
 /*
- * higpu_remove - higpu_probe's stages undone in reverse order. Files
- * still open keep struct higpu_dev and get ENODEV; they no longer touch
- * the function.
+ * The driver: stages 1 to 4 and, once struct higpu_dev exists, stages 5
+ * to 9; a failed probe and higpu_remove undo them in reverse order.
+ * Files still open at remove keep struct higpu_dev and get ENODEV; they
+ * no longer touch the function.
  */
-static void higpu_remove(struct pci_dev *pdev)
-{
-	struct higpu_dev *dev = pci_get_drvdata(pdev);
-	void *bar2 = dev->bar2;
-
-	higpu_teardown(higpu_stages, ARRAY_SIZE(higpu_stages), dev);
-	pci_set_drvdata(pdev, NULL);
-	higpu_dev_put(dev);
-	hinic_ivshmem_close(pdev, bar2);
-}
-
-static const struct pci_device_id higpu_pci_ids[] = {
-	{ PCI_DEVICE(HIGPU_PCI_VENDOR, HIGPU_PCI_DEVICE) },
-	{ }
-};
-MODULE_DEVICE_TABLE(pci, higpu_pci_ids);
-
-static struct pci_driver higpu_pci_driver = {
-	.name		= HIGPU_DRV_NAME,
-	.id_table	= higpu_pci_ids,
-	.probe		= higpu_probe,
-	.remove		= higpu_remove,
-};
-module_pci_driver(higpu_pci_driver);
+DEFINE_HINIC_IVSHMEM_DRIVER(higpu, HIGPU_DRV_NAME, struct higpu_dev, bar2,
+	{ higpu_map_bar0, higpu_unmap_bar0 },
+	{ higpu_alloc_rings, higpu_free_rings },
+	{ higpu_alloc_vectors, higpu_free_vectors },
+	{ higpu_up, higpu_down },
+	{ higpu_register, higpu_chr_unregister });
 
 MODULE_DESCRIPTION("HiGPU virtual GPU driver");
 MODULE_AUTHOR("PacketFive");
