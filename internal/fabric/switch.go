@@ -370,17 +370,20 @@ func (sw *Switch) flood(p *port, f *frame, vlan uint16, now time.Time) {
 // enqueue hands f to egress port o, charging it to ingress port in.
 func (sw *Switch) enqueue(in, o *port, f *frame, now time.Time) {
 	size := int64(len(f.buf))
+	// f belongs to the egress queue once enqueue took it: it may be
+	// sent and back in the pool before the counters below are added.
+	tc := f.tc & (NumTC - 1)
 	in.charge(f.tc, size, now)
 	switch o.eg.enqueue(f, in, now) {
 	case enqOK:
 		return
 	case enqMarked:
 		o.ctr.ecnMarked.Add(1)
-		o.ctr.ecnClass[f.tc&(NumTC-1)].Add(1)
+		o.ctr.ecnClass[tc].Add(1)
 		return
 	case enqFull:
 		o.ctr.drops[DropQueueFull].Add(1)
-		o.ctr.queueFullClass[f.tc&(NumTC-1)].Add(1)
+		o.ctr.queueFullClass[tc].Add(1)
 	case enqLinkDown, enqAborted:
 		o.ctr.drops[DropLinkDown].Add(1)
 	}
