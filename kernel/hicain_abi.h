@@ -23,7 +23,7 @@
 
 #include <linux/types.h>	/* kernel and user space (uapi) alike */
 
-#include "hinic_dev_abi.h"
+#include "hidev_abi.h"
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
@@ -84,7 +84,7 @@
 #define HICAIN_IRQ_L2		1	/* L2 TX consumed or RX filled */
 #define HICAIN_IRQ_CQ_BASE	2	/* CQ comp_vector n -> vector 2 + n */
 
-/* dev_status bits (device writes); the first three are hinic_dev_abi.h's. */
+/* dev_status bits (device writes); the first three are hidev_abi.h's. */
 #define HICAIN_DEV_READY	HINIC_DEV_READY
 #define HICAIN_DEV_LIVE		HINIC_DEV_LIVE	/* queues serve */
 #define HICAIN_DEV_FATAL	HINIC_DEV_FATAL
@@ -99,7 +99,7 @@
 #define HICAIN_HEARTBEAT_MS	100
 #define HICAIN_HEARTBEAT_DEAD_MS	3000
 
-/* driver_status bits (hinic_dev_abi.h; then ring HICAIN_DB_CTRL). */
+/* driver_status bits (hidev_abi.h; then ring HICAIN_DB_CTRL). */
 #define HICAIN_DRV_OK		HINIC_DRV_OK
 #define HICAIN_DRV_MSIX_ON	HINIC_DRV_MSIX_ON
 #define HICAIN_DRV_RESET	HINIC_DRV_RESET
@@ -124,7 +124,7 @@
 #define HICAIN_LINK_INFINIBAND	1
 
 struct hicain_dev_hdr {
-	/* 0x000: identity, written once by the device (hinic_dev_abi.h) */
+	/* 0x000: identity, written once by the device (hidev_abi.h) */
 	HINIC_DEV_ID_FIELDS;
 	__u8 mac[6];
 	__u8 link_layer;
@@ -147,7 +147,7 @@ struct hicain_dev_hdr {
 	__le32 max_inline;
 	__le32 max_qp_rd_atom;
 	__le32 rsvd1[6];
-	/* 0x080: status and handshake (hinic_dev_abi.h) */
+	/* 0x080: status and handshake (hidev_abi.h) */
 	HINIC_DEV_STATUS_FIELDS;
 	__le32 heartbeat;	/* device: +1 every HICAIN_HEARTBEAT_MS (1.14) */
 	__le32 rsvd2[2];

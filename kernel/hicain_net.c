@@ -33,7 +33,7 @@
 #include <linux/workqueue.h>
 
 #include "hicain_net.h"
-#include "hinic_ivshmem.h"
+#include "hidev_ivshmem.h"
 
 #define DRV_NAME "hicain_net"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
- * hinic_dev_abi.h - what the HiNIC device ABIs share. The NIC's device
+ * hidev_abi.h - what the HiNIC device ABIs share. The NIC's device
  * header (struct hicain_dev_hdr, hicain_abi.h) and the GPU's (struct
  * higpu_dev_hdr, higpu_abi.h), each at the start of BAR2 of an
  * ivshmem-doorbell function, begin with the same identity and hold at
@@ -11,11 +11,11 @@
  * the bits with its own prefix (HICAIN_DEV_LIVE is HINIC_DEV_LIVE), so
  * its names and offsets stay what the Go mirrors check. struct
  * hinic_dev_id and struct hinic_dev_status are the same fields as views
- * that code shared by both drivers (hinic_ivshmem.h) reads either
+ * that code shared by both drivers (hidev_ivshmem.h) reads either
  * header through.
  */
-#ifndef HINIC_DEV_ABI_H
-#define HINIC_DEV_ABI_H
+#ifndef HIDEV_ABI_H
+#define HIDEV_ABI_H
 
 #ifdef __KERNEL__
 #include <linux/build_bug.h>	/* static_assert */
@@ -67,4 +67,4 @@ struct hinic_dev_status {
 static_assert(sizeof(struct hinic_dev_id) == 0x10, "hinic_dev_id");
 static_assert(sizeof(struct hinic_dev_status) == 0x14, "hinic_dev_status");
 
-#endif /* HINIC_DEV_ABI_H */
+#endif /* HIDEV_ABI_H */

@@ -7,14 +7,14 @@
  * Both functions look alike to the PCI core: BAR0 holds the ivshmem
  * registers (the doorbell), BAR2 shared memory that starts with a device
  * header whose first words name the device (magic, ABI, identity) and
- * which holds the same status and handshake block (hinic_dev_abi.h), the
+ * which holds the same status and handshake block (hidev_abi.h), the
  * device interrupts through MSI-X. Each driver probes in stages that its
  * remove undoes in reverse order. Everything here is static inline or a
  * macro: each module has its own copy, and no object is linked into
  * both.
  */
-#ifndef HINIC_IVSHMEM_H
-#define HINIC_IVSHMEM_H
+#ifndef HIDEV_IVSHMEM_H
+#define HIDEV_IVSHMEM_H
 
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
@@ -24,7 +24,7 @@
 #include <linux/pci.h>
 #include <linux/types.h>
 
-#include "hinic_dev_abi.h"
+#include "hidev_abi.h"
 
 /*
  * DEFINE_HINIC_STAGES - the stage runners of a driver whose probe sets
@@ -78,7 +78,7 @@ static inline void hinic_ivshmem_doorbell(void __iomem *bar0, unsigned int vecto
 }
 
 /*
- * What a driver expects of the BAR2 device header (hinic_dev_abi.h):
+ * What a driver expects of the BAR2 device header (hidev_abi.h):
  * where it is, its identity, and the handshake's control doorbell and
  * time limit. HINIC_IVSHMEM_ID fills it from the ABI header's constants.
  */
@@ -436,4 +436,4 @@ static struct pci_driver pfx##_pci_driver = {				\
 };										\
 module_pci_driver(pfx##_pci_driver)
 
-#endif /* HINIC_IVSHMEM_H */
+#endif /* HIDEV_IVSHMEM_H */

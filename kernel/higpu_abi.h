@@ -37,7 +37,7 @@
 #include <assert.h>		/* static_assert (C11) */
 #endif
 
-#include "hinic_dev_abi.h"
+#include "hidev_abi.h"
 
 #define HIGPU_MAGIC		0x55504748U	/* "HGPU" little-endian */
 #define HIGPU_ABI_MAJOR		1
@@ -82,12 +82,12 @@
 #define HIGPU_NUM_IRQ		2
 #define HIGPU_MIN_VECTORS	2	/* QEMU's vectors= must be at least this */
 
-/* dev_status bits (device writes): hinic_dev_abi.h's. */
+/* dev_status bits (device writes): hidev_abi.h's. */
 #define HIGPU_DEV_READY		HINIC_DEV_READY
 #define HIGPU_DEV_LIVE		HINIC_DEV_LIVE	/* rings accepted, commands served */
 #define HIGPU_DEV_FATAL		HINIC_DEV_FATAL
 
-/* driver_status bits (hinic_dev_abi.h; then ring HIGPU_DB_CTRL). */
+/* driver_status bits (hidev_abi.h; then ring HIGPU_DB_CTRL). */
 #define HIGPU_DRV_OK		HINIC_DRV_OK	/* rings programmed, driver ready */
 #define HIGPU_DRV_MSIX_ON	HINIC_DRV_MSIX_ON
 #define HIGPU_DRV_RESET		HINIC_DRV_RESET
@@ -139,7 +139,7 @@
  * monotonic clock of the backend, shared by all its GPUs.
  */
 struct higpu_dev_hdr {
-	/* 0x000: identity, written once by the device (hinic_dev_abi.h) */
+	/* 0x000: identity, written once by the device (hidev_abi.h) */
 	HINIC_DEV_ID_FIELDS;
 	__u8 gpu_id;		/* 0..7 */
 	__u8 hilink_ports;	/* peer-fabric ports (0: none) */
@@ -161,7 +161,7 @@ struct higpu_dev_hdr {
 	__le32 ring_min;	/* HIGPU_RING_MIN */
 	__le32 ring_max;	/* HIGPU_RING_MAX */
 	__le32 rsvd1[2];
-	/* 0x080: status and handshake (hinic_dev_abi.h) */
+	/* 0x080: status and handshake (hidev_abi.h) */
 	HINIC_DEV_STATUS_FIELDS;
 	__le32 rsvd2[3];
 	/* 0x0a0: rings, programmed by the driver before HIGPU_DRV_OK */

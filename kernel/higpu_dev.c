@@ -16,7 +16,7 @@
 #include <linux/slab.h>
 
 #include "higpu.h"
-#include "hinic_ivshmem.h"
+#include "hidev_ivshmem.h"
 
 void higpu_slots_init(struct higpu_dev *dev)
 {

@@ -23,7 +23,7 @@
 #include <linux/slab.h>
 
 #include "higpu.h"
-#include "hinic_ivshmem.h"
+#include "hidev_ivshmem.h"
 
 static u32 higpu_dev_status(struct higpu_dev *dev)
 {

@@ -299,7 +299,7 @@ func buildProviderABI(t *testing.T, abi int) (so, driver string) {
 	testutil.RequireTool(t, "libibverbs headers", "apt-get install libibverbs-dev", err == nil)
 	dir := t.TempDir()
 	for _, src := range []string{"../../rdma-core", "../../kernel/hicain_uverbs_abi.h", "../../kernel/hicain_abi.h",
-		"../../kernel/hinic_dev_abi.h"} {
+		"../../kernel/hidev_abi.h"} {
 		dst := filepath.Join(dir, strings.TrimPrefix(src, "../../"))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)

@@ -31,7 +31,7 @@ const (
 var HicartTools = []string{"hicart-smi", "hicart-bandwidth", "hicart_test"}
 
 // HicartKernelHeaders are the headers of kernel/ the runtime includes.
-var HicartKernelHeaders = []string{"higpu_abi.h", "higpu_uapi.h", "hinic_dev_abi.h"}
+var HicartKernelHeaders = []string{"higpu_abi.h", "higpu_uapi.h", "hidev_abi.h"}
 
 // NoteHicartAbsent is the note of a hicart package that was not built.
 const NoteHicartAbsent = "not built: " + HicartDir + " is absent"
