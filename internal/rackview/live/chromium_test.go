@@ -444,21 +444,7 @@ func TestChromiumLivePageFabric(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	b := startBrowser(t)
-	dir, err := os.MkdirTemp("", "hinic-live-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	r := spec(t, "two-hicain")
-	r.RunDir = dir
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, deploy.DirFabric), Switches: []fabric.SwitchConfig{{Name: "sw0", Ports: 10}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fab.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer fab.Close()
+	r, _ := startFabric(t, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dial := func(port int, mac [6]byte) *net.UnixConn {

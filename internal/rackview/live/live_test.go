@@ -199,21 +199,7 @@ func TestServerSourceError(t *testing.T) {
 // control socket, as the live page of a deployed rack does: port 1
 // comes up and counts the frames a peer sends.
 func TestRunDirFabric(t *testing.T) {
-	dir, err := os.MkdirTemp("", "hinic-live-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	r := spec(t, "two-hicain")
-	r.RunDir = dir
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, deploy.DirFabric), Switches: []fabric.SwitchConfig{{Name: "sw0", Ports: 2}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fab.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer fab.Close()
+	r, _ := startFabric(t, 2)
 	src := live.RunDir{Rack: r}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -278,4 +264,27 @@ func FuzzNewEvent(f *testing.F) {
 			t.Fatalf("unsorted %+v", ev.Ports)
 		}
 	})
+}
+
+// startFabric starts a fabric of this process, one switch sw0 with
+// ports ports, in the run directory of two-hicain.yaml's rack, made a
+// temporary directory (short, for the socket paths); the test closes it.
+func startFabric(t *testing.T, ports int) (*deploy.Rack, *fabric.Fabric) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hinic-live-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	r := spec(t, "two-hicain")
+	r.RunDir = dir
+	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, deploy.DirFabric), Switches: []fabric.SwitchConfig{{Name: "sw0", Ports: ports}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fab.Close() })
+	return r, fab
 }
