@@ -37,9 +37,10 @@ func (r DropReason) String() string {
 // port's rx goroutine, tx counters by its tx goroutine, drops by any rx
 // goroutine (the egress port counts its own tail drops); all are atomic
 // so that status reads them at any time. The padding keeps rx and tx on
-// separate cache lines. The by-class arrays break down counts the
-// metrics endpoint shows per traffic class; each is written where the
-// frame's class is already known, so they cost one atomic add.
+// separate cache lines. Sent frames are counted only by traffic class,
+// where the frame's class is already known: the port's totals (frames,
+// bytes, PFC frames sent, ECN marks) are the sums, taken by Status, so a
+// data frame costs two atomic adds.
 type portCounters struct {
 	rxFrames, rxBytes atomic.Uint64
 	pfcRx, pauseRx    atomic.Uint64
@@ -47,19 +48,17 @@ type portCounters struct {
 	// each class (one frame may name several).
 	pfcRxClass        [NumTC]atomic.Uint64
 	_                 [32]byte
-	txFrames, txBytes atomic.Uint64
-	pfcTx             atomic.Uint64
 	// txClassFrames and txClassBytes count data frames sent by class;
 	// pfcTxClass counts PFC frames sent (XOFF and XON) by the class
-	// they pause. txFrames is their sum.
+	// they pause, pfcTxBytes their bytes.
 	txClassFrames, txClassBytes [NumTC]atomic.Uint64
 	pfcTxClass                  [NumTC]atomic.Uint64
-	_                           [40]byte
+	pfcTxBytes                  atomic.Uint64
+	_                           [56]byte
 	drops                       [numDropReasons]atomic.Uint64
 	// queueFullClass breaks drops[DropQueueFull] down by class;
-	// ecnClass breaks ecnMarked down.
+	// ecnClass counts the frames ECN-marked at the egress queue.
 	queueFullClass, ecnClass [NumTC]atomic.Uint64
-	ecnMarked                atomic.Uint64
 	floods                   atomic.Uint64
 	faults                   atomic.Uint64 // faults injected (all kinds)
 	// Faults injected by kind; faults is their sum.

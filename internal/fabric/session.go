@@ -420,11 +420,9 @@ func (p *port) txLoop(s *session) {
 // sent counts a frame written to the peer, captures it and releases it
 // (the tx goroutine, or an rx goroutine cutting it through).
 func (p *port) sent(f *frame, now time.Time) {
-	p.ctr.txFrames.Add(1)
-	p.ctr.txBytes.Add(uint64(len(f.buf)))
 	if f.in < 0 {
-		p.ctr.pfcTx.Add(1)
 		p.ctr.pfcTxClass[f.tc&(NumTC-1)].Add(1)
+		p.ctr.pfcTxBytes.Add(uint64(len(f.buf)))
 	} else {
 		p.ctr.txClassFrames[f.tc&(NumTC-1)].Add(1)
 		p.ctr.txClassBytes[f.tc&(NumTC-1)].Add(uint64(len(f.buf)))

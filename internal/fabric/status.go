@@ -158,19 +158,24 @@ func (p *port) status() PortStatus {
 	p.mu.Unlock()
 	c := &p.ctr
 	ps.RxFrames, ps.RxBytes = c.rxFrames.Load(), c.rxBytes.Load()
-	ps.TxFrames, ps.TxBytes = c.txFrames.Load(), c.txBytes.Load()
 	for r := range numDropReasons {
 		ps.Drops[r.String()] = c.drops[r].Load()
 	}
-	ps.PFCSent, ps.PFCRecv, ps.PauseRecv = c.pfcTx.Load(), c.pfcRx.Load(), c.pauseRx.Load()
-	ps.ECNMarked, ps.Floods, ps.Faults = c.ecnMarked.Load(), c.floods.Load(), c.faults.Load()
+	ps.PFCRecv, ps.PauseRecv = c.pfcRx.Load(), c.pauseRx.Load()
+	ps.Floods, ps.Faults = c.floods.Load(), c.faults.Load()
 	ps.FaultKinds = FaultCounts{Drop: c.faultDrops.Load(), Duplicate: c.faultDups.Load(),
 		Reorder: c.faultReorders.Load(), Corrupt: c.faultCorrupts.Load()}
 	for tc := range NumTC {
 		ps.Classes[tc] = ClassCounters{TxFrames: c.txClassFrames[tc].Load(), TxBytes: c.txClassBytes[tc].Load(),
 			QueueFull: c.queueFullClass[tc].Load(), ECNMarked: c.ecnClass[tc].Load(),
 			PFCSent: c.pfcTxClass[tc].Load(), PFCRecv: c.pfcRxClass[tc].Load()}
+		cl := &ps.Classes[tc]
+		ps.TxFrames += cl.TxFrames + cl.PFCSent
+		ps.TxBytes += cl.TxBytes
+		ps.PFCSent += cl.PFCSent
+		ps.ECNMarked += cl.ECNMarked
 	}
+	ps.TxBytes += c.pfcTxBytes.Load()
 	var paused uint8
 	ps.QueueFrames, ps.QueueBytes, paused = p.eg.depth()
 	for tc := range NumTC {

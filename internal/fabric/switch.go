@@ -378,7 +378,6 @@ func (sw *Switch) enqueue(in, o *port, f *frame, now time.Time) {
 	case enqOK:
 		return
 	case enqMarked:
-		o.ctr.ecnMarked.Add(1)
 		o.ctr.ecnClass[tc].Add(1)
 		return
 	case enqFull:
