@@ -194,7 +194,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
 		if err != nil {
-			closeFabric(fab)
+			fabricserve.Close(fab)
 			return nil, err
 		}
 		for _, v := range srv.VNICs() {
@@ -210,7 +210,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		if err != nil {
 			srv.Close()
-			closeFabric(fab)
+			fabricserve.Close(fab)
 			return nil, err
 		}
 		if opts.MetricsReady != nil {
@@ -221,7 +221,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return func() error {
 			err := srv.Close()
-			return errors.Join(err, closeFabric(fab))
+			return errors.Join(err, fabricserve.Close(fab))
 		}, nil
 	})
 }
@@ -241,22 +241,10 @@ func startFabric(opts *Options) (*fabric.Fabric, error) {
 	if err != nil {
 		return nil, &cmdutil.UsageError{Err: err}
 	}
-	if err := fab.Start(); err != nil {
+	if err := fabricserve.Start(fab, opts.Logger); err != nil {
 		return nil, err
 	}
-	opts.Logger.Info("HiSwitch serving in the device backend", "switches", len(fab.Switches()),
-		"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
 	return fab, nil
-}
-
-func closeFabric(fab *fabric.Fabric) error {
-	if fab == nil {
-		return nil
-	}
-	if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
-		return err
-	}
-	return nil
 }
 
 // ParseVNIC parses one --vnic value.

@@ -148,17 +148,9 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	defer ms.Close()
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
-		if err := fab.Start(); err != nil {
+		if err := Start(fab, opts.Logger); err != nil {
 			return nil, err
 		}
-		ports := 0
-		for _, sw := range fab.Switches() {
-			ports += sw.NumPorts()
-		}
-		// Through the logger: port goroutines log to the same stream and
-		// the handler serializes the writes.
-		opts.Logger.Info("HiSwitch serving", "switches", len(fab.Switches()), "ports", ports,
-			"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
 		if err := ms.Register(metrics.Fabric(fab.Status)); err != nil {
 			fab.Close()
 			return nil, err
@@ -169,11 +161,34 @@ func Run(ctx context.Context, opts *Options) error {
 		if opts.Ready != nil {
 			opts.Ready(fab)
 		}
-		return func() error {
-			if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
-				return err
-			}
-			return nil
-		}, nil
+		return func() error { return Close(fab) }, nil
 	})
+}
+
+// Start starts fab's switches and logs where they serve: the run of
+// `hinic fabric serve`, and of `hinic device serve --fabric`.
+func Start(fab *fabric.Fabric, log *slog.Logger) error {
+	if err := fab.Start(); err != nil {
+		return err
+	}
+	ports := 0
+	for _, sw := range fab.Switches() {
+		ports += sw.NumPorts()
+	}
+	// Through the logger: port goroutines log to the same stream and
+	// the handler serializes the writes.
+	log.Info("HiSwitch serving", "switches", len(fab.Switches()), "ports", ports,
+		"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
+	return nil
+}
+
+// Close closes fab (nil: nothing); a fabric already closed is no error.
+func Close(fab *fabric.Fabric) error {
+	if fab == nil {
+		return nil
+	}
+	if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
+		return err
+	}
+	return nil
 }
