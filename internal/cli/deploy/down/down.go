@@ -19,7 +19,7 @@ type Options struct {
 // NewCmdDown returns the `deploy down` command; runF replaces the run in tests.
 func NewCmdDown(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	var name string
+	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop every guest, the device backend and the fabric of a deployed rack",
@@ -31,9 +31,7 @@ rack reuses the overlays.`,
 		Example: "  hinic deploy down\n  hinic deploy down --rack lab1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.RunDir == "" {
-				opts.RunDir = deploy.DefaultRunDir(name)
-			}
+			opts.RunDir = rackDir()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -42,7 +40,6 @@ rack reuses the overlays.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
-	cmd.Flags().StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	rackDir = cmdutil.RackFlags(cmd.Flags(), &opts.RunDir, deploy.DefaultRunDir)
 	return cmd
 }

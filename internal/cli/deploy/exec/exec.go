@@ -29,7 +29,7 @@ type Options struct {
 // tests.
 func NewCmdExec(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	var name string
+	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "exec GUEST [--upload LOCAL:REMOTE]... [-- COMMAND [ARG...]]",
 		Short: "Run a command in a guest of a deployed rack",
@@ -73,17 +73,14 @@ uploads and no command, exec just copies.`,
 					return cmdutil.UsageErrorf("--upload %q: want LOCAL:REMOTE", u)
 				}
 			}
-			if opts.RunDir == "" {
-				opts.RunDir = deploy.DefaultRunDir(name)
-			}
+			opts.RunDir = rackDir()
 			if runF != nil {
 				return runF(opts)
 			}
 			return run(opts)
 		},
 	}
-	cmd.Flags().StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
-	cmd.Flags().StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	rackDir = cmdutil.RackFlags(cmd.Flags(), &opts.RunDir, deploy.DefaultRunDir)
 	cmd.Flags().StringArrayVar(&opts.Uploads, "upload", nil, "copy `LOCAL:REMOTE` to the guest first (repeatable)")
 	return cmd
 }

@@ -85,7 +85,7 @@ under prefers-reduced-motion. It runs until interrupted.`
 // NewCmdGraph returns the `deploy graph` command; runF replaces the run in tests.
 func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer, Color: f.ColorEnabled}
-	var name string
+	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "graph [SPEC]",
 		Short: "Draw a rack (ORv3 front view, logical view, flows) as SVG, Mermaid, dot or JSON",
@@ -101,8 +101,8 @@ func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 			if len(args) == 1 {
 				opts.Spec = args[0]
 			}
-			if cmd.Flags().Changed("rack") && opts.RunDir == "" {
-				opts.RunDir = deploy.DefaultRunDir(name)
+			if cmd.Flags().Changed("rack") {
+				opts.RunDir = rackDir()
 			}
 			if opts.Spec != "" && opts.RunDir != "" {
 				return cmdutil.UsageErrorf("give a SPEC or a deployed rack (--run-dir, --rack), not both")
@@ -132,8 +132,7 @@ func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&name, "rack", "rack0", "draw the deployed rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
-	fl.StringVar(&opts.RunDir, "run-dir", "", "draw the deployed rack of this run directory")
+	rackDir = cmdutil.RackFlags(fl, &opts.RunDir, deploy.DefaultRunDir)
 	fl.StringVar(&opts.View, "view", "front", "what to draw: front, logical or flows")
 	fl.StringVar(&opts.Format, "format", "svg", "svg, mermaid, dot, json or text")
 	fl.StringVar(&opts.Out, "out", "", "write to `FILE` instead of standard output")

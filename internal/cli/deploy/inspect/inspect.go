@@ -32,7 +32,7 @@ type Inspection struct {
 // run in tests.
 func NewCmdInspect(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
-	var name string
+	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "inspect [SPEC]",
 		Short: "List a rack's guests: state, NIC, addresses, switch port, SSH, pid, image",
@@ -58,8 +58,8 @@ as CSV.`,
 					return cmdutil.UsageErrorf("give a SPEC or --rack/--run-dir, not both")
 				}
 				opts.Spec = args[0]
-			} else if opts.RunDir == "" {
-				opts.RunDir = deploy.DefaultRunDir(name)
+			} else {
+				opts.RunDir = rackDir()
 			}
 			if runF != nil {
 				return runF(opts)
@@ -67,8 +67,7 @@ as CSV.`,
 			return Run(opts)
 		},
 	}
-	cmd.Flags().StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
-	cmd.Flags().StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	rackDir = cmdutil.RackFlags(cmd.Flags(), &opts.RunDir, deploy.DefaultRunDir)
 	return cmd
 }
 

@@ -25,7 +25,7 @@ type Options struct {
 // run in tests.
 func NewCmdRestart(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams}
-	var name string
+	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "restart fabric|device",
 		Short: "Restart the fabric or the device backend of a deployed rack under running guests",
@@ -58,9 +58,7 @@ backend").`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Component = args[0]
 			opts.Context = cmd.Context()
-			if opts.RunDir == "" {
-				opts.RunDir = deploy.DefaultRunDir(name)
-			}
+			opts.RunDir = rackDir()
 			if runF != nil {
 				return runF(opts)
 			}
@@ -68,8 +66,7 @@ backend").`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
-	fl.StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	rackDir = cmdutil.RackFlags(fl, &opts.RunDir, deploy.DefaultRunDir)
 	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the new fabric or backend (default: this one)")
 	fl.BoolVar(&opts.Kill, "kill", false, "stop the process with SIGKILL, as a crash would")
 	return cmd

@@ -26,7 +26,7 @@ type Options struct {
 // NewCmdStatus returns the `deploy status` command; runF replaces the run in tests.
 func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer, Color: f.ErrColorEnabled}
-	var name string
+	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a deployed rack: guests, RDMA ports, switch ports, front view",
@@ -44,17 +44,14 @@ running. -o json prints the whole status.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Context = cmd.Context()
-			if opts.RunDir == "" {
-				opts.RunDir = deploy.DefaultRunDir(name)
-			}
+			opts.RunDir = rackDir()
 			if runF != nil {
 				return runF(opts)
 			}
 			return run(opts)
 		},
 	}
-	cmd.Flags().StringVar(&name, "rack", "rack0", "rack `NAME` (its run directory is /tmp/hinic-rack-NAME)")
-	cmd.Flags().StringVar(&opts.RunDir, "run-dir", "", "run directory of the rack (overrides --rack)")
+	rackDir = cmdutil.RackFlags(cmd.Flags(), &opts.RunDir, deploy.DefaultRunDir)
 	return cmd
 }
 
