@@ -31,6 +31,15 @@ func fakeProc(t *testing.T, exe string, args ...string) (pid int, path string) {
 		t.Fatal(err)
 	}
 	dst.Close()
+	return startArgv(t, path, args...), path
+}
+
+// startArgv starts bash (or a copy of it at path) sleeping with args in
+// its argv, and waits until its cmdline shows them: until bash has
+// exec'd, the child is a copy of this test, and a "not alive" would be
+// about that copy.
+func startArgv(t *testing.T, path string, args ...string) int {
+	t.Helper()
 	cmd := exec.Command(path, append([]string{"-c", "sleep 60; :", "x"}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -39,13 +48,12 @@ func fakeProc(t *testing.T, exe string, args ...string) (pid int, path string) {
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
 		if hasRun(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), args) {
-			break
+			return cmd.Process.Pid
 		}
 		if time.Since(start) > 10*time.Second {
-			t.Fatalf("%s never showed its arguments", exe)
+			t.Fatalf("%s never showed its arguments %q (cmdline %q)", path, args, b)
 		}
 	}
-	return cmd.Process.Pid, path
 }
 
 // TestRestartDeviceNeedsQMP: a running hicain guest whose QEMU has no

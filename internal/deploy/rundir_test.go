@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/PacketFive/hinic/internal/accel"
 	"github.com/PacketFive/hinic/internal/testutil"
@@ -195,28 +193,8 @@ func TestAliveMatchesTheRacksProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(r.RunDir, "vm-a")
-	script := func(args ...string) int {
-		t.Helper()
-		// A bash that sleeps with args in its argv; its executable is bash.
-		cmd := exec.Command("bash", append([]string{"-c", "sleep 30; :", "x"}, args...)...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		// Until bash has exec'd, the child is a copy of this test:
-		// wait for its argv, so that a "not alive" below is about
-		// bash and not about a process that is not bash yet.
-		for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-			if hasRun(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), args) {
-				break
-			}
-			if time.Since(start) > 10*time.Second {
-				t.Fatalf("bash never showed its arguments %q (cmdline %q)", args, b)
-			}
-		}
-		return cmd.Process.Pid
-	}
+	// A bash that sleeps with args in its argv; its executable is bash.
+	script := func(args ...string) int { return startArgv(t, "bash", args...) }
 
 	// The rack's real fabric, started as deploy starts it, with this
 	// test binary as the hinic binary (TestMain runs the command line
