@@ -46,8 +46,8 @@ type portCounters struct {
 	pfcRx, pauseRx    atomic.Uint64
 	// pfcRxClass counts the PFC frames received that paused or resumed
 	// each class (one frame may name several).
-	pfcRxClass        [NumTC]atomic.Uint64
-	_                 [32]byte
+	pfcRxClass [NumTC]atomic.Uint64
+	_          [32]byte
 	// txClassFrames and txClassBytes count data frames sent by class;
 	// pfcTxClass counts PFC frames sent (XOFF and XON) by the class
 	// they pause, pfcTxBytes their bytes.
