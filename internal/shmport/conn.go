@@ -40,6 +40,10 @@ type Conn struct {
 	// side's producer, rxData wakes this side's consumer, rxSpace wakes
 	// the peer's producer.
 	txData, txSpace, rxData, rxSpace *os.File
+	// With a peer in this process (local.go), the same four wake-ups as
+	// channels; nil otherwise.
+	txDataCh, txSpaceCh, rxDataCh, rxSpaceCh chan struct{}
+	shut                                     chan struct{} // closed by Shutdown
 
 	txBuf [8]byte // owned by the sender: the value a kick adds (1), never overwritten
 	rxBuf [8]byte // owned by the receiver: the same
@@ -83,7 +87,7 @@ func (c *Conn) MaxFrame() int { return int(c.geo.BufSize) }
 func newConn(mem []byte, g Geometry, efd [NumFds]*os.File, dialler bool, opt Options) *Conn {
 	rs := g.ringSize()
 	up, down := newRing(mem[:rs], g), newRing(mem[rs:2*rs], g)
-	c := &Conn{geo: g, mem: mem, poll: opt.Poll, rxBatch: make([][]byte, 0, g.Entries)}
+	c := &Conn{geo: g, mem: mem, poll: opt.Poll, rxBatch: make([][]byte, 0, g.Entries), shut: make(chan struct{})}
 	if dialler {
 		c.tx, c.rx = producer{r: up}, consumer{r: down}
 		c.txData, c.txSpace, c.rxData, c.rxSpace = efd[FdUpData], efd[FdUpSpace], efd[FdDownData], efd[FdDownSpace]
@@ -204,19 +208,26 @@ func Offer(uc *net.UnixConn, g Geometry, opt Options) (*Conn, uint16, error) {
 		return nil, st, derr
 	}
 	msg := AppendSetup(nil, &Setup{Version: SetupVersion, Geometry: g, RegionSize: g.RegionSize()})
+	id, lw := registerLocal(r.fds[FdRegion])
 	_, _, werr := uc.WriteMsgUnix(msg, unix.UnixRights(r.fds[:]...), nil)
 	unix.Close(r.fds[FdRegion])
 	r.fds[FdRegion] = -1
 	if werr != nil {
+		settleLocal(id, lw)
 		r.close()
 		return nil, 0, fmt.Errorf("shmport: send setup: %w", werr)
 	}
 	st, err := readAnswer(uc)
+	lw = settleLocal(id, lw)
 	if err != nil || st != StatusOK {
 		r.close()
 		return nil, st, err
 	}
-	return newConn(r.mem, g, r.files(), true, opt), StatusOK, nil
+	c := newConn(r.mem, g, r.files(), true, opt)
+	if lw != nil {
+		c.useLocal(lw, true)
+	}
+	return c, StatusOK, nil
 }
 
 // Decline sends a setup that declines shared memory and reads the
@@ -349,7 +360,11 @@ func mapPeer(fds []int, g Geometry, opt Options) (*Conn, uint16) {
 		}
 		return nil, StatusMapFailed
 	}
-	return newConn(mem, g, files, false, opt), StatusOK
+	c := newConn(mem, g, files, false, opt)
+	if lw := claimLocal(fds[FdRegion]); lw != nil {
+		c.useLocal(lw, false)
+	}
+	return c, StatusOK
 }
 
 // isEventfd reports whether fd is an eventfd (an anonymous inode named
@@ -522,7 +537,7 @@ func (c *Conn) reserve() error {
 			return err
 		}
 		c.sleeps.Add(1)
-		if err := c.sleep(c.txSpace, c.sleepBuf(true)); err != nil {
+		if err := c.sleep(c.txSpace, c.txSpaceCh, c.sleepBuf(true)); err != nil {
 			return err
 		}
 		w.Store(0)
@@ -536,20 +551,21 @@ func (c *Conn) reserve() error {
 func (c *Conn) kickConsumer() {
 	if c.tx.r.consWait.Load() != 0 {
 		c.kicks.Add(1)
-		c.txData.Write(c.txBuf[:])
+		c.kick(c.txData, c.txDataCh, c.txBuf[:])
 	}
 }
 
 func (c *Conn) kickProducer() {
 	if c.rx.r.prodWait.Load() != 0 {
 		c.kicks.Add(1)
-		c.rxSpace.Write(c.rxBuf[:])
+		c.kick(c.rxSpace, c.rxSpaceCh, c.rxBuf[:])
 	}
 }
 
-// sleep waits for a kick on f. A peer that shares f could clear its
-// O_NONBLOCK flag to make the read block an OS thread; the flag is
-// checked first, and such a peer is treated as broken.
+// sleep waits for a kick on ch when the peer is local, else on f. A
+// peer that shares f could clear its O_NONBLOCK flag to make the read
+// block an OS thread; the flag is checked first, and such a peer is
+// treated as broken.
 // sleepBuf is where the sender's (tx) or the receiver's sleep reads its
 // eventfd.
 func (c *Conn) sleepBuf(tx bool) []byte {
@@ -559,9 +575,17 @@ func (c *Conn) sleepBuf(tx bool) []byte {
 	return c.rxRead[:]
 }
 
-func (c *Conn) sleep(f *os.File, buf []byte) error {
+func (c *Conn) sleep(f *os.File, ch chan struct{}, buf []byte) error {
 	if c.closed.Load() {
 		return ErrClosed
+	}
+	if ch != nil {
+		select {
+		case <-ch:
+			return nil
+		case <-c.shut:
+			return ErrClosed
+		}
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -637,7 +661,7 @@ func (c *Conn) waitData() (uint32, error) {
 			return n, err
 		}
 		c.sleeps.Add(1)
-		if err := c.sleep(c.rxData, c.sleepBuf(false)); err != nil {
+		if err := c.sleep(c.rxData, c.rxDataCh, c.sleepBuf(false)); err != nil {
 			return 0, err
 		}
 		w.Store(0)
@@ -650,6 +674,7 @@ func (c *Conn) waitData() (uint32, error) {
 func (c *Conn) Shutdown() {
 	c.shutOnce.Do(func() {
 		c.closed.Store(true)
+		close(c.shut)
 		for _, f := range []*os.File{c.txData, c.txSpace, c.rxData, c.rxSpace} {
 			f.Close()
 		}

@@ -19,7 +19,7 @@ func TestKickStaysOne(t *testing.T) {
 	if _, err := b.rxSpace.Write(five[:]); err != nil { // a's txSpace
 		t.Fatal(err)
 	}
-	if err := a.sleep(a.txSpace, a.sleepBuf(true)); err != nil {
+	if err := a.sleep(a.txSpace, nil, a.sleepBuf(true)); err != nil {
 		t.Fatal(err)
 	}
 	a.tx.r.consWait.Store(1) // b's consumer sleeps: a's next send kicks it
