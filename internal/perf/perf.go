@@ -50,7 +50,7 @@ type pair struct {
 }
 
 func connect(a, b *rack.Host, bufSize int) (*pair, error) {
-	return connectOpts(a, b, rack.RCOptions{BufSize: uint64(bufSize), Events: true, SendDepth: 128, RecvDepth: slots + 8})
+	return connectOpts(a, b, rack.RCOptions{BufSize: uint64(bufSize), Events: true, SendDepth: 128, RecvDepth: 512 + 8})
 }
 
 // stallTimeout is the local ACK timeout of the workloads' QPs: code 17,
@@ -75,6 +75,17 @@ func connectOpts(a, b *rack.Host, o rack.RCOptions) (*pair, error) {
 }
 
 func (p *pair) close() { p.c.Close(); p.s.Close() }
+
+// slotSGEs returns the scatter/gather list of each of e's slots of size
+// bytes, made once so that posting a work request allocates nothing (as
+// perftest builds its lists before it measures).
+func slotSGEs(e *rack.Endpoint, size int) [][]rdma.SGE {
+	l := make([][]rdma.SGE, slots)
+	for i := range l {
+		l[i] = sge(e, i*size, size)
+	}
+	return l
+}
 
 func sge(e *rack.Endpoint, off, n int) []rdma.SGE {
 	return []rdma.SGE{{Addr: e.Buf + uint64(off), Length: uint32(n), LKey: e.MR.LKey}}
@@ -245,24 +256,34 @@ func pingPong(ctx context.Context, a, b *rack.Host, size, iters int, uc bool) (R
 			float64(2*size*iters*8)/elapsed.Seconds()/1e6)}, nil
 }
 
-// sendBWDepth is how many SENDs ib_send_bw keeps in flight: half the
-// receives the server keeps posted. perftest posts more receives (512)
-// than the sender has in flight (128), so its figure is the link's, not
-// the RNR timer's; here the receive buffers are the slots, so the
-// sender stays below them with room for the server's reposting to lag.
-const sendBWDepth = slots / 2
+// recvDepth is how many receives ib_send_bw's server keeps posted, each
+// on a buffer of its own: perftest's rx_depth (512), as far as the
+// hosts' free memory holds them, and never fewer than slots. The sender
+// keeps a quarter of them in flight (perftest: tx_depth 128), at most
+// sendBWDepth, so its figure is the link's, not the RNR timer's: the
+// server's reposting may lag the sender by the rest.
+func recvDepth(a, b *rack.Host, size, iters int) int {
+	room := int(min(a.Available(), b.Available()) / 2 / uint64(size))
+	return max(slots, min(512, room, iters))
+}
 
-// SendBW is ib_send_bw: iters SENDs of size bytes with up to
-// sendBWDepth in flight; the server checks each message against the pattern of its slot
-// before reposting the receive. The figure is MiB/s at the sender.
+// sendBWDepth is the most SENDs ib_send_bw keeps in flight.
+const sendBWDepth = 128
+
+// SendBW is ib_send_bw: iters SENDs of size bytes with up to a quarter of
+// recvDepth in flight, from the client's slots; the server checks each
+// message in its own receive buffer against the pattern of the slot it
+// came from before reposting the receive. The figure is MiB/s at the
+// sender.
 func SendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, error) {
-	p, crcs, err := bwPair(a, b, size, true)
+	depth := recvDepth(a, b, size, iters)
+	p, crcs, err := bwPairBuf(a, b, size, depth*size, true)
 	if err != nil {
 		return Result{}, err
 	}
 	defer p.close()
 	var recvs []rdma.RecvWR
-	for i := range min(slots, iters) {
+	for i := range min(depth, iters) {
 		recvs = append(recvs, rdma.RecvWR{WRID: uint64(i), SGList: sge(p.s, i*size, size)})
 	}
 	if err := p.s.QP.PostRecv(recvs); err != nil {
@@ -279,21 +300,21 @@ func SendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, erro
 			if int(wc.WRID) != i || wc.ByteLen != uint32(size) {
 				return fmt.Errorf("message %d: completion for WR %d with %d bytes (out of order or short)", i, wc.WRID, wc.ByteLen)
 			}
-			slot := i % slots
-			if err := checkSlot(p.s, size, slot, uint64(slot), crcs, scratch); err != nil {
+			buf := i % depth
+			if err := checkSlot(p.s, size, buf, uint64(i%slots), crcs, scratch); err != nil {
 				return fmt.Errorf("message %d: %w", i, err)
 			}
-			if next := i + slots; next < iters {
-				if err := p.s.QP.PostRecv([]rdma.RecvWR{{WRID: uint64(next), SGList: sge(p.s, slot*size, size)}}); err != nil {
+			if next := i + depth; next < iters {
+				if err := p.s.QP.PostRecv([]rdma.RecvWR{{WRID: uint64(next), SGList: sge(p.s, buf*size, size)}}); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}, func(ctx context.Context) error {
-		return stream(ctx, p.c, p.cSend, iters, sendBWDepth, &elapsed, func(i int) rdma.SendWR {
-			slot := i % slots
-			return rdma.SendWR{Opcode: rdma.WRSend, SGList: sge(p.c, slot*size, size)}
+		sgl := slotSGEs(p.c, size)
+		return stream(ctx, p.c, p.cSend, iters, min(sendBWDepth, depth/4), &elapsed, func(i int) rdma.SendWR {
+			return rdma.SendWR{Opcode: rdma.WRSend, SGList: sgl[i%slots]}
 		})
 	})
 	if err != nil {
@@ -306,7 +327,13 @@ func SendBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, erro
 // size bytes on each side, fills the data side's (the client's, or the
 // server's for READs) with the slot patterns, and returns their CRCs.
 func bwPair(a, b *rack.Host, size int, clientHoldsData bool) (*pair, []uint32, error) {
-	p, err := connect(a, b, slots*size)
+	return bwPairBuf(a, b, size, slots*size, clientHoldsData)
+}
+
+// bwPairBuf is bwPair with buffers of bufSize (at least slots*size)
+// bytes.
+func bwPairBuf(a, b *rack.Host, size, bufSize int, clientHoldsData bool) (*pair, []uint32, error) {
+	p, err := connect(a, b, bufSize)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -329,11 +356,13 @@ func stream(ctx context.Context, e *rack.Endpoint, cq *rack.Poller, iters, depth
 	wr func(i int) rdma.SendWR, check ...func(i int) error) error {
 	start := time.Now()
 	posted, done := 0, 0
+	one := make([]rdma.SendWR, 1)
 	for done < iters {
 		for posted < iters && posted-done < depth {
-			w := wr(posted)
+			w := &one[0]
+			*w = wr(posted)
 			w.WRID, w.SendFlags = uint64(posted), w.SendFlags|rdma.SendSignaled
-			if err := e.QP.PostSend([]rdma.SendWR{w}); err != nil {
+			if err := e.QP.PostSend(one); err != nil {
 				return err
 			}
 			posted++
@@ -390,9 +419,10 @@ func WriteBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, err
 		}
 		return nil
 	}, func(ctx context.Context) error {
+		sgl := slotSGEs(p.c, size)
 		if err := stream(ctx, p.c, p.cSend, iters, 128, &elapsed, func(i int) rdma.SendWR {
 			slot := i % slots
-			return rdma.SendWR{Opcode: rdma.WRRDMAWrite, SGList: sge(p.c, slot*size, size),
+			return rdma.SendWR{Opcode: rdma.WRRDMAWrite, SGList: sgl[slot],
 				RemoteAddr: p.c.RemoteBuf + uint64(slot*size), RKey: p.c.RemoteRKey}
 		}); err != nil {
 			return err
@@ -418,14 +448,17 @@ func ReadBW(ctx context.Context, a, b *rack.Host, size, iters int) (Result, erro
 	}
 	defer p.close()
 	scratch := make([]byte, size)
+	sgl := slotSGEs(p.c, size)
+	wr := make([]rdma.SendWR, 1)
 	var elapsed time.Duration
 	start := time.Now()
 	posted, done := 0, 0
 	for done < iters {
 		for posted < iters && posted-done < slots {
 			slot := posted % slots
-			if err := p.c.QP.PostSend([]rdma.SendWR{{WRID: uint64(posted), Opcode: rdma.WRRDMARead, SendFlags: rdma.SendSignaled,
-				SGList: sge(p.c, slot*size, size), RemoteAddr: p.c.RemoteBuf + uint64(slot*size), RKey: p.c.RemoteRKey}}); err != nil {
+			wr[0] = rdma.SendWR{WRID: uint64(posted), Opcode: rdma.WRRDMARead, SendFlags: rdma.SendSignaled,
+				SGList: sgl[slot], RemoteAddr: p.c.RemoteBuf + uint64(slot*size), RKey: p.c.RemoteRKey}
+			if err := p.c.QP.PostSend(wr); err != nil {
 				return Result{}, err
 			}
 			posted++

@@ -119,6 +119,14 @@ func (h *Host) Alloc(n uint64) (uint64, error) {
 	return addr, nil
 }
 
+// Available is how many bytes Alloc can still reserve (less up to 4 KiB
+// of alignment).
+func (h *Host) Available() uint64 {
+	h.allocMu.Lock()
+	defer h.allocMu.Unlock()
+	return h.Memory.Size() - min(h.Memory.Size(), (h.next+4095)&^4095)
+}
+
 // Free returns [addr, addr+n) to the allocator when it is the most recent
 // allocation; anything else stays reserved until the rack closes.
 func (h *Host) Free(addr, n uint64) {
