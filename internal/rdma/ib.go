@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"github.com/PacketFive/hinic/internal/ibagent"
 	"sync"
 
 	"github.com/PacketFive/hinic/internal/proto"
@@ -560,95 +561,57 @@ func (e *engine) sendMAD(qpn uint32, dlid uint16, sl uint8, destQP uint32, pkey 
 // starts the lease, timed by the device's Clock. No Bad M_Key trap is
 // sent (the port sends no traps).
 func (d *Device) sma(m []byte) bool {
-	smp := proto.SMP(m)
-	if smp.IsResponse() {
-		return false
-	}
-	p := &d.port1
-	p.mu.Lock()
-	verdict := p.mkey.Check(&p.pi, d.clock.Now(), smp.Method(), smp.MKey())
-	p.mu.Unlock()
-	if verdict == proto.MKeyViolation {
+	switch ibagent.ServeSMP(proto.SMP(m), hca{d}) {
+	case ibagent.Answered:
+		d.ctr.smpsAnswered.Add(1)
+		return true
+	case ibagent.MKeyViolated:
 		d.ctr.smpMKeyDrops.Add(1)
-		return false
 	}
-	set := smp.Method() == proto.MADMethodSet
-	status := uint16(proto.MADStatusOK)
-	data := smp.Data()
-	am := smp.AttributeModifier()
-	c := &d.cfg
-	switch {
-	case smp.Method() != proto.MADMethodGet && !set:
-		status = proto.MADStatusMethodUnsupported
-	case smp.ClassVersion() != proto.SMClassVersion:
-		status = proto.MADStatusBadVersion
-	default:
-		switch smp.AttributeID() {
-		case proto.SMPAttrNodeInfo:
-			if set {
-				status = proto.MADStatusMethodAttrUnsupported
-				break
-			}
-			proto.NodeInfo(data).Encode(&proto.NodeInfoFields{
-				BaseVersion: 1, ClassVersion: 1, NodeType: proto.NodeTypeCA, NumPorts: 1,
-				SystemImageGUID: c.NodeGUID, NodeGUID: c.NodeGUID, PortGUID: c.PortGUID,
-				PartitionCap: ibPartitionCap, DeviceID: uint16(c.VendorPartID), Revision: c.HWVer,
-				LocalPortNum: 1, VendorID: ibVendorID,
-			})
-		case proto.SMPAttrNodeDescription:
-			if set {
-				status = proto.MADStatusMethodAttrUnsupported
-				break
-			}
-			desc := c.Description
-			if desc == "" {
-				desc = c.Name
-			}
-			proto.NodeDescription(data).Encode(&proto.NodeDescriptionFields{NodeString: desc})
-		case proto.SMPAttrPortInfo:
-			// A CA answers for the receiving port whatever the
-			// modifier says, 0 included (IBA 14.2.5.6).
-			if n := proto.PortInfoPortNumber(am); n > 1 {
-				status = proto.MADStatusInvalidField
-				break
-			}
-			if set {
-				status = d.setPortInfo(proto.PortInfo(data).Fields())
-			}
-			pi := d.portInfo()
-			if verdict == proto.MKeyMask {
-				pi.MKey = 0
-			}
-			proto.PortInfo(data).Encode(&pi)
-		case proto.SMPAttrPKeyTable:
-			if _, block := proto.PKeyTableAttrModParts(am); block != 0 {
-				status = proto.MADStatusInvalidField
-				break
-			}
-			t := proto.PKeyTable(data)
-			p.mu.Lock()
-			if set {
-				for i := range p.pkeys {
-					p.pkeys[i] = t.PKey(i)
-				}
-			}
-			t.Encode(&proto.PKeyTableFields{PKeys: p.pkeys})
-			p.mu.Unlock()
-		case proto.SMPAttrGUIDInfo:
-			if am != 0 {
-				status = proto.MADStatusInvalidField
-				break
-			}
-			proto.GUIDInfo(data).Encode(&proto.GUIDInfoFields{GUIDs: [8]uint64{c.PortGUID}})
-		default:
-			status = proto.MADStatusMethodAttrUnsupported
-		}
+	return false
+}
+
+// hca is the device's port 1 as its management agents see it
+// (ibagent's Node, CAPort and CounterSource).
+type hca struct{ d *Device }
+
+func (h hca) CheckMKey(method uint8, key uint64) proto.MKeyVerdict {
+	p := &h.d.port1
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mkey.Check(&p.pi, h.d.clock.Now(), method, key)
+}
+
+func (h hca) Attr(m proto.SMP, set, maskMKey bool) uint16 { return ibagent.CAAttr(h, m, set, maskMKey) }
+
+func (h hca) NodeInfo() proto.NodeInfoFields {
+	c := &h.d.cfg
+	return proto.NodeInfoFields{
+		BaseVersion: 1, ClassVersion: 1, NodeType: proto.NodeTypeCA, NumPorts: 1,
+		SystemImageGUID: c.NodeGUID, NodeGUID: c.NodeGUID, PortGUID: c.PortGUID,
+		PartitionCap: ibPartitionCap, DeviceID: uint16(c.VendorPartID), Revision: c.HWVer,
+		LocalPortNum: 1, VendorID: ibVendorID,
 	}
-	if !smp.MakeResponse(status) {
-		return false
+}
+
+func (h hca) NodeDescription() string {
+	if h.d.cfg.Description != "" {
+		return h.d.cfg.Description
 	}
-	d.ctr.smpsAnswered.Add(1)
-	return true
+	return h.d.cfg.Name
+}
+
+func (h hca) PortGUID() uint64 { return h.d.cfg.PortGUID }
+
+func (h hca) PortInfo() proto.PortInfoFields { return h.d.portInfo() }
+
+func (h hca) SetPortInfo(f proto.PortInfoFields) uint16 { return h.d.setPortInfo(f) }
+
+func (h hca) PKeys(fn func(*[proto.PKeyTableEntriesPerBlock]uint16)) {
+	p := &h.d.port1
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fn(&p.pkeys)
 }
 
 // setPortInfo applies a PortInfo Set with the IBA state rules (Armed only
@@ -659,47 +622,12 @@ func (d *Device) sma(m []byte) bool {
 func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 	p := &d.port1
 	p.mu.Lock()
-	cur := p.pi.PortState
-	switch f.PortState {
-	case proto.PortStateNoChange, proto.PortStateDown:
-	case proto.PortStateArmed:
-		if cur != proto.PortStateInit && cur != proto.PortStateArmed {
-			p.mu.Unlock()
-			return proto.MADStatusInvalidField
-		}
-	case proto.PortStateActive:
-		if cur != proto.PortStateArmed && cur != proto.PortStateActive {
-			p.mu.Unlock()
-			return proto.MADStatusInvalidField
-		}
-	default:
+	if st := ibagent.CheckPortInfoSet(&p.pi, &f); st != proto.MADStatusOK {
 		p.mu.Unlock()
-		return proto.MADStatusInvalidField
-	}
-	if (f.NeighborMTU != 0 && f.NeighborMTU > p.pi.MTUCap) || f.OperationalVLs > p.pi.VLCap || f.LID >= proto.LIDMulticastBase {
-		p.mu.Unlock()
-		return proto.MADStatusInvalidField
+		return st
 	}
 	oldLID, oldSM := p.pi.LID, p.pi.MasterSMLID
-	p.pi.MKey = f.MKey
-	p.pi.MKeyProtectBits = f.MKeyProtectBits
-	p.pi.MKeyLeasePeriod = f.MKeyLeasePeriod
-	p.pi.MKeyViolations = f.MKeyViolations
-	p.pi.GIDPrefix = f.GIDPrefix
-	p.pi.LID = f.LID
-	p.pi.MasterSMLID = f.MasterSMLID
-	p.pi.MasterSMSL = f.MasterSMSL
-	p.pi.LMC = f.LMC
-	p.pi.SubnetTimeOut = f.SubnetTimeOut
-	if f.NeighborMTU != 0 {
-		p.pi.NeighborMTU = f.NeighborMTU
-	}
-	if f.OperationalVLs != 0 {
-		p.pi.OperationalVLs = f.OperationalVLs
-	}
-	if f.LinkDownDefaultState != 0 {
-		p.pi.LinkDownDefaultState = f.LinkDownDefaultState
-	}
+	ibagent.ApplyPortInfoSet(&p.pi, &f)
 	p.lid = p.pi.LID
 	p.mu.Unlock()
 	if oldLID != f.LID {
@@ -720,63 +648,42 @@ func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 	return proto.MADStatusOK
 }
 
-// pma answers a PerfMgt request in place (ClassPortInfo; PortCounters Get
-// and Set, for port 1 or all ports) and returns the status.
-func (d *Device) pma(m proto.PerfMgtMAD) uint16 {
-	method := m.Method()
-	if method != proto.MADMethodGet && method != proto.MADMethodSet {
-		return proto.MADStatusMethodUnsupported
+// pma answers a PerfMgt request in place (ibagent.ServePMA: ClassPortInfo;
+// PortCounters Get and Set, for port 1 or all ports) and returns the
+// status.
+func (d *Device) pma(m proto.PerfMgtMAD) uint16 { return ibagent.ServePMA(m, hca{d}) }
+
+// PortCounters reads port 1's counters (PortSelect 0, 1 or all ports):
+// the device's counters less the values a PortCounters Set last cleared
+// to.
+func (h hca) PortCounters(sel uint8, clear bool, csel uint16, _ uint8) (proto.PortCountersFields, bool) {
+	if sel > 1 && sel != proto.PMAPortSelectAll {
+		return proto.PortCountersFields{}, false
 	}
-	if m.ClassVersion() != proto.PerfMgtClassVersion {
-		return proto.MADStatusBadVersion
-	}
-	data := m.Data()
-	switch m.AttributeID() {
-	case proto.PMAAttrClassPortInfo:
-		if method == proto.MADMethodSet {
-			return proto.MADStatusMethodAttrUnsupported
-		}
-		clear(data)
-		proto.ClassPortInfo(data[:proto.ClassPortInfoSize]).Encode(&proto.ClassPortInfoFields{
-			BaseVersion: proto.MADBaseVersion, ClassVersion: proto.PerfMgtClassVersion,
-			CapabilityMask: proto.PMACapAllPortSelect, RespTimeValue: 0x12,
-		})
-	case proto.PMAAttrPortCounters:
-		pc := proto.PortCounters(data[:proto.PortCountersSize])
-		sel, csel, csel2 := pc.PortSelect(), pc.CounterSelect(), pc.CounterSelect2()
-		if sel > 1 && sel != proto.PMAPortSelectAll {
-			return proto.MADStatusInvalidField
-		}
-		cur := d.pmaNow()
-		b := &d.port1.pmaBase
-		if method == proto.MADMethodSet {
-			sel := func(bit uint16, dst *uint64, v uint64) {
-				if csel&bit != 0 {
-					*dst = v
-				}
+	cur := h.d.pmaNow()
+	b := &h.d.port1.pmaBase
+	if clear {
+		sel := func(bit uint16, dst *uint64, v uint64) {
+			if csel&bit != 0 {
+				*dst = v
 			}
-			sel(proto.PortCountersSelectPortXmitData, &b.xmitData, cur.xmitData)
-			sel(proto.PortCountersSelectPortRcvData, &b.rcvData, cur.rcvData)
-			sel(proto.PortCountersSelectPortXmitPkts, &b.xmitPkts, cur.xmitPkts)
-			sel(proto.PortCountersSelectPortRcvPkts, &b.rcvPkts, cur.rcvPkts)
-			sel(proto.PortCountersSelectPortRcvErrors, &b.rcvErrors, cur.rcvErrors)
-			sel(proto.PortCountersSelectVL15Dropped, &b.vl15Dropped, cur.vl15Dropped)
 		}
-		f := proto.PortCountersFields{PortSelect: sel, CounterSelect: csel, CounterSelect2: csel2,
-			PortXmitData:  proto.PMACounterAdd32(0, (cur.xmitData-b.xmitData)/4),
-			PortRcvData:   proto.PMACounterAdd32(0, (cur.rcvData-b.rcvData)/4),
-			PortXmitPkts:  proto.PMACounterAdd32(0, cur.xmitPkts-b.xmitPkts),
-			PortRcvPkts:   proto.PMACounterAdd32(0, cur.rcvPkts-b.rcvPkts),
-			PortRcvErrors: proto.PMACounterAdd16(0, cur.rcvErrors-b.rcvErrors),
-			VL15Dropped:   proto.PMACounterAdd16(0, cur.vl15Dropped-b.vl15Dropped),
-			QP1Dropped:    proto.PMACounterAdd16(0, cur.qp1Dropped),
-		}
-		clear(data)
-		pc.Encode(&f)
-	default:
-		return proto.MADStatusMethodAttrUnsupported
+		sel(proto.PortCountersSelectPortXmitData, &b.xmitData, cur.xmitData)
+		sel(proto.PortCountersSelectPortRcvData, &b.rcvData, cur.rcvData)
+		sel(proto.PortCountersSelectPortXmitPkts, &b.xmitPkts, cur.xmitPkts)
+		sel(proto.PortCountersSelectPortRcvPkts, &b.rcvPkts, cur.rcvPkts)
+		sel(proto.PortCountersSelectPortRcvErrors, &b.rcvErrors, cur.rcvErrors)
+		sel(proto.PortCountersSelectVL15Dropped, &b.vl15Dropped, cur.vl15Dropped)
 	}
-	return proto.MADStatusOK
+	return proto.PortCountersFields{
+		PortXmitData:  proto.PMACounterAdd32(0, (cur.xmitData-b.xmitData)/4),
+		PortRcvData:   proto.PMACounterAdd32(0, (cur.rcvData-b.rcvData)/4),
+		PortXmitPkts:  proto.PMACounterAdd32(0, cur.xmitPkts-b.xmitPkts),
+		PortRcvPkts:   proto.PMACounterAdd32(0, cur.rcvPkts-b.rcvPkts),
+		PortRcvErrors: proto.PMACounterAdd16(0, cur.rcvErrors-b.rcvErrors),
+		VL15Dropped:   proto.PMACounterAdd16(0, cur.vl15Dropped-b.vl15Dropped),
+		QP1Dropped:    proto.PMACounterAdd16(0, cur.qp1Dropped),
+	}, true
 }
 
 func (d *Device) pmaNow() pmaBase {

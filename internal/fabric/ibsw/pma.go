@@ -1,17 +1,9 @@
 package ibsw
 
 import (
+	"github.com/PacketFive/hinic/internal/ibagent"
 	"github.com/PacketFive/hinic/internal/proto"
 )
-
-// pmaRespTimeValue is ClassPortInfo.RespTimeValue (4.096 us * 2^18, about
-// one second), what ibsim reports.
-const pmaRespTimeValue = 0x12
-
-// pmaCapabilityMask is the PMA's ClassPortInfo.CapabilityMask: only
-// AllPortSelect. No PortCountersExtended (ExtendedWidth) and no
-// PortXmitWait, which the relay does not model.
-const pmaCapabilityMask = proto.PMACapAllPortSelect
 
 // port0Data handles a data-VL packet addressed to the switch's LID (raw
 // packets included): GMPs on
@@ -90,57 +82,33 @@ func (s *Switch) gsiProcess(req []byte) bool {
 	return true
 }
 
-// pma answers a PerfMgt request in place and returns the status:
-// ClassPortInfo (Get) and PortCounters (Get, and Set to clear the counters
-// CounterSelect names) for any port 0..NumPorts, or for all of them summed
-// with PortSelect 0xFF (IBA 16.1.3.5, AllPortSelect).
-func (s *Switch) pma(m proto.PerfMgtMAD) uint16 {
-	method := m.Method()
-	if method != proto.MADMethodGet && method != proto.MADMethodSet {
-		return proto.MADStatusMethodUnsupported
-	}
-	if m.ClassVersion() != proto.PerfMgtClassVersion {
-		return proto.MADStatusBadVersion
-	}
-	data := m.Data()
-	switch m.AttributeID() {
-	case proto.PMAAttrClassPortInfo:
-		if method == proto.MADMethodSet {
-			return proto.MADStatusMethodAttrUnsupported
-		}
-		clear(data)
-		proto.ClassPortInfo(data[:proto.ClassPortInfoSize]).Encode(&proto.ClassPortInfoFields{
-			BaseVersion:    proto.MADBaseVersion,
-			ClassVersion:   proto.PerfMgtClassVersion,
-			CapabilityMask: pmaCapabilityMask,
-			RespTimeValue:  pmaRespTimeValue,
-		})
-	case proto.PMAAttrPortCounters:
-		pc := proto.PortCounters(data[:proto.PortCountersSize])
-		sel, csel, csel2 := pc.PortSelect(), pc.CounterSelect(), pc.CounterSelect2()
-		var c Counters
-		switch {
-		case sel == proto.PMAPortSelectAll:
-			for i := range s.ports {
-				if method == proto.MADMethodSet {
-					s.ports[i].cnt.clearSelected(csel, csel2)
-				}
-				c = c.add(s.ports[i].cnt)
+// pma answers a PerfMgt request in place (ibagent.ServePMA) and returns
+// the status: ClassPortInfo (Get) and PortCounters (Get, and Set to clear
+// the counters CounterSelect names) for any port 0..NumPorts, or for all
+// of them summed with PortSelect 0xFF (IBA 16.1.3.5, AllPortSelect).
+func (s *Switch) pma(m proto.PerfMgtMAD) uint16 { return ibagent.ServePMA(m, switchPMA{s}) }
+
+// switchPMA is the switch's counters as its PMA reads them.
+type switchPMA struct{ s *Switch }
+
+func (p switchPMA) PortCounters(sel uint8, clear bool, csel uint16, csel2 uint8) (proto.PortCountersFields, bool) {
+	s := p.s
+	var c Counters
+	switch {
+	case sel == proto.PMAPortSelectAll:
+		for i := range s.ports {
+			if clear {
+				s.ports[i].cnt.clearSelected(csel, csel2)
 			}
-		case int(sel) <= s.cfg.NumPorts:
-			if method == proto.MADMethodSet {
-				s.ports[sel].cnt.clearSelected(csel, csel2)
-			}
-			c = s.ports[sel].cnt
-		default:
-			return proto.MADStatusInvalidField
+			c = c.add(s.ports[i].cnt)
 		}
-		f := c.pmaFields()
-		f.PortSelect, f.CounterSelect, f.CounterSelect2 = sel, csel, csel2
-		clear(data)
-		pc.Encode(&f)
+	case int(sel) <= s.cfg.NumPorts:
+		if clear {
+			s.ports[sel].cnt.clearSelected(csel, csel2)
+		}
+		c = s.ports[sel].cnt
 	default:
-		return proto.MADStatusMethodAttrUnsupported
+		return proto.PortCountersFields{}, false
 	}
-	return proto.MADStatusOK
+	return c.pmaFields(), true
 }

@@ -1,6 +1,7 @@
 package ibsw
 
 import (
+	"github.com/PacketFive/hinic/internal/ibagent"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -30,61 +31,43 @@ func (s *Switch) port0SMP(in int, pkt []byte, p *proto.Packet, emit func(int, []
 	}
 }
 
-// smaProcess runs the SMA on a request that arrived on external port in: it
-// copies the request to s.mad and turns it into the answer there. It
-// reports false when the request gets no answer: a response or a trap
-// sent to the switch (there is no SM on a switch), a method without a
-// response, or a BaseVersion other than 1 (whose layout is unknown; Linux
-// ib_mad drops those too).
+// smaProcess runs the SMA (ibagent.ServeSMP) on a request that arrived
+// on external port in: it copies the request to s.mad and turns it into
+// the answer there. It reports false when the request gets no answer: a
+// response or a trap sent to the switch (there is no SM on a switch), a
+// method without a response, a BaseVersion other than 1, or an M_Key
+// violation.
 //
-// The answer is always a GetResp carrying the full current attribute, for
-// a Set as well, with the TransactionID echoed and, for a directed route,
-// the D bit set (IBA 13.4.6, 14.2.1.2). Statuses: 0x0004 bad ClassVersion,
-// 0x0008 method not supported, 0x000C attribute not supported with this
-// method (including SMInfo: the switch runs no SM), 0x001C bad attribute
-// modifier or field value (a rejected Set changes nothing).
-//
-// The M_Key is checked first, on LID-routed and directed-route SMPs alike,
-// against the switch's M_Key in port 0's PortInfo (IBA 14.2.4; the rules
-// are proto.MKeyLease's): a violation gets no answer and is counted in
-// M_KeyViolations and Drops.MKey. With M_Key 0, the power-on value,
-// nothing is checked. No Bad M_Key trap (IBA 14.2.4.1) is sent: the
-// switch sends no traps.
+// The M_Key is checked against the switch's M_Key in port 0's PortInfo
+// (IBA 14.2.4), on LID-routed and directed-route SMPs alike: a violation
+// is counted in M_KeyViolations and Drops.MKey. SMInfo is answered
+// "attribute not supported": the switch runs no SM.
 func (s *Switch) smaProcess(in int, req proto.SMP) bool {
 	copy(s.mad[:], req)
-	m := proto.SMP(s.mad[:])
-	if m.BaseVersion() != proto.MADBaseVersion || m.IsResponse() {
-		s.drops.MAD++
-		return false
-	}
-	verdict := s.mkey.Check(&s.ports[0].pi, s.cfg.Clock.Now(), m.Method(), m.MKey())
-	if verdict == proto.MKeyViolation {
+	switch ibagent.ServeSMP(proto.SMP(s.mad[:]), switchSMA{s, in}) {
+	case ibagent.Answered:
+		return true
+	case ibagent.MKeyViolated:
 		s.drops.MKey++
-		return false
-	}
-	var status uint16
-	switch method := m.Method(); method {
-	case proto.MADMethodGet, proto.MADMethodSet:
-		if m.ClassVersion() != proto.SMClassVersion {
-			status = proto.MADStatusBadVersion
-			break
-		}
-		status = s.smaAttr(in, m, method == proto.MADMethodSet, verdict == proto.MKeyMask)
-	case proto.MADMethodTrap, proto.MADMethodTrapRepress:
-		s.drops.MAD++
-		return false
 	default:
-		status = proto.MADStatusMethodUnsupported
-	}
-	if !m.MakeResponse(status) {
 		s.drops.MAD++
-		return false
 	}
-	// An SMA answers every request it answers at all with GetResp, an
-	// unsupported method too (as Linux qib's reply() does), rather
-	// than the method's own response (GetTableResp, ReportResp).
-	m.SetMethod(proto.MADMethodGetResp)
-	return true
+	return false
+}
+
+// switchSMA is the switch as its SMA's node, for a request that came in
+// on external port in.
+type switchSMA struct {
+	s  *Switch
+	in int
+}
+
+func (n switchSMA) CheckMKey(method uint8, key uint64) proto.MKeyVerdict {
+	return n.s.mkey.Check(&n.s.ports[0].pi, n.s.cfg.Clock.Now(), method, key)
+}
+
+func (n switchSMA) Attr(m proto.SMP, set, maskMKey bool) uint16 {
+	return n.s.smaAttr(n.in, m, set, maskMKey)
 }
 
 // smaAttr answers one Get or Set in place in m.Data() and returns the
@@ -334,16 +317,8 @@ func (s *Switch) setPortInfo(n int, d proto.PortInfo) uint16 {
 	pi := &pt.pi
 	pi.LinkWidthEnabled = width
 	pi.LinkSpeedEnabled = speed
-	if f.LinkDownDefaultState != 0 {
-		pi.LinkDownDefaultState = f.LinkDownDefaultState
-	}
-	if f.NeighborMTU != 0 {
-		pi.NeighborMTU = f.NeighborMTU
-	}
-	if f.OperationalVLs != 0 {
-		pi.OperationalVLs = f.OperationalVLs
-		pt.numVLs = uint8(proto.VLCapNumVLs(f.OperationalVLs))
-	}
+	ibagent.ApplyLinkFields(pi, &f)
+	pt.numVLs = uint8(proto.VLCapNumVLs(pi.OperationalVLs))
 	pi.VLHighLimit = f.VLHighLimit
 	pi.HOQLife = f.HOQLife
 	pi.VLStallCount = f.VLStallCount

@@ -1,6 +1,7 @@
 package ibswtest
 
 import (
+	"github.com/PacketFive/hinic/internal/ibagent"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -148,7 +149,10 @@ func (c *CA) Ingress(in int, pkt []byte, emit func(int, []byte)) {
 			return
 		}
 		resp := append([]byte(nil), p.Payload...)
-		c.sma(resp)
+		if !c.sma(resp) {
+			c.Dropped++
+			return
+		}
 		emit(caPort, c.smpPacket(lrh.SLID(), resp))
 		return
 	}
@@ -204,7 +208,10 @@ func (c *CA) directed(lrh proto.LRH, smp proto.SMP, emit func(int, []byte)) {
 	smp.ReturnPath()[hc] = caPort
 	smp.SetHopPointer(hc + 1)
 	resp := append([]byte(nil), smp...)
-	c.sma(resp)
+	if !c.sma(resp) {
+		c.Dropped++
+		return
+	}
 	r := proto.SMP(resp)
 	r.SetHopPointer(hc)
 	emit(int(r.ReturnPath()[hc]), c.smpPacket(lrh.SLID(), resp))
@@ -212,7 +219,8 @@ func (c *CA) directed(lrh proto.LRH, smp proto.SMP, emit func(int, []byte)) {
 
 // LocalMAD answers a HopCount-0 directed-route SMP (or any SMP) the way
 // the local device's process_mad does, without a wire: it returns the
-// answer MAD. This is how an SM reaches its own port.
+// answer MAD (the request unchanged when it gets none). This is how an SM
+// reaches its own port.
 func (c *CA) LocalMAD(req []byte) []byte {
 	resp := append([]byte(nil), req...)
 	c.sma(resp)
@@ -231,112 +239,45 @@ func (c *CA) smpPacket(dlid uint16, mad []byte) []byte {
 	return SMPPacket(dlid, slid, mad)
 }
 
-// sma turns the SMP request in m into its answer in place.
-func (c *CA) sma(m []byte) {
-	smp := proto.SMP(m)
-	if smp.IsResponse() {
-		return
-	}
-	set := smp.Method() == proto.MADMethodSet
-	status := uint16(proto.MADStatusOK)
-	data := smp.Data()
-	am := smp.AttributeModifier()
-	switch {
-	case smp.Method() != proto.MADMethodGet && !set:
-		status = proto.MADStatusMethodUnsupported
-	case smp.ClassVersion() != proto.SMClassVersion:
-		status = proto.MADStatusBadVersion
-	default:
-		switch smp.AttributeID() {
-		case proto.SMPAttrNodeInfo:
-			if set {
-				status = proto.MADStatusMethodAttrUnsupported
-				break
-			}
-			proto.NodeInfo(data).Encode(&proto.NodeInfoFields{
-				BaseVersion: 1, ClassVersion: 1, NodeType: proto.NodeTypeCA, NumPorts: 1,
-				SystemImageGUID: c.NodeGUID, NodeGUID: c.NodeGUID, PortGUID: c.PortGUID,
-				PartitionCap: CAPartitionCap, DeviceID: CADeviceID, Revision: 1,
-				LocalPortNum: caPort, VendorID: CAVendorID,
-			})
-		case proto.SMPAttrNodeDescription:
-			if set {
-				status = proto.MADStatusMethodAttrUnsupported
-				break
-			}
-			proto.NodeDescription(data).Encode(&proto.NodeDescriptionFields{NodeString: c.Description})
-		case proto.SMPAttrPortInfo:
-			// A CA answers for the receiving port whatever the
-			// modifier says, 0 included (IBA 14.2.5.6).
-			if n := proto.PortInfoPortNumber(am); n > 1 {
-				status = proto.MADStatusInvalidField
-				break
-			}
-			if set {
-				status = c.setPortInfo(proto.PortInfo(data).Fields())
-			}
-			proto.PortInfo(data).Encode(&c.pi)
-		case proto.SMPAttrPKeyTable:
-			if _, block := proto.PKeyTableAttrModParts(am); block != 0 {
-				status = proto.MADStatusInvalidField
-				break
-			}
-			t := proto.PKeyTable(data)
-			if set {
-				for i := range c.pkeys {
-					c.pkeys[i] = t.PKey(i)
-				}
-			}
-			t.Encode(&proto.PKeyTableFields{PKeys: c.pkeys})
-		case proto.SMPAttrGUIDInfo:
-			if am != 0 {
-				status = proto.MADStatusInvalidField
-				break
-			}
-			proto.GUIDInfo(data).Encode(&proto.GUIDInfoFields{GUIDs: [8]uint64{c.PortGUID}})
-		default:
-			status = proto.MADStatusMethodAttrUnsupported
-		}
-	}
-	smp.MakeResponse(status)
+// sma turns the SMP request in m into its answer in place (ibagent's
+// SMA and CA attributes; the CA has no M_Key protection) and reports
+// whether there is one.
+func (c *CA) sma(m []byte) bool {
+	return ibagent.ServeSMP(proto.SMP(m), caNode{c}) == ibagent.Answered
 }
 
-// setPortInfo applies a PortInfo Set with the same state rules as the
-// switch (ibsim's do_portinfo): Armed only from Init, Active only from
-// Armed, Down retrains to Init.
-func (c *CA) setPortInfo(f proto.PortInfoFields) uint16 {
-	switch f.PortState {
-	case proto.PortStateNoChange, proto.PortStateDown:
-	case proto.PortStateArmed:
-		if c.pi.PortState != proto.PortStateInit {
-			return proto.MADStatusInvalidField
-		}
-	case proto.PortStateActive:
-		if c.pi.PortState != proto.PortStateArmed {
-			return proto.MADStatusInvalidField
-		}
-	default:
-		return proto.MADStatusInvalidField
+// caNode is the CA as its SMA sees it (ibagent's Node and CAPort).
+type caNode struct{ c *CA }
+
+func (n caNode) CheckMKey(uint8, uint64) proto.MKeyVerdict { return proto.MKeyAllow }
+
+func (n caNode) Attr(m proto.SMP, set, maskMKey bool) uint16 {
+	return ibagent.CAAttr(n, m, set, maskMKey)
+}
+
+func (n caNode) NodeInfo() proto.NodeInfoFields {
+	return proto.NodeInfoFields{
+		BaseVersion: 1, ClassVersion: 1, NodeType: proto.NodeTypeCA, NumPorts: 1,
+		SystemImageGUID: n.c.NodeGUID, NodeGUID: n.c.NodeGUID, PortGUID: n.c.PortGUID,
+		PartitionCap: CAPartitionCap, DeviceID: CADeviceID, Revision: 1,
+		LocalPortNum: caPort, VendorID: CAVendorID,
 	}
-	if f.NeighborMTU > c.pi.MTUCap || f.OperationalVLs > c.pi.VLCap || f.LID >= proto.LIDMulticastBase {
-		return proto.MADStatusInvalidField
+}
+
+func (n caNode) NodeDescription() string        { return n.c.Description }
+func (n caNode) PortGUID() uint64               { return n.c.PortGUID }
+func (n caNode) PortInfo() proto.PortInfoFields { return n.c.pi }
+
+func (n caNode) PKeys(fn func(*[proto.PKeyTableEntriesPerBlock]uint16)) { fn(&n.c.pkeys) }
+
+// SetPortInfo applies a PortInfo Set with the HCA's state rules
+// (ibagent.CheckPortInfoSet): Down retrains to Init while the link is up.
+func (n caNode) SetPortInfo(f proto.PortInfoFields) uint16 {
+	c := n.c
+	if st := ibagent.CheckPortInfoSet(&c.pi, &f); st != proto.MADStatusOK {
+		return st
 	}
-	c.pi.MKey = f.MKey
-	c.pi.GIDPrefix = f.GIDPrefix
-	c.pi.LID = f.LID
-	c.pi.MasterSMLID = f.MasterSMLID
-	c.pi.MasterSMSL = f.MasterSMSL
-	c.pi.LMC = f.LMC
-	c.pi.SubnetTimeOut = f.SubnetTimeOut
-	if f.NeighborMTU != 0 {
-		c.pi.NeighborMTU = f.NeighborMTU
-	}
-	if f.OperationalVLs != 0 {
-		c.pi.OperationalVLs = f.OperationalVLs
-	}
-	if f.LinkDownDefaultState != 0 {
-		c.pi.LinkDownDefaultState = f.LinkDownDefaultState
-	}
+	ibagent.ApplyPortInfoSet(&c.pi, &f)
 	switch f.PortState {
 	case proto.PortStateDown:
 		if c.linkUp {
