@@ -2,6 +2,13 @@ package proto
 
 import "encoding/binary"
 
+// SMP attributes (IBA Vol 1 section 14.2.5), one file each
+// (smp_attr_*.go). Each is a view of the 64-byte SMP data (SMP.Data) or of
+// an equally laid-out record elsewhere (an SA record embeds several).
+// ParseX checks the length once and returns the view cut to XSize; Encode
+// writes exactly XSize bytes, zeroing the reserved bits among them, and
+// never touches bytes beyond XSize.
+
 // Subnet management packets (IBA Vol 1 section 14.2.1). An SMP is a MAD of
 // class MgmtClassSubnLID (LID-routed, 14.2.1.1) or MgmtClassSubnDirectedRoute
 // (directed route, 14.2.1.2). Both put the M_Key after the common header
