@@ -222,6 +222,7 @@ func FuzzParseAttributes(f *testing.F) {
 		madFuzzRecode(t, b, ParseGUIDInfo, GUIDInfoSize, nil, nil)
 		madFuzzRecode(t, b, ParseSMInfo, SMInfoSize, nil, nil)
 		madFuzzRecode(t, b, ParsePortCounters, PortCountersSize, madPortCountersReserved, nil)
+		madFuzzRecode(t, b, ParsePortCountersExtended, PortCountersExtendedSize, madPortCountersExtReserved, nil)
 		madFuzzRecode(t, b, ParseClassPortInfo, ClassPortInfoSize, madClassPortInfoReserved, nil)
 	})
 }

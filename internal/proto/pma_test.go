@@ -144,6 +144,27 @@ func TestPortCounters(t *testing.T) {
 	}
 }
 
+func TestPortCountersExtended(t *testing.T) {
+	golden := madHex(t, `
+		00 01 00 ff               // reserved, PortSelect 1, CounterSelect 0x00ff
+		00 00 00 00               // reserved
+		00 00 00 00 00 00 00 0a   // PortXmitData 10 words
+		00 00 00 00 00 00 00 14   // PortRcvData 20 words
+		00 00 00 00 00 00 00 03   // PortXmitPkts
+		00 00 00 00 00 00 00 04   // PortRcvPkts
+		00 00 00 00 00 00 00 02   // PortUnicastXmitPkts
+		00 00 00 00 00 00 00 03   // PortUnicastRcvPkts
+		00 00 00 00 00 00 00 01   // PortMulticastXmitPkts
+		01 00 00 00 00 00 00 01   // PortMulticastRcvPkts, top bit used
+	`)
+	madAttrCase(t, ParsePortCountersExtended, PortCountersExtendedSize, madPortCountersExtReserved,
+		PortCountersExtendedFields{PortSelect: 1, CounterSelect: 0xFF,
+			Counters: [8]uint64{10, 20, 3, 4, 2, 3, 1, 1<<56 | 1}}, golden)
+	if _, err := ParsePortCountersExtended(make([]byte, PortCountersExtendedSize-1)); err == nil {
+		t.Error("a short PortCountersExtended parsed")
+	}
+}
+
 func TestClassPortInfo(t *testing.T) {
 	golden := madHex(t, `
 		01 01                     // BaseVersion 1, ClassVersion 1

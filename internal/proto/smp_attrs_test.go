@@ -67,9 +67,11 @@ func madAttrCase[V madView[F], F any](t *testing.T, parse func([]byte) (V, error
 
 // Reserved bits of each attribute, as Encode zeroes them.
 var (
-	madSwitchInfoReserved    = madMask{siEnforcement: 0x07, siReserved: 0xFF}
-	madPortInfoReserved      = madMask{piMKeyProtLMC: 0x38, piRespTimeValue: 0xE0, piReserved56: 0xFF, piSpeedExtEnabled: 0xE0}
-	madPortCountersReserved  = madMask{pcReserved: 0xFF}
+	madSwitchInfoReserved      = madMask{siEnforcement: 0x07, siReserved: 0xFF}
+	madPortInfoReserved        = madMask{piMKeyProtLMC: 0x38, piRespTimeValue: 0xE0, piReserved56: 0xFF, piSpeedExtEnabled: 0xE0}
+	madPortCountersReserved    = madMask{pcReserved: 0xFF}
+	madPortCountersExtReserved = madMask{pceReserved: 0xFF, pceReserved1: 0xFF, pceReserved1 + 1: 0xFF,
+		pceReserved1 + 2: 0xFF, pceReserved1 + 3: 0xFF}
 	madClassPortInfoReserved = madMask{cpiRedirectQP: 0xFF}
 )
 
