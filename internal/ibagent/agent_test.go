@@ -280,6 +280,74 @@ func FuzzAgents(f *testing.F) {
 		if ibagent.ServeSMP(proto.SMP(m), ca) == ibagent.Answered && proto.SMP(m).Method() != proto.MADMethodGetResp {
 			t.Fatalf("answered with method %#x", proto.SMP(m).Method())
 		}
+		q := append([]byte(nil), p...)
 		ibagent.ServePMA(proto.PerfMgtMAD(p), ca)
+		tot := ibagent.PortTotals{XmitData: uint64(len(b)), RcvPkts: 1 << 40}
+		ibagent.ServePMA(proto.PerfMgtMAD(q), ibagent.NewCAPMA(func() ibagent.PortTotals { return tot }))
 	})
+}
+
+// TestCAPMA: PortCounters and PortCountersExtended over totals, each
+// cleared by its own Set, data in words, saturation, and a source that
+// starts again.
+func TestCAPMA(t *testing.T) {
+	tot := ibagent.PortTotals{XmitData: 400, RcvData: 800, XmitPkts: 3, RcvPkts: 5, UnicastXmitPkts: 2,
+		MulticastXmitPkts: 1, UnicastRcvPkts: 5, RcvErrors: 1 << 20, LinkDowned: 2, QP1Dropped: 9}
+	p := ibagent.NewCAPMA(func() ibagent.PortTotals { return tot })
+	get := func() proto.PortCountersFields {
+		m := perf(proto.MADMethodGet, proto.PMAAttrPortCounters, 1, 0)
+		if st := ibagent.ServePMA(m, p); st != 0 {
+			t.Fatalf("PortCounters: %#x", st)
+		}
+		return proto.PortCounters(m.Data()[:proto.PortCountersSize]).Fields()
+	}
+	getExt := func() [8]uint64 {
+		m := perf(proto.MADMethodGet, proto.PMAAttrPortCountersExtended, 0, 0)
+		proto.PortCountersExtended(m.Data()[:proto.PortCountersExtendedSize]).Encode(&proto.PortCountersExtendedFields{PortSelect: 1})
+		if st := ibagent.ServePMA(m, p); st != 0 {
+			t.Fatalf("PortCountersExtended: %#x", st)
+		}
+		return proto.PortCountersExtended(m.Data()[:proto.PortCountersExtendedSize]).Fields().Counters
+	}
+	if c := get(); c.PortXmitData != 100 || c.PortRcvData != 200 || c.PortXmitPkts != 3 || c.PortRcvErrors != 0xFFFF ||
+		c.LinkDownedCounter != 2 || c.QP1Dropped != 9 {
+		t.Fatalf("PortCounters %+v", c)
+	}
+	if e := getExt(); e != [8]uint64{100, 200, 3, 5, 2, 5, 1, 0} {
+		t.Fatalf("PortCountersExtended %v", e)
+	}
+	// ClassPortInfo offers the extended attribute.
+	m := perf(proto.MADMethodGet, proto.PMAAttrClassPortInfo, 0, 0)
+	ibagent.ServePMA(m, p)
+	if c := proto.ClassPortInfo(m.Data()[:proto.ClassPortInfoSize]).Fields(); c.CapabilityMask != proto.PMACapAllPortSelect|proto.PMACapExtendedWidth {
+		t.Fatalf("capability mask %#x", c.CapabilityMask)
+	}
+	// A PortCounters Set of XmitPkts and QP1 (no bit) clears XmitPkts
+	// there only.
+	ibagent.ServePMA(perf(proto.MADMethodSet, proto.PMAAttrPortCounters, 1, proto.PortCountersSelectPortXmitPkts), p)
+	tot.XmitPkts += 4
+	if c := get(); c.PortXmitPkts != 4 || c.QP1Dropped != 9 {
+		t.Fatalf("after the Set: %+v", c)
+	}
+	if e := getExt(); e[2] != 7 {
+		t.Fatalf("extended xmit pkts %d after a PortCounters Set, want 7", e[2])
+	}
+	// An extended Set (bit 1: RcvData) clears there only.
+	m = perf(proto.MADMethodSet, proto.PMAAttrPortCountersExtended, 0, 0)
+	proto.PortCountersExtended(m.Data()[:proto.PortCountersExtendedSize]).Encode(&proto.PortCountersExtendedFields{PortSelect: 1, CounterSelect: 2})
+	if st := ibagent.ServePMA(m, p); st != 0 {
+		t.Fatal(st)
+	}
+	if e, c := getExt(), get(); e[1] != 0 || c.PortRcvData != 200 {
+		t.Fatalf("extended rcv data %d, PortCounters %d after an extended Set", e[1], c.PortRcvData)
+	}
+	// The source starts again: the PMA shows it from its start.
+	tot = ibagent.PortTotals{XmitPkts: 1}
+	if c := get(); c.PortXmitPkts != 1 {
+		t.Fatalf("after a restart: xmit pkts %d, want 1", c.PortXmitPkts)
+	}
+	// A plain CounterSource has no extended attribute.
+	if st := ibagent.ServePMA(perf(proto.MADMethodGet, proto.PMAAttrPortCountersExtended, 1, 0), newCA()); st != proto.MADStatusMethodAttrUnsupported {
+		t.Fatalf("extended on a plain source: %#x", st)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/PacketFive/hinic/internal/ibagent"
 )
 
 // Defaults for the DeviceConfig limits left at zero.
@@ -219,7 +221,10 @@ type PortAttr struct {
 // goroutines reach it only through the engine's bounded queues (see
 // engine.go).
 type Device struct {
-	cfg       DeviceConfig
+	cfg DeviceConfig
+	// pmaSrc is the port's counters as its PMA shows them (both link
+	// layers: from the wire on InfiniBand, LocalPerfMgt from the host).
+	pmaSrc    *ibagent.CAPMA
 	port      Port
 	flushPort FlushPort      // port, when it batches its sends; else nil
 	backlog   BackloggedPort // port, when it keeps what its peer cannot take; else nil
@@ -363,6 +368,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	}
 	d.flushPort, _ = port.(FlushPort)
 	d.backlog, _ = port.(BackloggedPort)
+	d.pmaSrc = ibagent.NewCAPMA(d.pmaTotals)
 	t, err := newAddrTable(cfg.MAC, cfg.IPv4, cfg.IPv6)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: new device %q: %w", cfg.Name, err)

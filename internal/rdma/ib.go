@@ -58,12 +58,6 @@ type ibPort struct {
 	// Engine-owned copies for the data path.
 	lid   uint16
 	state uint8
-	// pmaBase are the counter values a PortCounters Set cleared to.
-	pmaBase pmaBase
-}
-
-type pmaBase struct {
-	xmitData, rcvData, xmitPkts, rcvPkts, rcvErrors, vl15Dropped, qp1Dropped uint64
 }
 
 func (d *Device) ib() bool { return d.cfg.LinkLayer == LinkLayerInfiniBand }

@@ -282,52 +282,54 @@ func (d *Device) setPortInfo(f proto.PortInfoFields) uint16 {
 	return proto.MADStatusOK
 }
 
-// pma answers a PerfMgt request in place (ibagent.ServePMA: ClassPortInfo;
-// PortCounters Get and Set, for port 1 or all ports) and returns the
-// status.
-func (d *Device) pma(m proto.PerfMgtMAD) uint16 { return ibagent.ServePMA(m, hca{d}) }
+// pma answers a PerfMgt request in place (ibagent.ServePMA over the
+// port's CAPMA: ClassPortInfo, PortCounters and PortCountersExtended of
+// port 1) and returns the status.
+func (d *Device) pma(m proto.PerfMgtMAD) uint16 { return ibagent.ServePMA(m, d.pmaSrc) }
 
-// PortCounters reads port 1's counters (PortSelect 0, 1 or all ports):
-// the device's counters less the values a PortCounters Set last cleared
-// to.
-func (h hca) PortCounters(sel uint8, clear bool, csel uint16, _ uint8) (proto.PortCountersFields, bool) {
-	if sel > 1 && sel != proto.PMAPortSelectAll {
-		return proto.PortCountersFields{}, false
+// pmaTotals are the engine's own counters as the PMA's totals; a device
+// backend with fuller ones (multicast, link losses) sets its own with
+// SetPMATotals.
+func (d *Device) pmaTotals() ibagent.PortTotals {
+	c := &d.ctr
+	tx, rx := c.txPackets.Load(), c.rxPackets.Load()
+	return ibagent.PortTotals{
+		XmitData: c.txBytes.Load(), RcvData: c.rxBytes.Load(), XmitPkts: tx, RcvPkts: rx,
+		UnicastXmitPkts: tx, UnicastRcvPkts: rx,
+		RcvErrors:    c.rxICRC.Load() + c.rxMalformed.Load(),
+		XmitDiscards: c.txErrors.Load(), RcvConstraintErrors: c.rxPKey.Load(),
+		VL15Dropped: c.vl15Dropped.Load(), QP1Dropped: c.qp1Dropped.Load(),
 	}
-	cur := h.d.pmaNow()
-	b := &h.d.port1.pmaBase
-	if clear {
-		sel := func(bit uint16, dst *uint64, v uint64) {
-			if csel&bit != 0 {
-				*dst = v
-			}
-		}
-		sel(proto.PortCountersSelectPortXmitData, &b.xmitData, cur.xmitData)
-		sel(proto.PortCountersSelectPortRcvData, &b.rcvData, cur.rcvData)
-		sel(proto.PortCountersSelectPortXmitPkts, &b.xmitPkts, cur.xmitPkts)
-		sel(proto.PortCountersSelectPortRcvPkts, &b.rcvPkts, cur.rcvPkts)
-		sel(proto.PortCountersSelectPortRcvErrors, &b.rcvErrors, cur.rcvErrors)
-		sel(proto.PortCountersSelectVL15Dropped, &b.vl15Dropped, cur.vl15Dropped)
-	}
-	return proto.PortCountersFields{
-		PortXmitData:  proto.PMACounterAdd32(0, (cur.xmitData-b.xmitData)/4),
-		PortRcvData:   proto.PMACounterAdd32(0, (cur.rcvData-b.rcvData)/4),
-		PortXmitPkts:  proto.PMACounterAdd32(0, cur.xmitPkts-b.xmitPkts),
-		PortRcvPkts:   proto.PMACounterAdd32(0, cur.rcvPkts-b.rcvPkts),
-		PortRcvErrors: proto.PMACounterAdd16(0, cur.rcvErrors-b.rcvErrors),
-		VL15Dropped:   proto.PMACounterAdd16(0, cur.vl15Dropped-b.vl15Dropped),
-		QP1Dropped:    proto.PMACounterAdd16(0, cur.qp1Dropped),
-	}, true
 }
 
-func (d *Device) pmaNow() pmaBase {
-	c := &d.ctr
-	return pmaBase{
-		xmitData: c.txBytes.Load(), rcvData: c.rxBytes.Load(),
-		xmitPkts: c.txPackets.Load(), rcvPkts: c.rxPackets.Load(),
-		rcvErrors:   c.rxICRC.Load() + c.rxMalformed.Load(),
-		vl15Dropped: c.vl15Dropped.Load(), qp1Dropped: c.qp1Dropped.Load(),
+// SetPMATotals makes the port's PMA read its counters from totals, which
+// must be safe to call from any goroutine; both baselines start again
+// from 0.
+func (d *Device) SetPMATotals(totals func() ibagent.PortTotals) { d.pmaSrc.SetTotals(totals) }
+
+// LocalPerfMgt answers a PerfMgt MAD the host hands the device (a
+// driver's process_mad passes the port's own PMA requests to the device,
+// as mlx4 forwards them to its firmware), on either link layer, with the
+// same PMA and counters as a request from the wire.
+//
+// mad is a 256-byte MAD. The answer is a new 256-byte MAD, or nil when
+// there is none: other classes, responses, BaseVersions other than 1 and
+// methods without a response. Errors: ErrInvalid for a MAD of the wrong
+// size. Safe for concurrent use.
+func (d *Device) LocalPerfMgt(mad []byte) ([]byte, error) {
+	if len(mad) != proto.MADSize {
+		return nil, fmt.Errorf("rdma: local PerfMgt MAD: %d bytes, want %d: %w", len(mad), proto.MADSize, ErrInvalid)
 	}
+	m := proto.MAD(mad)
+	if m.BaseVersion() != proto.MADBaseVersion || m.MgmtClass() != proto.MgmtClassPerfMgt || m.IsResponse() {
+		return nil, nil
+	}
+	resp := make([]byte, proto.MADSize)
+	copy(resp, mad)
+	if !proto.MAD(resp).MakeResponse(d.pma(proto.PerfMgtMAD(resp))) {
+		return nil, nil
+	}
+	return resp, nil
 }
 
 // LocalSMP answers an SMP that the host hands the device directly, the way
