@@ -27,7 +27,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	14	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	15	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -47,7 +47,9 @@
 				 *       HICAIN_SRQT_TM, hicain_tm_op_wqe,
 				 *       device_attr TM caps, CQE tm_tag and
 				 *       tm_handle);
-				 * 1.14: dev_hdr.heartbeat */
+				 * 1.14: dev_hdr.heartbeat;
+				 * 1.15: MAD_IFC answers PerfMgt MADs
+				 *       on both link layers (the PMA) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -419,8 +421,13 @@ struct hicain_cmd_mcast {
  * the answer is at resp_gpa; without it the MAD was not the SMA's
  * (a response, another class) and nothing was written. Status EINVAL:
  * handle (the port) is not 1, resp_len is short, or a directed route
- * does not end at this port; EOPNOTSUPP on an Ethernet port, which has
- * no SMA; EFAULT: a buffer outside guest RAM.
+ * does not end at this port; EOPNOTSUPP for an SMP on an Ethernet port,
+ * which has no SMA; EFAULT: a buffer outside guest RAM.
+ *
+ * From ABI 1.15 MAD_IFC also takes PerfMgt MADs (class 0x04) on either
+ * link layer: the port's performance management agent is the device's
+ * (ClassPortInfo, PortCounters, PortCountersExtended of port 1), the same
+ * one that answers PerfMgt requests from the wire on InfiniBand.
  */
 #define HICAIN_MAD_SIZE		256
 #define HICAIN_MAD_IFC_REPLY	0x1	/* hicain_admin_cqe.out[0] */

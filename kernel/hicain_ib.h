@@ -42,36 +42,6 @@
 #define HICAIN_MAX_INLINE	256
 
 /*
- * The counters of the port's PMA (hicain_process_mad), and the two
- * attributes that show them with baselines of their own.
- */
-enum hicain_pma_ctr {
-	/* The CounterSelect bits of PortCountersExtended, in order. */
-	HICAIN_PMA_XMIT_DATA,
-	HICAIN_PMA_RCV_DATA,
-	HICAIN_PMA_XMIT_PKTS,
-	HICAIN_PMA_RCV_PKTS,
-	HICAIN_PMA_UCAST_XMIT_PKTS,
-	HICAIN_PMA_UCAST_RCV_PKTS,
-	HICAIN_PMA_MCAST_XMIT_PKTS,
-	HICAIN_PMA_MCAST_RCV_PKTS,
-	/* PortCounters only. */
-	HICAIN_PMA_RCV_ERRORS,
-	HICAIN_PMA_XMIT_DISCARDS,
-	HICAIN_PMA_RCV_CONSTRAINT_ERRORS,
-	HICAIN_PMA_LINK_DOWNED,
-	HICAIN_PMA_VL15_DROPPED,
-	HICAIN_PMA_QP1_DROPPED,
-	HICAIN_PMA_NR
-};
-
-enum hicain_pma_view {
-	HICAIN_PMA_VIEW_COUNTERS,	/* PortCounters */
-	HICAIN_PMA_VIEW_EXT,		/* PortCountersExtended */
-	HICAIN_PMA_VIEWS
-};
-
-/*
  * struct hicain_ibdev - the ib_device of one HiNIC function. epoch counts
  * device resets: an object made in an earlier epoch no longer exists in
  * the device, so destroying it sends no admin command.
@@ -106,9 +76,6 @@ struct hicain_ibdev {
 	/* BAR0's page, when user contexts may map it (hicain_db_page). */
 	unsigned long db_pfn;
 	bool db_mappable;
-	struct mutex pma_lock;		/* pma_base, pma_epoch */
-	u64 pma_base[HICAIN_PMA_VIEWS][HICAIN_PMA_NR];	/* what a PMA Set cleared to */
-	int pma_epoch;			/* the epoch of pma_base */
 };
 
 /*

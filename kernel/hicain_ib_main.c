@@ -28,11 +28,10 @@
  * user pages pinned with ib_umem whose DMA addresses the device gets as
  * a page list.
  *
- * The port's performance management agent is process_mad: it answers
- * the PerfMgt MADs that reach QP1 from the device's counters
- * (QUERY_COUNTERS). On an InfiniBand port process_mad also hands the
- * SMPs addressed to the port itself (MAD_IFC) to the device's SMA.
- * ib_mad routes every other MAD to its agents.
+ * The port's management agents live in the device: process_mad hands
+ * the PerfMgt MADs that reach QP1 to the device's PMA (MAD_IFC, ABI
+ * 1.15), and on an InfiniBand port the SMPs addressed to the port itself
+ * to the device's SMA. ib_mad routes every other MAD to its agents.
  *
  * Unloading and removal: the driver has disassociate_ucontext, so
  * ib_unregister_device does not wait for the processes that hold a
@@ -189,7 +188,6 @@ static void hicain_ib_init_dev(struct hicain_ibdev *hidev, struct hicain_dev *hd
 	spin_lock_init(&hidev->ah_free_lock);
 	INIT_LIST_HEAD(&hidev->ah_free);
 	INIT_WORK(&hidev->ah_free_work, hicain_ah_free_work);
-	mutex_init(&hidev->pma_lock);
 	hidev->db_mappable = hicain_db_page(hdev->pdev);
 	hidev->db_pfn = pci_resource_start(hdev->pdev, 0) >> PAGE_SHIFT;
 
@@ -226,7 +224,6 @@ static void hicain_ib_fini_dev(struct hicain_ibdev *hidev)
 	xa_destroy(&hidev->cqs);
 	xa_destroy(&hidev->srqs);
 	xa_destroy(&hidev->qps);
-	mutex_destroy(&hidev->pma_lock);
 	mutex_destroy(&hidev->addr_lock);
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/PacketFive/hinic/internal/ibagent"
+	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 )
 
@@ -344,9 +346,14 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 // validates it, and one the engine rejects is in no total: hence the
 // clamp of the unicast counts.
 func (s *session) portCounters() PortCounters {
-	pc := s.portCtr.Load()
+	return portCountersOf(s.dev, s.portCtr.Load(), s.v.fabric)
+}
+
+// portCountersOf are the counters of port 1 of dev, whose fabric port
+// counts in pc, on link l (nil without a fabric port).
+func portCountersOf(dev *rdma.Device, pc *portCounters, l *fabricLink) PortCounters {
 	mtx, mrx := pc.mcastTx.Load(), pc.mcastRx.Load()
-	c := s.dev.Counters()
+	c := dev.Counters()
 	r := PortCounters{
 		XmitData: c.TxBytes, RcvData: c.RxBytes, XmitPkts: c.TxPackets, RcvPkts: c.RxPackets,
 		UnicastXmitPkts: c.TxPackets - min(mtx, c.TxPackets), UnicastRcvPkts: c.RxPackets - min(mrx, c.RxPackets),
@@ -354,20 +361,31 @@ func (s *session) portCounters() PortCounters {
 		RcvErrors: c.RxICRCErrors + c.RxMalformed, XmitDiscards: c.TxErrors, RcvConstraintErrors: c.RxPKeyErrors,
 		VL15Dropped: c.VL15Dropped, QP1Dropped: c.QP1Dropped,
 	}
-	if s.v.fabric != nil {
-		r.LinkDowned = s.v.fabric.downs.Load()
+	if l != nil {
+		r.LinkDowned = l.downs.Load()
 	}
 	return r
 }
 
-// madIfc runs MAD_IFC: the port's SMA answers an SMP the driver hands it
-// (rdma.Device.LocalSMP), for a subnet manager on the port itself.
+// pmaTotals are dev's port counters as its PMA's totals.
+func pmaTotals(dev *rdma.Device, pc *portCounters, l *fabricLink) ibagent.PortTotals {
+	r := portCountersOf(dev, pc, l)
+	return ibagent.PortTotals{
+		XmitData: r.XmitData, RcvData: r.RcvData, XmitPkts: r.XmitPkts, RcvPkts: r.RcvPkts,
+		UnicastXmitPkts: r.UnicastXmitPkts, UnicastRcvPkts: r.UnicastRcvPkts,
+		MulticastXmitPkts: r.MulticastXmitPkts, MulticastRcvPkts: r.MulticastRcvPkts,
+		RcvErrors: r.RcvErrors, XmitDiscards: r.XmitDiscards, RcvConstraintErrors: r.RcvConstraintErrors,
+		LinkDowned: r.LinkDowned, VL15Dropped: r.VL15Dropped, QP1Dropped: r.QP1Dropped,
+	}
+}
+
+// madIfc runs MAD_IFC: the port's PMA answers a PerfMgt MAD on either
+// link layer (rdma.Device.LocalPerfMgt, ABI 1.15), and on InfiniBand the
+// port's SMA answers an SMP (rdma.Device.LocalSMP), for a subnet manager
+// on the port itself; an Ethernet port has no SMA.
 func (s *session) madIfc(c *AdminCmd, a *CmdMADIfcArgs, out *AdminCQE) uint16 {
 	if c.Handle != 1 || c.RespLen < MADSize {
 		return StEINVAL
-	}
-	if !s.v.cfg.ib() {
-		return StEOPNOTSUPP
 	}
 	var mad [MADSize]byte
 	if err := s.v.ram.ReadAt(mad[:], a.InGPA); err != nil {
@@ -376,7 +394,14 @@ func (s *session) madIfc(c *AdminCmd, a *CmdMADIfcArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(c.RespGPA, MADSize) {
 		return StEFAULT
 	}
-	resp, err := s.dev.LocalSMP(mad[:])
+	local := s.dev.LocalSMP
+	switch {
+	case proto.MAD(mad[:]).MgmtClass() == proto.MgmtClassPerfMgt:
+		local = s.dev.LocalPerfMgt
+	case !s.v.cfg.ib():
+		return StEOPNOTSUPP
+	}
+	resp, err := local(mad[:])
 	if err != nil {
 		return status(err)
 	}

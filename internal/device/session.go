@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/PacketFive/hinic/internal/ibagent"
 	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/rdma"
 )
@@ -301,6 +302,8 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	port.mu.Lock()
 	port.ready = dev.TxReady
 	port.mu.Unlock()
+	link := s.v.fabric
+	dev.SetPMATotals(func() ibagent.PortTotals { return pmaTotals(dev, pc, link) })
 	s.mac.Store(macKey(mac))
 	s.devMAC, s.devMTU = mac, mtu
 	s.lim = newLimits(dev.QueryDevice())
