@@ -301,11 +301,11 @@ struct higpu_args_peer {
  * dst and src is a device address of this GPU (in one allocation of the
  * context); the other is an address of the peer, whose GPU it names
  * (HIGPU_VA_BASE), and lies wholly in one live allocation there. src
- * here: a remote write (push); dst here: a remote read (pull). Errors:
- * EPERM access not enabled at either end; EACCES a range outside an
- * allocation (local or remote); EHOSTUNREACH the peer GPU is not on the
- * fabric or has no guest, or the port is down; EINVAL both sides or
- * neither here, sg_count set.
+ * here: a remote write (push); dst here: a remote read (pull); len at
+ * most 2^32 - 1. Errors: EPERM access not enabled at either end; EACCES
+ * a range outside an allocation (local or remote); EHOSTUNREACH the
+ * peer GPU is not on the fabric or has no guest, or the port is down;
+ * EINVAL both sides here, len too long, sg_count set.
  */
 
 /* Built-in kernels (higpu_args_launch.kernel). */

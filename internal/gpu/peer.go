@@ -37,6 +37,8 @@ const (
 	// maxOpenWrites bounds the incoming writes of several frames whose
 	// last frame has not come yet, over all requesters.
 	maxOpenWrites = MaxGPUs * MaxPeerOps
+	// maxPeerLen is the longest peer operation: the wire's Length.
+	maxPeerLen = 1<<32 - 1
 	// maxQueuedAnswers bounds the answers queued to one requesting GPU:
 	// a well-behaved one has at most MaxPeerOps operations in flight.
 	maxQueuedAnswers = MaxPeerOps
@@ -310,7 +312,7 @@ func (l *link) answerLoop() {
 			err = l.sendRead(buf, a)
 		} else {
 			err = l.ep.Send(l.ctx, wire.Append(buf[:0], &wire.Fields{Type: wire.TypeWriteResp, Status: a.status,
-				SrcGPU: uint16(l.g.cfg.ID), DstGPU: a.src, Tag: a.tag, Length: uint32(min(a.n, 1<<32-1))}, nil))
+				SrcGPU: uint16(l.g.cfg.ID), DstGPU: a.src, Tag: a.tag, Length: uint32(min(a.n, maxPeerLen))}, nil))
 		}
 		l.mu.Lock()
 		if l.queued[a.src]--; l.queued[a.src] == 0 {
@@ -484,7 +486,9 @@ func (s *session) copyPeer(c *gctx, w *work) uint16 {
 	if l == nil {
 		return StEOPNOTSUPP
 	}
-	if a.Len == 0 || a.SGCount != 0 {
+	// An operation's length is a 32-bit field of the wire (the read
+	// request's, the write response's).
+	if a.Len == 0 || a.Len > maxPeerLen || a.SGCount != 0 {
 		return StEINVAL
 	}
 	self := uint16(s.g.cfg.ID)
@@ -564,9 +568,6 @@ func (l *link) run(op *peerOp, w *work, peer uint16) uint16 {
 		err = l.push(op, &f)
 	} else {
 		f.Type, f.Length, f.Address = wire.TypeReadReq, uint32(op.n), op.remote
-		if op.n > 1<<32-1 {
-			return StEINVAL
-		}
 		err = l.ep.Send(l.ctx, wire.Append(nil, &f, nil))
 	}
 	if err != nil {

@@ -18,7 +18,8 @@ import (
 )
 
 // peerRig is a HiLink switch and two GPU backends (two guests), GPU 1
-// on port 0 and GPU 4 on port 1, each with a simulated guest.
+// on port 0 and GPU 4 on port 1, each with a simulated guest; port 2 is
+// free for a test's own endpoint.
 type peerRig struct {
 	sw   *hilink.Switch
 	srv  [2]*gpu.Server
@@ -30,8 +31,13 @@ type peerRig struct {
 
 func newPeerRig(t *testing.T, mod func(i int, c *gpu.GPUConfig)) *peerRig {
 	t.Helper()
+	return newPeerRigTB(t, mod)
+}
+
+func newPeerRigTB(t testing.TB, mod func(i int, c *gpu.GPUConfig)) *peerRig {
+	t.Helper()
 	dir := shortDir(t)
-	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 2, Credits: 8})
+	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 3, Credits: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +110,7 @@ func (r *peerRig) peerCopy(t *testing.T, i int, dst, src, n uint64) uint16 {
 	return status(t, r.g[i].Copy(r.ctx, gpu.OpCopyPeer, r.ctxs[i], dst, src, n, 0))
 }
 
-func (r *peerRig) enable(t *testing.T, i int) {
+func (r *peerRig) enable(t testing.TB, i int) {
 	t.Helper()
 	if err := r.g[i].PeerAccess(r.ctx, r.ctxs[i], r.ids[1-i], true); err != nil {
 		t.Fatal(err)
@@ -224,6 +230,7 @@ func TestPeerErrors(t *testing.T) {
 		{"a GPU past the last", a, gpu.VABase(gpu.MaxGPUs), 10, gpu.StEACCES},
 		{"a GPU not enabled", gpu.VABase(6), a, 10, gpu.StEPERM},
 		{"length 0", b, a, 0, gpu.StEINVAL},
+		{"longer than the wire's 32 bits", b, a, 1 << 32, gpu.StEINVAL},
 	} {
 		if st := r.peerCopy(t, 0, tc.dst, tc.src, tc.len); st != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.name, st, tc.want)
@@ -364,39 +371,21 @@ func FuzzPeerFrames(f *testing.F) {
 	f.Add(seed(fr(3, 0x90, 512, 1), fr(5, 0x10, 512, 1)))
 
 	const n = 8192
-	dir := shortDir(f)
-	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 2, Credits: 4})
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := sw.Start(); err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { sw.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	f.Cleanup(cancel)
-	memPath := filepath.Join(dir, "devmem")
-	cfg := gpu.GPUConfig{ID: 1, Socket: filepath.Join(dir, "gpu.sock"), RAMPath: filepath.Join(dir, "ram"),
-		RAMSize: testRAM, MemSize: 1 << 20, MemPath: memPath, HiLink: hilink.PortPath(sw.Config().RunDir, 0)}
-	srv, err := gpu.Start(ctx, gpu.Config{GPUs: []gpu.GPUConfig{cfg}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { srv.Close() })
-	g, err := gpusim.Connect(ctx, gpusim.Config{Socket: cfg.Socket, RAMPath: cfg.RAMPath, RAMSize: cfg.RAMSize})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { g.Close() })
-	if err := g.Handshake(ctx); err != nil {
-		f.Fatal(err)
-	}
-	c := must[uint16](f)(g.CtxCreate(ctx))
+	// GPU 1 (rig 0) under test, with its memory in a file; the frames
+	// come from GPU 6 on the switch's third port.
+	var memPath string
+	r := newPeerRigTB(f, func(i int, c *gpu.GPUConfig) {
+		if i == 0 {
+			c.MemSize, c.MemPath = 1<<20, filepath.Join(filepath.Dir(c.Socket), "devmem")
+			memPath = c.MemPath
+		}
+	})
+	ctx, g, c, srv := r.ctx, r.g[0], r.ctxs[0], r.srv[0]
 	if err := g.PeerAccess(ctx, c, 6, true); err != nil {
 		f.Fatal(err)
 	}
 	base := must[uint64](f)(g.MemAlloc(ctx, c, n, 0))
-	ep, err := hilink.Dial(ctx, hilink.EndpointConfig{Path: hilink.PortPath(sw.Config().RunDir, 1), GPUs: []uint16{6}, Credits: 4})
+	ep, err := hilink.Dial(ctx, hilink.EndpointConfig{Path: hilink.PortPath(r.sw.Config().RunDir, 2), GPUs: []uint16{6}, Credits: 4})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -404,7 +393,8 @@ func FuzzPeerFrames(f *testing.F) {
 	var tag uint32
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		// Not the rig's context: a fuzzing run outlives its two minutes.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		for len(data) >= 7 {
 			typ := wire.Type(3 + data[0]%4)
