@@ -38,8 +38,17 @@ static void usage(FILE *f)
 		   "  --timeout S   wait for the other guests (default 120)\n");
 }
 
-/* timed - the mean seconds of iters copies of n bytes from src (on
- * local GPU g) to dst on device ddev, on stream s. */
+/* copy - one copy of n bytes from src (on local GPU g) to dst on device
+ * ddev, queued on s: a D2D copy within g when ddev is g. */
+static hicartError_t copy(struct peer_gpu *g, void *dst, int ddev, const void *src, size_t n, hicartStream_t s)
+{
+	if (ddev == g->dev)
+		return hicartMemcpyAsync(dst, src, n, hicartMemcpyDeviceToDevice, s);
+	return hicartMemcpyPeerAsync(dst, ddev, src, g->dev, n, s);
+}
+
+/* timed - the mean seconds of iters copies, after one warm-up copy (the
+ * first error shows there), timed with events on s. */
 static double timed(struct peer_run *r, struct peer_gpu *g, void *dst, int ddev, const void *src, size_t n,
 		    int iters, hicartStream_t s)
 {
@@ -48,12 +57,11 @@ static double timed(struct peer_run *r, struct peer_gpu *g, void *dst, int ddev,
 
 	CHECK(r, hicartEventCreate(&a));
 	CHECK(r, hicartEventCreate(&b));
-	/* Warm-up, and the first error shows here. */
-	CHECK(r, hicartMemcpyPeerAsync(dst, ddev, src, g->dev, n, s));
+	CHECK(r, copy(g, dst, ddev, src, n, s));
 	CHECK(r, hicartStreamSynchronize(s));
 	CHECK(r, hicartEventRecord(a, s));
 	for (int i = 0; i < iters; i++)
-		CHECK(r, hicartMemcpyPeerAsync(dst, ddev, src, g->dev, n, s));
+		CHECK(r, copy(g, dst, ddev, src, n, s));
 	CHECK(r, hicartEventRecord(b, s));
 	CHECK(r, hicartStreamSynchronize(s));
 	CHECK(r, hicartEventElapsedTime(&ms, a, b));
@@ -160,37 +168,9 @@ int main(int argc, char **argv)
 				/* The second half of the peer's arena: its own source
 				 * is not disturbed. */
 				char *dst = r.gpu[j].arena + PEER_DATA_OFF + size;
-				double t;
+				/* The diagonal (j == i) is a D2D copy within the GPU. */
+				double t = timed(&r, g, dst, r.gpu[j].dev, src, size, iters, s);
 
-				if (j == i) {
-					hicartEvent_t a, b;
-					float ms;
-
-					/* The diagonal: D2D within the GPU. */
-					CHECK(&r, hicartEventCreate(&a));
-					CHECK(&r, hicartEventCreate(&b));
-					CHECK(&r, hicartMemcpyAsync(dst, src, size, hicartMemcpyDeviceToDevice, s));
-					CHECK(&r, hicartEventRecord(a, s));
-					for (int k = 0; k < iters; k++)
-						CHECK(&r, hicartMemcpyAsync(dst, src, size,
-									    hicartMemcpyDeviceToDevice, s));
-					CHECK(&r, hicartEventRecord(b, s));
-					CHECK(&r, hicartStreamSynchronize(s));
-					CHECK(&r, hicartEventElapsedTime(&ms, a, b));
-					bw[i][j] = ms > 0 ? (double)size * iters / (ms / 1e3) / 1e9 : 0;
-					CHECK(&r, hicartEventRecord(a, s));
-					for (int k = 0; k < iters; k++)
-						CHECK(&r, hicartMemcpyAsync(dst, src, 4, hicartMemcpyDeviceToDevice,
-									    s));
-					CHECK(&r, hicartEventRecord(b, s));
-					CHECK(&r, hicartStreamSynchronize(s));
-					CHECK(&r, hicartEventElapsedTime(&ms, a, b));
-					lat[i][j] = ms * 1e3 / iters;
-					hicartEventDestroy(a);
-					hicartEventDestroy(b);
-					continue;
-				}
-				t = timed(&r, g, dst, r.gpu[j].dev, src, size, iters, s);
 				bw[i][j] = t > 0 ? (double)size / t / 1e9 : 0;
 				lat[i][j] = timed(&r, g, dst, r.gpu[j].dev, src, 4, iters, s) * 1e6;
 			}
