@@ -353,7 +353,7 @@ func waitGPU(t *testing.T, srv *gpu.Server, cond func(gpu.GPUStatus) bool) {
 // FuzzPeerFrames sends what another GPU's port may send to a GPU over a
 // real switch: writes, read requests and stray responses with any tag,
 // flags, length and address (around an allocation the guest opened to
-// that GPU, or anywhere). The backend must answer every request with a
+// that GPU, or anywhere). The backend must answer every request once with a
 // response that parses, never write device memory outside the
 // allocation (the memory file is read back), and keep serving its guest
 // and its peers.
@@ -396,7 +396,10 @@ func FuzzPeerFrames(f *testing.F) {
 		// Not the rig's context: a fuzzing run outlives its two minutes.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		for len(data) >= 7 {
+		// At most 200 frames: the target queues 256 answers for a
+		// requester, and this one reads its answers only at the end.
+		requests := 0
+		for frames := 0; len(data) >= 7 && frames < 200; frames++ {
 			typ := wire.Type(3 + data[0]%4)
 			flags, sel, plen := data[1], uint16(data[3])<<8|uint16(data[4]), int(data[5])<<8|int(data[6])
 			data = data[7:]
@@ -427,6 +430,9 @@ func FuzzPeerFrames(f *testing.F) {
 			default:
 				fl.Length = uint32(plen)
 			}
+			if (typ == wire.TypeWrite && fl.Flags != 0) || typ == wire.TypeReadReq {
+				requests++ // each ends an operation: one answer
+			}
 			if err := ep.Send(ctx, wire.Append(nil, &fl, payload)); err != nil {
 				t.Fatal(err)
 			}
@@ -439,6 +445,7 @@ func FuzzPeerFrames(f *testing.F) {
 			Tag: final, Length: n, Address: base}, nil)); err != nil {
 			t.Fatal(err)
 		}
+		answers := 0
 		for done := false; !done; {
 			m, err := ep.Recv(ctx)
 			if err != nil {
@@ -448,12 +455,18 @@ func FuzzPeerFrames(f *testing.F) {
 			if err != nil || (h.Type() != wire.TypeWriteResp && h.Type() != wire.TypeReadResp) || h.SrcGPU() != 1 || h.DstGPU() != 6 {
 				t.Fatalf("answer %x: %v", m, err)
 			}
-			if h.Tag() == final && h.Last() {
+			switch {
+			case h.Tag() == final && h.Last():
 				if h.Status() != wire.StatusOK {
 					t.Fatalf("the read of the allocation: status %d", h.Status())
 				}
 				done = true
+			case h.Type() == wire.TypeWriteResp || h.Last():
+				answers++
 			}
+		}
+		if answers != requests {
+			t.Fatalf("%d answers to %d requests", answers, requests)
 		}
 		mem, err := os.ReadFile(memPath)
 		if err != nil {
