@@ -15,6 +15,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
 	"github.com/PacketFive/hinic/internal/gpu"
 	"github.com/PacketFive/hinic/internal/gpu/gpusim"
+	"github.com/PacketFive/hinic/internal/hilink"
 )
 
 func isolate(t *testing.T) { clitest.Isolate(t, "HINIC_GPU_CONTROL", "HINIC_GPU_GPUS") }
@@ -82,9 +83,18 @@ func TestServeAndStatus(t *testing.T) {
 	ctl := filepath.Join(dir, "gpu.sock")
 	ram := filepath.Join(dir, "a.ram")
 	sock0, sock1 := filepath.Join(dir, "g0.sock"), filepath.Join(dir, "g1.sock")
+	// GPU 0 has a HiLink port.
+	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Close() })
 	ios, _, _, _ := cmdutil.Test()
 	clitest.Serve(t, cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve", "--control", ctl,
-		"--gpu", "socket="+sock0+",ram="+ram+",ram-size=16M,mem-size=8M,name=gpu-a",
+		"--gpu", "socket="+sock0+",ram="+ram+",ram-size=16M,mem-size=8M,name=gpu-a,hilink="+hilink.PortPath(sw.Config().RunDir, 0),
 		"--gpu", "socket="+sock1+",ram="+ram+",ram-size=16M,mem-size=4M,id=1,mem="+filepath.Join(dir, "g1.mem"))
 	clitest.WaitFor(t, "control socket", clitest.Accepts(ctl))
 	if fi, err := os.Stat(filepath.Join(dir, "g1.mem")); err != nil || fi.Size() != 4<<20 {
@@ -112,7 +122,8 @@ func TestServeAndStatus(t *testing.T) {
 	}
 
 	run := func() string { return clitest.Output(t, cligpu.NewCmdGPU, "status", "--control", ctl) }
-	clitest.Contains(t, "table", run(), "gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB")
+	clitest.Contains(t, "table", run(), "gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB",
+		"HILINK", "port 0 up: 0 ops, 0 B out, 0 B served")
 	var st gpu.Status
 	t.Setenv("HINIC_OUTPUT", "json")
 	if err := json.Unmarshal([]byte(run()), &st); err != nil {
@@ -126,7 +137,10 @@ func TestServeAndStatus(t *testing.T) {
 		a.Allocs != 1 || a.Counters.Commands != 3 || a.Counters.Errors != 1 || a.VABase != gpu.VABase(0) {
 		t.Errorf("json GPU 0: %+v", a)
 	}
-	if b := st.GPUs[1]; b.ID != 1 || b.Guest || b.State != "waiting" || b.VABase != gpu.VABase(1) {
+	if a.Link == nil || !a.Link.Up || a.Link.SwitchPort != 0 {
+		t.Errorf("json GPU 0 link: %+v", a.Link)
+	}
+	if b := st.GPUs[1]; b.ID != 1 || b.Guest || b.State != "waiting" || b.VABase != gpu.VABase(1) || b.Link != nil {
 		t.Errorf("json GPU 1: %+v", b)
 	}
 }
