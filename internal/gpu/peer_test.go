@@ -37,14 +37,7 @@ func newPeerRig(t *testing.T, mod func(i int, c *gpu.GPUConfig)) *peerRig {
 func newPeerRigTB(t testing.TB, mod func(i int, c *gpu.GPUConfig)) *peerRig {
 	t.Helper()
 	dir := shortDir(t)
-	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 3, Credits: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sw.Close() })
+	sw := startSwitch(t, hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 3, Credits: 8})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	r := &peerRig{sw: sw, ids: [2]uint16{1, 4}, ctx: ctx}
@@ -72,6 +65,20 @@ func newPeerRigTB(t testing.TB, mod func(i int, c *gpu.GPUConfig)) *peerRig {
 		r.ctxs[i] = must[uint16](t)(g.CtxCreate(ctx))
 	}
 	return r
+}
+
+// startSwitch starts a HiLink switch that closes with the test.
+func startSwitch(t testing.TB, cfg hilink.Config) *hilink.Switch {
+	t.Helper()
+	sw, err := hilink.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Close() })
+	return sw
 }
 
 // fill allocates n bytes on GPU i, fills them with random bytes of seed

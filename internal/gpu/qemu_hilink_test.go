@@ -58,14 +58,7 @@ func TestQEMUHiLink(t *testing.T) {
 	}
 
 	dir := shortDir(t)
-	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sw.Close() })
+	sw := startSwitch(t, hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 4})
 	const ramMiB = 1024
 	guests := []struct {
 		name   string
