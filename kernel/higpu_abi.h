@@ -41,7 +41,7 @@
 
 #define HIGPU_MAGIC		0x55504748U	/* "HGPU" little-endian */
 #define HIGPU_ABI_MAJOR		1
-#define HIGPU_ABI_MINOR		0
+#define HIGPU_ABI_MINOR		1	/* 1: peer access over HiLink */
 #define HIGPU_VENDOR_ID		0x1ED5
 #define HIGPU_DEVICE_ID		0x6A10
 
@@ -104,6 +104,7 @@
 #define HIGPU_CAP_COPY_SG	0x1	/* scatter lists in H2D/D2H copies */
 #define HIGPU_CAP_KERNELS	0x2	/* built-in kernels (HIGPU_OP_LAUNCH) */
 #define HIGPU_CAP_EVENT_WAIT	0x4	/* cross-stream HIGPU_OP_EVENT_WAIT */
+#define HIGPU_CAP_PEER		0x8	/* a HiLink port: PEER_ACCESS, COPY_PEER */
 
 /* Ring sizes the device accepts (entries, powers of two). */
 #define HIGPU_RING_MIN		8
@@ -225,6 +226,9 @@ enum higpu_op {
 	HIGPU_OP_EVENT_RECORD,		/* higpu_args_event -> cpl timestamp */
 	HIGPU_OP_EVENT_WAIT,		/* higpu_args_event: the stream waits */
 	HIGPU_OP_QUERY,			/* higpu_args_query -> resp_gpa */
+	/* minor 1: peer access over HiLink (HIGPU_CAP_PEER) */
+	HIGPU_OP_PEER_ACCESS,		/* immediate; higpu_args_peer */
+	HIGPU_OP_COPY_PEER,		/* higpu_args_copy: one side on a peer GPU */
 	/*
 	 * One past the last opcode of this minor. It is no wire value and
 	 * grows with each opcode a minor adds; the opcodes above never move.
@@ -275,6 +279,34 @@ struct higpu_args_memset {
 	__u8 value;
 	__u8 rsvd[7];
 };
+
+/*
+ * HIGPU_OP_PEER_ACCESS (immediate): enable (enable = 1) or disable
+ * (enable = 0) the context's access to GPU peer_id's memory over HiLink.
+ * A peer operation needs both ends: the requesting context enabled the
+ * target GPU, and some live context on the target GPU enabled the
+ * requester's GPU (as the two cudaDeviceEnablePeerAccess calls of a
+ * pair). peer_id is the other GPU's gpu_id on the rack's HiLink fabric:
+ * not this GPU's, below HIGPU_MAX_GPUS.
+ */
+struct higpu_args_peer {
+	__le16 peer_id;
+	__u8 enable;			/* 1 enable, 0 disable */
+	__u8 rsvd[5];
+};
+
+/*
+ * HIGPU_OP_COPY_PEER (stream-ordered): len bytes between this GPU and a
+ * peer GPU over HiLink, higpu_args_copy with sg_count 0. Exactly one of
+ * dst and src is a device address of this GPU (in one allocation of the
+ * context); the other is an address of the peer, whose GPU it names
+ * (HIGPU_VA_BASE), and lies wholly in one live allocation there. src
+ * here: a remote write (push); dst here: a remote read (pull); len at
+ * most 2^32 - 1. Errors: EPERM access not enabled at either end; EACCES
+ * a range outside an allocation (local or remote); EHOSTUNREACH the
+ * peer GPU is not on the fabric or has no guest, or the port is down;
+ * EINVAL both sides here, len too long, sg_count set.
+ */
 
 /* Built-in kernels (higpu_args_launch.kernel). */
 #define HIGPU_KERNEL_FILL	1	/* dst[i] = value, i < count */
@@ -366,6 +398,7 @@ struct higpu_cmd {
 		struct higpu_args_launch launch;
 		struct higpu_args_event event;
 		struct higpu_args_query query;
+		struct higpu_args_peer peer;
 		__u8 raw[HIGPU_ARGS_SIZE];
 	} args;
 };					/* 64 bytes */
@@ -379,15 +412,21 @@ struct higpu_cmd {
  *  ENOSPC: max_contexts or max_allocs reached.
  *  ENOENT: unknown context (or an event/stream id out of range).
  *  ECANCELED: the context was destroyed (or the device reset) first.
+ *  EPERM: peer access not enabled (HIGPU_OP_COPY_PEER).
+ *  EEXIST: peer access already enabled (HIGPU_OP_PEER_ACCESS).
+ *  EHOSTUNREACH: the peer GPU is not reachable over HiLink.
  */
 #define HIGPU_ST_OK		0
+#define HIGPU_ST_EPERM		1
 #define HIGPU_ST_ENOENT		2
 #define HIGPU_ST_ENOMEM		12
 #define HIGPU_ST_EACCES		13
 #define HIGPU_ST_EFAULT		14
+#define HIGPU_ST_EEXIST		17
 #define HIGPU_ST_EINVAL		22
 #define HIGPU_ST_ENOSPC		28
 #define HIGPU_ST_EOPNOTSUPP	95
+#define HIGPU_ST_EHOSTUNREACH	113
 #define HIGPU_ST_ECANCELED	125
 
 struct higpu_cpl {
@@ -479,6 +518,15 @@ struct higpu_ctx_info {
  *    completion arrived.
  *  - EVENT_RECORD's timestamp_ns is the moment it recorded; every other
  *    timestamp_ns is the moment the command completed.
+ * Peer access:
+ *  - PEER_ACCESS without HIGPU_CAP_PEER: EOPNOTSUPP; peer_id this GPU's
+ *    or >= HIGPU_MAX_GPUS, enable > 1: EINVAL; enabling an enabled peer:
+ *    EEXIST; disabling one that is not: ENOENT. A context's peers go
+ *    with it.
+ *  - A peer copy checks its local range at each frame it moves: a
+ *    MEM_FREE under a running peer copy makes the rest fail (EACCES).
+ *  - Peer operations of the guest in flight are bounded by the
+ *    backend's per-guest budget; a stream over it waits.
  * Error record: every completion other than OK of a command of a live
  *  context counts (not the CTX_DESTROY itself). HIGPU_QUERY_F_CLEAR_ERR
  *  zeroes errors as well as the first-error fields. QUERY answers'
@@ -505,6 +553,7 @@ static_assert(sizeof(struct higpu_args_memset) == 24, "higpu_args_memset");
 static_assert(sizeof(struct higpu_args_launch) == 48, "higpu_args_launch");
 static_assert(sizeof(struct higpu_args_event) == 16, "higpu_args_event");
 static_assert(sizeof(struct higpu_args_query) == 24, "higpu_args_query");
+static_assert(sizeof(struct higpu_args_peer) == 8, "higpu_args_peer");
 static_assert(sizeof(struct higpu_cmd) == 64, "higpu_cmd");
 static_assert(sizeof(struct higpu_cpl) == 32, "higpu_cpl");
 static_assert(sizeof(struct higpu_dev_info) == 80, "higpu_dev_info");

@@ -453,13 +453,18 @@ static int higpu_ioc_copy(struct higpu_file *f, void *arg, unsigned int ioc)
 	case HIGPU_COPY_D2D:
 		opcode = HIGPU_OP_COPY_D2D;
 		break;
+	case HIGPU_COPY_PEER:
+		if (!(f->dev->caps & HIGPU_CAP_PEER))
+			return -EOPNOTSUPP;
+		opcode = HIGPU_OP_COPY_PEER;
+		break;
 	default:
 		return -EINVAL;
 	}
 	ret = higpu_start(f, opcode, a->stream, -1, &op);
 	if (ret)
 		return ret;
-	if (a->kind == HIGPU_COPY_D2D) {
+	if (a->kind == HIGPU_COPY_D2D || a->kind == HIGPU_COPY_PEER) {
 		cmd.args.copy.dst = cpu_to_le64(a->dst);
 		cmd.args.copy.src = cpu_to_le64(a->src);
 		cmd.args.copy.len = cpu_to_le64(a->len);
@@ -895,6 +900,28 @@ static int higpu_ioc_free(struct higpu_file *f, void *arg, unsigned int ioc)
 	return 0;
 }
 
+static int higpu_ioc_peer_access(struct higpu_file *f, void *arg, unsigned int ioc)
+{
+	struct higpu_peer_access *a = arg;
+	struct higpu_cmd cmd = {};
+	struct higpu_req *op;
+	int ret;
+
+	if (a->rsvd || a->enable > 1 || a->peer_id >= HIGPU_MAX_GPUS)
+		return -EINVAL;
+	if (!(f->dev->caps & HIGPU_CAP_PEER))
+		return -EOPNOTSUPP;
+	cmd.args.peer.peer_id = cpu_to_le16(a->peer_id);
+	cmd.args.peer.enable = a->enable;
+	ret = higpu_run_sync(f, HIGPU_OP_PEER_ACCESS, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
+			     &op);
+	if (ret)
+		return ret;
+	a->status = op->status;
+	higpu_op_put(op);
+	return 0;
+}
+
 /* higpu_query_cmd - a HIGPU_OP_QUERY of what into out (len bytes). */
 static int higpu_query_cmd(struct higpu_file *f, u32 what, void *out, size_t len)
 {
@@ -1092,6 +1119,7 @@ static const struct higpu_ioctl_desc higpu_ioctls[] = {
 	HIGPU_IOCTL(HIGPU_IOC_EVENT_ELAPSED, higpu_ioc_event_elapsed),
 	HIGPU_IOCTL(HIGPU_IOC_WAIT, higpu_ioc_wait),
 	HIGPU_IOCTL(HIGPU_IOC_PROCS, higpu_ioc_procs),
+	HIGPU_IOCTL(HIGPU_IOC_PEER_ACCESS, higpu_ioc_peer_access),
 };
 
 /* Room for the argument of any ioctl of higpu_ioctls. */
@@ -1111,6 +1139,7 @@ union higpu_ioctl_arg {
 	struct higpu_event_elapsed event_elapsed;
 	struct higpu_wait wait;
 	struct higpu_procs procs;
+	struct higpu_peer_access peer_access;
 };
 
 static long higpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)

@@ -149,6 +149,7 @@ struct higpu_result {
 #define HIGPU_COPY_H2D		1	/* src user pointer, dst device address */
 #define HIGPU_COPY_D2H		2	/* src device address, dst user pointer */
 #define HIGPU_COPY_D2D		3	/* both device addresses (memmove) */
+#define HIGPU_COPY_PEER		4	/* one side a peer GPU's address (HiLink) */
 
 /*
  * HIGPU_IOC_COPY. The user memory of H2D/D2H is pinned until the work
@@ -170,6 +171,29 @@ struct higpu_copy {
 	__u32 flags;		/* HIGPU_SUBMIT_F_* */
 	__u32 timeout_ms;	/* F_WAIT */
 	struct higpu_result res;	/* out */
+};
+
+/*
+ * HIGPU_COPY_PEER (HIGPU_CAP_PEER): dst and src are device addresses, one
+ * of this GPU (this file's allocation), the other of a peer GPU on the
+ * rack's HiLink fabric (the address names the GPU); one command of len
+ * bytes, a remote write when src is here, a remote read when dst is.
+ * Its status: EPERM peer access not enabled (HIGPU_IOC_PEER_ACCESS here,
+ * and by some context on the peer for this GPU), EACCES a range outside
+ * an allocation (here or there), EHOSTUNREACH the peer is gone.
+ */
+
+/*
+ * HIGPU_IOC_PEER_ACCESS: enable (enable = 1) or disable (0) this file's
+ * access to GPU peer_id (HIGPU_OP_PEER_ACCESS). status: EEXIST already
+ * enabled, ENOENT not enabled, EINVAL peer_id this GPU's or past
+ * HIGPU_MAX_GPUS, EOPNOTSUPP no HiLink port.
+ */
+struct higpu_peer_access {
+	__u32 peer_id;
+	__u32 enable;
+	__u32 status;		/* out: HIGPU_ST_* */
+	__u32 rsvd;
 };
 
 /* HIGPU_IOC_MEMSET: len bytes at dst set to value. */
@@ -312,6 +336,7 @@ struct higpu_procs {
 #define HIGPU_IOC_EVENT_ELAPSED	_IOWR(HIGPU_IOC_TYPE, 0x11, struct higpu_event_elapsed)
 #define HIGPU_IOC_WAIT		_IOWR(HIGPU_IOC_TYPE, 0x12, struct higpu_wait)
 #define HIGPU_IOC_PROCS		_IOWR(HIGPU_IOC_TYPE, 0x13, struct higpu_procs)
+#define HIGPU_IOC_PEER_ACCESS	_IOWR(HIGPU_IOC_TYPE, 0x14, struct higpu_peer_access)
 
 static_assert(sizeof(struct higpu_version) == 16, "higpu_version");
 static_assert(sizeof(struct higpu_query) == 0x110, "higpu_query");
@@ -330,5 +355,6 @@ static_assert(sizeof(struct higpu_event_elapsed) == 16, "higpu_event_elapsed");
 static_assert(sizeof(struct higpu_wait) == 48, "higpu_wait");
 static_assert(sizeof(struct higpu_proc) == 40, "higpu_proc");
 static_assert(sizeof(struct higpu_procs) == 16, "higpu_procs");
+static_assert(sizeof(struct higpu_peer_access) == 16, "higpu_peer_access");
 
 #endif /* HIGPU_UAPI_H */

@@ -35,15 +35,19 @@ typedef enum hicartError {
 	hicartErrorInvalidValue = 1,
 	hicartErrorMemoryAllocation = 2,
 	hicartErrorInitializationError = 3,
+	hicartErrorDevicesUnavailable = 46,	/* a peer GPU is gone */
 	hicartErrorInvalidDevicePointer = 17,
 	hicartErrorInvalidMemcpyDirection = 21,
 	hicartErrorNoDevice = 100,
 	hicartErrorInvalidDevice = 101,
+	hicartErrorPeerAccessUnsupported = 217,
 	hicartErrorOperatingSystem = 304,
 	hicartErrorInvalidResourceHandle = 400,
 	hicartErrorNotReady = 600,
 	hicartErrorIllegalAddress = 700,
 	hicartErrorLaunchOutOfResources = 701,
+	hicartErrorPeerAccessAlreadyEnabled = 704,
+	hicartErrorPeerAccessNotEnabled = 705,
 	hicartErrorContextIsDestroyed = 709,
 	hicartErrorLaunchFailure = 719,
 	hicartErrorNotSupported = 801,
@@ -149,6 +153,31 @@ hicartError_t hicartMemcpyAsync(void *dst, const void *src, size_t count,
 				hicartMemcpyKind kind, hicartStream_t stream);
 hicartError_t hicartMemset(void *devPtr, int value, size_t count);
 hicartError_t hicartMemsetAsync(void *devPtr, int value, size_t count, hicartStream_t stream);
+
+/*
+ * Peer access over HiLink (the rack's GPU fabric). A peer is another
+ * device of this process (0 .. count-1), or a GPU of another guest on
+ * the same HiLink switch, named hicartRemoteDevice(gpu_id). Device
+ * pointers name their GPU, so a pointer a peer process allocated (and
+ * sent over, say, a socket) is used as it is. Access needs both ends,
+ * as cudaDeviceEnablePeerAccess in each direction of a pair: the current
+ * device enables the peer, and a process on the peer enables this GPU.
+ * hicartMemcpyPeer runs on a device of this process: the source's when
+ * it is local (a remote write), else the destination's (a remote read);
+ * between two local devices on the source (or the stream's device).
+ * Errors of peer copies: hicartErrorPeerAccessNotEnabled,
+ * hicartErrorIllegalAddress (a range outside an allocation, here or on
+ * the peer), hicartErrorDevicesUnavailable (the peer is gone).
+ */
+#define hicartRemoteDevice(gpuId)	(0x10000 | (gpuId))
+#define hicartIsRemoteDevice(dev)	(((dev) & ~0xff) == 0x10000)
+
+hicartError_t hicartDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice);
+hicartError_t hicartDeviceEnablePeerAccess(int peerDevice, unsigned int flags);
+hicartError_t hicartDeviceDisablePeerAccess(int peerDevice);
+hicartError_t hicartMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count);
+hicartError_t hicartMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+				    size_t count, hicartStream_t stream);
 
 /* Streams */
 hicartError_t hicartStreamCreate(hicartStream_t *stream);

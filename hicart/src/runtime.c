@@ -139,6 +139,12 @@ static hicartError_t rt_status(uint32_t st)
 		return hicartErrorNotSupported;
 	case HIGPU_ST_ECANCELED:
 		return hicartErrorContextIsDestroyed;
+	case HIGPU_ST_EPERM:
+		return hicartErrorPeerAccessNotEnabled;
+	case HIGPU_ST_EEXIST:
+		return hicartErrorPeerAccessAlreadyEnabled;
+	case HIGPU_ST_EHOSTUNREACH:
+		return hicartErrorDevicesUnavailable;
 	}
 	return hicartErrorLaunchFailure;
 }
@@ -733,6 +739,133 @@ static hicartError_t rt_memcpy(void *dst, const void *src, size_t count, hicartM
 	default:
 		return hicartErrorInvalidMemcpyDirection;
 	}
+}
+
+/* ---- peer access ---- */
+
+/* rt_peer_gpu - the gpu_id of peer device n (local or remote), or -1. */
+static int rt_peer_gpu(int n)
+{
+	if (hicartIsRemoteDevice(n))
+		return (n & 0xff) < HIGPU_MAX_GPUS ? (n & 0xff) : -1;
+	if (n < 0 || n >= rt_count())
+		return -1;
+	return rt.dev[n].gpu_id;
+}
+
+/* rt_has_link - whether local device n has a HiLink port. */
+static hicartError_t rt_has_link(int n, bool *yes)
+{
+	struct rt_dev *d;
+	hicartError_t e = rt_dev_get(n, &d);
+
+	if (e)
+		return e;
+	*yes = d->q.hilink_ports > 0 && (d->q.caps & HIGPU_CAP_PEER);
+	rt_dev_put(d);
+	return hicartSuccess;
+}
+
+hicartError_t hicartDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+	int gpu = rt_peer_gpu(peerDevice);
+	bool here, there = true;
+	hicartError_t e;
+
+	if (!canAccessPeer)
+		return rt_fail(hicartErrorInvalidValue);
+	if (gpu < 0)
+		return rt_fail(hicartErrorInvalidDevice);
+	e = rt_has_link(device, &here);
+	if (!e && !hicartIsRemoteDevice(peerDevice))
+		e = rt_has_link(peerDevice, &there);
+	if (e)
+		return rt_fail(e);
+	/* A remote GPU's presence shows at the first copy. */
+	*canAccessPeer = here && there && gpu != rt.dev[device].gpu_id;
+	return hicartSuccess;
+}
+
+static hicartError_t rt_peer_access(int peerDevice, bool enable)
+{
+	struct higpu_peer_access a = { .enable = enable };
+	int gpu = rt_peer_gpu(peerDevice);
+	hicartError_t e;
+	int fd;
+
+	if (gpu < 0)
+		return hicartErrorInvalidDevice;
+	e = rt_fd(rt_cur, &fd);
+	if (e)
+		return e;
+	if (gpu == rt.dev[rt_cur].gpu_id)
+		return hicartErrorInvalidDevice;
+	a.peer_id = (uint32_t)gpu;
+	if (ioctl(fd, HIGPU_IOC_PEER_ACCESS, &a))
+		return errno == EOPNOTSUPP ? hicartErrorPeerAccessUnsupported : rt_errno(errno);
+	switch (a.status) {
+	case HIGPU_ST_ENOENT:
+		return hicartErrorPeerAccessNotEnabled;
+	case HIGPU_ST_EOPNOTSUPP:
+		return hicartErrorPeerAccessUnsupported;
+	}
+	return rt_status(a.status);
+}
+
+hicartError_t hicartDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	if (flags)
+		return rt_fail(hicartErrorInvalidValue);
+	return rt_fail(rt_peer_access(peerDevice, true));
+}
+
+hicartError_t hicartDeviceDisablePeerAccess(int peerDevice)
+{
+	return rt_fail(rt_peer_access(peerDevice, false));
+}
+
+/* rt_names - whether device pointer p (count bytes) is on GPU gpu. */
+static bool rt_names(const void *p, size_t count, int gpu)
+{
+	uint64_t a = (uintptr_t)p, base = HIGPU_VA_BASE(gpu);
+
+	return a >= base && a - base < HIGPU_VA_STRIDE && count <= HIGPU_VA_STRIDE - (a - base);
+}
+
+static hicartError_t rt_memcpy_peer(void *dst, int dstDevice, const void *src, int srcDevice,
+				    size_t count, hicartStream_t stream, bool wait)
+{
+	int dgpu = rt_peer_gpu(dstDevice), sgpu = rt_peer_gpu(srcDevice);
+	bool dlocal = !hicartIsRemoteDevice(dstDevice), slocal = !hicartIsRemoteDevice(srcDevice);
+	int sdev, dev;
+	uint32_t sid;
+
+	if (dgpu < 0 || sgpu < 0 || (!dlocal && !slocal))
+		return hicartErrorInvalidDevice;
+	if (!count)
+		return hicartSuccess;
+	if (!rt_names(dst, count, dgpu) || !rt_names(src, count, sgpu))
+		return hicartErrorInvalidDevicePointer;
+	if (dgpu == sgpu)
+		return rt_memcpy(dst, src, count, hicartMemcpyDeviceToDevice, stream, wait);
+	rt_stream(stream, &sdev, &sid);
+	/* The source's device pushes, unless only the destination is here
+	 * or the caller's stream belongs to the destination. */
+	dev = slocal && !(stream && dlocal && sdev == dstDevice) ? srcDevice : dstDevice;
+	if (stream && sdev != dev)
+		return hicartErrorInvalidResourceHandle;
+	return rt_copy(dev, stream ? sid : 0, HIGPU_COPY_PEER, dst, src, count, wait);
+}
+
+hicartError_t hicartMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	return rt_fail(rt_memcpy_peer(dst, dstDevice, src, srcDevice, count, NULL, true));
+}
+
+hicartError_t hicartMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+				    size_t count, hicartStream_t stream)
+{
+	return rt_fail(rt_memcpy_peer(dst, dstDevice, src, srcDevice, count, stream, false));
 }
 
 hicartError_t hicartMemcpy(void *dst, const void *src, size_t count, hicartMemcpyKind kind)

@@ -12,9 +12,12 @@
  * beyond an allocation, a freed pointer, memory exhausted, work on
  * another process's and another file's memory, and a process killed
  * while its streams are busy, after which the device must still serve
- * this process's context.
+ * this process's context. With -p, peer access over HiLink between the
+ * device and the next one of this guest: enabling at each end, copies
+ * both ways checked byte for byte, and the peer errors (not enabled, a
+ * bad remote pointer, a peer that is not there).
  *
- * usage: hicart_test [-d DEVICE] [-v]
+ * usage: hicart_test [-d DEVICE] [-p] [-v]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +33,7 @@
 #include <unistd.h>
 
 #include "hicart.h"
+#include "higpu_abi.h"
 #include "higpu_uapi.h"
 #include "ref.h"
 #include "tap.h"
@@ -516,6 +520,96 @@ static void test_bounds(void)
 	hicartFree(d);
 }
 
+/* ---- peer access (HiLink) ---- */
+
+static void test_peer(void)
+{
+	int other = (device + 1) % 2, can = -1;
+	size_t n = (1u << 20) + 13;
+	char *h = malloc(n), *back = malloc(n);
+	hicartDeviceProp op;
+	hicartStream_t s;
+	void *a, *b;
+
+	if (!h || !back || hicartGetDeviceProperties(&op, other) || hicartMalloc(&a, n)) {
+		ok(0, "peer: set-up (two devices with HiLink ports)");
+		return;
+	}
+	hicartSetDevice(other);
+	if (hicartMalloc(&b, n)) {
+		ok(0, "peer: set-up on device %d", other);
+		return;
+	}
+	hicartSetDevice(device);
+	is(hicartDeviceCanAccessPeer(&can, device, other), hicartSuccess, "peer: CanAccessPeer");
+	ok(can == 1, "peer: device %d can reach device %d over HiLink", device, other);
+	is(hicartMemcpyPeer(b, other, a, device, n), hicartErrorPeerAccessNotEnabled,
+	   "peer: a copy before EnablePeerAccess");
+	is(hicartDeviceEnablePeerAccess(other, 0), hicartSuccess, "peer: enable here");
+	is(hicartDeviceEnablePeerAccess(other, 0), hicartErrorPeerAccessAlreadyEnabled,
+	   "peer: enable twice");
+	is(hicartMemcpyPeer(b, other, a, device, n), hicartErrorPeerAccessNotEnabled,
+	   "peer: the peer has not enabled this GPU");
+	hicartSetDevice(other);
+	is(hicartDeviceEnablePeerAccess(device, 0), hicartSuccess, "peer: enable at the peer");
+	hicartSetDevice(device);
+
+	fill_random(h, n);
+	is(hicartMemcpy(a, h, n, hicartMemcpyHostToDevice), hicartSuccess, "peer: source filled");
+	is(hicartMemcpyPeer(b, other, a, device, n), hicartSuccess, "peer: remote write of 1 MiB + 13");
+	hicartSetDevice(other);
+	memset(back, 0, n);
+	ok(!hicartMemcpy(back, b, n, hicartMemcpyDeviceToHost) && !memcmp(back, h, n),
+	   "peer: the peer's memory holds every byte");
+	fill_random(h, n);
+	hicartMemcpy(b, h, n, hicartMemcpyHostToDevice);
+	hicartSetDevice(device);
+	is(hicartMemcpyPeer((char *)a + 1, device, (char *)b + 1, hicartRemoteDevice(op.gpuId), n - 1),
+	   hicartSuccess, "peer: remote read, unaligned, the peer named by gpu_id");
+	memset(back, 0, n);
+	ok(!hicartMemcpy(back, a, n, hicartMemcpyDeviceToHost) && !memcmp(back + 1, h + 1, n - 1),
+	   "peer: every byte read back");
+	if (hicartStreamCreate(&s) == hicartSuccess) {
+		is(hicartMemcpyPeerAsync(b, other, a, device, n, s), hicartSuccess, "peer: async write queued");
+		is(hicartStreamSynchronize(s), hicartSuccess, "peer: and done at stream synchronize");
+		hicartStreamDestroy(s);
+	}
+	/* Allocations are whole multiples of memAlign: "past the end" is
+	 * past the rounded size. */
+	is(hicartMemcpyPeer((char *)b + n - 10, other, a, device, prop.memAlign + 10),
+	   hicartErrorIllegalAddress, "peer: a remote range past the end of the peer's allocation");
+	is(hicartMemcpyPeer(a, device, (char *)b + n + prop.memAlign, other, 16),
+	   hicartErrorIllegalAddress, "peer: a remote read outside the peer's allocation");
+	is(hicartMemcpyPeer(b, other, (char *)a + prop.memAlign, device, n), hicartErrorIllegalAddress,
+	   "peer: a local range past the end");
+	is(hicartMemcpyPeer(a, device, b, device, 16), hicartErrorInvalidDevicePointer,
+	   "peer: a pointer that is not on the device named");
+	{
+		/* No port has gpu_id 7 in this rack (unless it does). */
+		void *gone = (void *)(uintptr_t)HIGPU_VA_BASE(7);
+
+		if (prop.gpuId != 7 && op.gpuId != 7) {
+			is(hicartDeviceEnablePeerAccess(hicartRemoteDevice(7), 0), hicartSuccess,
+			   "peer: enabling a GPU that is not there is allowed");
+			is(hicartMemcpyPeer(gone, hicartRemoteDevice(7), a, device, 64),
+			   hicartErrorDevicesUnavailable, "peer: a copy to a GPU that is not there");
+			hicartDeviceDisablePeerAccess(hicartRemoteDevice(7));
+		}
+	}
+	is(hicartDeviceDisablePeerAccess(other), hicartSuccess, "peer: disable");
+	is(hicartDeviceDisablePeerAccess(other), hicartErrorPeerAccessNotEnabled, "peer: disable twice");
+	is(hicartMemcpyPeer(b, other, a, device, 16), hicartErrorPeerAccessNotEnabled,
+	   "peer: a copy after disable");
+	hicartGetLastError();
+	hicartFree(a);
+	hicartSetDevice(other);
+	hicartDeviceDisablePeerAccess(device);
+	hicartFree(b);
+	hicartSetDevice(device);
+	free(h);
+	free(back);
+}
+
 static void test_exhaust(void)
 {
 	size_t cap = prop.memBudget && prop.memBudget < prop.totalGlobalMem ? prop.memBudget :
@@ -725,16 +819,18 @@ static void test_killed(void)
 
 int main(int argc, char **argv)
 {
-	int count = 0, c;
+	int count = 0, peer = 0, c;
 	hicartError_t e;
 
-	while ((c = getopt(argc, argv, "d:v")) != -1) {
+	while ((c = getopt(argc, argv, "d:pv")) != -1) {
 		if (c == 'd')
 			device = atoi(optarg);
+		else if (c == 'p')
+			peer = 1;
 		else if (c == 'v')
 			verbose = 1;
 		else {
-			fprintf(stderr, "usage: hicart_test [-d DEVICE] [-v]\n");
+			fprintf(stderr, "usage: hicart_test [-d DEVICE] [-p] [-v]\n");
 			return 2;
 		}
 	}
@@ -756,6 +852,14 @@ int main(int argc, char **argv)
 	   prop.hilinkPorts, prop.major, prop.minor);
 	ok(prop.hilinkPorts >= 0 && prop.memAlign >= 256 &&
 	   !(prop.memAlign & (prop.memAlign - 1)), "device: limits are sane");
+	if (peer) {
+		if (count < 2 || device > 1) {
+			printf("not ok 3 - peer: needs devices 0 and 1 (%d found)\n1..3\n", count);
+			return 1;
+		}
+		test_peer();
+		return tap_done();
+	}
 	test_alloc();
 	test_copies();
 	test_streams_events();

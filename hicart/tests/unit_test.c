@@ -199,7 +199,9 @@ static void test_errors(void)
 		hicartErrorOperatingSystem, hicartErrorInvalidResourceHandle, hicartErrorNotReady,
 		hicartErrorIllegalAddress, hicartErrorLaunchOutOfResources,
 		hicartErrorContextIsDestroyed, hicartErrorLaunchFailure, hicartErrorNotSupported,
-		hicartErrorTimeout, hicartErrorUnknown,
+		hicartErrorTimeout, hicartErrorUnknown, hicartErrorDevicesUnavailable,
+		hicartErrorPeerAccessUnsupported, hicartErrorPeerAccessAlreadyEnabled,
+		hicartErrorPeerAccessNotEnabled,
 	};
 	unsigned int n = sizeof(all) / sizeof(all[0]), bad = 0;
 
@@ -259,6 +261,21 @@ static void test_nodevice(const char *dir)
 	   hicartDataTypeSize((hicartDataType)9) == 0, "kernels: element sizes");
 	ok(hicartReduce(p, p, p, 4, hicartFloat32, (hicartReduceOp)0, NULL) ==
 	   hicartErrorInvalidValue, "kernels: an unknown operator is refused before any device call");
+	ok(hicartMemcpyPeer((void *)0x50000000000ULL, hicartRemoteDevice(4), (void *)0x60000000000ULL,
+			    hicartRemoteDevice(5), 8) == hicartErrorInvalidDevice,
+	   "peer: a copy between two remote GPUs is refused");
+	ok(hicartMemcpyPeer((void *)0x50000000000ULL, hicartRemoteDevice(8), (void *)0x40000000000ULL,
+			    0, 8) == hicartErrorInvalidDevice, "peer: gpu_id 8 is no device");
+	ok(hicartMemcpyPeer((void *)0x60000000000ULL, hicartRemoteDevice(4), (void *)0x40000000000ULL,
+			    0, 8) == hicartErrorInvalidDevicePointer,
+	   "peer: a pointer that does not name its device is refused before any device call");
+	ok(hicartMemcpyPeer(NULL, hicartRemoteDevice(4), NULL, 0, 0) == hicartSuccess,
+	   "peer: a copy of 0 bytes does nothing");
+	ok(hicartDeviceCanAccessPeer(NULL, 0, 1) == hicartErrorInvalidValue &&
+	   hicartDeviceCanAccessPeer(&n, 0, 1) == hicartErrorInvalidDevice,
+	   "peer: CanAccessPeer checks its arguments");
+	ok(hicartDeviceEnablePeerAccess(hicartRemoteDevice(4), 1) == hicartErrorInvalidValue,
+	   "peer: EnablePeerAccess takes no flags");
 	unlink(path);
 }
 

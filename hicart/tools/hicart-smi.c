@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * hicart-smi - list HiGPU devices, their memory, utilisation and the
- * processes that hold a context, like nvidia-smi. hicart-smi(1).
+ * processes that hold a context, like nvidia-smi; `hicart-smi topo`
+ * prints how the GPUs connect, like `nvidia-smi topo -m`. hicart-smi(1).
  *
  * Utilisation is the device's engine time (busy_ns) over its clock
  * between two samples --interval apart; several streams running at once
@@ -17,6 +18,7 @@
 #include "json.h"
 
 #define SMI_MAX_PROCS	256
+#define HICART_TOPO_MAX	8	/* gpu_ids 0..7 */
 
 struct smi_gpu {
 	int ordinal;
@@ -30,10 +32,143 @@ struct smi_gpu {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hicart-smi [-q | --json] [-i GPU] [--interval MS]\n"
+		   "       hicart-smi topo [-m] [--json] [--remote ID,...]\n"
 		   "  -q, --query      detailed report per GPU\n"
 		   "  -j, --json       JSON output\n"
 		   "  -i, --id GPU     only this device ordinal\n"
-		   "      --interval MS utilisation sample (default 200, 0: none)\n");
+		   "      --interval MS utilisation sample (default 200, 0: none)\n"
+		   "  topo             the connection matrix of the GPUs (HiLink or the host)\n"
+		   "      --remote IDS gpu_ids of GPUs in other guests on the same HiLink switch\n");
+}
+
+/* ---- topo ---- */
+
+struct topo_gpu {
+	int dev;		/* ordinal, or -1 for a GPU of another guest */
+	int gpu_id;
+	int hilink;		/* HiLink ports */
+	char name[256];		/* hicartDeviceProp's */
+};
+
+/*
+ * topo_link - how a reaches b: "X" itself, "HL" one hop through the
+ * HiLink switch (both have a port), "SYS" only through the host (copies
+ * staged in guest memory) for two local GPUs, "-" no path from this
+ * guest (a GPU of another guest without HiLink on this side).
+ */
+static const char *topo_link(const struct topo_gpu *a, const struct topo_gpu *b)
+{
+	if (a == b)
+		return "X";
+	if (a->hilink && b->hilink)
+		return "HL";
+	return a->dev >= 0 && b->dev >= 0 ? "SYS" : "-";
+}
+
+static int smi_topo(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "remote", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct topo_gpu g[HICART_TOPO_MAX];
+	const char *remote = NULL;
+	int json = 0, n = 0, count = 0, c;
+	hicartError_t e;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "mjh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			break;	/* the matrix is all topo prints, as nvidia-smi topo -m */
+		case 'j':
+			json = 1;
+			break;
+		case 'r':
+			remote = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	e = hicartGetDeviceCount(&count);
+	if (e) {
+		fprintf(stderr, "hicart-smi: %s\n", hicartGetErrorString(e));
+		return e == hicartErrorNoDevice ? 6 : 1;
+	}
+	for (int i = 0; i < count && n < HICART_TOPO_MAX; i++) {
+		hicartDeviceProp p;
+
+		e = hicartGetDeviceProperties(&p, i);
+		if (e) {
+			fprintf(stderr, "hicart-smi: GPU %d: %s\n", i, hicartGetErrorString(e));
+			return 1;
+		}
+		g[n] = (struct topo_gpu){ .dev = i, .gpu_id = p.gpuId, .hilink = p.hilinkPorts };
+		snprintf(g[n++].name, sizeof(g[0].name), "%s", p.name);
+	}
+	/* Another guest's GPU: reachable only over HiLink, and then only if
+	 * this guest has a port; it has one by definition (it is named as
+	 * a member of the same fabric). */
+	for (const char *s = remote; s && *s;) {
+		char *end;
+		long id = strtol(s, &end, 10);
+		int dup = 0;
+
+		for (int i = 0; i < n; i++)
+			dup |= g[i].gpu_id == id;
+		if (end == s || id < 0 || id >= HICART_TOPO_MAX || dup || n >= HICART_TOPO_MAX) {
+			fprintf(stderr, "hicart-smi: --remote %s: want distinct gpu_ids 0..%d of other guests\n",
+				remote, HICART_TOPO_MAX - 1);
+			return 2;
+		}
+		g[n] = (struct topo_gpu){ .dev = -1, .gpu_id = (int)id, .hilink = 1 };
+		snprintf(g[n++].name, sizeof(g[0].name), "remote");
+		s = *end == ',' ? end + 1 : end;
+	}
+	if (json) {
+		printf("{\"gpus\":[");
+		for (int i = 0; i < n; i++) {
+			printf("%s{\"gpu_id\":%d,\"ordinal\":%d,\"local\":%s,\"hilink_ports\":%d,\"name\":",
+			       i ? "," : "", g[i].gpu_id, g[i].dev, g[i].dev >= 0 ? "true" : "false", g[i].hilink);
+			json_str(g[i].name);
+			printf("}");
+		}
+		printf("],\"matrix\":[");
+		for (int i = 0; i < n; i++) {
+			printf("%s[", i ? "," : "");
+			for (int j = 0; j < n; j++)
+				printf("%s\"%s\"", j ? "," : "", topo_link(&g[i], &g[j]));
+			printf("]");
+		}
+		printf("]}\n");
+		return 0;
+	}
+	printf("      ");
+	for (int j = 0; j < n; j++)
+		printf(" GPU%-3d", g[j].gpu_id);
+	printf(" Where\n");
+	for (int i = 0; i < n; i++) {
+		printf("GPU%-3d", g[i].gpu_id);
+		for (int j = 0; j < n; j++)
+			printf(" %-6s", topo_link(&g[i], &g[j]));
+		if (g[i].dev >= 0)
+			printf(" /dev/higpu%d (device %d)\n", g[i].gpu_id, g[i].dev);
+		else
+			printf(" another guest\n");
+	}
+	printf("\nLegend:\n\n"
+	       "  X    = Self\n"
+	       "  HL   = Connection through the rack's HiLink switch (one hop, peer copies)\n"
+	       "  SYS  = Connection through the host only (no HiLink port on one side)\n"
+	       "  -    = No path from this guest\n");
+	return 0;
 }
 
 static void sleep_ms(unsigned int ms)
@@ -212,6 +347,8 @@ int main(int argc, char **argv)
 	struct smi_gpu *g;
 	hicartError_t e;
 
+	if (argc > 1 && !strcmp(argv[1], "topo"))
+		return smi_topo(argc - 1, argv + 1);
 	while ((c = getopt_long(argc, argv, "qji:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'q':

@@ -12,7 +12,7 @@ package gpu
 const (
 	Magic     = 0x55504748
 	ABIMajor  = 1
-	ABIMinor  = 0
+	ABIMinor  = 1
 	VendorID  = 0x1ED5
 	DeviceID  = 0x6A10
 	BAR2Size  = 0x10000
@@ -50,6 +50,7 @@ const (
 	CapCopySG    = 0x1
 	CapKernels   = 0x2
 	CapEventWait = 0x4
+	CapPeer      = 0x8
 
 	RingMin   = 8
 	RingMax   = 4096
@@ -82,6 +83,8 @@ const (
 	OpEventRecord
 	OpEventWait
 	OpQuery
+	OpPeerAccess
+	OpCopyPeer
 	OpMax
 )
 
@@ -103,15 +106,18 @@ const (
 
 // Completion status: 0 or a positive Linux errno.
 const (
-	StOK         = 0
-	StENOENT     = 2
-	StENOMEM     = 12
-	StEACCES     = 13
-	StEFAULT     = 14
-	StEINVAL     = 22
-	StENOSPC     = 28
-	StEOPNOTSUPP = 95
-	StECANCELED  = 125
+	StOK           = 0
+	StEPERM        = 1
+	StENOENT       = 2
+	StENOMEM       = 12
+	StEACCES       = 13
+	StEFAULT       = 14
+	StEEXIST       = 17
+	StEINVAL       = 22
+	StENOSPC       = 28
+	StEOPNOTSUPP   = 95
+	StEHOSTUNREACH = 113
+	StECANCELED    = 125
 )
 
 // DevHdr is struct higpu_dev_hdr, at BAR2 offset 0.
@@ -238,6 +244,13 @@ type ArgsQuery struct {
 	RespGPA uint64 `c:"resp_gpa"`
 	RespLen uint32 `c:"resp_len"`
 	Rsvd    uint32 `c:"rsvd"`
+}
+
+// ArgsPeer is struct higpu_args_peer.
+type ArgsPeer struct {
+	PeerID uint16  `c:"peer_id"`
+	Enable uint8   `c:"enable"`
+	Rsvd   [5]byte `c:"rsvd"`
 }
 
 // Cmd is struct higpu_cmd; Args holds one of the Args* structures.

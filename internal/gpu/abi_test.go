@@ -17,6 +17,7 @@ var abiStructs = []testutil.CStruct{
 	{C: "higpu_args_launch", V: ArgsLaunch{}},
 	{C: "higpu_args_event", V: ArgsEvent{}},
 	{C: "higpu_args_query", V: ArgsQuery{}},
+	{C: "higpu_args_peer", V: ArgsPeer{}},
 	{C: "higpu_cmd", V: Cmd{}},
 	{C: "higpu_cpl", V: Cpl{}},
 	{C: "higpu_dev_info", V: DevInfo{}},
@@ -37,13 +38,13 @@ var abiConsts = map[string]int64{
 	"HIGPU_DRV_OK": DrvOK, "HIGPU_DRV_MSIX_ON": DrvMSIXOn, "HIGPU_DRV_RESET": DrvReset,
 	"HIGPU_FATAL_NONE": FatalNone, "HIGPU_FATAL_ABI": FatalABI, "HIGPU_FATAL_RING_CONFIG": FatalRingConfig,
 	"HIGPU_FATAL_CMD_INDEX": FatalCmdIndex, "HIGPU_FATAL_CPL_INDEX": FatalCplIndex, "HIGPU_FATAL_RING_DMA": FatalRingDMA,
-	"HIGPU_CAP_COPY_SG": CapCopySG, "HIGPU_CAP_KERNELS": CapKernels, "HIGPU_CAP_EVENT_WAIT": CapEventWait,
+	"HIGPU_CAP_COPY_SG": CapCopySG, "HIGPU_CAP_KERNELS": CapKernels, "HIGPU_CAP_EVENT_WAIT": CapEventWait, "HIGPU_CAP_PEER": CapPeer,
 	"HIGPU_RING_MIN": RingMin, "HIGPU_RING_MAX": RingMax, "HIGPU_RING_ALIGN": RingAlign,
 	"HIGPU_OP_NOP": OpNop, "HIGPU_OP_CTX_CREATE": OpCtxCreate, "HIGPU_OP_CTX_DESTROY": OpCtxDestroy,
 	"HIGPU_OP_MEM_ALLOC": OpMemAlloc, "HIGPU_OP_MEM_FREE": OpMemFree, "HIGPU_OP_COPY_H2D": OpCopyH2D,
 	"HIGPU_OP_COPY_D2H": OpCopyD2H, "HIGPU_OP_COPY_D2D": OpCopyD2D, "HIGPU_OP_MEMSET": OpMemset,
 	"HIGPU_OP_LAUNCH": OpLaunch, "HIGPU_OP_EVENT_RECORD": OpEventRecord, "HIGPU_OP_EVENT_WAIT": OpEventWait,
-	"HIGPU_OP_QUERY": OpQuery, "HIGPU_OP_MAX": OpMax,
+	"HIGPU_OP_QUERY": OpQuery, "HIGPU_OP_PEER_ACCESS": OpPeerAccess, "HIGPU_OP_COPY_PEER": OpCopyPeer, "HIGPU_OP_MAX": OpMax,
 	"HIGPU_CMD_F_NO_IRQ": CmdFNoIRQ, "HIGPU_ARGS_SIZE": ArgsSize,
 	"HIGPU_KERNEL_FILL": KernelFill, "HIGPU_KERNEL_REDUCE": KernelReduce,
 	"HIGPU_DT_F32": DTF32, "HIGPU_DT_F16": DTF16, "HIGPU_DT_BF16": DTBF16, "HIGPU_DT_I32": DTI32, "HIGPU_DT_I64": DTI64,
@@ -52,6 +53,7 @@ var abiConsts = map[string]int64{
 	"HIGPU_ST_OK": StOK, "HIGPU_ST_ENOENT": StENOENT, "HIGPU_ST_ENOMEM": StENOMEM, "HIGPU_ST_EACCES": StEACCES,
 	"HIGPU_ST_EFAULT": StEFAULT, "HIGPU_ST_EINVAL": StEINVAL, "HIGPU_ST_ENOSPC": StENOSPC,
 	"HIGPU_ST_EOPNOTSUPP": StEOPNOTSUPP, "HIGPU_ST_ECANCELED": StECANCELED,
+	"HIGPU_ST_EPERM": StEPERM, "HIGPU_ST_EEXIST": StEEXIST, "HIGPU_ST_EHOSTUNREACH": StEHOSTUNREACH,
 }
 
 // TestABILayout fails when kernel/higpu_abi.h and this package's mirror

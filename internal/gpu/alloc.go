@@ -184,6 +184,16 @@ func (h *heap) check(addr, n uint64, ctx uint16) (uint64, error) {
 	return off, nil
 }
 
+// checkAny returns the offset of [addr, addr+n) when it lies wholly in
+// one allocation of any context (a peer's access), else errAccess.
+func (h *heap) checkAny(addr, n uint64) (uint64, error) {
+	j := h.find(addr)
+	if j < 0 {
+		return 0, errAccess
+	}
+	return h.check(addr, n, h.allocs[j].ctx)
+}
+
 // largest returns the largest allocation possible now (at the least
 // alignment).
 func (h *heap) largest() uint64 {

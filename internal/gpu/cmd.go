@@ -4,7 +4,7 @@ import "unsafe"
 
 // Args are the argument structures of a command.
 type Args interface {
-	ArgsAlloc | ArgsFree | ArgsCopy | ArgsMemset | ArgsLaunch | ArgsEvent | ArgsQuery
+	ArgsAlloc | ArgsFree | ArgsCopy | ArgsMemset | ArgsLaunch | ArgsEvent | ArgsQuery | ArgsPeer
 }
 
 // NewCmd returns a command with its arguments a.

@@ -15,7 +15,8 @@ type gctx struct {
 	streams  []*stream // by stream id, made on first use
 	events   []uint64  // record counts by event id
 	inflight int
-	running  int // stream goroutines alive
+	running  int   // stream goroutines alive
+	peers    uint8 // GPUs this context enabled peer access to, by bit
 
 	memUsed uint64 // memMu
 	allocs  int    // memMu
@@ -45,7 +46,7 @@ type stream struct {
 // immediate reports whether op runs when taken.
 func immediate(op uint16) bool {
 	switch op {
-	case OpCtxCreate, OpCtxDestroy, OpMemAlloc, OpMemFree, OpQuery:
+	case OpCtxCreate, OpCtxDestroy, OpMemAlloc, OpMemFree, OpQuery, OpPeerAccess:
 		return true
 	}
 	return false
@@ -85,6 +86,8 @@ func (s *session) take(c *Cmd) {
 		s.complete(w, c.CtxID, st, res, 0)
 	case c.Opcode == OpMemFree:
 		s.complete(w, c.CtxID, s.memFree(w), 0, 0)
+	case c.Opcode == OpPeerAccess:
+		s.complete(w, c.CtxID, s.peerAccess(w), 0, 0)
 	case int(c.StreamID) >= s.lim.maxStreams:
 		s.complete(w, c.CtxID, StENOENT, 0, 0)
 	default:
@@ -120,6 +123,7 @@ func (s *session) ctxDestroy(w *work) {
 	c := w.ctx
 	s.mu.Lock()
 	c.dying = true
+	s.dropPeers(c)
 	s.cond.Broadcast()
 	w.ctx = nil // the destroy itself is no command of the dying context
 	c.inflight--
@@ -282,6 +286,8 @@ func (s *session) run(c *gctx, w *work) (st uint16, result, ts uint64) {
 		return StOK, 0, 0
 	case OpCopyH2D, OpCopyD2H, OpCopyD2D:
 		return s.copyCmd(c, cmd), 0, 0
+	case OpCopyPeer:
+		return s.copyPeer(c, w), 0, 0
 	case OpMemset:
 		return s.memset(c, cmd), 0, 0
 	case OpLaunch:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,18 @@ type GPUConfig struct {
 	// Budgets of one context; 0 = the guest's.
 	CtxMemBudget uint64
 	CtxMaxAllocs int
+	// HiLink is the HiLink switch port (hinic link serve's
+	// hilink-port<N>.sock) the GPU opens for peer access; "" for none.
+	HiLink string
+	// LinkName is the port's name in `hinic link status`; default
+	// the GPU's socket file name.
+	LinkName string
+	// MaxPeerOps bounds the guest's peer operations in flight
+	// (1..MaxPeerOps, default DefaultMaxPeerOps).
+	MaxPeerOps int
+	// PeerTimeout fails a peer operation whose answer stops coming for
+	// that long; default DefaultPeerTimeout.
+	PeerTimeout time.Duration
 }
 
 func (c *GPUConfig) resolve() error {
@@ -121,6 +134,18 @@ func (c *GPUConfig) resolve() error {
 	}
 	if c.CtxMaxAllocs == 0 || c.CtxMaxAllocs > c.MaxAllocs {
 		c.CtxMaxAllocs = c.MaxAllocs
+	}
+	if c.MaxPeerOps == 0 {
+		c.MaxPeerOps = DefaultMaxPeerOps
+	}
+	if c.MaxPeerOps < 1 || c.MaxPeerOps > MaxPeerOps {
+		return fmt.Errorf("max peer ops %d: want 1 to %d", c.MaxPeerOps, MaxPeerOps)
+	}
+	if c.PeerTimeout <= 0 {
+		c.PeerTimeout = DefaultPeerTimeout
+	}
+	if c.LinkName == "" {
+		c.LinkName = filepath.Base(c.Socket)
 	}
 	return nil
 }
@@ -227,6 +252,8 @@ type GPU struct {
 	log    *slog.Logger
 	ln     *net.UnixListener
 
+	link *link // the HiLink port; nil without one
+
 	mu      sync.Mutex // guards sess, nextID, closing
 	sess    *session
 	nextID  int
@@ -251,8 +278,17 @@ func startGPU(c GPUConfig, ram *guestmem.RAM, log *slog.Logger) (*GPU, error) {
 		return nil, err
 	}
 	g := &GPU{cfg: c, ram: ram, devMem: mem, log: log.With("gpu", c.ID, "socket", c.Socket), nextID: 1}
+	if c.HiLink != "" {
+		if g.link, err = openLink(g); err != nil {
+			unix.Munmap(mem)
+			return nil, fmt.Errorf("HiLink port: %w", err)
+		}
+	}
 	ln, err := unixsock.Listen("unix", c.Socket, 0o660)
 	if err != nil {
+		if g.link != nil {
+			g.link.close()
+		}
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("ivshmem socket: %w", err)
 	}
@@ -310,6 +346,9 @@ func (g *GPU) close() {
 	g.ln.Close()
 	g.endSession(nil)
 	g.wg.Wait()
+	if g.link != nil {
+		g.link.close()
+	}
 	unix.Munmap(g.devMem)
 }
 

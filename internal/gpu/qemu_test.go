@@ -18,14 +18,7 @@ import (
 // functions, then hicart-smi, hicart_test on each GPU and
 // hicart-bandwidth run; each prints its exit status. The module
 // unloads at the end: every file closed, every context freed.
-const gpuGuestInit = `#!/bin/sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-mkdir -p /tmp
-export LD_LIBRARY_PATH=/usr/lib/hicart:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
-insmod /higpu.ko && echo HIGPU-INSMOD-OK
+const gpuGuestInit = guestInitHead + `insmod /higpu.ko && echo HIGPU-INSMOD-OK
 sleep 1
 ls /dev | grep higpu
 hicart-smi; echo HIGPU-SMI rc=$?
@@ -40,6 +33,57 @@ dmesg | grep -i higpu
 echo HIGPU-DONE
 poweroff -f
 `
+
+// guestInitHead starts the /init of a HiGPU test guest: busybox, the
+// kernel's file systems, libhicart on the library path.
+const guestInitHead = `#!/bin/sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /tmp
+export LD_LIBRARY_PATH=/usr/lib/hicart:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
+`
+
+// hicartInitrd writes the initramfs of a HiGPU test guest to path: init,
+// higpu.ko from kdir, the programs bins of the hicart build hc with
+// libhicart and the host libraries they need.
+func hicartInitrd(t *testing.T, path, busybox, init, kdir, hc string, bins []string) {
+	t.Helper()
+	r := testutil.NewInitramfs(t, busybox, init)
+	r.AddFile(t, "/higpu.ko", filepath.Join(kdir, "higpu.ko"), 0o644)
+	var hostBins []string
+	for _, b := range bins {
+		r.AddFile(t, "/usr/bin/"+b, filepath.Join(hc, b), 0o755)
+		hostBins = append(hostBins, filepath.Join(hc, b))
+	}
+	r.AddFile(t, "/usr/lib/hicart/libhicart.so.1", filepath.Join(hc, "libhicart.so.1"), 0o755)
+	// ldd finds libhicart next to the tools; the guest has it in
+	// /usr/lib/hicart, so only the system's libraries are copied.
+	t.Setenv("LD_LIBRARY_PATH", hc)
+	for _, lib := range testutil.SharedLibs(t, hostBins...) {
+		if !strings.HasPrefix(lib, hc) {
+			r.AddFile(t, lib, lib, 0o755)
+		}
+	}
+	if err := os.WriteFile(path, r.W.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gpuGuestArgs are QEMU's arguments for a TCG guest of ramMiB on the RAM
+// file ram with a HiGPU function on each ivshmem socket.
+func gpuGuestArgs(ramMiB int, ram, kernel, initrd string, sockets ...string) []string {
+	args := []string{"-accel", "tcg", "-machine", "q35,memory-backend=ram0", "-m", fmt.Sprintf("%dM", ramMiB),
+		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", ramMiB, ram),
+		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio", "-monitor", "none", "-smp", "1",
+		"-kernel", kernel, "-initrd", initrd, "-append", "console=ttyS0 panic=-1 loglevel=4"}
+	for i, sock := range sockets {
+		args = append(args, "-chardev", fmt.Sprintf("socket,path=%s,id=gpu%d", sock, i),
+			"-device", fmt.Sprintf("ivshmem-doorbell,chardev=gpu%d,vectors=%d", i, gpu.DefaultVectors))
+	}
+	return args
+}
 
 // buildHicart builds libhicart and its tools from a copy of hicart/ and
 // the kernel headers it includes (the tree stays clean) and returns the
@@ -87,7 +131,7 @@ func TestQEMUHicart(t *testing.T) {
 	for i, id := range []int{0, 5} {
 		cfgs = append(cfgs, gpu.GPUConfig{ID: id, Name: fmt.Sprintf("HiGPU-%d", id),
 			Socket: filepath.Join(dir, fmt.Sprintf("g%d.sock", i)), RAMPath: ram, RAMSize: ramMiB << 20,
-			Machine: "q35", MemSize: 256 << 20, Vectors: 4})
+			Machine: "q35", MemSize: 256 << 20, Vectors: gpu.DefaultVectors})
 	}
 	srv, err := gpu.Start(context.Background(), gpu.Config{GPUs: cfgs})
 	if err != nil {
@@ -95,41 +139,13 @@ func TestQEMUHicart(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Close() })
 
-	r := testutil.NewInitramfs(t, busybox, gpuGuestInit)
-	r.AddFile(t, "/higpu.ko", filepath.Join(kdir, "higpu.ko"), 0o644)
-	bins := []string{"hicart-smi", "hicart_test", "hicart-bandwidth"}
-	for _, b := range bins {
-		r.AddFile(t, "/usr/bin/"+b, filepath.Join(hc, b), 0o755)
-	}
-	r.AddFile(t, "/usr/lib/hicart/libhicart.so.1", filepath.Join(hc, "libhicart.so.1"), 0o755)
-	var hostBins []string
-	for _, b := range bins {
-		hostBins = append(hostBins, filepath.Join(hc, b))
-	}
-	// ldd finds libhicart next to the tools; the guest has it in
-	// /usr/lib/hicart, so only the system's libraries are copied.
-	t.Setenv("LD_LIBRARY_PATH", hc)
-	for _, lib := range testutil.SharedLibs(t, hostBins...) {
-		if !strings.HasPrefix(lib, hc) {
-			r.AddFile(t, lib, lib, 0o755)
-		}
-	}
 	initrd := filepath.Join(dir, "initrd.cpio")
-	if err := os.WriteFile(initrd, r.W.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hicartInitrd(t, initrd, busybox, gpuGuestInit, kdir, hc, []string{"hicart-smi", "hicart_test", "hicart-bandwidth"})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	args := []string{"-accel", "tcg", "-machine", "q35,memory-backend=ram0", "-m", fmt.Sprintf("%dM", ramMiB),
-		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", ramMiB, ram),
-		"-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio", "-monitor", "none", "-smp", "1",
-		"-kernel", kernel, "-initrd", initrd, "-append", "console=ttyS0 panic=-1 loglevel=4"}
-	for i, c := range cfgs {
-		args = append(args, "-chardev", fmt.Sprintf("socket,path=%s,id=gpu%d", c.Socket, i),
-			"-device", fmt.Sprintf("ivshmem-doorbell,chardev=gpu%d,vectors=%d", i, c.Vectors))
-	}
-	g := testutil.StartQEMU(t, ctx, "higpu guest", "HIGPU-", qemu, args...)
+	g := testutil.StartQEMU(t, ctx, "higpu guest", "HIGPU-", qemu,
+		gpuGuestArgs(ramMiB, ram, kernel, initrd, cfgs[0].Socket, cfgs[1].Socket)...)
 	g.Wait(ctx, t, "HIGPU-DONE")
 	con := g.Out.String()
 	for _, l := range strings.Split(con, "\n") {

@@ -64,6 +64,11 @@ type session struct {
 	ctxs     map[uint16]*gctx
 	workers  sync.WaitGroup // stream goroutines and context teardowns
 
+	// Peer access (mu): the contexts that enabled each GPU, and the
+	// peer operations of this guest in flight.
+	peerRefs [MaxGPUs]int
+	peerOps  int
+
 	memMu  sync.RWMutex
 	heap   *heap
 	nalloc int
@@ -74,7 +79,7 @@ type session struct {
 type limits struct {
 	memBudget, ctxMem                         uint64
 	maxCtx, maxAllocs, ctxAllocs, maxInflight int
-	maxStreams, maxEvents, maxSGE             int
+	maxStreams, maxEvents, maxSGE, maxPeerOps int
 }
 
 func newSession(g *GPU, c *net.UnixConn, id int) (*session, error) {
@@ -84,7 +89,8 @@ func newSession(g *GPU, c *net.UnixConn, id int) (*session, error) {
 		heap: newHeap(VABase(cfg.ID), cfg.MemSize, AllocAlgn),
 		lim: limits{memBudget: cfg.MemBudget, ctxMem: cfg.CtxMemBudget, maxCtx: cfg.MaxContexts,
 			maxAllocs: cfg.MaxAllocs, ctxAllocs: cfg.CtxMaxAllocs, maxInflight: cfg.MaxInflight,
-			maxStreams: cfg.MaxStreams, maxEvents: cfg.MaxEvents, maxSGE: cfg.MaxSGE}}
+			maxStreams: cfg.MaxStreams, maxEvents: cfg.MaxEvents, maxSGE: cfg.MaxSGE,
+			maxPeerOps: cfg.MaxPeerOps}}
 	s.cond = sync.NewCond(&s.mu)
 	ok := false
 	defer func() {
@@ -122,6 +128,10 @@ func (s *session) initHeader(resetCount uint32) {
 	h.GPUID = uint8(cfg.ID)
 	h.NumVectors = uint32(cfg.Vectors)
 	h.Caps = CapCopySG | CapKernels | CapEventWait
+	if s.g.link != nil {
+		h.Caps |= CapPeer
+		h.HiLinkPort = 1
+	}
 	h.AllocAlign = AllocAlgn
 	h.MemSize = cfg.MemSize
 	h.VABase = VABase(cfg.ID)
@@ -311,6 +321,7 @@ func (s *session) dropAll() {
 	s.memMu.Unlock()
 	s.mu.Lock()
 	clear(s.ctxs)
+	s.peerRefs = [MaxGPUs]int{}
 	s.mu.Unlock()
 	s.nextCtx = 1
 	s.blocked.Store(false)

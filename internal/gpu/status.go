@@ -32,6 +32,29 @@ type GPUStatus struct {
 	Inflight  int         `json:"inflight"`
 	Util      float64     `json:"utilization"` // busy time / uptime of the backend (streams add up: may pass 1)
 	Counters  GPUCounters `json:"counters"`
+	// Link is the GPU's HiLink port, when it has one.
+	Link *LinkStatus `json:"hilink,omitempty"`
+}
+
+// LinkStatus is a GPU's HiLink port and its peer traffic.
+type LinkStatus struct {
+	Path       string `json:"path"`        // the switch port's socket
+	SwitchPort int    `json:"switch_port"` // its number
+	Up         bool   `json:"up"`
+	// This GPU's peer operations: run, failed, bytes moved each way.
+	Ops      uint64 `json:"ops"`
+	OpErrors uint64 `json:"op_errors"`
+	BytesOut uint64 `json:"bytes_out"` // this GPU's operations
+	// MaxInflight is the most peer operations of the guest seen in
+	// flight at once (its budget bounds it).
+	MaxInflight uint64 `json:"max_inflight"`
+	// Requests of other GPUs: write frames, read requests, refused
+	// (no access, bad address, no guest), bytes served, frames dropped.
+	WritesIn  uint64 `json:"writes_in"`
+	ReadsIn   uint64 `json:"reads_in"`
+	RefusedIn uint64 `json:"refused_in"`
+	BytesIn   uint64 `json:"bytes_in"`
+	DroppedIn uint64 `json:"dropped_in"`
 }
 
 // GPUCounters are the backend's counters of a GPU since it started.
@@ -67,6 +90,13 @@ func (g *GPU) Status(uptime time.Duration) GPUStatus {
 		Fatal: x.fatal.Load(), Resets: x.resets.Load(), Dropped: x.canceled.Load()}
 	if uptime > 0 {
 		st.Util = float64(st.Counters.BusyNS) / float64(uptime.Nanoseconds())
+	}
+	if l := g.link; l != nil {
+		x := &l.stats
+		st.Link = &LinkStatus{Path: c.HiLink, SwitchPort: l.ep.Port(), Up: l.ep.Err() == nil,
+			Ops: x.opsOut.Load(), OpErrors: x.errorsOut.Load(), BytesOut: x.bytesOut.Load(),
+			MaxInflight: x.maxInflight.Load(), WritesIn: x.writesIn.Load(), ReadsIn: x.readsIn.Load(),
+			RefusedIn: x.refusedIn.Load(), BytesIn: x.bytesIn.Load(), DroppedIn: x.droppedIn.Load()}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -56,6 +56,9 @@ func FuzzReceive(f *testing.F) {
 	f.Add(msgs(w(0, 2, 1), w(0, 2, 1), w(0, 2, 1), w(0, 2, 1), w(0, 2, 1), w(0, 2, 1), w(0, 2, 1), w(0, 2, 1), w(0, 2, 1)))
 	// Bad source, no route, a frame too big for the destination, a hello, junk.
 	f.Add(msgs(w(2, 0, 1), w(0, 9, 1), w(0, 2, 3000), wire.AppendHelloFrame(nil, 0, 1, &wire.HelloFields{MaxFrame: 4096, Role: wire.RoleGPU, GPUs: []uint16{0}}), []byte{0xFF}))
+	// Requests to nobody that end an operation come back unreachable.
+	f.Add(msgs(wire.Append(nil, &wire.Fields{Type: wire.TypeWrite, Flags: wire.FlagLast, SrcGPU: 0, DstGPU: 9}, []byte{1}),
+		wire.Append(nil, &wire.Fields{Type: wire.TypeReadReq, SrcGPU: 1, DstGPU: 9, Length: 9}, nil)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sw, a, b := fuzzPorts(t)
 		maxFrame := sw.cfg.MaxFrame
@@ -88,8 +91,10 @@ func FuzzReceive(f *testing.F) {
 				for _, q := range s.voq {
 					for _, qf := range q.q[q.head:] {
 						h, err := wire.Parse(qf.msg())
+						// A bounced request comes from the GPU it could not reach.
+						bounced := h.Status() == wire.StatusUnreachable && s == a
 						if err != nil || !h.Type().Forwarded() || sw.routes[h.DstGPU()] != s || qf.src != a ||
-							(h.SrcGPU() != 0 && h.SrcGPU() != 1) || qf.n > s.peerMax {
+							(h.SrcGPU() != 0 && h.SrcGPU() != 1 && !bounced) || qf.n > s.peerMax {
 							t.Fatalf("queued to port %d: %x (%v)", s.p.num, qf.msg(), err)
 						}
 						queued++

@@ -245,6 +245,11 @@ func (s *session) end() {
 		s.mu.Unlock()
 		for _, f := range drop {
 			s.p.c.drop(DropLinkDown)
+			if f.src != s && bounce(f.msg()) {
+				f.n = wire.HeaderSize
+				f.src.enqueue(s.p.num, f)
+				continue
+			}
 			f.src.release(1)
 			sw.putFrame(f)
 		}
@@ -282,6 +287,11 @@ func (s *session) enqueue(src int, f *frame) {
 	if s.closed {
 		s.mu.Unlock()
 		s.p.c.drop(DropLinkDown)
+		if f.src != s && bounce(f.msg()) {
+			f.n = wire.HeaderSize
+			f.src.enqueue(src, f)
+			return
+		}
 		f.src.release(1)
 		s.sw.putFrame(f)
 		return
@@ -392,6 +402,14 @@ func (s *session) receive(f *frame, size int, trunc bool) (reason int, fatal boo
 			reason = DropOversize
 		}
 	}
+	if reason == DropNoRoute && bounce(f.buf[:size]) {
+		// The frame becomes its own answer: the requester learns that
+		// the GPU is gone instead of waiting for a response.
+		p.c.drop(reason)
+		f.n, f.src = wire.HeaderSize, s
+		s.enqueue(p.num, f)
+		return dropNone, false
+	}
 	if reason != dropNone {
 		s.release(1)
 		return reason, false
@@ -399,6 +417,27 @@ func (s *session) receive(f *frame, size int, trunc bool) (reason int, fatal boo
 	f.n, f.src = size, s
 	dst.enqueue(p.num, f)
 	return dropNone, false
+}
+
+// bounce turns a request that ends an operation (the last frame of a
+// write, a read request) into its response with status unreachable, in
+// place: the response's header is the first wire.HeaderSize octets of
+// msg. It reports false for other frames, which are only dropped.
+func bounce(msg []byte) bool {
+	h := wire.Header(msg)
+	f := h.Fields()
+	switch {
+	case f.Type == wire.TypeWrite && f.Flags&wire.FlagLast != 0:
+		f.Type, f.Flags = wire.TypeWriteResp, 0
+	case f.Type == wire.TypeReadReq:
+		f.Type, f.Flags, f.Length = wire.TypeReadResp, wire.FlagLast, 0
+	default:
+		return false
+	}
+	f.Status, f.Credits = wire.StatusUnreachable, 0
+	f.SrcGPU, f.DstGPU = f.DstGPU, f.SrcGPU
+	h.Encode(&f)
+	return true
 }
 
 // credit adds n credits returned by the peer; false if that is more than

@@ -440,19 +440,29 @@ func TestBadFramesCounted(t *testing.T) {
 	if st.State != "up" || st.Held != 0 {
 		t.Errorf("port 0: %+v", st)
 	}
-	// The switch returned the credits in credit frames.
-	var got int
+	// The switch returned the credits in credit frames, and the write
+	// to nobody came back as its own answer: unreachable.
+	var got, bounced int
 	buf := make([]byte, 64)
-	for got < 7 {
+	for got < 7 || bounced == 0 {
 		n, err := c.Read(buf)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h, err := wire.Parse(buf[:n])
-		if err != nil || h.Type() != wire.TypeCredit {
+		switch {
+		case err == nil && h.Type() == wire.TypeWriteResp:
+			if f := h.Fields(); f.Status != wire.StatusUnreachable || f.SrcGPU != 9 || f.DstGPU != 0 || f.Length != 10 {
+				t.Fatalf("bounced write: %+v", f)
+			}
+			bounced++
+		case err != nil || h.Type() != wire.TypeCredit:
 			t.Fatalf("%x: %v", buf[:n], err)
 		}
 		got += int(h.Credits())
+	}
+	if bounced != 1 {
+		t.Errorf("%d bounced answers", bounced)
 	}
 }
 
@@ -497,7 +507,9 @@ func TestCreditOverflow(t *testing.T) {
 
 // TestPeerGone: frames queued to a port whose peer leaves are dropped
 // (link-down) and their credits go back to the sender; the GPU id is
-// then unknown.
+// then unknown. Each write that was dropped comes back to its sender as
+// a write response with status unreachable, so no requester waits for
+// an answer that will never come.
 func TestPeerGone(t *testing.T) {
 	const credits = 4
 	sw := startSwitch(t, Config{Ports: 2, Credits: credits})
@@ -522,6 +534,55 @@ func TestPeerGone(t *testing.T) {
 		}
 	}
 	waitFor(t, "no-route drops", func() bool { return portStatus(sw, 0).Counters.Drops["no-route"] == credits })
+	// Tags 1..credits were queued when b left, 0..credits-1 had no route.
+	want := map[uint32]int{}
+	for i := range credits {
+		want[uint32(i+1)]++
+		want[uint32(i)]++
+	}
+	for range 2 * credits {
+		f, err := a.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := wire.Header(f)
+		if h.Type() != wire.TypeWriteResp || h.Status() != wire.StatusUnreachable || h.SrcGPU() != 1 || h.DstGPU() != 0 {
+			t.Fatalf("answer %+v", h.Fields())
+		}
+		want[h.Tag()]--
+	}
+	for tag, n := range want {
+		if n != 0 {
+			t.Errorf("tag %d: %d answers missing", tag, n)
+		}
+	}
+}
+
+// TestReadBounced: a read request to a GPU no port has comes back as a
+// last read response with status unreachable and no payload.
+func TestReadBounced(t *testing.T) {
+	sw := startSwitch(t, Config{Ports: 1})
+	a := dial(t, sw, 0, 0, 3)
+	ctx := ctxT(t)
+	req := wire.Append(nil, &wire.Fields{Type: wire.TypeReadReq, SrcGPU: 3, DstGPU: 5, Tag: 77, Length: 4096,
+		Address: 0x60000001000}, nil)
+	if err := a.Send(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	f, err := a.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wire.Fields{Type: wire.TypeReadResp, Flags: wire.FlagLast, Status: wire.StatusUnreachable,
+		SrcGPU: 5, DstGPU: 3, Tag: 77, Address: 0x60000001000}
+	got := wire.Header(f).Fields()
+	got.Credits = 0
+	if len(f) != wire.HeaderSize || got != want {
+		t.Fatalf("answer %+v (%d octets), want %+v", got, len(f), want)
+	}
+	if st := portStatus(sw, 0); st.Counters.Drops["no-route"] != 1 {
+		t.Errorf("drops %v", st.Counters.Drops)
+	}
 }
 
 func TestConfig(t *testing.T) {

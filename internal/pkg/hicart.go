@@ -28,7 +28,7 @@ const (
 
 // HicartTools are the programs of hicart-tools, with their man pages
 // under hicart/man.
-var HicartTools = []string{"hicart-smi", "hicart-bandwidth", "hicart_test"}
+var HicartTools = []string{"hicart-smi", "hicart-bandwidth", "hicart-p2p", "hicart-allreduce", "hicart_test"}
 
 // HicartKernelHeaders are the headers of kernel/ the runtime includes.
 var HicartKernelHeaders = []string{"higpu_abi.h", "higpu_uapi.h", "hidev_abi.h"}
@@ -213,8 +213,8 @@ func (b *build) hicartDev(ctx context.Context) (Result, error) {
 	})
 }
 
-// hicartTools builds hicart-tools: hicart-smi, hicart-bandwidth and
-// hicart_test with their man pages.
+// hicartTools builds hicart-tools: hicart-smi, hicart-bandwidth,
+// hicart-p2p, hicart-allreduce and hicart_test with their man pages.
 func (b *build) hicartTools(ctx context.Context) (Result, error) {
 	if b.hicartAbsent() {
 		return b.hicartAbsentResult(NameHicartTools), nil
@@ -254,11 +254,13 @@ func (b *build) hicartTools(ctx context.Context) (Result, error) {
 		Name:    NameHicartTools,
 		Arch:    b.arch,
 		Section: "utils",
-		Description: "HiGPU tools: hicart-smi, hicart-bandwidth, hicart_test\n" +
+		Description: "HiGPU tools: hicart-smi, hicart-bandwidth, hicart-p2p, hicart-allreduce, hicart_test\n" +
 			"hicart-smi lists the HiGPU virtual GPUs of a HiNIC guest with their memory, " +
-			"utilisation and processes; hicart-bandwidth measures copy bandwidth against " +
-			"the host memcpy ceiling; hicart_test checks the runtime, driver and device " +
-			"together, with TAP output.",
+			"utilisation and processes, and their HiLink topology; hicart-bandwidth measures " +
+			"copy bandwidth against the host memcpy ceiling; hicart-p2p measures peer copy " +
+			"bandwidth and latency over HiLink between every pair of GPUs; hicart-allreduce " +
+			"runs a checked ring all-reduce over the GPUs of several guests; hicart_test " +
+			"checks the runtime, driver and device together, with TAP output.",
 		Depends: depends,
 		Entries: entries,
 		Dir:     NameHicartTools,

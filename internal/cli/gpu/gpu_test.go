@@ -15,6 +15,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
 	"github.com/PacketFive/hinic/internal/gpu"
 	"github.com/PacketFive/hinic/internal/gpu/gpusim"
+	"github.com/PacketFive/hinic/internal/hilink"
 )
 
 func isolate(t *testing.T) { clitest.Isolate(t, "HINIC_GPU_CONTROL", "HINIC_GPU_GPUS") }
@@ -24,13 +25,14 @@ func shortDir(t *testing.T) string { return clitest.ShortDir(t, "hgc") }
 func TestParseGPU(t *testing.T) {
 	c, err := serve.ParseGPU("socket=/s,ram=/r,ram-size=4G,machine=pc,id=3,name=g3,mem=/m,mem-size=2G,vectors=8," +
 		"mem-budget=1G,max-contexts=9,max-allocs=99,max-inflight=77,max-streams=5,max-events=6,max-sge=7," +
-		"ctx-mem-budget=512M,ctx-max-allocs=11")
+		"ctx-mem-budget=512M,ctx-max-allocs=11,hilink=/run/hl/hilink-port3.sock,max-peer-ops=9")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := gpu.GPUConfig{ID: 3, Name: "g3", Socket: "/s", RAMPath: "/r", RAMSize: 4 << 30, Machine: "pc", MemPath: "/m",
 		MemSize: 2 << 30, Vectors: 8, MemBudget: 1 << 30, MaxContexts: 9, MaxAllocs: 99, MaxInflight: 77,
-		MaxStreams: 5, MaxEvents: 6, MaxSGE: 7, CtxMemBudget: 512 << 20, CtxMaxAllocs: 11}
+		MaxStreams: 5, MaxEvents: 6, MaxSGE: 7, CtxMemBudget: 512 << 20, CtxMaxAllocs: 11,
+		HiLink: "/run/hl/hilink-port3.sock", MaxPeerOps: 9}
 	if c != want {
 		t.Errorf("%+v\nwant %+v", c, want)
 	}
@@ -57,7 +59,7 @@ func TestHelpDocumentsKeys(t *testing.T) {
 	clitest.Contains(t, "help", clitest.Output(t, cligpu.NewCmdGPU, "serve", "--help"),
 		"--gpu", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "id=", "name=",
 		"mem=", "mem-size=", "vectors=", "mem-budget=", "max-contexts=", "max-allocs=", "max-inflight=", "max-streams=",
-		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs=")
+		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs=", "hilink=", "max-peer-ops=")
 }
 
 func TestServeNeedsAGPU(t *testing.T) {
@@ -81,9 +83,18 @@ func TestServeAndStatus(t *testing.T) {
 	ctl := filepath.Join(dir, "gpu.sock")
 	ram := filepath.Join(dir, "a.ram")
 	sock0, sock1 := filepath.Join(dir, "g0.sock"), filepath.Join(dir, "g1.sock")
+	// GPU 0 has a HiLink port.
+	sw, err := hilink.New(hilink.Config{RunDir: filepath.Join(dir, "hl"), Ports: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Close() })
 	ios, _, _, _ := cmdutil.Test()
 	clitest.Serve(t, cligpu.NewCmdGPU(cmdutil.NewFactory(ios, cmdutil.BuildInfo{})), "serve", "--control", ctl,
-		"--gpu", "socket="+sock0+",ram="+ram+",ram-size=16M,mem-size=8M,name=gpu-a",
+		"--gpu", "socket="+sock0+",ram="+ram+",ram-size=16M,mem-size=8M,name=gpu-a,hilink="+hilink.PortPath(sw.Config().RunDir, 0),
 		"--gpu", "socket="+sock1+",ram="+ram+",ram-size=16M,mem-size=4M,id=1,mem="+filepath.Join(dir, "g1.mem"))
 	clitest.WaitFor(t, "control socket", clitest.Accepts(ctl))
 	if fi, err := os.Stat(filepath.Join(dir, "g1.mem")); err != nil || fi.Size() != 4<<20 {
@@ -111,7 +122,8 @@ func TestServeAndStatus(t *testing.T) {
 	}
 
 	run := func() string { return clitest.Output(t, cligpu.NewCmdGPU, "status", "--control", ctl) }
-	clitest.Contains(t, "table", run(), "gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB")
+	clitest.Contains(t, "table", run(), "gpu-a", "live", "peer 1", "1.0 MiB / 8.0 MiB", "HiGPU", "waiting", "0 B / 4.0 MiB",
+		"HILINK", "port 0 up: 0 ops, 0 B out, 0 B served")
 	var st gpu.Status
 	t.Setenv("HINIC_OUTPUT", "json")
 	if err := json.Unmarshal([]byte(run()), &st); err != nil {
@@ -125,7 +137,10 @@ func TestServeAndStatus(t *testing.T) {
 		a.Allocs != 1 || a.Counters.Commands != 3 || a.Counters.Errors != 1 || a.VABase != gpu.VABase(0) {
 		t.Errorf("json GPU 0: %+v", a)
 	}
-	if b := st.GPUs[1]; b.ID != 1 || b.Guest || b.State != "waiting" || b.VABase != gpu.VABase(1) {
+	if a.Link == nil || !a.Link.Up || a.Link.SwitchPort != 0 {
+		t.Errorf("json GPU 0 link: %+v", a.Link)
+	}
+	if b := st.GPUs[1]; b.ID != 1 || b.Guest || b.State != "waiting" || b.VABase != gpu.VABase(1) || b.Link != nil {
 		t.Errorf("json GPU 1: %+v", b)
 	}
 }

@@ -446,3 +446,13 @@ func (g *Guest) QueryDevice(ctx context.Context) (gpu.DevInfo, error) {
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&info)), unsafe.Sizeof(info)), g.Mem(gpa, uint64(unsafe.Sizeof(info))))
 	return info, nil
 }
+
+// PeerAccess enables (or disables) context id's access to GPU peer.
+func (g *Guest) PeerAccess(ctx context.Context, id, peer uint16, enable bool) error {
+	a := gpu.ArgsPeer{PeerID: peer}
+	if enable {
+		a.Enable = 1
+	}
+	_, err := g.do(ctx, gpu.NewCmd(gpu.OpPeerAccess, id, 0, 0, a))
+	return err
+}

@@ -76,6 +76,10 @@ A --gpu value is a comma-separated list of key=value:
   max-sge=N         scatter-list entries of one copy (default 256)
   ctx-mem-budget=SIZE  device memory one context may hold (default mem-budget)
   ctx-max-allocs=N  allocations of one context (default max-allocs)
+  hilink=PATH       a HiLink switch port (hinic link serve's hilink-port<N>.sock):
+                    peer access to the other GPUs of the rack; gpu_id is the
+                    GPU's id on that fabric (default none)
+  max-peer-ops=N    peer operations of the guest in flight (default 64, at most 256)
 
 The ABI is kernel/higpu_abi.h; docs/gpu.md describes the device. hinic gpu
 status reads the control socket. The command runs until SIGINT or SIGTERM.`
@@ -183,6 +187,8 @@ func ParseGPU(spec string) (gpu.GPUConfig, error) {
 		"max-sge":        cmdutil.PositiveKey(&c.MaxSGE),
 		"ctx-mem-budget": cmdutil.SizeKey(&c.CtxMemBudget),
 		"ctx-max-allocs": cmdutil.PositiveKey(&c.CtxMaxAllocs),
+		"hilink":         cmdutil.StringKey(&c.HiLink),
+		"max-peer-ops":   cmdutil.PositiveKey(&c.MaxPeerOps),
 	})
 	if err := cmdutil.ParseSpec(spec, keys); err != nil {
 		return c, err

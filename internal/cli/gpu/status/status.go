@@ -4,6 +4,7 @@ package status
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -25,9 +26,11 @@ const long = `Show the state of a running GPU backend (hinic gpu serve): for eve
 its guest connection and state (waiting for a guest, ready, live, fatal),
 device memory used and total, the contexts and allocations the guest
 holds, the commands in flight, the backend's counters (commands, errors,
-kernels, bytes copied each way) and the utilisation: the time the engines
+kernels, bytes copied each way), the utilisation: the time the engines
 spent executing over the backend's uptime (streams run concurrently, so it
-may pass 100%).
+may pass 100%), and for a GPU with a HiLink port (hilink=) the switch port,
+whether it is up, the guest's peer operations and the bytes they moved,
+and the bytes served to other GPUs.
 
 The backend is found through its control socket (--control).`
 
@@ -52,11 +55,26 @@ func Run(ctx context.Context, opts *Options) error {
 	return cmdutil.PrintStatus(ctx, opts.Printer, query, printTable)
 }
 
+// linkCell is a GPU's HiLink port: "-" without one, else its switch
+// port, up or down, the peer operations and their bytes, and the bytes
+// served to other GPUs.
+func linkCell(l *gpu.LinkStatus) string {
+	if l == nil {
+		return "-"
+	}
+	state := "down"
+	if l.Up {
+		state = "up"
+	}
+	return fmt.Sprintf("port %d %s: %d ops, %s out, %s served", l.SwitchPort, state, l.Ops,
+		cmdutil.BytesCell(l.BytesOut), cmdutil.BytesCell(l.BytesIn))
+}
+
 func printTable(p *cmdutil.Printer, st gpu.Status) error {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	bytes := cmdutil.BytesCell
 	w := p.Records("GPU", "NAME", "GUEST", "STATE", "MEMORY", "CONTEXTS", "ALLOCS", "INFLIGHT",
-		"COMMANDS", "ERRORS", "KERNELS", "H2D", "D2H", "D2D", "UTIL")
+		"COMMANDS", "ERRORS", "KERNELS", "H2D", "D2H", "D2D", "UTIL", "HILINK")
 	for _, g := range st.GPUs {
 		c := g.Counters
 		if err := w.Write(g, strconv.Itoa(g.ID), g.Name, cmdutil.GuestCell(g.Guest, g.PeerID),
@@ -64,7 +82,7 @@ func printTable(p *cmdutil.Printer, st gpu.Status) error {
 			bytes(g.MemUsed)+" / "+bytes(g.MemSize), strconv.Itoa(g.Contexts), strconv.Itoa(g.Allocs),
 			strconv.Itoa(g.Inflight), u(c.Commands), u(c.Errors), u(c.Kernels),
 			bytes(c.BytesH2D), bytes(c.BytesD2H), bytes(c.BytesD2D),
-			strconv.FormatFloat(100*g.Util, 'f', 1, 64)+"%"); err != nil {
+			strconv.FormatFloat(100*g.Util, 'f', 1, 64)+"%", linkCell(g.Link)); err != nil {
 			return err
 		}
 	}

@@ -60,7 +60,7 @@ const long = `Build HiNIC's Debian packages from this checkout into --out:
   libhicain             the libibverbs provider (libhicain-rdmav34.so)
   libhicart1            the HiGPU runtime library (libhicart.so.1)
   libhicart-dev         its header, libhicart.so link, pkg-config file
-  hicart-tools          hicart-smi, hicart-bandwidth, hicart_test
+  hicart-tools          hicart-smi, hicart-bandwidth, hicart-p2p, hicart-allreduce, hicart_test
 
 Everything packaged is compiled here: hinic with go build -trimpath, the
 modules of kernel/Kbuild's obj-m against /lib/modules/KVER/build, the
