@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gopacket/gopacket/pcapgo"
-	"golang.org/x/sys/unix"
 
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/proto"
@@ -32,82 +28,6 @@ const (
 	vxlanVNI   = 4242
 	vxlanPortN = 10 // the uplink port of each rack's switch
 )
-
-type netnsPair struct {
-	ns, veth [2]string
-	addr     [2]string
-}
-
-// newNetnsPair makes two namespaces and a veth pair between them with
-// 192.168.77.1/24 and .2, removed when the test ends. It skips the test
-// without root or without ip.
-func newNetnsPair(t *testing.T) *netnsPair {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the test creates network namespaces and a veth pair")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip to create network namespaces")
-	}
-	id := strconv.Itoa(os.Getpid() % 100000)
-	p := &netnsPair{
-		ns:   [2]string{"hvxa" + id, "hvxb" + id},
-		veth: [2]string{"hvxa" + id, "hvxb" + id},
-		addr: [2]string{"192.168.77.1", "192.168.77.2"},
-	}
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	t.Cleanup(func() {
-		for _, ns := range p.ns {
-			_ = exec.Command("ip", "netns", "del", ns).Run() // takes its veth end along
-		}
-	})
-	for _, ns := range p.ns {
-		ip("netns", "add", ns)
-	}
-	ip("link", "add", p.veth[0], "type", "veth", "peer", "name", p.veth[1])
-	for i := range 2 {
-		ip("link", "set", p.veth[i], "netns", p.ns[i])
-		ip("-n", p.ns[i], "addr", "add", p.addr[i]+"/24", "dev", p.veth[i])
-		ip("-n", p.ns[i], "link", "set", p.veth[i], "up")
-		ip("-n", p.ns[i], "link", "set", "lo", "up")
-	}
-	return p
-}
-
-// dialIn returns a fabric.Config DialTunnel that opens the socket in
-// namespace ns: the dialling goroutine's thread enters it for the
-// socket(2) call (a socket stays in the namespace it was made in) and
-// goes back before it is unlocked.
-func dialIn(ns string) func(d *net.Dialer, network, address string) (net.Conn, error) {
-	return func(d *net.Dialer, network, address string) (net.Conn, error) {
-		target, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			return nil, err
-		}
-		defer target.Close()
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			return nil, err
-		}
-		defer orig.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			return nil, fmt.Errorf("setns %s: %w", ns, err)
-		}
-		c, err := d.Dial(network, address)
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and ends with the goroutine
-		return c, err
-	}
-}
 
 // capture runs tshark on a veth end inside its namespace until stop.
 func capture(t *testing.T, tshark, ns, dev, file string) (stop func()) {
@@ -164,21 +84,21 @@ func tunnelOf(r *Rack) *fabric.TunnelStatus {
 // RoCEv2 inside, in both directions, with nothing malformed; every
 // inner RoCEv2 frame's ICRC is checked.
 func TestVXLANTwoNamespaces(t *testing.T) {
-	nsp := newNetnsPair(t)
+	nsp := testutil.NewNetnsPair(t)
 	tshark := testutil.Tshark(t)
 	pcap := filepath.Join(t.TempDir(), "veth.pcap")
 	// HINIC_VXLAN_PCAP keeps the capture at a path of one's choosing.
 	if d := os.Getenv("HINIC_VXLAN_PCAP"); d != "" {
 		pcap = d
 	}
-	stopCapture := capture(t, tshark, nsp.ns[0], nsp.veth[0], pcap)
+	stopCapture := capture(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
 
 	ctx := context.Background()
 	racks := [2]*Rack{}
 	for i := range 2 {
-		cfg := Config{Hosts: 1, HostBase: i, MTU: 1024, MemSize: 32 << 20, DialTunnel: dialIn(nsp.ns[i]),
+		cfg := Config{Hosts: 1, HostBase: i, MTU: 1024, MemSize: 32 << 20, DialTunnel: testutil.DialIn(nsp.NS[i]),
 			Uplinks: []fabric.PortConfig{{Num: vxlanPortN, Kind: fabric.KindVXLAN, VNI: vxlanVNI,
-				Local: nsp.addr[i], Remote: nsp.addr[1-i]}}}
+				Local: nsp.Addr[i], Remote: nsp.Addr[1-i]}}}
 		r, err := Start(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
