@@ -364,3 +364,34 @@ func TestVXLANConfig(t *testing.T) {
 		t.Fatalf("resolved %+v %+v", p1, p2)
 	}
 }
+
+// TestIBUDPTwoFabrics joins two fabrics by an IB-over-UDP link on
+// loopback: a directed-route SMP from a CA on tor1 crosses the tunnel
+// to tor2, whose SMA answers back across it (NodeInfo of tor2, reached
+// through its port 4).
+func TestIBUDPTwoFabrics(t *testing.T) {
+	pa, pb := freeUDPPort(t), freeUDPPort(t)
+	port := func(local, remote int) PortConfig {
+		pc := vxlanPort(4, loopback(local), loopback(remote), 9)
+		pc.Link = LinkIB
+		return pc
+	}
+	checkGoroutines(t)
+	f1 := startUnchecked(t, Config{Switches: []SwitchConfig{{Name: "tor1", Ports: 4, Port: []PortConfig{{Num: 1, Link: LinkIB}, port(pa, pb)}}}})
+	f2 := startUnchecked(t, Config{Switches: []SwitchConfig{{Name: "tor2", Ports: 4, Port: []PortConfig{port(pb, pa)}}}})
+	tor1, tor2 := f1.Switch("tor1"), f2.Switch("tor2")
+	waitLong(t, "IB tunnel up", func() bool { return tor1.ports[3].isUp() && tor2.ports[3].isUp() })
+	ca := connectLink(t, tor1, 1, 1, proto.HelloLinkInfiniBand)
+	near := proto.NodeInfo(smAt(t, ca, []byte{1}, proto.MADMethodGet, proto.SMPAttrNodeInfo, 0, nil))
+	far := proto.NodeInfo(smAt(t, ca, []byte{1, 4}, proto.MADMethodGet, proto.SMPAttrNodeInfo, 0, nil))
+	if near.NodeGUID() != tor1.cfg.nodeGUID || far.NodeGUID() != tor2.cfg.nodeGUID || far.LocalPortNum() != 4 {
+		t.Fatalf("NodeInfo: near %#x, far %#x port %d; want tor1 %#x, tor2 %#x port 4",
+			near.NodeGUID(), far.NodeGUID(), far.LocalPortNum(), tor1.cfg.nodeGUID, tor2.cfg.nodeGUID)
+	}
+	for _, sw := range []*Switch{tor1, tor2} {
+		st := portStatus(sw, 4).Tunnel
+		if st.Encap != EncapIBUDP || st.RxDatagrams < 2 || st.Bad[TunnelBadHeader]+st.Bad[TunnelBadShort] != 0 {
+			t.Errorf("%s tunnel %+v", sw.Name(), st)
+		}
+	}
+}
