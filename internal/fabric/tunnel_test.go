@@ -83,22 +83,6 @@ func TestVXLANTwoFabrics(t *testing.T) {
 	checkAcross(t, tor1, tor2)
 }
 
-// startUnchecked is startFabric for tests with several fabrics whose
-// sessions come and go: the test checks for leaks once, at its end.
-func startUnchecked(t testing.TB, cfg Config) *Fabric {
-	t.Helper()
-	cfg.RunDir = shortDir(t)
-	f, err := New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := f.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
 // remote is a test's own end of a tunnel: a UDP socket bound where the
 // switch expects its remote.
 type remote struct {
