@@ -2,8 +2,11 @@ package fabric
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -453,5 +456,42 @@ func TestVXLANLossless(t *testing.T) {
 	if st1.Tunnel.UnderlayDrops+st2.Tunnel.UnderlayDrops != 0 || st1.PFCRecv == 0 || st2.Classes[3].QueueFull != 0 {
 		t.Fatalf("underlay drops %d/%d, tor1 PFC received %d, tor2 lossless tail drops %d",
 			st1.Tunnel.UnderlayDrops, st2.Tunnel.UnderlayDrops, st1.PFCRecv, st2.Classes[3].QueueFull)
+	}
+}
+
+// BenchmarkInterSwitch measures forwarding from a NIC on tor1 to a NIC
+// on tor2, two fabrics joined either by a vxlan port on loopback or,
+// as the reference, by a dialling seqpacket port (the link between two
+// fabrics on one host).
+func BenchmarkInterSwitch(b *testing.B) {
+	for _, link := range []string{"vxlan", "seqpacket"} {
+		for _, size := range []int{64, 1500, 4200} {
+			b.Run(fmt.Sprintf("link=%s/size=%d", link, size), func(b *testing.B) {
+				cfg1 := Config{NoShm: true, Switches: []SwitchConfig{{Name: "tor1", Ports: 4}}}
+				cfg2 := Config{NoShm: true, Switches: []SwitchConfig{{Name: "tor2", Ports: 4}}}
+				if link == "vxlan" {
+					pa, pb := freeUDPPort(b), freeUDPPort(b)
+					cfg1.Switches[0].Port = []PortConfig{vxlanPort(4, loopback(pa), loopback(pb), 1)}
+					cfg2.Switches[0].Port = []PortConfig{vxlanPort(4, loopback(pb), loopback(pa), 1)}
+				}
+				f1 := startUnchecked(b, cfg1)
+				tor1 := f1.Switch("tor1")
+				if link != "vxlan" {
+					cfg2.Switches[0].Port = []PortConfig{{Num: 4, Dial: tor1.SocketPath(4)}}
+				}
+				tor2 := startUnchecked(b, cfg2).Switch("tor2")
+				waitLong(b, "link up", func() bool { return tor1.ports[3].isUp() && tor2.ports[3].isUp() })
+				gen, sink := connect(b, tor1, 1, 1), connect(b, tor2, 1, 2)
+				gen.mac, sink.mac = benchSrc, benchDst
+				hi := ethFrame(bcast, benchDst, -1, 0, 60, 0)
+				sink.send(hi)
+				gen.expectFrame(hi)
+				go io.Copy(io.Discard, gen.c)
+				r := offer(context.Background(), gen.c, sink.c, size, time.Second)
+				b.ReportMetric(r.FPS, "frames/s")
+				b.ReportMetric(r.Gbps, "Gbit/s")
+				b.ReportMetric(float64(r.Lost), "lost")
+			})
+		}
 	}
 }
