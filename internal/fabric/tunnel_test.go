@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
 
 // freeUDPPort returns a loopback UDP port nobody has bound.
@@ -353,20 +354,33 @@ func TestVXLANConfig(t *testing.T) {
 	}
 }
 
-// TestIBUDPTwoFabrics joins two fabrics by an IB-over-UDP link on
-// loopback: a directed-route SMP from a CA on tor1 crosses the tunnel
-// to tor2, whose SMA answers back across it (NodeInfo of tor2, reached
-// through its port 4).
+// TestIBUDPTwoFabrics joins two fabrics by an IB-over-UDP link, on
+// loopback and between two network namespaces joined by a veth pair: a
+// directed-route SMP from a CA on tor1 crosses the tunnel to tor2,
+// whose SMA answers back across it (NodeInfo of tor2, reached through
+// its port 4).
 func TestIBUDPTwoFabrics(t *testing.T) {
-	pa, pb := freeUDPPort(t), freeUDPPort(t)
-	port := func(local, remote int) PortConfig {
-		pc := vxlanPort(4, loopback(local), loopback(remote), 9)
+	t.Run("loopback", func(t *testing.T) {
+		pa, pb := freeUDPPort(t), freeUDPPort(t)
+		ibAcross(t, [2]string{loopback(pa), loopback(pb)}, [2]func(*net.Dialer, string, string) (net.Conn, error){})
+	})
+	t.Run("netns", func(t *testing.T) {
+		nsp := testutil.NewNetnsPair(t)
+		ibAcross(t, nsp.Addr, [2]func(*net.Dialer, string, string) (net.Conn, error){testutil.DialIn(nsp.NS[0]), testutil.DialIn(nsp.NS[1])})
+	})
+}
+
+// ibAcross runs TestIBUDPTwoFabrics between tor1 at addr[0] and tor2 at
+// addr[1], opening their sockets with dial (nil: in this namespace).
+func ibAcross(t *testing.T, addr [2]string, dial [2]func(*net.Dialer, string, string) (net.Conn, error)) {
+	port := func(local, remote string) PortConfig {
+		pc := vxlanPort(4, local, remote, 9)
 		pc.Link = LinkIB
 		return pc
 	}
 	checkGoroutines(t)
-	f1 := startUnchecked(t, Config{Switches: []SwitchConfig{{Name: "tor1", Ports: 4, Port: []PortConfig{{Num: 1, Link: LinkIB}, port(pa, pb)}}}})
-	f2 := startUnchecked(t, Config{Switches: []SwitchConfig{{Name: "tor2", Ports: 4, Port: []PortConfig{port(pb, pa)}}}})
+	f1 := startUnchecked(t, Config{DialTunnel: dial[0], Switches: []SwitchConfig{{Name: "tor1", Ports: 4, Port: []PortConfig{{Num: 1, Link: LinkIB}, port(addr[0], addr[1])}}}})
+	f2 := startUnchecked(t, Config{DialTunnel: dial[1], Switches: []SwitchConfig{{Name: "tor2", Ports: 4, Port: []PortConfig{port(addr[1], addr[0])}}}})
 	tor1, tor2 := f1.Switch("tor1"), f2.Switch("tor2")
 	waitLong(t, "IB tunnel up", func() bool { return tor1.ports[3].isUp() && tor2.ports[3].isUp() })
 	ca := connectLink(t, tor1, 1, 1, proto.HelloLinkInfiniBand)
