@@ -195,14 +195,7 @@ func checkVXLANCapture(t *testing.T, tshark, pcap string, ha, hb *Host) {
 	t.Helper()
 	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(tshark, append(append([]string{}, testutil.TsharkArgs...), args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("tshark %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return string(out)
+		return testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), args...)...)
 	}
 	if m := strings.TrimSpace(run("-r", pcap, "-Y", "_ws.malformed || _ws.expert.severity == error")); m != "" {
 		t.Fatalf("tshark reports malformed frames:\n%s", m[:min(len(m), 2000)])
