@@ -447,6 +447,9 @@ func FabricConfig(r *Rack) []byte {
 		Link       string `yaml:"link,omitempty"`
 		Dial       string `yaml:"dial,omitempty"`
 		TrustPause bool   `yaml:"trust-pause,omitempty"`
+		Remote     string `yaml:"remote,omitempty"`
+		Local      string `yaml:"local,omitempty"`
+		VNI        int    `yaml:"vni,omitempty"`
 	}
 	type sw struct {
 		Name  string `yaml:"name"`
@@ -494,6 +497,9 @@ func FabricConfig(r *Rack) []byte {
 		// InfiniBand links.
 		if r.SwitchLink(s.Name) == LinkIB {
 			for _, l := range r.Links {
+				if l.remote() {
+					continue // below
+				}
 				for _, end := range []string{l.A, l.B} {
 					sw, num, _ := strings.Cut(end, ":")
 					if n, err := strconv.Atoi(num); err == nil && sw == s.Name {
@@ -502,10 +508,21 @@ func FabricConfig(r *Rack) []byte {
 				}
 			}
 		}
+		for _, l := range r.Links {
+			if n, ok := l.remotePort(s.Name); ok {
+				pc := port{Num: n, Kind: fabric.KindVXLAN, Remote: l.Remote, Local: l.Local, VNI: l.VNI}
+				if r.SwitchLink(s.Name) == LinkIB {
+					pc.Link = fabric.LinkIB
+				}
+				x.Port = append(x.Port, pc)
+			}
+		}
 		c.Switches = append(c.Switches, x)
 	}
 	for _, l := range r.Links {
-		c.Links = append(c.Links, link(l))
+		if !l.remote() {
+			c.Links = append(c.Links, link{A: l.A, B: l.B})
+		}
 	}
 	b, _ := yaml.Marshal(map[string]any{"fabric": c})
 	return append([]byte("# Written by hinic deploy rack.\n"), b...)

@@ -152,10 +152,14 @@ type GPUs struct {
 	IDs []int `yaml:"ids" json:"ids"`
 }
 
-// Link is an inter-switch cable, "sw0:10" to "sw1:10".
+// Link is an inter-switch cable, "sw0:10" to "sw1:10", or with Remote
+// a VXLAN link from A to a switch of a rack on another host (vxlan.go).
 type Link struct {
-	A string `yaml:"a" json:"a"`
-	B string `yaml:"b" json:"b"`
+	A      string `yaml:"a" json:"a"`
+	B      string `yaml:"b" json:"b"`
+	Remote string `yaml:"remote" json:"remote,omitempty"`
+	Local  string `yaml:"local" json:"local,omitempty"`
+	VNI    int    `yaml:"vni" json:"vni,omitempty"`
 }
 
 // Duration is a time.Duration read from YAML as "90s".
@@ -356,6 +360,12 @@ func (r *Rack) ibDefaults() error {
 		link[g.Switch] = g.Link
 	}
 	for i, l := range r.Links {
+		if l.remote() {
+			if err := r.checkRemoteLink(i, l); err != nil {
+				return err
+			}
+			continue
+		}
 		a, b := r.linkSwitch(l.A), r.linkSwitch(l.B)
 		if la, lb := link[a], link[b]; la != "" && lb != "" && la != lb {
 			return r.src.errAt(fmt.Sprintf("links[%d]", i), "link %s-%s joins an %s switch to an %s switch", l.A, l.B, la, lb)

@@ -70,6 +70,7 @@ const (
 const (
 	KindSeqpacket  = "seqpacket"   // UNIX SOCK_SEQPACKET with the HiNIC hello
 	KindQEMUStream = "qemu-stream" // QEMU 7.2 -netdev stream: 4-byte length, no hello
+	KindVXLAN      = "vxlan"       // a link to a switch on another host over UDP (tunnel.go)
 )
 
 // Link layers of a port.
@@ -124,6 +125,10 @@ type Config struct {
 	// NewIB makes the IB engine of a switch with IB ports; nil uses
 	// package ibsw.
 	NewIB func(IBConfig) (IBSwitch, error) `mapstructure:"-" json:"-"`
+	// DialTunnel opens the UDP socket of a vxlan port with d (which
+	// binds the local address); nil is d.Dial. Tests use it to open the
+	// socket in another network namespace.
+	DialTunnel func(d *net.Dialer, network, address string) (net.Conn, error) `mapstructure:"-" json:"-"`
 }
 
 // SwitchConfig describes one switch.
@@ -211,8 +216,18 @@ type PortConfig struct {
 	Num int `mapstructure:"num"`
 	// Link is "ethernet" (default) or "ib".
 	Link string `mapstructure:"link"`
-	// Kind is "seqpacket" (default) or "qemu-stream".
+	// Kind is "seqpacket" (default), "qemu-stream" or "vxlan".
 	Kind string `mapstructure:"kind"`
+	// Remote is a vxlan port's peer, host:port; the port defaults to
+	// 4789 (VXLAN) on an Ethernet link and 4792 (IB-over-UDP) on an IB
+	// link. Only datagrams from this address are taken.
+	Remote string `mapstructure:"remote"`
+	// Local is the address a vxlan port binds, host:port; empty binds
+	// every address on the default port of the link.
+	Local string `mapstructure:"local"`
+	// VNI is a vxlan port's VXLAN network identifier (or IB-over-UDP
+	// link identifier), 1 to 16777215; both ends use the same.
+	VNI int `mapstructure:"vni"`
 	// Path overrides the socket path.
 	Path string `mapstructure:"path"`
 	// Dial makes the switch connect instead of listening, and connect
@@ -308,6 +323,7 @@ type portSettings struct {
 	kind     string
 	path     string
 	dial     string
+	tunnel   tunnelSettings // kind vxlan
 	speed    BitRate
 	pvid     uint16
 	vlans    []uint16 // nil: all
@@ -371,9 +387,18 @@ func (c *Config) resolve() ([]switchSettings, error) {
 		names[s.name] = true
 		out = append(out, s)
 	}
-	paths := map[string]string{}
+	paths, tunnels := map[string]string{}, map[string]string{}
 	for _, s := range out {
 		for _, p := range s.ports {
+			if p.kind == KindVXLAN {
+				id := fmt.Sprintf("%s:%d", s.name, p.num)
+				key := p.tunnel.local + " " + p.tunnel.remote
+				if other, ok := tunnels[key]; ok {
+					return nil, fmt.Errorf("ports %s and %s are both vxlan links from %s to %s: one link per pair of addresses", other, id, p.tunnel.local, p.tunnel.remote)
+				}
+				tunnels[key] = id
+				continue
+			}
 			if p.dial != "" {
 				continue
 			}
@@ -610,8 +635,20 @@ func applyPort(p *portSettings, pc *PortConfig) error {
 		if p.link != LinkEthernet {
 			return fmt.Errorf("a qemu-stream port carries Ethernet only")
 		}
+	case KindVXLAN:
+		p.kind = KindVXLAN
+		t, err := resolveTunnel(pc, p.link)
+		if err != nil {
+			return err
+		}
+		p.tunnel = t
+		// Pauses over the tunnel must outlast its refresh (tunnel.go).
+		p.speed = DefaultTunnelSpeed
 	default:
-		return fmt.Errorf("kind %q: must be seqpacket or qemu-stream", pc.Kind)
+		return fmt.Errorf("kind %q: must be seqpacket, qemu-stream or vxlan", pc.Kind)
+	}
+	if p.kind != KindVXLAN && (pc.Remote != "" || pc.Local != "" || pc.VNI != 0) {
+		return fmt.Errorf("remote, local and vni are for kind vxlan")
 	}
 	p.trustPause = p.kind != KindQEMUStream
 	if pc.TrustPause != nil {
@@ -621,6 +658,9 @@ func applyPort(p *portSettings, pc *PortConfig) error {
 		p.path = pc.Path
 	}
 	if pc.Dial != "" {
+		if p.kind == KindVXLAN {
+			return fmt.Errorf("a vxlan port does not dial: give remote")
+		}
 		// A seqpacket port dials another switch; a qemu-stream port
 		// dials a QEMU -netdev stream,server=on socket.
 		p.dial = pc.Dial

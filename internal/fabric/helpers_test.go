@@ -50,6 +50,14 @@ func checkGoroutines(t testing.TB) {
 func startFabric(t testing.TB, cfg Config) *Fabric {
 	t.Helper()
 	checkGoroutines(t)
+	return startUnchecked(t, cfg)
+}
+
+// startUnchecked is startFabric without the leak check, for tests with
+// several fabrics whose sessions come and go: they check once, at the
+// end.
+func startUnchecked(t testing.TB, cfg Config) *Fabric {
+	t.Helper()
 	if cfg.RunDir == "" {
 		cfg.RunDir = shortDir(t)
 	}

@@ -53,7 +53,8 @@ type port struct {
 	faults *faultState // owned by the rx goroutine
 	cap    *capture
 
-	linked bool // joined to another switch of this process
+	linked bool    // joined to another switch of this process
+	tun    *tunnel // kind vxlan: the UDP side
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -74,9 +75,12 @@ func newPort(sw *Switch, idx int, cfg portSettings, bufSize int) *port {
 		p.mac[i] = byte(v >> (40 - 8*i))
 	}
 	p.eg.init(&sw.cfg, cfg.num, bufSize)
-	p.pfc = cfg.link == LinkEthernet && cfg.kind == KindSeqpacket
+	p.pfc = cfg.link == LinkEthernet && (cfg.kind == KindSeqpacket || cfg.kind == KindVXLAN)
 	if cfg.faults.enabled() {
 		p.faults = newFaultState(cfg.faults, cfg.num)
+	}
+	if cfg.kind == KindVXLAN {
+		p.tun = newTunnel(p)
 	}
 	return p
 }

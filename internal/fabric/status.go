@@ -63,6 +63,9 @@ type PortStatus struct {
 	XOFF []int `json:"xoff,omitempty"`
 	// Classes breaks the counters down by traffic class.
 	Classes [NumTC]ClassCounters `json:"classes"`
+	// Tunnel is a vxlan port's UDP side: addresses, VNI, link state,
+	// datagram counters (tunnel.go).
+	Tunnel *TunnelStatus `json:"tunnel,omitempty"`
 }
 
 // ClassCounters are a port's counters of one traffic class.
@@ -143,6 +146,9 @@ func (p *port) status() PortStatus {
 	switch {
 	case p.linked:
 		ps.Kind = "link"
+	case p.tun != nil:
+		ps.Dial = p.cfg.tunnel.remote
+		ps.Tunnel = p.tun.status(p.sw.clock.Now())
 	case p.cfg.dial != "":
 		ps.Dial = p.cfg.dial
 	default:

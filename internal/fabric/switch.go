@@ -41,6 +41,9 @@ type Switch struct {
 	ibEmits  int
 	ibEmitFn func(out int, pkt []byte)
 
+	// dialTunnel opens vxlan ports' sockets (Config.DialTunnel).
+	dialTunnel func(d *net.Dialer, network, address string) (net.Conn, error)
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -69,6 +72,7 @@ func newSwitch(s switchSettings, c *Config) (*Switch, error) {
 		pcapDir: c.Pcap, pcapMax: int64(c.PcapMax), ctx: ctx, cancel: cancel, hsSem: make(chan struct{}, handshakeLimit),
 	}
 	sw.shmOn, sw.shmMax = !c.NoShm, uint64(c.ShmMax)
+	sw.dialTunnel = c.DialTunnel
 	if !c.ShmNoPoll {
 		sw.shmOpt.Poll = shmport.DefaultPoll
 	}
@@ -138,6 +142,10 @@ func (sw *Switch) start() error {
 	}
 	for _, p := range sw.ports {
 		if p.linked {
+			continue
+		}
+		if p.tun != nil {
+			p.tun.start()
 			continue
 		}
 		if p.cfg.dial != "" {

@@ -169,7 +169,7 @@ func (s *suite) fill(r *Report) {
 	}
 	r.Total = EngineReport{}
 	r.Engines = r.Engines[:0]
-	for _, h := range s.rack.Hosts {
+	for _, h := range s.hosts {
 		c := h.Device.Counters()
 		e := EngineReport{Host: h.Name, TxPackets: c.TxPackets, RxPackets: c.RxPackets,
 			Retransmits: c.Retransmits, RetransmitTimeouts: c.RetransmitTimeouts,
@@ -189,7 +189,7 @@ func (s *suite) fill(r *Report) {
 	for _, st := range s.fabricStatuses() {
 		for _, sw := range st.Switches {
 			for _, p := range sw.Ports {
-				if p.Num > len(s.rack.Hosts) {
+				if p.Num > len(s.hosts) {
 					continue
 				}
 				r.Injected = r.Injected.Add(p.FaultKinds)

@@ -60,5 +60,9 @@ func (r *restarter) finish() error {
 // fabricStatuses are the statuses of every fabric of the run: the ones
 // restarts replaced, then the current one.
 func (s *suite) fabricStatuses() []fabric.Status {
-	return append(append([]fabric.Status(nil), s.oldFabrics...), s.rack.Fabric.Status())
+	out := append([]fabric.Status(nil), s.oldFabrics...)
+	for _, r := range s.racks {
+		out = append(out, r.Fabric.Status())
+	}
+	return out
 }

@@ -92,6 +92,12 @@ type Config struct {
 	// run, evenly spaced in operations checked (restart.go); the checks
 	// and their expectations do not change. Ethernet racks only.
 	Restarts int
+	// Racks, when set, starts the racks the hosts live on (racks joined
+	// by links, such as racks on two hosts joined by VXLAN) from base,
+	// which carries the MTU, memory size, faults and port kind, with
+	// Hosts the total; the suite's hosts are the racks' hosts in order.
+	// Nil starts one rack with every host. Restarts needs one rack.
+	Racks func(ctx context.Context, base rack.Config) ([]*rack.Rack, error)
 	// Progress, when set, is called about every two seconds with a line
 	// to show.
 	Progress func(format string, a ...any)
@@ -150,6 +156,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("faultsuite: timeout code %d: want 0 to 31", c.Timeout)
 	case c.Restarts < 0 || c.Restarts > 100:
 		return fmt.Errorf("faultsuite: %d fabric restarts: want 0 to 100", c.Restarts)
+	case c.Restarts > 0 && c.Racks != nil:
+		return fmt.Errorf("faultsuite: fabric restarts need the suite's own rack")
 	}
 	for k, w := range c.Mix {
 		if w < 0 {
@@ -180,7 +188,9 @@ type flow interface {
 // suite is one run's state.
 type suite struct {
 	cfg     Config
-	rack    *rack.Rack
+	rack    *rack.Rack   // the first rack (the only one unless Config.Racks)
+	racks   []*rack.Rack // every rack, in order
+	hosts   []*rack.Host // every rack's hosts, in order
 	streams []*stream
 	recvs   []*receiver
 	atomics []*hostAtomics // by host index
@@ -235,12 +245,30 @@ func (s *suite) setup(ctx context.Context) error {
 	c := s.cfg
 	peers := c.Hosts - 1
 	mem := int(s.bufSize()+4096)*peers*c.QPs + 1<<20 + udWindow*c.MTU + udRecvDepth*(40+c.MTU) + 8192
-	r, err := rack.Start(ctx, rack.Config{Hosts: c.Hosts, MTU: c.MTU, MemSize: mem, Faults: c.Faults, Port: c.Port})
+	base := rack.Config{Hosts: c.Hosts, MTU: c.MTU, MemSize: mem, Faults: c.Faults, Port: c.Port}
+	start := c.Racks
+	if start == nil {
+		start = func(ctx context.Context, base rack.Config) ([]*rack.Rack, error) {
+			r, err := rack.Start(ctx, base)
+			if err != nil {
+				return nil, err
+			}
+			return []*rack.Rack{r}, nil
+		}
+	}
+	racks, err := start(ctx, base)
 	if err != nil {
 		return fmt.Errorf("faultsuite: %w", err)
 	}
-	s.rack = r
-	for _, h := range r.Hosts {
+	s.racks = racks
+	for _, r := range racks {
+		s.hosts = append(s.hosts, r.Hosts...)
+	}
+	if len(racks) == 0 || len(s.hosts) != c.Hosts {
+		return fmt.Errorf("faultsuite: the racks have %d hosts, want %d", len(s.hosts), c.Hosts)
+	}
+	s.rack = racks[0]
+	for _, h := range s.hosts {
 		addr, err := h.Alloc(8 * (addWords + swapWords))
 		if err != nil {
 			return fmt.Errorf("faultsuite: %w", err)
@@ -251,7 +279,7 @@ func (s *suite) setup(ctx context.Context) error {
 	for i := range c.Hosts {
 		for j := i + 1; j < c.Hosts; j++ {
 			for q := range c.QPs {
-				if err := s.connect(ctx, r.Hosts[i], r.Hosts[j], q); err != nil {
+				if err := s.connect(ctx, s.hosts[i], s.hosts[j], q); err != nil {
 					return err
 				}
 			}
@@ -306,6 +334,17 @@ func (s *suite) setup(ctx context.Context) error {
 	return nil
 }
 
+// index returns h's place in s.hosts (Host.Index counts within its
+// rack).
+func (s *suite) index(h *rack.Host) int {
+	for i, x := range s.hosts {
+		if x == h {
+			return i
+		}
+	}
+	panic("faultsuite: a host of no rack")
+}
+
 // connect makes RC connection q between hosts a and b: two endpoints, a
 // stream each way and a receiver at each end.
 func (s *suite) connect(ctx context.Context, a, b *rack.Host, q int) error {
@@ -319,7 +358,7 @@ func (s *suite) connect(ctx context.Context, a, b *rack.Host, q int) error {
 	access := rdma.AccessLocalWrite | rdma.AccessRemoteAtomic | rdma.AccessRemoteRead
 	var mrs [2]*rdma.MR
 	for i, e := range []*rack.Endpoint{ea, eb} {
-		at := s.atomics[e.Host.Index]
+		at := s.atomics[s.index(e.Host)]
 		mr, err := e.Host.Device.RegMR(e.PD, at.addr, 8*(addWords+swapWords), access)
 		if err != nil {
 			return fmt.Errorf("faultsuite: %s: register the atomic words: %w", e.Host.Name, err)
@@ -358,7 +397,7 @@ func (s *suite) connect(ctx context.Context, a, b *rack.Host, q int) error {
 	sa.windowKey, sb.windowKey = keys[1], keys[0]
 	sa.remote, sa.peer, sa.peerRecv, sa.atomicKey = eb, sb, rb, mrs[1].RKey
 	sb.remote, sb.peer, sb.peerRecv, sb.atomicKey = ea, sa, ra, mrs[0].RKey
-	sa.peerAtomics, sb.peerAtomics = s.atomics[b.Index], s.atomics[a.Index]
+	sa.peerAtomics, sb.peerAtomics = s.atomics[s.index(b)], s.atomics[s.index(a)]
 	ra.from, rb.from = sb, sa
 	s.streams = append(s.streams, sa, sb)
 	s.recvs = append(s.recvs, ra, rb)
@@ -519,7 +558,7 @@ func (s *suite) finish() error {
 			}
 		}
 	}
-	for _, h := range s.rack.Hosts {
+	for _, h := range s.hosts {
 		c := h.Device.Counters()
 		executed += c.AtomicsExecuted
 		if c.CompletionErrors != 0 || c.CQOverflows != 0 {
@@ -551,7 +590,7 @@ func (s *suite) close() {
 	for i := len(s.eps) - 1; i >= 0; i-- {
 		_ = s.eps[i].Close()
 	}
-	if s.rack != nil {
-		_ = s.rack.Close()
+	for _, r := range s.racks {
+		_ = r.Close()
 	}
 }

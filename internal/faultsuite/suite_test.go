@@ -62,20 +62,8 @@ func TestFaultSuite(t *testing.T) {
 		{2, false, rack.PortShm}, {4, false, rack.PortShm}} {
 		hosts := c.hosts
 		t.Run(fmt.Sprintf("hosts=%d,rnr=%v,port=%s", hosts, c.rnr, c.port), func(t *testing.T) {
-			r, err := Run(context.Background(), Config{Hosts: hosts, Ops: testOps(), Seed: uint64(hosts), Faults: SpecFaults(),
+			r := runFaulty(t, Config{Hosts: hosts, Ops: testOps(), Seed: uint64(hosts), Faults: SpecFaults(),
 				Timeout: testTimeout(), RNR: c.rnr, Port: c.port})
-			if r != nil {
-				logReport(t, r)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Checked != r.Ops {
-				t.Fatalf("%d of %d ops checked", r.Checked, r.Ops)
-			}
-			if in := r.Injected; in.Drop+in.Duplicate+in.Reorder+in.Corrupt == 0 {
-				t.Fatal("no fault injected")
-			}
 			u := r.UD
 			t.Logf("datagrams: %d UD + %d multicast sent, %d of %d deliveries, %d lost, %d duplicated, %d stalls",
 				u.Sent, u.McastSent, u.Delivered, u.Expected, u.Lost, u.Duplicates, u.Stalls)
@@ -87,6 +75,26 @@ func TestFaultSuite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runFaulty runs the suite with faults: every operation checked, some
+// fault injected.
+func runFaulty(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	r, err := Run(context.Background(), cfg)
+	if r != nil {
+		logReport(t, r)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Checked != r.Ops {
+		t.Fatalf("%d of %d ops checked", r.Checked, r.Ops)
+	}
+	if in := r.Injected; in.Drop+in.Duplicate+in.Reorder+in.Corrupt == 0 {
+		t.Fatal("no fault injected")
+	}
+	return r
 }
 
 // TestFaultSuiteControl runs the suite with no faults: nothing may be

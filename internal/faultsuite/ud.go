@@ -83,7 +83,7 @@ type UDReport struct {
 func (s *suite) setupUD() error {
 	c := s.cfg
 	span := 40 + c.MTU
-	for i, h := range s.rack.Hosts {
+	for i, h := range s.hosts {
 		ep, err := rack.NewUD(h, rack.UDOptions{BufSize: uint64(udWindow*c.MTU + udRecvDepth*span), SendDepth: udWindow,
 			RecvDepth: udRecvDepth, QKey: udQKey, Events: true})
 		if err != nil {
@@ -100,7 +100,7 @@ func (s *suite) setupUD() error {
 			return err
 		}
 		u.ahs = make([]*rdma.AH, c.Hosts)
-		for j, peer := range s.rack.Hosts {
+		for j, peer := range s.hosts {
 			if j != i {
 				if u.ahs[j], err = ep.AHTo(peer); err != nil {
 					return err

@@ -55,10 +55,26 @@ type Conn struct {
 	tfn    func(fd uintptr) bool // TryWrite's: never waits
 	tbfn   func(fd uintptr) bool // TryWriteBatch's: never waits
 	wagain bool
+	// dgram: a zero-length message is a message, not the end (UDP).
+	dgram bool
 }
 
 // New returns a Conn over c moving at most batch messages per call.
-func New(c *net.UnixConn, batch int) (*Conn, error) {
+func New(c *net.UnixConn, batch int) (*Conn, error) { return newConn(c, batch) }
+
+// NewDatagram returns a Conn over a datagram socket (a connected UDP
+// socket) moving at most batch messages per call. Unlike New's, its
+// ReadBatch returns zero-length datagrams as messages of size 0: on UDP
+// they are input, not the end of a connection.
+func NewDatagram(c syscall.Conn, batch int) (*Conn, error) {
+	b, err := newConn(c, batch)
+	if b != nil {
+		b.dgram = true
+	}
+	return b, err
+}
+
+func newConn(c syscall.Conn, batch int) (*Conn, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -99,7 +115,8 @@ func (b *Conn) recv(fd uintptr) bool {
 // longer than bufs[i] (its first len(bufs[i]) bytes are there). A
 // zero-length message means the peer closed (as Go's net package reads
 // it); ReadBatch returns io.EOF when the first one is, else the messages
-// before it. Every bufs[i] must be non-empty.
+// before it (on a NewDatagram Conn it is a message of size 0). Every
+// bufs[i] must be non-empty.
 func (b *Conn) ReadBatch(bufs [][]byte, sizes []int, trunc []bool) (int, error) {
 	n := min(len(bufs), len(b.rhdr))
 	for i := range n {
@@ -119,7 +136,7 @@ func (b *Conn) ReadBatch(bufs [][]byte, sizes []int, trunc []bool) (int, error) 
 	for i := range b.rgot {
 		sizes[i] = int(b.rhdr[i].Len)
 		trunc[i] = b.rhdr[i].Hdr.Flags&unix.MSG_TRUNC != 0
-		if sizes[i] == 0 && !trunc[i] {
+		if sizes[i] == 0 && !trunc[i] && !b.dgram {
 			if i == 0 {
 				return 0, io.EOF
 			}

@@ -1,9 +1,7 @@
 package proto
 
 import (
-	"bytes"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,11 +44,11 @@ func TestTsharkDissectsOurFrames(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.name+".pcap")
 			testutil.WritePcap(t, path, tc.lt, frames)
 
-			verbose := runTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-V")...)
+			verbose := testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-V")...)
 			if strings.Contains(verbose, "Malformed") {
 				t.Fatalf("tshark reports a malformed frame:\n%s", excerpt(verbose, "Malformed"))
 			}
-			fields := runTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-T", "fields",
+			fields := testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-T", "fields",
 				"-e", "frame.number", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp",
 				"-e", "infiniband.bth.psn")...)
 			rows := strings.Split(strings.TrimSpace(fields), "\n")
@@ -74,18 +72,6 @@ func TestTsharkDissectsOurFrames(t *testing.T) {
 			}
 		})
 	}
-}
-
-func runTshark(t *testing.T, tshark string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(tshark, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
 }
 
 // excerpt returns the lines around the first occurrence of word.

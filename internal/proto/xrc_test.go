@@ -142,14 +142,14 @@ func TestTsharkXRCFrames(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "xrc.pcap")
 	testutil.WritePcap(t, path, 1, frames)
-	verbose := runTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-V")...)
+	verbose := testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-V")...)
 	if strings.Contains(verbose, "Malformed") {
 		t.Fatalf("tshark reports a malformed frame:\n%s", excerpt(verbose, "Malformed"))
 	}
 	if n := strings.Count(verbose, "Opcode: Extended Reliable Connection (XRC) - "); n != len(frames) {
 		t.Errorf("tshark names %d opcodes as XRC, want %d", n, len(frames))
 	}
-	out := runTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-T", "fields",
+	out := testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), "-r", path, "-T", "fields",
 		"-e", "infiniband.bth.opcode", "-e", "infiniband.bth.destqp", "-e", "infiniband.vendor")...)
 	rows := strings.Split(strings.TrimSpace(out), "\n")
 	if len(rows) != len(frames) {

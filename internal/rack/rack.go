@@ -65,6 +65,14 @@ type Config struct {
 	// up by the hello, docs/fabric-wire.md).
 	Port   string
 	Logger *slog.Logger // nil discards
+	// HostBase numbers the hosts from HostBase+1 (name, MAC, IP, GUID),
+	// so that racks joined by a link have distinct hosts.
+	HostBase int
+	// Uplinks are more ports of the rack's switch, after the hosts'
+	// (a vxlan link to a rack on another host, for example).
+	Uplinks []fabric.PortConfig
+	// DialTunnel opens the sockets of vxlan uplinks (fabric.Config).
+	DialTunnel func(d *net.Dialer, network, address string) (net.Conn, error)
 }
 
 // Port kinds of Config.Port.
@@ -175,8 +183,8 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 	if cfg.Hosts == 0 {
 		cfg.Hosts = DefaultHosts
 	}
-	if cfg.Hosts < 1 || cfg.Hosts > 250 {
-		return nil, fmt.Errorf("rack: %d hosts: want 1 to 250", cfg.Hosts)
+	if cfg.Hosts < 1 || cfg.HostBase < 0 || cfg.HostBase+cfg.Hosts > 250 {
+		return nil, fmt.Errorf("rack: hosts %d to %d: want 1 to 250", cfg.HostBase+1, cfg.HostBase+cfg.Hosts)
 	}
 	if cfg.MTU == 0 {
 		cfg.MTU = DefaultMTU
@@ -236,9 +244,10 @@ func Start(ctx context.Context, cfg Config) (*Rack, error) {
 }
 
 func (r *Rack) attach(ctx context.Context, sw *fabric.Switch, i int, cfg Config) (*Host, error) {
-	h := &Host{Name: fmt.Sprintf("host%d", i+1), Index: i, MAC: hostMAC(i + 1), IP: hostIP(i + 1),
+	n := cfg.HostBase + i + 1
+	h := &Host{Name: fmt.Sprintf("host%d", n), Index: i, MAC: hostMAC(n), IP: hostIP(n),
 		Memory: rdma.NewHostMemory(cfg.MemSize)}
-	guid := uint64(0x0248_4eff_fe00_0000) | uint64(i+1)<<8
+	guid := uint64(0x0248_4eff_fe00_0000) | uint64(n)<<8
 	ib := cfg.LinkLayer == LinkIB
 	hello := &proto.HelloFields{
 		Version: proto.HelloVersion, LinkLayer: proto.HelloLinkEthernet, Role: proto.HelloRoleNIC,

@@ -39,7 +39,18 @@ func TestRackSendWriteRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, err := ConnectRC(r.Hosts[0], r.Hosts[1], RCOptions{BufSize: 64 << 10})
+	sendWriteRead(t, r.Hosts[0], r.Hosts[1])
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkCaptures(t, pcap)
+}
+
+// sendWriteRead connects a and b by RC and checks a SEND, a WRITE and a
+// READ of the WRITE's data.
+func sendWriteRead(t *testing.T, ha, hb *Host) {
+	t.Helper()
+	a, b, err := ConnectRC(ha, hb, RCOptions{BufSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +94,6 @@ func TestRackSendWriteRead(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkCaptures(t, pcap)
 }
 
 // checkCaptures decodes every frame the fabric captured and requires each

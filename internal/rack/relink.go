@@ -75,6 +75,11 @@ func (r *Rack) newFabric() (*fabric.Fabric, error) {
 		}
 		sc.Port = append(sc.Port, pc)
 	}
+	sc.Port = append(sc.Port, cfg.Uplinks...)
+	for _, u := range cfg.Uplinks {
+		sc.Ports = max(sc.Ports, u.Num)
+	}
+	ports = sc.Ports
 	// No polling on either side of the rings (the hosts' too, in dial):
 	// here both ends of every ring, the engines and the workloads share
 	// one process and its few Ps, so a side polling for a frame takes
@@ -83,7 +88,7 @@ func (r *Rack) newFabric() (*fabric.Fabric, error) {
 	// 2 cores: ib_send_lat 2 B 17.7 -> 11.2 us, ib_write_bw 64 B
 	// 32 -> 40 MiB/s with polling off.
 	fab, err := fabric.New(fabric.Config{RunDir: r.runDir, Ports: ports, Switches: []fabric.SwitchConfig{sc},
-		Pcap: cfg.Pcap, Logger: cfg.Logger, ShmNoPoll: true})
+		Pcap: cfg.Pcap, Logger: cfg.Logger, ShmNoPoll: true, DialTunnel: cfg.DialTunnel})
 	if err != nil {
 		return nil, fmt.Errorf("rack: %w", err)
 	}

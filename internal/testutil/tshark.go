@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +16,20 @@ func Tshark(t testing.TB) string {
 	path, err := exec.LookPath("tshark")
 	RequireTool(t, "tshark", "apt-get install tshark", err == nil)
 	return path
+}
+
+// RunTshark runs tshark with args and returns what it printed; a failure
+// fails t with tshark's stderr.
+func RunTshark(t testing.TB, tshark string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(tshark, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
 }
 
 // TsharkArgs turn off heuristic dissectors that claim RDMA payloads (RPC

@@ -111,7 +111,7 @@ func TestStatusWithoutFabric(t *testing.T) {
 // TestConfigFiles loads the example configs of testdata/fabric through
 // viper as serve does, and checks that the fabric accepts them.
 func TestConfigFiles(t *testing.T) {
-	for _, name := range []string{"two-racks.yaml", "dial.yaml"} {
+	for _, name := range []string{"two-racks.yaml", "dial.yaml", "vxlan.yaml"} {
 		path, _ := filepath.Abs(filepath.Join("..", "..", "..", "testdata", "fabric", name))
 		t.Run(name, func(t *testing.T) {
 			isolate(t)
@@ -128,6 +128,12 @@ func TestConfigFiles(t *testing.T) {
 			cmd.SilenceErrors, cmd.SilenceUsage = true, true
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
+			}
+			if name == "vxlan.yaml" {
+				p := got.Switches[0].Port[0]
+				if p.Kind != fabric.KindVXLAN || p.VNI != 4242 || p.Remote != "192.0.2.2:4789" || p.Local != "192.0.2.1" {
+					t.Errorf("vxlan port %+v", p)
+				}
 			}
 			if name == "two-racks.yaml" {
 				sw := got.Switches[0]

@@ -85,6 +85,9 @@ func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {
 		if err := w.Close(); err != nil {
 			return err
 		}
+		if err := printTunnels(out, p, sw.Ports); err != nil {
+			return err
+		}
 		fmt.Fprintf(out, "\nFDB (%d entries)\n", len(sw.FDB))
 		if len(sw.FDB) > 0 {
 			w = p.Records("VLAN", "MAC", "PORT", "TYPE", "AGE")
@@ -117,4 +120,37 @@ func printTables(out io.Writer, p *cmdutil.Printer, st *fabric.Status) error {
 		}
 	}
 	return nil
+}
+
+// printTunnels prints the vxlan ports' tunnels, if the switch has any.
+func printTunnels(out io.Writer, p *cmdutil.Printer, ports []fabric.PortStatus) error {
+	var w *cmdutil.RecordWriter
+	for _, ps := range ports {
+		t := ps.Tunnel
+		if t == nil {
+			continue
+		}
+		if w == nil {
+			fmt.Fprintf(out, "\nTunnels\n")
+			w = p.Records("PORT", "ENCAP", "LOCAL", "REMOTE", "VNI", "LINK", "LAST SEEN", "RX DGRAMS", "TX DGRAMS", "BAD", "UNDERLAY DROPS", "TX ERRORS", "PAUSES")
+		}
+		seen := "never"
+		if t.LastSeen >= 0 {
+			seen = fmt.Sprintf("%.1fs", t.LastSeen)
+		}
+		link := t.Link
+		if t.Error != "" {
+			link = "error: " + t.Error
+		}
+		u := strconv.FormatUint
+		if err := w.Write(t, strconv.Itoa(ps.Num), t.Encap, t.Local, t.Remote, strconv.FormatUint(uint64(t.VNI), 10), link, seen,
+			u(t.RxDatagrams, 10), u(t.TxDatagrams, 10), cmdutil.ReasonsCell(t.Bad), u(t.UnderlayDrops, 10),
+			u(t.TxErrors, 10), u(t.PausesSent, 10)); err != nil {
+			return err
+		}
+	}
+	if w == nil {
+		return nil
+	}
+	return w.Close()
 }
