@@ -1,6 +1,7 @@
 // Package testutil holds what several packages' tests share: gating tests
 // on installed tools, finding a QEMU test guest's kernel and busybox, a
-// cpio "newc" writer for its initramfs, and a line buffer safe for concurrent writers. Only _test.go
+// cpio "newc" writer for its initramfs, a line buffer safe for concurrent
+// writers, and two network namespaces joined by a veth pair. Only _test.go
 // files import it.
 package testutil
 
