@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -118,7 +119,7 @@ type Config struct {
 	Links []LinkConfig `mapstructure:"links" json:"links,omitempty"`
 
 	// Clock drives aging and pause timers; nil means the system clock.
-	Clock Clock `mapstructure:"-" json:"-"`
+	Clock clock.Clock `mapstructure:"-" json:"-"`
 	// Logger receives port up/down and setup messages; nil discards them.
 	Logger *slog.Logger `mapstructure:"-" json:"-"`
 	// NewIB makes the IB engine of a switch with IB ports; nil uses
@@ -349,7 +350,7 @@ func (c *Config) resolve() ([]switchSettings, error) {
 		c.ShmMax = DefaultShmMax
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock()
+		c.Clock = clock.System()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -28,8 +28,8 @@
 // server. All of them are joined by Close.
 //
 // Timers that are part of the switch's behaviour (FDB aging, PFC pause
-// expiry) come from an injected Clock, so tests drive them with a
-// ManualClock. I/O deadlines and redial back-off use real time.
+// expiry) come from an injected clock.Clock, so tests drive them with a
+// clocktest.Fake. I/O deadlines and redial back-off use real time.
 //
 // # Dependencies
 //

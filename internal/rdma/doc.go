@@ -23,14 +23,15 @@
 // reach it through bounded queues (received frames, per-QP doorbell and
 // timer events, control requests), and completions come back through CQs.
 // Every exported type documents whether it is safe for concurrent use.
-// Timers come from an injected Clock; rdmatest.FakeClock makes
+// Timers come from an injected clock.Clock; clocktest.Fake makes
 // retransmission and RNR behaviour deterministic in tests.
 //
 // # Imports
 //
-// rdma imports only the standard library and internal/proto. It must not
-// import internal/fabric or internal/device: the device backend depends on
-// it, never the reverse, and the fabric meets it only at the Port.
+// rdma imports only the standard library, internal/proto and
+// internal/clock. It must not import internal/fabric or internal/device:
+// the device backend depends on it, never the reverse, and the fabric
+// meets it only at the Port.
 //
 // docs/rdma-engine.md describes the engine in full: what is implemented,
 // defaults and limits, counters, and what is still to come.

@@ -1,22 +1,26 @@
-// Package rdmatest holds test doubles for package rdma: a fake clock whose
-// timers fire only when the test advances it, an in-memory wire between
-// devices with seeded fault injection, and Settle, which waits until a set
-// of devices and wires has nothing left to do. It imports only the standard
-// library and package rdma.
-package rdmatest
+// Package clocktest holds the manual clock that tests inject wherever
+// production code takes a clock.Clock. It imports only the standard
+// library and internal/clock.
+package clocktest
 
 import (
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/clock"
 )
 
-// FakeClock is an rdma.Clock that stands still until Advance. Timers fire
-// in deadline order (ties in creation order) on the goroutine that calls
-// Advance, with Now() equal to their deadline. Safe for concurrent use.
-type FakeClock struct {
+// Epoch is where New starts: 2000-01-01 00:00:00 UTC.
+var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Fake is a clock.Clock that stands still until Advance. Timers fire in
+// deadline order (ties in creation order) on the goroutine that calls
+// Advance, with Now() equal to their deadline; timers that callbacks
+// start inside the interval fire in the same Advance. Safe for concurrent
+// use; callbacks run without the clock's lock held, so they may call
+// Now, AfterFunc and Stop.
+type Fake struct {
 	mu     sync.Mutex
 	now    time.Time
 	seq    uint64
@@ -24,26 +28,27 @@ type FakeClock struct {
 }
 
 type fakeTimer struct {
-	c    *FakeClock
+	c    *Fake
 	when time.Time
 	seq  uint64
 	f    func()
 }
 
-// NewFakeClock returns a clock set to 2000-01-01 00:00:00 UTC.
-func NewFakeClock() *FakeClock {
-	return &FakeClock{now: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
+// New returns a Fake set to Epoch.
+func New() *Fake { return NewAt(Epoch) }
 
-// Now implements rdma.Clock.
-func (c *FakeClock) Now() time.Time {
+// NewAt returns a Fake set to start.
+func NewAt(start time.Time) *Fake { return &Fake{now: start} }
+
+// Now implements clock.Clock.
+func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-// AfterFunc implements rdma.Clock.
-func (c *FakeClock) AfterFunc(d time.Duration, f func()) rdma.Timer {
+// AfterFunc implements clock.Clock.
+func (c *Fake) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
@@ -52,7 +57,7 @@ func (c *FakeClock) AfterFunc(d time.Duration, f func()) rdma.Timer {
 	return t
 }
 
-// Stop implements rdma.Timer.
+// Stop implements clock.Timer.
 func (t *fakeTimer) Stop() bool {
 	c := t.c
 	c.mu.Lock()
@@ -67,7 +72,7 @@ func (t *fakeTimer) Stop() bool {
 }
 
 // popDue removes and returns the earliest timer due at or before limit.
-func (c *FakeClock) popDue(limit time.Time) *fakeTimer {
+func (c *Fake) popDue(limit time.Time) *fakeTimer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.timers) == 0 {
@@ -93,7 +98,7 @@ func (c *FakeClock) popDue(limit time.Time) *fakeTimer {
 
 // Advance moves the clock forward by d, firing every timer that falls due,
 // including timers those callbacks start within the interval.
-func (c *FakeClock) Advance(d time.Duration) {
+func (c *Fake) Advance(d time.Duration) {
 	c.mu.Lock()
 	limit := c.now.Add(d)
 	c.mu.Unlock()
@@ -110,7 +115,7 @@ func (c *FakeClock) Advance(d time.Duration) {
 // AdvanceToNext moves the clock to the earliest pending timer and fires it
 // (and any others due at that instant). It returns how far the clock moved
 // and false when no timer was pending.
-func (c *FakeClock) AdvanceToNext() (time.Duration, bool) {
+func (c *Fake) AdvanceToNext() (time.Duration, bool) {
 	c.mu.Lock()
 	if len(c.timers) == 0 {
 		c.mu.Unlock()
@@ -130,7 +135,7 @@ func (c *FakeClock) AdvanceToNext() (time.Duration, bool) {
 }
 
 // Pending returns the number of timers not yet fired or stopped.
-func (c *FakeClock) Pending() int {
+func (c *Fake) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
