@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rundir"
 )
 
 // Named defaults. docs/fabric.md lists them; change both together.
@@ -264,18 +264,6 @@ type LinkConfig struct {
 	B string `mapstructure:"b"`
 }
 
-// DefaultRunDir returns $XDG_RUNTIME_DIR/hinic, or /run/hinic as root,
-// or a directory under the system temporary directory otherwise.
-func DefaultRunDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/hinic"
-	}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "hinic")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("hinic-%d", os.Getuid()))
-}
-
 // resolved settings, validated and with defaults filled in.
 
 type switchSettings struct {
@@ -329,7 +317,7 @@ func (p *portSettings) member(vlan uint16) bool {
 // resolve validates c and fills in defaults.
 func (c *Config) resolve() ([]switchSettings, error) {
 	if c.RunDir == "" {
-		c.RunDir = DefaultRunDir()
+		c.RunDir = rundir.Default()
 	}
 	if c.Ports == 0 {
 		c.Ports = DefaultPorts

@@ -33,6 +33,8 @@
 //
 // # Dependencies
 //
-// fabric imports proto and ibsw; it must not import device, rdma or the
-// CLI. The device backend meets the fabric only at the socket wire format.
+// fabric imports proto, ibsw, clock, rundir and the socket and capture
+// leaves; it must not import device, rdma or the CLI. The device backend
+// meets the fabric only at the socket wire format. internal/deps_test.go
+// holds the rule.
 package fabric
