@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,44 +10,21 @@ import (
 	"github.com/PacketFive/hinic/internal/fabric"
 )
 
-// FabricConfig is the `hinic fabric serve --config` file of the rack: the
-// port of an rxe guest is a qemu-stream port that dials the guest's QEMU
-// (-netdev stream,server=on at StreamSocket), the port of a hicain guest
-// a seqpacket port (the device backend's). The switch dials QEMU, and
-// not the other way round, so that a restarted fabric reaches every
-// running guest again: QEMU 7.2's stream client has no reconnect, but
-// its server takes a new client once the last one has left.
-func FabricConfig(r *Rack) []byte {
-	type port struct {
-		Num        int    `yaml:"num"`
-		Kind       string `yaml:"kind,omitempty"`
-		Link       string `yaml:"link,omitempty"`
-		Dial       string `yaml:"dial,omitempty"`
-		TrustPause bool   `yaml:"trust-pause,omitempty"`
-	}
-	type sw struct {
-		Name  string `yaml:"name"`
-		Ports int    `yaml:"ports"`
-		Port  []port `yaml:"port,omitempty"`
-	}
-	type link struct {
-		A string `yaml:"a"`
-		B string `yaml:"b"`
-	}
-	type conf struct {
-		RunDir   string `yaml:"run-dir"`
-		Pcap     string `yaml:"pcap,omitempty"`
-		Switches []sw   `yaml:"switches"`
-		Links    []link `yaml:"links,omitempty"`
-		Metrics  string `yaml:"metrics,omitempty"`
-	}
-	c := conf{RunDir: filepath.Join(r.RunDir, DirFabric)}
-	c.Metrics, _, _ = MetricsAddrs(r)
+// FabricSettings is the fabric of the rack, as `hinic fabric serve`
+// runs it: the port of an rxe guest is a qemu-stream port that dials the
+// guest's QEMU (-netdev stream,server=on at StreamSocket), the port of a
+// hicain guest a seqpacket port (the device backend's). The switch dials
+// QEMU, and not the other way round, so that a restarted fabric reaches
+// every running guest again: QEMU 7.2's stream client has no reconnect,
+// but its server takes a new client once the last one has left.
+func FabricSettings(r *Rack) fabric.Config {
+	c := fabric.Config{RunDir: filepath.Join(r.RunDir, DirFabric)}
 	if r.Pcap {
 		c.Pcap = filepath.Join(r.RunDir, DirPcap)
 	}
+	trusted := true
 	for _, s := range r.Switches {
-		x := sw{Name: s.Name, Ports: s.Ports}
+		x := fabric.SwitchConfig{Name: s.Name, Ports: s.Ports}
 		for _, g := range r.Guests {
 			if g.Switch != s.Name {
 				continue
@@ -57,9 +33,13 @@ func FabricConfig(r *Rack) []byte {
 			if g.NIC == NICHicain {
 				kind = fabric.KindSeqpacket
 			}
+			pc := fabric.PortConfig{Num: g.Port, Kind: kind}
 			// A hicain guest's frames pass its vNIC's filter first
 			// (DeviceArgs); the seqpacket port trusts the backend.
-			pc := port{Num: g.Port, Kind: kind, TrustPause: g.TrustPause && kind == fabric.KindQEMUStream}
+			// Unset, each kind keeps its default.
+			if g.TrustPause && kind == fabric.KindQEMUStream {
+				pc.TrustPause = &trusted
+			}
 			if kind == fabric.KindQEMUStream {
 				pc.Dial = StreamSocket(r, g)
 			}
@@ -75,7 +55,7 @@ func FabricConfig(r *Rack) []byte {
 				for _, end := range []string{l.A, l.B} {
 					sw, num, _ := strings.Cut(end, ":")
 					if n, err := strconv.Atoi(num); err == nil && sw == s.Name {
-						x.Port = append(x.Port, port{Num: n, Link: fabric.LinkIB})
+						x.Port = append(x.Port, fabric.PortConfig{Num: n, Link: fabric.LinkIB})
 					}
 				}
 			}
@@ -83,21 +63,39 @@ func FabricConfig(r *Rack) []byte {
 		c.Switches = append(c.Switches, x)
 	}
 	for _, l := range r.Links {
-		c.Links = append(c.Links, link(l))
+		c.Links = append(c.Links, fabric.LinkConfig{A: l.A, B: l.B})
 	}
-	b, _ := yaml.Marshal(map[string]any{"fabric": c})
+	return c
+}
+
+// FabricConfig is the `hinic fabric serve --config` file of the rack:
+// FabricSettings under the "fabric" key, with the rack's metrics
+// address beside it (a setting of the command, not of the fabric).
+func FabricConfig(r *Rack) []byte {
+	var doc struct {
+		fabric.Config `yaml:",inline"`
+		Metrics       string `yaml:"metrics,omitempty"`
+	}
+	doc.Config = FabricSettings(r)
+	doc.Metrics, _, _ = MetricsAddrs(r)
+	b, err := yaml.Marshal(map[string]any{"fabric": doc})
+	if err != nil {
+		// Every field is a plain value the encoder takes.
+		panic("deploy: marshalling the fabric config: " + err.Error())
+	}
 	return append([]byte("# Written by hinic deploy rack.\n"), b...)
 }
 
 // StreamSocket is the socket of an rxe guest's data NIC: its QEMU's
 // -netdev stream,server=on listens there and the guest's switch port
-// dials it. It sits beside the port's own socket path, which a dialling
-// port does not use.
+// dials it. It sits beside the port's own socket path (with .qemu.sock
+// for .sock), which a dialling port does not use.
 func StreamSocket(r *Rack, g Guest) string {
-	return filepath.Join(r.RunDir, DirFabric, fmt.Sprintf("%s-port%d.qemu.sock", g.Switch, g.Port))
+	return strings.TrimSuffix(PortSocket(r, g.Switch, g.Port), ".sock") + ".qemu.sock"
 }
 
-// PortSocket is the socket path of a switch port in the fabric run dir.
+// PortSocket is the socket path of a switch port of the rack's fabric:
+// fabric.PortSocket in its run directory.
 func PortSocket(r *Rack, sw string, port int) string {
-	return filepath.Join(r.RunDir, DirFabric, fmt.Sprintf("%s-port%d.sock", sw, port))
+	return fabric.PortSocket(filepath.Join(r.RunDir, DirFabric), sw, port)
 }
