@@ -35,11 +35,15 @@ const depsRules = `
 	childproc < testutil;
 	unixsock < ctlsock;
 	proto < ibsm;
-	ibsm < fabric/ibsw/ibswtest;
-	clock, proto < fabric/ibsw;
+
+	# The one SMA and PMA of every InfiniBand node: the HCA (rdma), the
+	# switch (fabric/ibsw) and the test CA plug into it.
+	proto < ibagent;
+	ibagent, ibsm < fabric/ibsw/ibswtest;
+	clock, ibagent < fabric/ibsw;
 
 	# The transport engine and its test doubles.
-	clock, proto < rdma;
+	clock, ibagent < rdma;
 	rdma < rdma/rdmatest;
 
 	# HiSwitch. fabric and device never import each other: they meet
