@@ -69,7 +69,7 @@ build: check-go
 
 test: deps check-go
 	$(GO) vet ./...
-	@# internal/device runs its QEMU guests under the race detector: about
+	@# internal/device/integration runs its QEMU guests under the race detector: about
 	@# 5 minutes on a quiet 2-core machine, more under load, so the
 	@# default 10-minute limit per package is too tight.
 	$(GO) test -race -count=1 -timeout 30m ./...

@@ -40,7 +40,7 @@ PACKAGES=(
 )
 
 # OPENSM_ROOT holds Debian's opensm package unpacked; the QEMU OpenSM test
-# (internal/device/qemu_opensm_test.go) copies $OPENSM_ROOT/usr/sbin/opensm
+# (internal/device/integration/qemu_opensm_test.go) copies $OPENSM_ROOT/usr/sbin/opensm
 # into its guests. The package is not installed: its postinst starts the
 # opensm service (invoke-rc.d opensm start, and exits non-zero when that
 # fails), which would run a subnet manager on the host, or fail the

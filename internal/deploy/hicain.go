@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/fabric"
 )
 
 // Files of the HiNIC device backend: in the run directory, and per hicain
@@ -203,7 +204,7 @@ func QMPSocket(dir string) string { return filepath.Join(dir, FileQMP) }
 // --vnic and of QEMU's option lists).
 func checkPaths(r *Rack) error {
 	const sunPath = 107 // sizeof(sun_path) minus the terminating NUL
-	socks := []string{filepath.Join(r.RunDir, DirFabric, "control.sock")}
+	socks := []string{filepath.Join(r.RunDir, DirFabric, fabric.ControlSocketName)}
 	for _, g := range r.Guests {
 		socks = append(socks, PortSocket(r, g.Switch, g.Port))
 		if g.NIC == NICHicain {

@@ -12,9 +12,17 @@
 // and GPUs, and keeps the rack's state in a run directory so that
 // `status` and `down` find it from another process.
 //
+// Files: spec.go, specload.go and speckeys.go read and check the spec;
+// rack.go is Up; state.go the run directory's state.json; supervise.go
+// the child processes (start, recognise, stop); fabricconf.go the
+// fabric's config and socket paths; qemu.go a guest's QEMU command line;
+// guest.go a guest's set-up over SSH; status.go what `deploy status`
+// shows; hicain.go and gpu.go the device and GPU backends and their
+// guests' drivers.
+//
 // deploy imports fabric, device and gpu (to query a running fabric and
 // backends), image (manifests) and accel (the KVM probe); it must not
-// import verify or the CLI.
+// import verify or the CLI (internal/deps_test.go holds the rule).
 package deploy
 
 import (

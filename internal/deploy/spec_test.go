@@ -1,12 +1,18 @@
 package deploy
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	fabricshared "github.com/PacketFive/hinic/internal/cli/fabric/shared"
+	"github.com/PacketFive/hinic/internal/fabric"
 )
 
 func TestDefaultsCanonicalRack(t *testing.T) {
@@ -82,7 +88,7 @@ func TestFabricConfig(t *testing.T) {
 	if got := PortSocket(r, "sw0", 2); got != "/tmp/x/fab/sw0-port2.sock" {
 		t.Errorf("PortSocket = %s", got)
 	}
-	if p := f.Switches[0].Port; p[0].TrustPause || p[1].TrustPause {
+	if p := f.Switches[0].Port; trusts(p[0]) || trusts(p[1]) {
 		t.Errorf("trust-pause without the guest asking: %+v", p)
 	}
 }
@@ -99,8 +105,8 @@ func TestRackTrustPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range readFabricConfig(t, r).Switches[0].Port {
-		if want := p.Num == r.Guests[0].Port; p.TrustPause != want {
-			t.Errorf("port %d (%s): trust-pause %v, want %v", p.Num, p.Kind, p.TrustPause, want)
+		if want := p.Num == r.Guests[0].Port; trusts(p) != want {
+			t.Errorf("port %d (%s): trust-pause %v, want %v", p.Num, p.Kind, trusts(p), want)
 		}
 	}
 	var vnics []string
@@ -183,34 +189,25 @@ func TestIBRackErrors(t *testing.T) {
 	}
 }
 
-// fabricConfig is FabricConfig's document as the tests read it back.
-type fabricConfig struct {
-	RunDir   string `yaml:"run-dir"`
-	Pcap     string `yaml:"pcap"`
-	Switches []struct {
-		Name  string `yaml:"name"`
-		Ports int    `yaml:"ports"`
-		Port  []struct {
-			Num        int    `yaml:"num"`
-			Kind       string `yaml:"kind"`
-			Link       string `yaml:"link"`
-			TrustPause bool   `yaml:"trust-pause"`
-			Dial       string `yaml:"dial"`
-		} `yaml:"port"`
-	} `yaml:"switches"`
-	Links []struct{ A, B string } `yaml:"links"`
-}
-
-func readFabricConfig(t *testing.T, r *Rack) fabricConfig {
+// readFabricConfig reads FabricConfig's file as `hinic fabric serve
+// --config` does: through the settings and the fabric's own loader, which
+// refuses unknown keys.
+func readFabricConfig(t *testing.T, r *Rack) fabric.Config {
 	t.Helper()
-	var doc struct {
-		Fabric fabricConfig `yaml:"fabric"`
-	}
-	if err := yaml.Unmarshal(FabricConfig(r), &doc); err != nil {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(FabricConfig(r))); err != nil {
 		t.Fatal(err)
 	}
-	return doc.Fabric
+	c, err := fabricshared.LoadConfig(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
+
+// trusts reports whether the config sets the port to obey PAUSE frames.
+func trusts(p fabric.PortConfig) bool { return p.TrustPause != nil && *p.TrustPause }
 
 // TestRoCETwoRackSpec reads the RoCEv2 two-rack example: hicain guests
 // on Ethernet, each on its own switch, the switches joined by a cable,
@@ -288,5 +285,34 @@ func TestRackMetrics(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "line 1: metrics: ") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// TestFabricConfigRoundTrip: the file deploy writes is, read back as
+// `hinic fabric serve --config` reads it, the fabric.Config deploy
+// built, for each example rack and for guests that trust PAUSE.
+func TestFabricConfigRoundTrip(t *testing.T) {
+	racks := map[string]*Rack{
+		"default": {RunDir: "/tmp/x", Pcap: true},
+		"trust-pause": {RunDir: "/tmp/x", Guests: []Guest{
+			{Name: "a", NIC: NICRxe, TrustPause: true}, {Name: "b", NIC: NICHicain, TrustPause: true}}},
+	}
+	for _, spec := range []string{"two-ib.yaml", "two-racks-roce.yaml"} {
+		r, err := ReadRack("../../testdata/racks/" + spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.RunDir = "/tmp/x"
+		racks[spec] = r
+	}
+	for name, r := range racks {
+		t.Run(name, func(t *testing.T) {
+			if err := r.Defaults(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(FabricSettings(r), readFabricConfig(t, r)); diff != "" {
+				t.Errorf("read back (-built +read):\n%s", diff)
+			}
+		})
 	}
 }

@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/rundir"
 )
 
 // Named defaults. docs/fabric.md lists them; change both together.
@@ -85,97 +86,97 @@ const (
 // switch in the default run directory.
 type Config struct {
 	// RunDir holds the port sockets and control.sock.
-	RunDir string `mapstructure:"run-dir" json:"run_dir,omitempty"`
+	RunDir string `mapstructure:"run-dir" json:"run_dir,omitempty" yaml:"run-dir,omitempty"`
 	// Ports is the port count of every switch that does not give one.
-	Ports int `mapstructure:"ports" json:"ports,omitempty"`
+	Ports int `mapstructure:"ports" json:"ports,omitempty" yaml:"ports,omitempty"`
 	// Pcap, when not empty, is a directory that receives one capture per
 	// port.
-	Pcap string `mapstructure:"pcap" json:"pcap,omitempty"`
+	Pcap string `mapstructure:"pcap" json:"pcap,omitempty" yaml:"pcap,omitempty"`
 	// PcapMax caps one capture file; a port's capture that reaches it is
 	// rotated (the full file becomes NAME.pcap.1, replacing the one
 	// before), so a port keeps at most twice PcapMax. Default
 	// DefaultPcapMax.
-	PcapMax ByteSize `mapstructure:"pcap-max" json:"pcap_max,omitempty"`
+	PcapMax ByteSize `mapstructure:"pcap-max" json:"pcap_max,omitempty" yaml:"pcap-max,omitempty"`
 	// IOBatch is the most frames moved by one recvmmsg or sendmmsg; 1
 	// disables batching.
-	IOBatch int `mapstructure:"io-batch" json:"io_batch,omitempty"`
+	IOBatch int `mapstructure:"io-batch" json:"io_batch,omitempty" yaml:"io-batch,omitempty"`
 	// SocketBuffer is the send and receive buffer size asked for on each
 	// port connection (the kernel caps it at net.core.wmem_max and
 	// rmem_max).
-	SocketBuffer ByteSize `mapstructure:"socket-buffer" json:"socket_buffer,omitempty"`
+	SocketBuffer ByteSize `mapstructure:"socket-buffer" json:"socket_buffer,omitempty" yaml:"socket-buffer,omitempty"`
 	// NoShm refuses shared-memory ports: every HiNIC port carries its
 	// frames over its socket.
-	NoShm bool `mapstructure:"no-shm" json:"no_shm,omitempty"`
+	NoShm bool `mapstructure:"no-shm" json:"no_shm,omitempty" yaml:"no-shm,omitempty"`
 	// ShmMax is the largest shared-memory region (both rings, buffers
 	// included) one port accepts from its peer; a peer that asks for
 	// more stays on the socket. Default DefaultShmMax.
-	ShmMax ByteSize `mapstructure:"shm-max" json:"shm_max,omitempty"`
+	ShmMax ByteSize `mapstructure:"shm-max" json:"shm_max,omitempty" yaml:"shm-max,omitempty"`
 	// ShmNoPoll turns the adaptive polling of shared-memory ports off:
 	// every wait sleeps on its eventfd at once (less CPU, more latency).
-	ShmNoPoll bool `mapstructure:"shm-no-poll" json:"shm_no_poll,omitempty"`
+	ShmNoPoll bool `mapstructure:"shm-no-poll" json:"shm_no_poll,omitempty" yaml:"shm-no-poll,omitempty"`
 	// Switches lists the switches; none means one switch named sw0.
-	Switches []SwitchConfig `mapstructure:"switches" json:"switches,omitempty"`
+	Switches []SwitchConfig `mapstructure:"switches" json:"switches,omitempty" yaml:"switches,omitempty"`
 	// Links joins switch ports of this process with socket pairs.
-	Links []LinkConfig `mapstructure:"links" json:"links,omitempty"`
+	Links []LinkConfig `mapstructure:"links" json:"links,omitempty" yaml:"links,omitempty"`
 
 	// Clock drives aging and pause timers; nil means the system clock.
-	Clock Clock `mapstructure:"-" json:"-"`
+	Clock clock.Clock `mapstructure:"-" json:"-" yaml:"-"`
 	// Logger receives port up/down and setup messages; nil discards them.
-	Logger *slog.Logger `mapstructure:"-" json:"-"`
+	Logger *slog.Logger `mapstructure:"-" json:"-" yaml:"-"`
 	// NewIB makes the IB engine of a switch with IB ports; nil uses
 	// package ibsw.
-	NewIB func(IBConfig) (IBSwitch, error) `mapstructure:"-" json:"-"`
+	NewIB func(IBConfig) (IBSwitch, error) `mapstructure:"-" json:"-" yaml:"-"`
 	// DialTunnel opens the UDP socket of a vxlan port with d (which
 	// binds the local address); nil is d.Dial. Tests use it to open the
 	// socket in another network namespace.
-	DialTunnel func(d *net.Dialer, network, address string) (net.Conn, error) `mapstructure:"-" json:"-"`
+	DialTunnel func(d *net.Dialer, network, address string) (net.Conn, error) `mapstructure:"-" json:"-" yaml:"-"`
 }
 
 // SwitchConfig describes one switch.
 type SwitchConfig struct {
-	Name  string `mapstructure:"name"`
-	Ports int    `mapstructure:"ports"`
+	Name  string `mapstructure:"name" yaml:"name,omitempty"`
+	Ports int    `mapstructure:"ports" yaml:"ports,omitempty"`
 	// NodeGUID is the switch's IB node GUID (also its port GUID in
 	// hellos); 0 derives one from the name.
-	NodeGUID uint64 `mapstructure:"node-guid"`
+	NodeGUID uint64 `mapstructure:"node-guid" yaml:"node-guid,omitempty"`
 	// MAC is the base MAC; port N uses base+N. Empty derives a locally
 	// administered address from the name.
-	MAC string `mapstructure:"mac"`
+	MAC string `mapstructure:"mac" yaml:"mac,omitempty"`
 	// Aging is the FDB aging time (with a unit: "300s", "5m").
-	Aging time.Duration `mapstructure:"aging"`
+	Aging time.Duration `mapstructure:"aging" yaml:"aging,omitempty"`
 	// FDBSize bounds the learned FDB entries.
-	FDBSize int `mapstructure:"fdb-size"`
+	FDBSize int `mapstructure:"fdb-size" yaml:"fdb-size,omitempty"`
 	// MaxFrame is the default max-frame of the ports.
-	MaxFrame int `mapstructure:"max-frame"`
+	MaxFrame int `mapstructure:"max-frame" yaml:"max-frame,omitempty"`
 	// Static FDB entries; they never age and learning never moves them.
-	Static []StaticEntry `mapstructure:"static"`
+	Static []StaticEntry `mapstructure:"static" yaml:"static,omitempty"`
 	// Queues bounds each per-port, per-class egress queue.
-	Queues QueueConfig `mapstructure:"queues"`
+	Queues QueueConfig `mapstructure:"queues" yaml:"queues,omitempty"`
 	// PCPToTC maps 802.1Q priorities to traffic classes (8 entries);
 	// empty is the identity.
-	PCPToTC []int `mapstructure:"pcp-to-tc"`
+	PCPToTC []int `mapstructure:"pcp-to-tc" yaml:"pcp-to-tc,omitempty"`
 	// DSCPToTC overrides the traffic class of untagged IP frames by DSCP
 	// (the default is DSCP>>3: 26 -> TC3, 48 -> TC6).
-	DSCPToTC map[string]int `mapstructure:"dscp-to-tc"`
+	DSCPToTC map[string]int `mapstructure:"dscp-to-tc" yaml:"dscp-to-tc,omitempty"`
 	// Scheduler chooses strict-priority and ETS classes.
-	Scheduler SchedulerConfig `mapstructure:"scheduler"`
-	PFC       PFCConfig       `mapstructure:"pfc"`
-	ECN       ECNConfig       `mapstructure:"ecn"`
+	Scheduler SchedulerConfig `mapstructure:"scheduler" yaml:"scheduler,omitempty"`
+	PFC       PFCConfig       `mapstructure:"pfc" yaml:"pfc,omitempty"`
+	ECN       ECNConfig       `mapstructure:"ecn" yaml:"ecn,omitempty"`
 	// Port holds per-port settings, by port number.
-	Port []PortConfig `mapstructure:"port"`
+	Port []PortConfig `mapstructure:"port" yaml:"port,omitempty"`
 }
 
 // StaticEntry is a static FDB entry.
 type StaticEntry struct {
-	MAC  string `mapstructure:"mac"`
-	VLAN int    `mapstructure:"vlan"` // 0 means 1
-	Port int    `mapstructure:"port"`
+	MAC  string `mapstructure:"mac" yaml:"mac,omitempty"`
+	VLAN int    `mapstructure:"vlan" yaml:"vlan,omitempty"` // 0 means 1
+	Port int    `mapstructure:"port" yaml:"port,omitempty"`
 }
 
 // QueueConfig bounds one egress queue.
 type QueueConfig struct {
-	Frames int      `mapstructure:"frames"`
-	Bytes  ByteSize `mapstructure:"bytes"`
+	Frames int      `mapstructure:"frames" yaml:"frames,omitempty"`
+	Bytes  ByteSize `mapstructure:"bytes" yaml:"bytes,omitempty"`
 }
 
 // SchedulerConfig selects the transmission selection algorithm per
@@ -183,53 +184,53 @@ type QueueConfig struct {
 // highest class first; the others share what is left by ETS (deficit
 // round robin) in proportion to Weights.
 type SchedulerConfig struct {
-	Strict  []int `mapstructure:"strict"`  // default [6, 7]
-	Weights []int `mapstructure:"weights"` // 8 entries; default equal
+	Strict  []int `mapstructure:"strict" yaml:"strict,omitempty"`   // default [6, 7]
+	Weights []int `mapstructure:"weights" yaml:"weights,omitempty"` // 8 entries; default equal
 }
 
 // PFCConfig configures priority flow control (IEEE 802.1Qbb).
 type PFCConfig struct {
 	// Lossless lists the lossless traffic classes; default [3]. An
 	// empty list in the file keeps the default; use [-1] for none.
-	Lossless []int `mapstructure:"lossless"`
+	Lossless []int `mapstructure:"lossless" yaml:"lossless,omitempty"`
 	// XOFF and XON are thresholds on the bytes an ingress port has
 	// buffered in one lossless class.
-	XOFF ByteSize `mapstructure:"xoff"`
-	XON  ByteSize `mapstructure:"xon"`
+	XOFF ByteSize `mapstructure:"xoff" yaml:"xoff,omitempty"`
+	XON  ByteSize `mapstructure:"xon" yaml:"xon,omitempty"`
 	// Quanta is the pause time sent in an XOFF.
-	Quanta int `mapstructure:"quanta"`
+	Quanta int `mapstructure:"quanta" yaml:"quanta,omitempty"`
 }
 
 // ECNConfig configures ECN marking on egress queue depth: no mark below
 // KMin bytes, probability rising linearly to PMax at KMax, always above
 // KMax (RED as DCQCN switches use it). KMin == KMax is a plain threshold.
 type ECNConfig struct {
-	Disabled bool     `mapstructure:"disabled"`
-	KMin     ByteSize `mapstructure:"kmin"`
-	KMax     ByteSize `mapstructure:"kmax"`
-	PMax     float64  `mapstructure:"pmax"`
-	Seed     uint64   `mapstructure:"seed"`
+	Disabled bool     `mapstructure:"disabled" yaml:"disabled,omitempty"`
+	KMin     ByteSize `mapstructure:"kmin" yaml:"kmin,omitempty"`
+	KMax     ByteSize `mapstructure:"kmax" yaml:"kmax,omitempty"`
+	PMax     float64  `mapstructure:"pmax" yaml:"pmax,omitempty"`
+	Seed     uint64   `mapstructure:"seed" yaml:"seed,omitempty"`
 }
 
 // PortConfig holds the settings of one port.
 type PortConfig struct {
-	Num int `mapstructure:"num"`
+	Num int `mapstructure:"num" yaml:"num,omitempty"`
 	// Link is "ethernet" (default) or "ib".
-	Link string `mapstructure:"link"`
+	Link string `mapstructure:"link" yaml:"link,omitempty"`
 	// Kind is "seqpacket" (default), "qemu-stream" or "vxlan".
-	Kind string `mapstructure:"kind"`
+	Kind string `mapstructure:"kind" yaml:"kind,omitempty"`
 	// Remote is a vxlan port's peer, host:port; the port defaults to
 	// 4789 (VXLAN) on an Ethernet link and 4792 (IB-over-UDP) on an IB
 	// link. Only datagrams from this address are taken.
-	Remote string `mapstructure:"remote"`
+	Remote string `mapstructure:"remote" yaml:"remote,omitempty"`
 	// Local is the address a vxlan port binds, host:port; empty binds
 	// every address on the default port of the link.
-	Local string `mapstructure:"local"`
+	Local string `mapstructure:"local" yaml:"local,omitempty"`
 	// VNI is a vxlan port's VXLAN network identifier (or IB-over-UDP
 	// link identifier), 1 to 16777215; both ends use the same.
-	VNI int `mapstructure:"vni"`
+	VNI int `mapstructure:"vni" yaml:"vni,omitempty"`
 	// Path overrides the socket path.
-	Path string `mapstructure:"path"`
+	Path string `mapstructure:"path" yaml:"path,omitempty"`
 	// Dial makes the switch connect instead of listening, and connect
 	// again whenever the connection ends: on a seqpacket port, to
 	// another process's switch port (an inter-switch link); on a
@@ -237,16 +238,16 @@ type PortConfig struct {
 	// stream,server=on, which takes a new client after the last one
 	// left (QEMU 7.2 has no client reconnect), so the guest's link comes
 	// back after the fabric restarts.
-	Dial string `mapstructure:"dial"`
+	Dial string `mapstructure:"dial" yaml:"dial,omitempty"`
 	// Speed converts PFC pause quanta into time.
-	Speed BitRate `mapstructure:"speed"`
+	Speed BitRate `mapstructure:"speed" yaml:"speed,omitempty"`
 	// PVID is the VLAN of untagged and priority-tagged frames (default 1).
-	PVID int `mapstructure:"pvid"`
+	PVID int `mapstructure:"pvid" yaml:"pvid,omitempty"`
 	// VLANs, if not empty, are the only VLANs the port is a member of
 	// (besides PVID); empty means every VLAN.
-	VLANs    []int        `mapstructure:"vlans"`
-	MaxFrame int          `mapstructure:"max-frame"`
-	Faults   FaultsConfig `mapstructure:"faults"`
+	VLANs    []int        `mapstructure:"vlans" yaml:"vlans,omitempty"`
+	MaxFrame int          `mapstructure:"max-frame" yaml:"max-frame,omitempty"`
+	Faults   FaultsConfig `mapstructure:"faults" yaml:"faults,omitempty"`
 	// TrustPause makes the switch obey MAC Control frames (EtherType
 	// 0x8808: 802.3x PAUSE, 802.1Qbb PFC) the port receives; an
 	// untrusted port drops and counts them (drop reason mac-control).
@@ -254,40 +255,35 @@ type PortConfig struct {
 	// guest's control) is untrusted and a seqpacket port (a device
 	// backend, which filters its guests' PAUSE itself, or another
 	// switch sending PFC) is trusted.
-	TrustPause *bool `mapstructure:"trust-pause"`
+	TrustPause *bool `mapstructure:"trust-pause" yaml:"trust-pause,omitempty"`
 }
 
 // FaultsConfig injects faults into the frames a port receives; every
 // probability is 0 by default. Seed makes a run repeatable.
 type FaultsConfig struct {
-	Drop      float64 `mapstructure:"drop"`
-	Duplicate float64 `mapstructure:"duplicate"`
-	Reorder   float64 `mapstructure:"reorder"`
-	Corrupt   float64 `mapstructure:"corrupt"`
-	Seed      uint64  `mapstructure:"seed"`
+	Drop      float64 `mapstructure:"drop" yaml:"drop,omitempty"`
+	Duplicate float64 `mapstructure:"duplicate" yaml:"duplicate,omitempty"`
+	Reorder   float64 `mapstructure:"reorder" yaml:"reorder,omitempty"`
+	Corrupt   float64 `mapstructure:"corrupt" yaml:"corrupt,omitempty"`
+	Seed      uint64  `mapstructure:"seed" yaml:"seed,omitempty"`
 }
 
 func (f FaultsConfig) enabled() bool {
 	return f.Drop > 0 || f.Duplicate > 0 || f.Reorder > 0 || f.Corrupt > 0
 }
 
+// PortSocket is the socket path of port num of switch sw in runDir, when
+// the port's config gives no Path: <switch>-port<N>.sock. Whatever starts
+// a fabric and attaches to it (deploy) takes the path from here.
+func PortSocket(runDir, sw string, num int) string {
+	return filepath.Join(runDir, fmt.Sprintf("%s-port%d.sock", sw, num))
+}
+
 // LinkConfig joins two ports of switches of this process, each written
 // "switch:port" (for example "tor1:10").
 type LinkConfig struct {
-	A string `mapstructure:"a"`
-	B string `mapstructure:"b"`
-}
-
-// DefaultRunDir returns $XDG_RUNTIME_DIR/hinic, or /run/hinic as root,
-// or a directory under the system temporary directory otherwise.
-func DefaultRunDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/hinic"
-	}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "hinic")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("hinic-%d", os.Getuid()))
+	A string `mapstructure:"a" yaml:"a,omitempty"`
+	B string `mapstructure:"b" yaml:"b,omitempty"`
 }
 
 // resolved settings, validated and with defaults filled in.
@@ -344,7 +340,7 @@ func (p *portSettings) member(vlan uint16) bool {
 // resolve validates c and fills in defaults.
 func (c *Config) resolve() ([]switchSettings, error) {
 	if c.RunDir == "" {
-		c.RunDir = DefaultRunDir()
+		c.RunDir = rundir.Default()
 	}
 	if c.Ports == 0 {
 		c.Ports = DefaultPorts
@@ -365,7 +361,7 @@ func (c *Config) resolve() ([]switchSettings, error) {
 		c.ShmMax = DefaultShmMax
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock()
+		c.Clock = clock.System()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -584,7 +580,7 @@ func (c *Config) resolveSwitch(sc *SwitchConfig, idx int) (switchSettings, error
 	for i := range s.ports {
 		s.ports[i] = portSettings{
 			num: i + 1, link: LinkEthernet, kind: KindSeqpacket,
-			path:  filepath.Join(c.RunDir, fmt.Sprintf("%s-port%d.sock", s.name, i+1)),
+			path:  PortSocket(c.RunDir, s.name, i+1),
 			speed: DefaultSpeed, pvid: 1, maxFrame: maxFrame, trustPause: true,
 		}
 	}

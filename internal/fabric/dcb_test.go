@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -159,7 +160,7 @@ func TestPFCIncast(t *testing.T) {
 // paused class waits for the quanta (converted at the port's speed) or
 // for XON, other classes flow.
 func TestPFCReceived(t *testing.T) {
-	clk := NewManualClock(time.Unix(0, 0))
+	clk := clocktest.NewAt(time.Unix(0, 0))
 	f := startFabric(t, Config{Clock: clk, Switches: []SwitchConfig{{
 		Ports: 2, Port: []PortConfig{{Num: 1, Speed: 10e6}}, // 0xFFFF quanta = 3.36 s at 10 Mb/s
 	}}})
@@ -304,7 +305,7 @@ func TestECNMarking(t *testing.T) {
 // switch's egress to it is not paused and its traffic still flows.
 func TestPauseUntrusted(t *testing.T) {
 	untrusted := false
-	clk := NewManualClock(time.Unix(0, 0))
+	clk := clocktest.NewAt(time.Unix(0, 0))
 	f := startFabric(t, Config{Clock: clk, Switches: []SwitchConfig{{
 		Ports: 2, Port: []PortConfig{{Num: 1, TrustPause: &untrusted}},
 	}}})

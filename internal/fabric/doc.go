@@ -28,11 +28,13 @@
 // server. All of them are joined by Close.
 //
 // Timers that are part of the switch's behaviour (FDB aging, PFC pause
-// expiry) come from an injected Clock, so tests drive them with a
-// ManualClock. I/O deadlines and redial back-off use real time.
+// expiry) come from an injected clock.Clock, so tests drive them with a
+// clocktest.Fake. I/O deadlines and redial back-off use real time.
 //
 // # Dependencies
 //
-// fabric imports proto and ibsw; it must not import device, rdma or the
-// CLI. The device backend meets the fabric only at the socket wire format.
+// fabric imports proto, ibsw, clock, rundir and the socket and capture
+// leaves; it must not import device, rdma or the CLI. The device backend
+// meets the fabric only at the socket wire format. internal/deps_test.go
+// holds the rule.
 package fabric

@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 )
 
 func TestLearningAndFlooding(t *testing.T) {
@@ -63,7 +65,7 @@ func TestLearningAndFlooding(t *testing.T) {
 }
 
 func TestAging(t *testing.T) {
-	clk := NewManualClock(time.Unix(1000, 0))
+	clk := clocktest.NewAt(time.Unix(1000, 0))
 	f := startFabric(t, Config{Ports: 3, Clock: clk})
 	sw := f.Switches()[0]
 	a, b, c := connect(t, sw, 1, 1), connect(t, sw, 2, 2), connect(t, sw, 3, 3)

@@ -3,6 +3,7 @@ package fabric
 import (
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -28,7 +29,7 @@ type IBConfig struct {
 	Description string
 	// Clock is the switch's clock (Config.Clock), for the engine's
 	// timers (the SMA's M_Key lease).
-	Clock Clock
+	Clock clock.Clock
 }
 
 // IBStatus is the InfiniBand part of a switch's status.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -13,7 +14,7 @@ import (
 // receive and are taken out of the egress queues with drain.
 func newBareSwitch(t testing.TB, sc SwitchConfig) *Switch {
 	t.Helper()
-	f, err := New(Config{RunDir: "/nonexistent", Switches: []SwitchConfig{sc}, Clock: NewManualClock(time.Unix(0, 0))})
+	f, err := New(Config{RunDir: "/nonexistent", Switches: []SwitchConfig{sc}, Clock: clocktest.NewAt(time.Unix(0, 0))})
 	if err != nil {
 		t.Fatal(err)
 	}

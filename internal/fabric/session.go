@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/shmport"
 )
 
@@ -369,7 +370,7 @@ func (p *port) txLoop(s *session) {
 		})
 		defer p.eg.setCut(nil)
 	}
-	var timer Timer
+	var timer clock.Timer
 	var timerAt time.Time
 	defer func() {
 		if timer != nil {

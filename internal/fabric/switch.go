@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/shmport"
 )
@@ -20,7 +21,7 @@ const handshakeLimit = 16
 // Switch is one HiSwitch. Its methods are safe for concurrent use.
 type Switch struct {
 	cfg     switchSettings
-	clock   Clock
+	clock   clock.Clock
 	log     *slog.Logger
 	ioBatch int
 	sockBuf int
@@ -53,7 +54,7 @@ type Switch struct {
 	mu        sync.Mutex  // guards started, closed, timers
 	started   bool
 	closed    bool
-	sweepT    Timer
+	sweepT    clock.Timer
 	flushT    *time.Timer
 	closeOnce sync.Once
 }

@@ -19,5 +19,5 @@
 //
 // hilink imports, of the project, only the shared leaf packages wire,
 // mmsg, unixsock, ctlsock and pcapfile: never the NIC's device, rdma or
-// fabric packages (ARCHITECTURE.md §2.7, checked by TestLayering).
+// fabric packages (ARCHITECTURE.md §2.7, checked by internal/deps_test.go).
 package hilink

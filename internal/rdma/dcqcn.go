@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -87,7 +88,7 @@ type dcqcnState struct {
 	tStage       int
 	bStage       int
 	nextSend     time.Time
-	paceTimer    Timer
+	paceTimer    clock.Timer
 
 	lastCNP time.Time // notification point: the last CNP this QP sent
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/ibagent"
 )
 
@@ -94,8 +95,8 @@ type DeviceConfig struct {
 	// MTU is the active path-MTU limit: 256, 512, 1024, 2048 or 4096
 	// bytes, or the IB MTU codes 1-5. Zero means DefaultMTU.
 	MTU    int
-	Memory Memory // the DMA space (required)
-	Clock  Clock  // nil means SystemClock()
+	Memory Memory      // the DMA space (required)
+	Clock  clock.Clock // nil means clock.System()
 
 	// Limits; zero means the Default* value.
 	MaxQP, MaxCQ, MaxMR, MaxPD, MaxQPWR, MaxCQE, MaxSGE, MaxInline, MaxQPRDAtomic int
@@ -229,7 +230,7 @@ type Device struct {
 	flushPort FlushPort      // port, when it batches its sends; else nil
 	backlog   BackloggedPort // port, when it keeps what its peer cannot take; else nil
 	mem       Memory
-	clock     Clock
+	clock     clock.Clock
 	activeMTU MTU
 
 	// addrs is the GID table and the IPv4 addresses behind it (the
@@ -295,7 +296,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		return nil, fmt.Errorf("rdma: new device %q: DeviceConfig.MAC must be a unicast address: %w", cfg.Name, ErrInvalid)
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = SystemClock()
+		cfg.Clock = clock.System()
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/rdma/rdmatest"
@@ -89,14 +91,14 @@ func (o *pairOpts) defaults() {
 type pair struct {
 	t      testing.TB
 	o      pairOpts
-	clk    *rdmatest.FakeClock
+	clk    *clocktest.Fake
 	link   *rdmatest.Link
 	a, b   *node
 	qa, qb *rdma.QP
 	devs   []*rdma.Device
 }
 
-func newNode(t testing.TB, o *pairOpts, port rdma.Port, clk rdma.Clock, i byte) *node {
+func newNode(t testing.TB, o *pairOpts, port rdma.Port, clk clock.Clock, i byte) *node {
 	t.Helper()
 	n := &node{
 		mem: rdma.NewHostMemory(o.memSize),
@@ -155,9 +157,9 @@ func newPair(t testing.TB, o pairOpts) *pair {
 	t.Helper()
 	o.defaults()
 	p := &pair{t: t, o: o}
-	var clk rdma.Clock = rdma.SystemClock()
+	var clk clock.Clock = clock.System()
 	if !o.realClock {
-		p.clk = rdmatest.NewFakeClock()
+		p.clk = clocktest.New()
 		clk = p.clk
 	}
 	p.link = rdmatest.NewLink(o.seed, o.faults)
@@ -353,7 +355,7 @@ func (ip *interceptPort) captured() [][]byte {
 func newInterceptPair(t testing.TB, o pairOpts) (*pair, *interceptPort, *interceptPort) {
 	t.Helper()
 	o.defaults()
-	p := &pair{t: t, o: o, clk: rdmatest.NewFakeClock()}
+	p := &pair{t: t, o: o, clk: clocktest.New()}
 	p.link = rdmatest.NewLink(o.seed, o.faults)
 	ia := &interceptPort{next: p.link.A()}
 	ib := &interceptPort{next: p.link.B()}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/rdma/rdmatest"
@@ -51,7 +52,7 @@ func ibFrame(tb testing.TB, f proto.PacketFields) []byte {
 // and directed-route SMPs and a PMA Get. Property: no panic, and every
 // packet is handled (Settle returns).
 func FuzzDeliverIB(f *testing.F) {
-	clk := rdmatest.NewFakeClock()
+	clk := clocktest.New()
 	link := rdmatest.NewLink(1, rdmatest.Faults{})
 	a := newIBNode(f, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
 	b := newIBNode(f, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)

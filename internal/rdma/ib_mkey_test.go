@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/rdma/rdmatest"
@@ -25,14 +26,14 @@ func (s *frameSink) Deliver(f []byte) { s.frames = append(s.frames, append([]byt
 // answers.
 type mkeyNIC struct {
 	t    *testing.T
-	clk  *rdmatest.FakeClock
+	clk  *clocktest.Fake
 	link *rdmatest.Link
 	n    *ibNode
 	sink *frameSink
 }
 
 func newMKeyNIC(t *testing.T) *mkeyNIC {
-	m := &mkeyNIC{t: t, clk: rdmatest.NewFakeClock(), link: rdmatest.NewLink(1, rdmatest.Faults{}), sink: &frameSink{}}
+	m := &mkeyNIC{t: t, clk: clocktest.New(), link: rdmatest.NewLink(1, rdmatest.Faults{}), sink: &frameSink{}}
 	m.n = newIBNode(t, m.link.B(), m.clk, 0x0248_4eff_fe00_0e00, nicLID)
 	m.link.Connect(m.sink, m.n.dev)
 	return m

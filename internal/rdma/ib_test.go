@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/rdma/rdmatest"
@@ -19,7 +21,7 @@ type ibNode struct {
 	scq, rcq *rdma.CQ
 }
 
-func newIBNode(t testing.TB, port rdma.Port, clk rdma.Clock, guid uint64, lid uint16) *ibNode {
+func newIBNode(t testing.TB, port rdma.Port, clk clock.Clock, guid uint64, lid uint16) *ibNode {
 	t.Helper()
 	n := &ibNode{mem: rdma.NewHostMemory(1 << 20)}
 	dev, err := rdma.NewDevice(rdma.DeviceConfig{Name: "hicain", LinkLayer: rdma.LinkLayerInfiniBand,
@@ -48,7 +50,7 @@ func (n *ibNode) sge(addr uint64, length uint32) []rdma.SGE {
 	return []rdma.SGE{{Addr: addr, Length: length, LKey: n.mr.LKey}}
 }
 
-func pollN(t testing.TB, devs []*rdma.Device, link *rdmatest.Link, clk *rdmatest.FakeClock, cq *rdma.CQ, n int) []rdma.WC {
+func pollN(t testing.TB, devs []*rdma.Device, link *rdmatest.Link, clk *clocktest.Fake, cq *rdma.CQ, n int) []rdma.WC {
 	t.Helper()
 	var out []rdma.WC
 	buf := make([]rdma.WC, n)
@@ -68,9 +70,9 @@ func pollN(t testing.TB, devs []*rdma.Device, link *rdmatest.Link, clk *rdmatest
 
 // newIBPair is two InfiniBand nodes on one fault-free link, a with LID
 // 1 and b with LID 2, static (no subnet manager), on a fake clock.
-func newIBPair(t testing.TB) (a, b *ibNode, link *rdmatest.Link, clk *rdmatest.FakeClock, devs []*rdma.Device) {
+func newIBPair(t testing.TB) (a, b *ibNode, link *rdmatest.Link, clk *clocktest.Fake, devs []*rdma.Device) {
 	t.Helper()
-	clk = rdmatest.NewFakeClock()
+	clk = clocktest.New()
 	link = rdmatest.NewLink(1, rdmatest.Faults{})
 	a = newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0a00, 1)
 	b = newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0b00, 2)
@@ -184,7 +186,7 @@ func smQP(t testing.TB, n *ibNode, typ rdma.QPType) *rdma.QP {
 }
 
 func TestIBSMAAndPMA(t *testing.T) {
-	clk := rdmatest.NewFakeClock()
+	clk := clocktest.New()
 	link := rdmatest.NewLink(1, rdmatest.Faults{})
 	sm := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0100, 1) // the SM's port, static LID 1
 	ca := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0200, 0) // waits for an SM
@@ -321,7 +323,7 @@ func TestIBSMAAndPMA(t *testing.T) {
 // a QP attached on the other device and one on the sending device (the
 // local copy), each with the GRH and the payload intact.
 func TestIBMulticast(t *testing.T) {
-	clk := rdmatest.NewFakeClock()
+	clk := clocktest.New()
 	link := rdmatest.NewLink(1, rdmatest.Faults{})
 	a := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0c00, 1)
 	b := newIBNode(t, link.B(), clk, 0x0248_4eff_fe00_0d00, 2)
@@ -385,7 +387,7 @@ func TestIBMulticast(t *testing.T) {
 // its events, and the input that is not the SMA's refused or left
 // unanswered.
 func TestIBLocalSMP(t *testing.T) {
-	clk := rdmatest.NewFakeClock()
+	clk := clocktest.New()
 	link := rdmatest.NewLink(1, rdmatest.Faults{})
 	n := newIBNode(t, link.A(), clk, 0x0248_4eff_fe00_0300, 0)
 	smp := func(f proto.SMPFields, data []byte) []byte {
@@ -553,7 +555,7 @@ func nextEvents(t *testing.T, dev *rdma.Device, n int) []rdma.AsyncEventType {
 // 0, and there is no entry 8.
 func TestIBGIDTable(t *testing.T) {
 	link := rdmatest.NewLink(1, rdmatest.Faults{})
-	n := newIBNode(t, link.A(), rdmatest.NewFakeClock(), 0x0002c90300001111, 5)
+	n := newIBNode(t, link.A(), clocktest.New(), 0x0002c90300001111, 5)
 	if got := n.dev.QueryPort().GIDTableLen; got != 8 {
 		t.Fatalf("GID table length %d, want 8", got)
 	}

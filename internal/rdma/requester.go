@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -29,15 +30,15 @@ type reqState struct {
 	rnrLeft   uint8
 	stalled   bool // a WQE with an error status blocks further starts
 
-	timer    Timer     // local ACK timer, armed lazily (see armTimer)
-	deadline time.Time // when the oldest outstanding packet times out; zero: none
-	probeAt  time.Time // when a tail-loss probe is due (see onRetryTimer); zero: none
-	probes   uint8     // probes sent since the last forward progress
-	forceAck bool      // the packet being built is a probe: it asks for an ACK
+	timer    clock.Timer // local ACK timer, armed lazily (see armTimer)
+	deadline time.Time   // when the oldest outstanding packet times out; zero: none
+	probeAt  time.Time   // when a tail-loss probe is due (see onRetryTimer); zero: none
+	probes   uint8       // probes sent since the last forward progress
+	forceAck bool        // the packet being built is a probe: it asks for an ACK
 
 	rnrWait  bool
 	rnrPSN   proto.PSN
-	rnrTimer Timer
+	rnrTimer clock.Timer
 
 	readRetried  bool // a READ retry for readRetryPSN is already under way
 	readRetryPSN proto.PSN

@@ -10,6 +10,7 @@ import (
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
 	"github.com/PacketFive/hinic/internal/cli/deploy/restart"
+	"github.com/PacketFive/hinic/internal/cli/deploy/shared"
 	"github.com/PacketFive/hinic/internal/cli/deploy/status"
 	"github.com/PacketFive/hinic/internal/deploy"
 	"github.com/PacketFive/hinic/internal/device"
@@ -24,14 +25,14 @@ func TestRackArgs(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := rack.LoadRack(got.Spec, got.Name, got.RunDir, got.Image, got.Pcap)
+	r, err := shared.LoadRack(got.Spec, got.Name, got.RunDir, got.Image, got.Pcap)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Name != "rxe" || r.RunDir != "/tmp/x" || !r.Pcap || len(r.Guests) != 2 {
 		t.Errorf("rack %+v", r)
 	}
-	if _, err := rack.LoadRack("/nonexistent.yaml", "", "", "", false); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
+	if _, err := shared.LoadRack("/nonexistent.yaml", "", "", "", false); cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 		t.Errorf("missing spec: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
+	"github.com/PacketFive/hinic/internal/cli/deploy/shared"
 	"github.com/PacketFive/hinic/internal/deploy"
 )
 
@@ -49,7 +49,7 @@ func TestRackSpecErrorPlace(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("name: x\nguests:\n  - name: a\n    nic: foo\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := rack.LoadRack(spec, "", "", "", false)
+	_, err := shared.LoadRack(spec, "", "", "", false)
 	want := spec + `:4: guests[0].nic: "foo" is not one of rxe, hicain`
 	if err == nil || err.Error() != want || cmdutil.ExitCode(err) != cmdutil.ExitUsage {
 		t.Errorf("err %v\nwant the usage error %s", err, want)

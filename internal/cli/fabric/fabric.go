@@ -7,12 +7,13 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/fabric/serve"
+	"github.com/PacketFive/hinic/internal/cli/fabric/shared"
 	"github.com/PacketFive/hinic/internal/cli/fabric/status"
 )
 
 // NewCmdFabric returns the `fabric` command with its verbs.
 func NewCmdFabric(f *cmdutil.Factory) *cobra.Command {
 	return cmdutil.NewGroup(f, "fabric", "Run and inspect HiSwitch, the emulated RDMA fabric",
-		"run-dir", serve.KeyRunDir, "directory of the port and control sockets (default $XDG_RUNTIME_DIR/hinic, /run/hinic as root)",
+		"run-dir", shared.KeyRunDir, "directory of the port and control sockets (default $XDG_RUNTIME_DIR/hinic, /run/hinic as root)",
 		serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
 }

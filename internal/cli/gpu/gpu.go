@@ -7,12 +7,13 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
+	"github.com/PacketFive/hinic/internal/cli/gpu/shared"
 	"github.com/PacketFive/hinic/internal/cli/gpu/status"
 )
 
 // NewCmdGPU returns the `gpu` command with its verbs.
 func NewCmdGPU(f *cmdutil.Factory) *cobra.Command {
 	return cmdutil.NewGroup(f, "gpu", "Run and inspect the emulated GPU backend (HiGPU) for QEMU guests",
-		"control", serve.KeyControl, "control socket of the backend (default <run dir>/gpu.sock, the run dir as for hinic fabric)",
+		"control", shared.KeyControl, "control socket of the backend (default <run dir>/gpu.sock, the run dir as for hinic fabric)",
 		serve.NewCmdServe(f, nil), status.NewCmdStatus(f, nil))
 }

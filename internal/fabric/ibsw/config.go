@@ -3,8 +3,8 @@ package ibsw
 import (
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/PacketFive/hinic/internal/clock"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -96,19 +96,11 @@ type Config struct {
 	VLCap  uint8
 
 	// Clock times the M_Key lease (IBA 14.2.4.2); nil is the system
-	// clock. Tests pass a manual one.
-	Clock Clock
+	// clock. Tests pass a manual one. The switch only reads it (Now) and
+	// compares readings with deadlines it computed, on the goroutine that
+	// owns it.
+	Clock clock.Clock
 }
-
-// Clock is where the switch reads the time. The switch only compares
-// readings with deadlines it computed, on the goroutine that owns it.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // ErrConfig is wrapped by every error New returns.
 var ErrConfig = errors.New("ibsw: bad config")
@@ -178,7 +170,7 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("VLCap %d is not a VLCap encoding", c.VLCap)
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = clock.System()
 	}
 	return c, nil
 }

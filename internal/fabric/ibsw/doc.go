@@ -23,8 +23,10 @@
 // displays. docs/ib-switch.md describes what the switch answers and the
 // rules it implements.
 //
-// ibsw imports only internal/proto and the standard library; it knows
-// nothing of sockets, goroutines or clocks.
+// ibsw imports only internal/proto, internal/ibagent (the SMA and PMA
+// rules), internal/clock (whose Now times the M_Key lease) and the
+// standard library; it knows nothing of sockets or
+// goroutines.
 //
 // Concurrency: a Switch is not safe for concurrent use. It is owned by one
 // goroutine (the fabric's IB relay loop), which makes every call: Ingress,

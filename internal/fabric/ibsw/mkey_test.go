@@ -4,13 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/clock/clocktest"
 	"github.com/PacketFive/hinic/internal/proto"
 )
-
-// testClock is a Clock that moves only when the test says.
-type testClock struct{ now time.Time }
-
-func (c *testClock) Now() time.Time { return c.now }
 
 const (
 	testMKey  = 0x0123456789ABCDEF
@@ -20,9 +16,9 @@ const (
 // newMKeySwitch returns a 4-port switch with port 1 up whose M_Key is
 // testMKey at protection level prot with the given lease, set by an SM
 // through port 1 while the M_Key was still 0.
-func newMKeySwitch(t *testing.T, prot uint8, lease uint16) (*Switch, *testClock) {
+func newMKeySwitch(t *testing.T, prot uint8, lease uint16) (*Switch, *clocktest.Fake) {
 	t.Helper()
-	clk := &testClock{now: time.Unix(1_000_000, 0)}
+	clk := clocktest.NewAt(time.Unix(1_000_000, 0))
 	s, err := New(Config{NodeGUID: testGUID, NumPorts: 4, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +147,11 @@ func TestMKeyLeaseExpiry(t *testing.T) {
 		if smaKey(t, s, wrongMKey, proto.MADMethodGet, proto.SMPAttrPortInfo, 0, nil) != nil {
 			t.Fatal("level 3 wrong-key Get answered")
 		}
-		clk.now = clk.now.Add(59 * time.Second)
+		clk.Advance(59 * time.Second)
 		if smaKey(t, s, wrongMKey, proto.MADMethodGet, proto.SMPAttrPortInfo, 0, nil) != nil {
 			t.Fatal("answered before the lease ran out")
 		}
-		clk.now = clk.now.Add(time.Second)
+		clk.Advance(time.Second)
 		if got := s.Snapshot().MKeyProtectBits; got != 0 {
 			t.Errorf("snapshot protect bits %d after the lease", got)
 		}
@@ -174,9 +170,9 @@ func TestMKeyLeaseExpiry(t *testing.T) {
 	t.Run("right key in time", func(t *testing.T) {
 		s, clk := newMKeySwitch(t, 3, 60)
 		smaKey(t, s, wrongMKey, proto.MADMethodGet, proto.SMPAttrPortInfo, 0, nil)
-		clk.now = clk.now.Add(30 * time.Second)
+		clk.Advance(30 * time.Second)
 		p0(t, s)
-		clk.now = clk.now.Add(time.Hour)
+		clk.Advance(time.Hour)
 		if smaKey(t, s, wrongMKey, proto.MADMethodGet, proto.SMPAttrPortInfo, 0, nil) != nil {
 			t.Error("protection dropped although the right key came in time")
 		}
@@ -184,7 +180,7 @@ func TestMKeyLeaseExpiry(t *testing.T) {
 	t.Run("lease 0 never expires", func(t *testing.T) {
 		s, clk := newMKeySwitch(t, 2, 0)
 		smaKey(t, s, wrongMKey, proto.MADMethodGet, proto.SMPAttrPortInfo, 0, nil)
-		clk.now = clk.now.Add(1000 * time.Hour)
+		clk.Advance(1000 * time.Hour)
 		if smaKey(t, s, wrongMKey, proto.MADMethodGet, proto.SMPAttrPortInfo, 0, nil) != nil {
 			t.Error("protection dropped with M_KeyLeasePeriod 0")
 		}

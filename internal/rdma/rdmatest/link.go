@@ -1,3 +1,8 @@
+// Package rdmatest holds test doubles for package rdma: an in-memory wire
+// between devices with seeded fault injection, and Settle, which waits
+// until a set of devices and wires has nothing left to do. The fake clock
+// tests drive the engine's timers with is clocktest.Fake. It imports only
+// the standard library and package rdma.
 package rdmatest
 
 import (
@@ -177,7 +182,7 @@ func transportStart(f []byte) int {
 
 // Settle waits until the devices and links are quiescent: no frame queued
 // or held anywhere, no engine with work. Timers may be pending; advance a
-// FakeClock to fire them. It works by waiting for each engine to go idle
+// clocktest.Fake to fire them. It works by waiting for each engine to go idle
 // until a round passes in which no device transmitted anything.
 func Settle(devs []*rdma.Device, links ...*Link) {
 	sent := func() uint64 {

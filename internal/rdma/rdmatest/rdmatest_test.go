@@ -2,44 +2,8 @@ package rdmatest
 
 import (
 	"bytes"
-	"strings"
 	"testing"
-	"time"
 )
-
-func TestFakeClock(t *testing.T) {
-	c := NewFakeClock()
-	t0 := c.Now()
-	var order []string
-	c.AfterFunc(3*time.Millisecond, func() { order = append(order, "c") })
-	c.AfterFunc(time.Millisecond, func() {
-		order = append(order, "a")
-		// A timer started by a callback inside the interval fires too.
-		c.AfterFunc(time.Millisecond, func() { order = append(order, "b") })
-	})
-	stopped := c.AfterFunc(2*time.Millisecond, func() { order = append(order, "x") })
-	if !stopped.Stop() || stopped.Stop() {
-		t.Fatal("Stop should succeed once")
-	}
-	c.Advance(500 * time.Microsecond)
-	if len(order) != 0 || c.Now().Sub(t0) != 500*time.Microsecond {
-		t.Fatalf("fired %v early; now +%v", order, c.Now().Sub(t0))
-	}
-	c.Advance(5 * time.Millisecond)
-	if got := strings.Join(order, ""); got != "abc" {
-		t.Fatalf("order %v, want a b c", order)
-	}
-	if c.Pending() != 0 || c.Now().Sub(t0) != 5500*time.Microsecond {
-		t.Fatalf("pending %d, now +%v", c.Pending(), c.Now().Sub(t0))
-	}
-	c.AfterFunc(time.Second, func() { order = append(order, "d") })
-	if step, ok := c.AdvanceToNext(); !ok || step != time.Second || len(order) != 4 {
-		t.Fatalf("AdvanceToNext %v %v %v", step, ok, order)
-	}
-	if _, ok := c.AdvanceToNext(); ok {
-		t.Fatal("AdvanceToNext with no timer")
-	}
-}
 
 type sink struct{ frames [][]byte }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/cli/deploy/rack"
+	"github.com/PacketFive/hinic/internal/cli/deploy/shared"
 	"github.com/PacketFive/hinic/internal/deploy"
 	"github.com/PacketFive/hinic/internal/rackview"
 	"github.com/PacketFive/hinic/internal/rackview/live"
@@ -147,7 +147,7 @@ func NewCmdGraph(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 // state and status.
 func Model(ctx context.Context, spec, runDir string) (*rackview.Model, error) {
 	if runDir == "" {
-		r, err := rack.LoadRack(spec, "", "", "", false)
+		r, err := shared.LoadRack(spec, "", "", "", false)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/deploy/shared"
 	"github.com/PacketFive/hinic/internal/deploy"
 )
 
@@ -90,40 +91,12 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	return cmd
 }
 
-// LoadRack reads the spec (or takes the default rack) and applies the
-// command-line overrides.
-func LoadRack(spec, name, runDir, img string, pcap bool) (*deploy.Rack, error) {
-	r := &deploy.Rack{}
-	if spec != "" {
-		var err error
-		if r, err = deploy.ReadRack(spec); err != nil {
-			return nil, cmdutil.UsageErrorf("%v", err)
-		}
-	}
-	if name != "" {
-		r.Name = name
-	}
-	if runDir != "" {
-		r.RunDir = runDir
-	}
-	if img != "" {
-		r.Image = img
-	}
-	if pcap {
-		r.Pcap = true
-	}
-	if err := r.Defaults(); err != nil {
-		return nil, cmdutil.UsageErrorf("%v", err)
-	}
-	return r, nil
-}
-
 func run(opts *Options) error {
 	ctx := opts.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r, err := LoadRack(opts.Spec, opts.Name, opts.RunDir, opts.Image, opts.Pcap)
+	r, err := shared.LoadRack(opts.Spec, opts.Name, opts.RunDir, opts.Image, opts.Pcap)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,7 +16,8 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	fabricserve "github.com/PacketFive/hinic/internal/cli/fabric/serve"
+	"github.com/PacketFive/hinic/internal/cli/device/shared"
+	fabricshared "github.com/PacketFive/hinic/internal/cli/fabric/shared"
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/metrics"
@@ -25,7 +25,6 @@ import (
 
 // Setting keys.
 const (
-	KeyControl   = "device.control"
 	KeyVNICs     = "device.vnics"
 	KeyMemBudget = "device.mem_budget"
 	KeyPprof     = "device.pprof"
@@ -142,7 +141,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 			}
 		}
 		opts.VNICs = vnics
-		opts.Control = ControlPath(v.GetString(KeyControl))
+		opts.Control = shared.ControlPath(v.GetString(shared.KeyControl))
 		opts.Pprof = v.GetString(KeyPprof)
 		opts.Metrics = v.GetString(KeyMetrics)
 		opts.Logger = f.Logger()
@@ -150,7 +149,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 			if !v.IsSet("fabric") {
 				return cmdutil.UsageErrorf("--fabric: the settings have no fabric section; give --config FILE with one (docs/fabric.md)")
 			}
-			fc, err := fabricserve.LoadConfig(v)
+			fc, err := fabricshared.LoadConfig(v)
 			if err != nil {
 				return err
 			}
@@ -171,15 +170,6 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	return cmd
 }
 
-// ControlPath returns the control socket path: the setting, else
-// device.sock in the default run directory.
-func ControlPath(set string) string {
-	if set != "" {
-		return set
-	}
-	return filepath.Join(fabric.DefaultRunDir(), "device.sock")
-}
-
 // Run serves until ctx is cancelled.
 func Run(ctx context.Context, opts *Options) error {
 	ms, err := metrics.Start(opts.Metrics, opts.Logger)
@@ -194,7 +184,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		srv, err := device.Start(ctx, device.Config{VNICs: opts.VNICs, Logger: opts.Logger, Control: opts.Control})
 		if err != nil {
-			fabricserve.Close(fab)
+			fabricshared.Close(fab)
 			return nil, err
 		}
 		for _, v := range srv.VNICs() {
@@ -210,7 +200,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		if err != nil {
 			srv.Close()
-			fabricserve.Close(fab)
+			fabricshared.Close(fab)
 			return nil, err
 		}
 		if opts.MetricsReady != nil {
@@ -221,7 +211,7 @@ func Run(ctx context.Context, opts *Options) error {
 		}
 		return func() error {
 			err := srv.Close()
-			return errors.Join(err, fabricserve.Close(fab))
+			return errors.Join(err, fabricshared.Close(fab))
 		}, nil
 	})
 }
@@ -241,7 +231,7 @@ func startFabric(opts *Options) (*fabric.Fabric, error) {
 	if err != nil {
 		return nil, &cmdutil.UsageError{Err: err}
 	}
-	if err := fabricserve.Start(fab, opts.Logger); err != nil {
+	if err := fabricshared.Start(fab, opts.Logger); err != nil {
 		return nil, err
 	}
 	return fab, nil

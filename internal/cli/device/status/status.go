@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/cli/device/serve"
+	"github.com/PacketFive/hinic/internal/cli/device/shared"
 	"github.com/PacketFive/hinic/internal/device"
 )
 
@@ -45,7 +45,7 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long:    long,
 		Example: "  hinic device status\n  hinic device status --control /tmp/rack1/device.sock -o json | jq '.vnics[].counters'",
 	}, opts, func(v *viper.Viper) error {
-		opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
+		opts.Control = shared.ControlPath(v.GetString(shared.KeyControl))
 		return nil
 	}, runF, Run)
 }

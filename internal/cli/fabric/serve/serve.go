@@ -4,28 +4,15 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/fabric/shared"
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/metrics"
-)
-
-// Setting keys (docs/fabric.md has the whole schema under "fabric").
-// KeyRunDir is bound to the --run-dir flag of the fabric noun, which
-// serve and status share.
-const (
-	KeyRunDir  = "fabric.run-dir"
-	KeyPorts   = "fabric.ports"
-	KeyPcap    = "fabric.pcap"
-	KeyPcapMax = "fabric.pcap-max"
-	KeyPprof   = "fabric.pprof"
-	KeyMetrics = "fabric.metrics"
 )
 
 // Options are the settings of one `hinic fabric serve` run.
@@ -76,62 +63,27 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 		Long:    long,
 		Example: example,
 	}, opts, func(v *viper.Viper) error {
-		fc, err := LoadConfig(v)
+		fc, err := shared.LoadConfig(v)
 		if err != nil {
 			return err
 		}
 		opts.Fabric = fc
-		opts.Pprof = v.GetString(KeyPprof)
-		opts.Metrics = v.GetString(KeyMetrics)
+		opts.Pprof = v.GetString(shared.KeyPprof)
+		opts.Metrics = v.GetString(shared.KeyMetrics)
 		opts.Logger = f.Logger()
 		return nil
 	}, runF, Run)
 	cmd.Flags().Int("ports", fabric.DefaultPorts, "ports of each switch that does not set its own")
 	cmd.Flags().String("pcap", "", "write one capture per port into `DIR`")
 	cmd.Flags().String("pcap-max", fabric.DefaultPcapMax.String(), "rotate a port's capture at `SIZE` (the full file becomes .pcap.1)")
-	f.BindFlag(KeyPorts, cmd.Flags().Lookup("ports"))
-	f.BindFlag(KeyPcap, cmd.Flags().Lookup("pcap"))
+	f.BindFlag(shared.KeyPorts, cmd.Flags().Lookup("ports"))
+	f.BindFlag(shared.KeyPcap, cmd.Flags().Lookup("pcap"))
 	cmd.Flags().String("pprof", "", cmdutil.PprofHelp)
-	f.BindFlag(KeyPcapMax, cmd.Flags().Lookup("pcap-max"))
-	f.BindFlag(KeyPprof, cmd.Flags().Lookup("pprof"))
+	f.BindFlag(shared.KeyPcapMax, cmd.Flags().Lookup("pcap-max"))
+	f.BindFlag(shared.KeyPprof, cmd.Flags().Lookup("pprof"))
 	cmd.Flags().String("metrics", "", cmdutil.MetricsHelp)
-	f.BindFlag(KeyMetrics, cmd.Flags().Lookup("metrics"))
+	f.BindFlag(shared.KeyMetrics, cmd.Flags().Lookup("metrics"))
 	return cmd
-}
-
-// LoadConfig reads the fabric section of the settings. Unknown keys are
-// an error, so that a misspelt setting does not pass unnoticed.
-func LoadConfig(v *viper.Viper) (fabric.Config, error) {
-	// The settings of the fabric section that are the command's, not
-	// the fabric's, beside the fabric's own.
-	var all struct {
-		fabric.Config `mapstructure:",squash"`
-		Pprof         string `mapstructure:"pprof"`
-		Metrics       string `mapstructure:"metrics"`
-	}
-	hook := viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		mapstructure.TextUnmarshallerHookFunc(),
-		mapstructure.StringToTimeDurationHookFunc(),
-		mapstructure.StringToSliceHookFunc(","),
-	))
-	strict := func(dc *mapstructure.DecoderConfig) { dc.ErrorUnused = true }
-	if v.IsSet("fabric") {
-		if err := v.UnmarshalKey("fabric", &all, hook, strict); err != nil {
-			return all.Config, cmdutil.UsageErrorf("fabric settings: %v (docs/fabric.md lists them)", err)
-		}
-	}
-	c := all.Config
-	c.RunDir = v.GetString(KeyRunDir)
-	c.Ports = v.GetInt(KeyPorts)
-	c.Pcap = v.GetString(KeyPcap)
-	// Flag, environment, file, default: the flag's default is the
-	// package default, so this always holds a value.
-	if s := v.GetString(KeyPcapMax); s != "" {
-		if err := c.PcapMax.UnmarshalText([]byte(s)); err != nil {
-			return c, cmdutil.UsageErrorf("--pcap-max %q: %v", s, err)
-		}
-	}
-	return c, nil
 }
 
 // Run serves the fabric until ctx is cancelled.
@@ -148,7 +100,7 @@ func Run(ctx context.Context, opts *Options) error {
 	}
 	defer ms.Close()
 	return cmdutil.Serve(ctx, opts.Pprof, opts.Logger, func() (func() error, error) {
-		if err := Start(fab, opts.Logger); err != nil {
+		if err := shared.Start(fab, opts.Logger); err != nil {
 			return nil, err
 		}
 		if err := ms.Register(metrics.Fabric(fab.Status)); err != nil {
@@ -161,34 +113,6 @@ func Run(ctx context.Context, opts *Options) error {
 		if opts.Ready != nil {
 			opts.Ready(fab)
 		}
-		return func() error { return Close(fab) }, nil
+		return func() error { return shared.Close(fab) }, nil
 	})
-}
-
-// Start starts fab's switches and logs where they serve: the run of
-// `hinic fabric serve`, and of `hinic device serve --fabric`.
-func Start(fab *fabric.Fabric, log *slog.Logger) error {
-	if err := fab.Start(); err != nil {
-		return err
-	}
-	ports := 0
-	for _, sw := range fab.Switches() {
-		ports += sw.NumPorts()
-	}
-	// Through the logger: port goroutines log to the same stream and
-	// the handler serializes the writes.
-	log.Info("HiSwitch serving", "switches", len(fab.Switches()), "ports", ports,
-		"run_dir", fab.RunDir(), "status", "hinic fabric status --run-dir "+fab.RunDir())
-	return nil
-}
-
-// Close closes fab (nil: nothing); a fabric already closed is no error.
-func Close(fab *fabric.Fabric) error {
-	if fab == nil {
-		return nil
-	}
-	if err := fab.Close(); err != nil && !errors.Is(err, fabric.ErrClosed) {
-		return err
-	}
-	return nil
 }

@@ -12,12 +12,10 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/fabric/shared"
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/rundir"
 )
-
-// KeyRunDir is the run directory setting, shared with `fabric serve`
-// (the fabric noun binds its --run-dir flag).
-const KeyRunDir = "fabric.run-dir"
 
 // Options are the settings of one `hinic fabric status` run.
 type Options struct {
@@ -43,10 +41,7 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long:    long,
 		Example: "  hinic fabric status\n  hinic fabric status --run-dir /tmp/rack1 -o json | jq '.switches[].ports[] | {num, state, drops}'",
 	}, opts, func(v *viper.Viper) error {
-		opts.RunDir = v.GetString(KeyRunDir)
-		if opts.RunDir == "" {
-			opts.RunDir = fabric.DefaultRunDir()
-		}
+		opts.RunDir = rundir.Dir(v.GetString(shared.KeyRunDir))
 		return nil
 	}, runF, Run)
 }

@@ -6,21 +6,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/cli/gpu/shared"
 	"github.com/PacketFive/hinic/internal/gpu"
 	"github.com/PacketFive/hinic/internal/metrics"
 )
 
 // Setting keys.
 const (
-	KeyControl = "gpu.control"
 	KeyGPUs    = "gpu.gpus"
 	KeyPprof   = "gpu.pprof"
 	KeyMetrics = "gpu.metrics"
@@ -107,7 +105,7 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 			return err
 		}
 		opts.GPUs = gpus
-		opts.Control = ControlPath(v.GetString(KeyControl))
+		opts.Control = shared.ControlPath(v.GetString(shared.KeyControl))
 		opts.Pprof = v.GetString(KeyPprof)
 		opts.Metrics = v.GetString(KeyMetrics)
 		opts.Logger = f.Logger()
@@ -120,15 +118,6 @@ func NewCmdServe(f *cmdutil.Factory, runF func(context.Context, *Options) error)
 	cmd.Flags().String("metrics", "", cmdutil.MetricsHelp)
 	f.BindFlag(KeyMetrics, cmd.Flags().Lookup("metrics"))
 	return cmd
-}
-
-// ControlPath returns the control socket path: the setting, else gpu.sock
-// in the default run directory.
-func ControlPath(set string) string {
-	if set != "" {
-		return set
-	}
-	return filepath.Join(fabric.DefaultRunDir(), "gpu.sock")
 }
 
 // Run serves until ctx is cancelled.

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/cli/gpu/serve"
+	"github.com/PacketFive/hinic/internal/cli/gpu/shared"
 	"github.com/PacketFive/hinic/internal/gpu"
 )
 
@@ -44,7 +44,7 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long:    long,
 		Example: "  hinic gpu status\n  hinic gpu status --control /tmp/rack1/gpu.sock -o json | jq '.gpus[].counters'",
 	}, opts, func(v *viper.Viper) error {
-		opts.Control = serve.ControlPath(v.GetString(serve.KeyControl))
+		opts.Control = shared.ControlPath(v.GetString(shared.KeyControl))
 		return nil
 	}, runF, Run)
 }

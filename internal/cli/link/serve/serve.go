@@ -11,15 +11,15 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/cli/link/shared"
 	"github.com/PacketFive/hinic/internal/hilink"
 	"github.com/PacketFive/hinic/internal/metrics"
+	"github.com/PacketFive/hinic/internal/rundir"
 )
 
-// Setting keys (the link section of hinic.yaml). KeyRunDir is bound to
-// the --run-dir flag of the link noun, which serve and status share.
+// Setting keys (the link section of hinic.yaml). The run directory's,
+// bound by the noun and shared with status, is shared.KeyRunDir.
 const (
-	KeyRunDir   = "link.run-dir"
 	KeyPorts    = "link.ports"
 	KeyCredits  = "link.credits"
 	KeyMaxFrame = "link.max-frame"
@@ -123,11 +123,8 @@ func LoadConfig(v *viper.Viper) (hilink.Config, error) {
 			return all.Config, cmdutil.UsageErrorf("link settings: %v (hinic link serve --help lists them)", err)
 		}
 	}
-	c := hilink.Config{RunDir: v.GetString(KeyRunDir), Ports: v.GetInt(KeyPorts), Credits: v.GetInt(KeyCredits),
+	c := hilink.Config{RunDir: rundir.Dir(v.GetString(shared.KeyRunDir)), Ports: v.GetInt(KeyPorts), Credits: v.GetInt(KeyCredits),
 		MaxFrame: v.GetInt(KeyMaxFrame), IOBatch: v.GetInt(KeyIOBatch), Pcap: v.GetString(KeyPcap)}
-	if c.RunDir == "" {
-		c.RunDir = fabric.DefaultRunDir()
-	}
 	s := v.GetString(KeyPcapMax)
 	n, err := cmdutil.ParseSize(s)
 	if err != nil || n > 1<<40 {

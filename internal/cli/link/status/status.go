@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
-	"github.com/PacketFive/hinic/internal/cli/link/serve"
-	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/cli/link/shared"
 	"github.com/PacketFive/hinic/internal/hilink"
+	"github.com/PacketFive/hinic/internal/rundir"
 )
 
 // Options are the settings of one `hinic link status` run.
@@ -44,10 +44,7 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(context.Context, *Options) error
 		Long:    long,
 		Example: "  hinic link status\n  hinic link status --run-dir /tmp/rack1 -o json | jq '.ports[] | {num, state, gpus}'",
 	}, opts, func(v *viper.Viper) error {
-		opts.RunDir = v.GetString(serve.KeyRunDir)
-		if opts.RunDir == "" {
-			opts.RunDir = fabric.DefaultRunDir()
-		}
+		opts.RunDir = rundir.Dir(v.GetString(shared.KeyRunDir))
 		return nil
 	}, runF, Run)
 }

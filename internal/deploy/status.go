@@ -1,0 +1,148 @@
+package deploy
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/device"
+	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/gpu"
+)
+
+// GuestStatus is one guest line of Status.
+type GuestStatus struct {
+	Name      string `json:"name"`
+	State     string `json:"state"` // running, stopped, crashed, unreachable
+	PID       int    `json:"pid"`
+	SSH       string `json:"ssh"`
+	DataIP    string `json:"data_ip"`
+	NIC       string `json:"nic"`
+	RDMADev   string `json:"rdma_dev"`
+	Link      string `json:"link"`  // eth or ib
+	Accel     string `json:"accel"` // tcg or kvm
+	PortState string `json:"port_state"`
+	LID       string `json:"lid,omitempty"` // an InfiniBand port's LID, e.g. 0x3`
+	Error     string `json:"error,omitempty"`
+}
+
+// RackStatus is what `hinic deploy status` shows.
+type RackStatus struct {
+	Name   string `json:"name"`
+	RunDir string `json:"run_dir"`
+	Down   bool   `json:"down"`
+	Fabric string `json:"fabric"` // running or stopped
+	// Device is the device backend's state (running or stopped) in a
+	// rack with hicain guests, else empty; VNICs is its status.
+	Device string              `json:"device,omitempty"`
+	VNICs  []device.VNICStatus `json:"vnics,omitempty"`
+	// GPU is the GPU backend's state (running or stopped) in a rack
+	// with GPUs, else empty; GPUs are every guest's GPUs with the
+	// backend's view of each.
+	GPU      string         `json:"gpu,omitempty"`
+	GPUs     []GPUInfo      `json:"gpus,omitempty"`
+	Guests   []GuestStatus  `json:"guests"`
+	Switches *fabric.Status `json:"switches,omitempty"`
+}
+
+// Status looks at each process of the rack, asks each running guest for
+// its RDMA port state over SSH, and queries the fabric and the device
+// and GPU backends.
+func Status(ctx context.Context, runDir string) (*RackStatus, error) {
+	st, err := ReadState(runDir)
+	if err != nil {
+		return nil, err
+	}
+	rs := &RackStatus{Name: st.Rack.Name, RunDir: st.Rack.RunDir, Down: st.Down, Fabric: "stopped"}
+	if alive(st.FabricPID, fabricProc(&st.Rack, st.FabricExe)) {
+		rs.Fabric = "running"
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rs.Switches, _ = fabric.QueryStatus(qctx, filepath.Join(st.Rack.RunDir, DirFabric))
+		cancel()
+	}
+	if len(st.Rack.hicainGuests()) > 0 {
+		rs.Device = "stopped"
+		if alive(st.DevicePID, deviceProc(&st.Rack, st.DeviceExe)) {
+			rs.Device = "running"
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if ds, err := device.QueryStatus(qctx, DeviceControl(&st.Rack)); err == nil {
+				rs.VNICs = ds.VNICs
+			}
+			cancel()
+		}
+	}
+	if len(st.Rack.gpuGuests()) > 0 {
+		rs.GPU = "stopped"
+		var gst *gpu.Status
+		if alive(st.GPUPID, gpuProc(&st.Rack, st.GPUExe)) {
+			rs.GPU = "running"
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if s, err := gpu.QueryStatus(qctx, GPUControl(&st.Rack)); err == nil {
+				gst = &s
+			}
+			cancel()
+		}
+		rs.GPUs = gpuInfos(&st.Rack, gst, rs.GPU)
+	}
+	rs.Guests = make([]GuestStatus, len(st.Guests))
+	var wg sync.WaitGroup
+	for i := range st.Guests {
+		g := &st.Guests[i]
+		gs := &rs.Guests[i]
+		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, Link: g.Link,
+			Accel: g.Accel, State: "stopped"}
+		if !alive(g.PID, qemuProc(g.Dir)) {
+			if !st.Down {
+				gs.State = "crashed"
+				if b, err := os.ReadFile(filepath.Join(g.Dir, "qemu.log")); err == nil {
+					gs.Error = lastLines(string(b), 1)
+				}
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			c, err := st.Connect(cctx, g)
+			if err != nil {
+				gs.State, gs.Error = "unreachable", err.Error()
+				return
+			}
+			defer c.Close()
+			gs.State = "running"
+			if g.RDMADev != "" {
+				port := "/sys/class/infiniband/" + g.RDMADev + "/ports/1/"
+				out, err := c.Run(cctx, "cat "+port+"state")
+				if err != nil {
+					gs.PortState = "absent"
+				} else {
+					f := strings.Fields(out)
+					gs.PortState = f[len(f)-1]
+				}
+				if g.Link == LinkIB {
+					if out, err := c.Run(cctx, "cat "+port+"lid"); err == nil {
+						gs.LID = strings.TrimSpace(out)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return rs, nil
+}
+
+// WriteLog copies a guest file's tail (e.g. its console) to w.
+func WriteLog(w io.Writer, path string, lines int) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, lastLines(string(b), lines)+"\n")
+	return err
+}

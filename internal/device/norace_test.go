@@ -1,5 +1,0 @@
-//go:build !race
-
-package device_test
-
-const raceEnabled = false
