@@ -55,10 +55,11 @@ const depsRules = `
 	device < device/guestsim;
 
 	# The GPU plane and HiLink reach the NIC's code only through the
-	# shared leaves (ARCHITECTURE.md §2.7).
-	ctlsock, guestmem, ivshmem, unixsock < gpu;
-	gpu < gpu/gpusim;
+	# shared leaves (ARCHITECTURE.md §2.7); a GPU backend's peer
+	# copies go over a HiLink endpoint.
 	ctlsock, hilink/wire, mmsg, pcapfile, unixsock < hilink;
+	ctlsock, guestmem, hilink, ivshmem, unixsock < gpu;
+	gpu < gpu/gpusim;
 
 	# The embedded rack and what runs on it.
 	fabric, ibsm, rdma < rack;
@@ -142,8 +143,8 @@ const depsRules = `
 const testRules = `
 	# Test helpers.
 	testutil
-	< accel, childproc, deploy, device, device/integration, fabric, gpu,
-	  guestmem, pkg, proto, rackview/live, rdma;
+	< accel, childproc, deploy, device, device/integration, fabric,
+	  faultsuite, gpu, guestmem, pkg, proto, rack, rackview/live, rdma;
 	clock/clocktest < fabric, fabric/ibsw, rdma;
 	rdma/rdmatest < rdma;
 	fabric/ibsw/ibswtest < fabric/ibsw;
