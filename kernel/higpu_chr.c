@@ -21,20 +21,15 @@
 
 #include "higpu.h"
 
-static void higpu_file_free(struct kref *ref)
+void higpu_file_put(struct higpu_file *f)
 {
-	struct higpu_file *f = container_of(ref, struct higpu_file, ref);
-
+	if (!refcount_dec_and_test(&f->ref))
+		return;
 	xa_destroy(&f->allocs_xa);
 	kfree(f->events);
 	kfree(f->streams);
 	higpu_dev_put(f->dev);
 	kfree(f);
-}
-
-void higpu_file_put(struct higpu_file *f)
-{
-	kref_put(&f->ref, higpu_file_free);
 }
 
 /*
@@ -1158,8 +1153,8 @@ static struct higpu_file *higpu_file_alloc(struct higpu_dev *dev)
 		kfree(f);
 		return NULL;
 	}
-	kref_init(&f->ref);
-	kref_get(&dev->ref);
+	refcount_set(&f->ref, 1);
+	refcount_inc(&dev->ref);
 	f->dev = dev;
 	INIT_LIST_HEAD(&f->node);
 	spin_lock_init(&f->lock);
