@@ -301,8 +301,7 @@ struct hicain_cmd_create_cq {
  */
 struct hicain_cmd_create_qp {
 	__le32 pd;
-	__le32 qp_type;			/* IB_QPT_RC, _UC, _UD, _GSI, _SMI,
-					 * _XRC_INI or _XRC_TGT */
+	__le32 qp_type;			/* HICAIN_QPT_* */
 	__le32 send_cq;
 	__le32 recv_cq;
 	__le32 srq;			/* 0, or an SRQ: the rq_* fields are ignored */
@@ -320,6 +319,18 @@ struct hicain_cmd_create_qp {
 	__le64 sq_dbrec_gpa;		/* struct hicain_wq_dbrec */
 	__le64 rq_dbrec_gpa;
 };
+
+/*
+ * hicain_cmd_create_qp.qp_type = the kernel's enum ib_qp_type (which
+ * libibverbs' enum ibv_qp_type shares from RC on).
+ */
+#define HICAIN_QPT_SMI		0	/* QP0, InfiniBand only */
+#define HICAIN_QPT_GSI		1	/* QP1 */
+#define HICAIN_QPT_RC		2
+#define HICAIN_QPT_UC		3
+#define HICAIN_QPT_UD		4
+#define HICAIN_QPT_XRC_INI	9	/* ABI 1.11 */
+#define HICAIN_QPT_XRC_TGT	10	/* ABI 1.11 */
 
 struct hicain_cmd_modify_qp {
 	__le32 qpn;
@@ -832,5 +843,43 @@ struct hicain_cqe {
 	__le32 tm_handle;
 	__u8 rsvd[4];			/* rsvd[3]: the provider's own mark */
 };					/* 64 bytes */
+
+/*
+ * Every structure's size, checked wherever this header is compiled: the
+ * kernel modules, the provider and the Go mirror's generator (cgo
+ * -godefs). C11's _Static_assert needs no header in either world.
+ */
+_Static_assert(sizeof(struct hicain_dev_hdr) == 256, "struct hicain_dev_hdr");
+_Static_assert(sizeof(struct hicain_ah_attr) == 40, "struct hicain_ah_attr");
+_Static_assert(sizeof(struct hicain_qp_attr) == 88, "struct hicain_qp_attr");
+_Static_assert(sizeof(struct hicain_cmd_reg_mr) == 40, "struct hicain_cmd_reg_mr");
+_Static_assert(sizeof(struct hicain_cmd_create_cq) == 32, "struct hicain_cmd_create_cq");
+_Static_assert(sizeof(struct hicain_cmd_create_qp) == 88, "struct hicain_cmd_create_qp");
+_Static_assert(sizeof(struct hicain_cmd_modify_qp) == 96, "struct hicain_cmd_modify_qp");
+_Static_assert(sizeof(struct hicain_cmd_create_ah) == 48, "struct hicain_cmd_create_ah");
+_Static_assert(sizeof(struct hicain_cmd_create_srq) == 80, "struct hicain_cmd_create_srq");
+_Static_assert(sizeof(struct hicain_cmd_modify_srq) == 32, "struct hicain_cmd_modify_srq");
+_Static_assert(sizeof(struct hicain_srq_attr) == 16, "struct hicain_srq_attr");
+_Static_assert(sizeof(struct hicain_cmd_mcast) == 24, "struct hicain_cmd_mcast");
+_Static_assert(sizeof(struct hicain_cmd_mad_ifc) == 16, "struct hicain_cmd_mad_ifc");
+_Static_assert(sizeof(struct hicain_cmd_port_cap) == 8, "struct hicain_cmd_port_cap");
+_Static_assert(sizeof(struct hicain_cmd_alloc_mw) == 8, "struct hicain_cmd_alloc_mw");
+_Static_assert(sizeof(struct hicain_cmd_set_addr) == 28, "struct hicain_cmd_set_addr");
+_Static_assert(sizeof(struct hicain_admin_cmd) == 256, "struct hicain_admin_cmd");
+_Static_assert(sizeof(struct hicain_admin_cqe) == 64, "struct hicain_admin_cqe");
+_Static_assert(sizeof(struct hicain_device_attr) == 176, "struct hicain_device_attr");
+_Static_assert(sizeof(struct hicain_port_attr) == 48, "struct hicain_port_attr");
+_Static_assert(sizeof(struct hicain_port_counters) == 128, "struct hicain_port_counters");
+_Static_assert(sizeof(struct hicain_eqe) == 16, "struct hicain_eqe");
+_Static_assert(sizeof(struct hicain_l2_desc) == 16, "struct hicain_l2_desc");
+_Static_assert(sizeof(struct hicain_wq_dbrec) == 8, "struct hicain_wq_dbrec");
+_Static_assert(sizeof(struct hicain_tm_dbrec) == 16, "struct hicain_tm_dbrec");
+_Static_assert(sizeof(struct hicain_cq_dbrec) == 16, "struct hicain_cq_dbrec");
+_Static_assert(sizeof(struct hicain_sge) == 16, "struct hicain_sge");
+_Static_assert(sizeof(struct hicain_send_wqe) == 64, "struct hicain_send_wqe");
+_Static_assert(sizeof(struct hicain_wqe_av) == 48, "struct hicain_wqe_av");
+_Static_assert(sizeof(struct hicain_tm_op_wqe) == 64, "struct hicain_tm_op_wqe");
+_Static_assert(sizeof(struct hicain_recv_wqe) == 16, "struct hicain_recv_wqe");
+_Static_assert(sizeof(struct hicain_cqe) == 64, "struct hicain_cqe");
 
 #endif /* HICAIN_ABI_H */
