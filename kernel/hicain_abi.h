@@ -3,9 +3,10 @@
  * hicain_abi.h - the HiNIC device ABI: BAR2 of the ivshmem-doorbell
  * function and the queue formats in guest memory.
  *
- * This header is the one source of truth. internal/device/abi.go mirrors
- * it and a Go test compiles a C program against it and fails when an
- * offset or size drifts. docs/device-abi.md explains the protocol.
+ * This header is the one source of truth. internal/device/zabi.go, its
+ * Go mirror, is generated from it with cgo -godefs; Go tests fail when
+ * the mirror is stale, lacks a HICAIN_ name, or an offset, size or value
+ * drifts. docs/device-abi.md explains the protocol.
  *
  * All fields are little-endian. Every structure has explicit padding and
  * a fixed size. "GPA" is a guest-physical address (a DMA address of the
@@ -474,6 +475,7 @@ struct hicain_admin_cmd {
 	__le32 handle;			/* object of destroy/query/index */
 	__le64 rsvd1;
 	union {
+		__u8 raw[224];		/* first: the Go mirror's Payload */
 		struct hicain_cmd_reg_mr reg_mr;
 		struct hicain_cmd_create_cq create_cq;
 		struct hicain_cmd_create_qp create_qp;
@@ -486,7 +488,6 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_mad_ifc mad_ifc;
 		struct hicain_cmd_port_cap port_cap;
 		struct hicain_cmd_alloc_mw alloc_mw;
-		__u8 raw[224];
 	};
 };					/* 256 bytes */
 
