@@ -846,41 +846,41 @@ struct hicain_cqe {
 };					/* 64 bytes */
 
 /*
- * Every structure's size, checked wherever this header is compiled: the
- * kernel modules, the provider and the Go mirror's generator (cgo
- * -godefs). C11's _Static_assert needs no header in either world.
+ * The size of every structure above, checked wherever this header is
+ * compiled: the kernel modules, the provider and the Go mirror's
+ * generator (cgo -godefs).
  */
-_Static_assert(sizeof(struct hicain_dev_hdr) == 256, "struct hicain_dev_hdr");
-_Static_assert(sizeof(struct hicain_ah_attr) == 40, "struct hicain_ah_attr");
-_Static_assert(sizeof(struct hicain_qp_attr) == 88, "struct hicain_qp_attr");
-_Static_assert(sizeof(struct hicain_cmd_reg_mr) == 40, "struct hicain_cmd_reg_mr");
-_Static_assert(sizeof(struct hicain_cmd_create_cq) == 32, "struct hicain_cmd_create_cq");
-_Static_assert(sizeof(struct hicain_cmd_create_qp) == 88, "struct hicain_cmd_create_qp");
-_Static_assert(sizeof(struct hicain_cmd_modify_qp) == 96, "struct hicain_cmd_modify_qp");
-_Static_assert(sizeof(struct hicain_cmd_create_ah) == 48, "struct hicain_cmd_create_ah");
-_Static_assert(sizeof(struct hicain_cmd_create_srq) == 80, "struct hicain_cmd_create_srq");
-_Static_assert(sizeof(struct hicain_cmd_modify_srq) == 32, "struct hicain_cmd_modify_srq");
-_Static_assert(sizeof(struct hicain_srq_attr) == 16, "struct hicain_srq_attr");
-_Static_assert(sizeof(struct hicain_cmd_mcast) == 24, "struct hicain_cmd_mcast");
-_Static_assert(sizeof(struct hicain_cmd_mad_ifc) == 16, "struct hicain_cmd_mad_ifc");
-_Static_assert(sizeof(struct hicain_cmd_port_cap) == 8, "struct hicain_cmd_port_cap");
-_Static_assert(sizeof(struct hicain_cmd_alloc_mw) == 8, "struct hicain_cmd_alloc_mw");
-_Static_assert(sizeof(struct hicain_cmd_set_addr) == 28, "struct hicain_cmd_set_addr");
-_Static_assert(sizeof(struct hicain_admin_cmd) == 256, "struct hicain_admin_cmd");
-_Static_assert(sizeof(struct hicain_admin_cqe) == 64, "struct hicain_admin_cqe");
-_Static_assert(sizeof(struct hicain_device_attr) == 176, "struct hicain_device_attr");
-_Static_assert(sizeof(struct hicain_port_attr) == 48, "struct hicain_port_attr");
-_Static_assert(sizeof(struct hicain_port_counters) == 128, "struct hicain_port_counters");
-_Static_assert(sizeof(struct hicain_eqe) == 16, "struct hicain_eqe");
-_Static_assert(sizeof(struct hicain_l2_desc) == 16, "struct hicain_l2_desc");
-_Static_assert(sizeof(struct hicain_wq_dbrec) == 8, "struct hicain_wq_dbrec");
-_Static_assert(sizeof(struct hicain_tm_dbrec) == 16, "struct hicain_tm_dbrec");
-_Static_assert(sizeof(struct hicain_cq_dbrec) == 16, "struct hicain_cq_dbrec");
-_Static_assert(sizeof(struct hicain_sge) == 16, "struct hicain_sge");
-_Static_assert(sizeof(struct hicain_send_wqe) == 64, "struct hicain_send_wqe");
-_Static_assert(sizeof(struct hicain_wqe_av) == 48, "struct hicain_wqe_av");
-_Static_assert(sizeof(struct hicain_tm_op_wqe) == 64, "struct hicain_tm_op_wqe");
-_Static_assert(sizeof(struct hicain_recv_wqe) == 16, "struct hicain_recv_wqe");
-_Static_assert(sizeof(struct hicain_cqe) == 64, "struct hicain_cqe");
+HINIC_ABI_SIZE(hicain_dev_hdr, 0x100);
+HINIC_ABI_SIZE(hicain_ah_attr, 40);
+HINIC_ABI_SIZE(hicain_qp_attr, 88);
+HINIC_ABI_SIZE(hicain_cmd_reg_mr, 40);
+HINIC_ABI_SIZE(hicain_cmd_create_cq, 32);
+HINIC_ABI_SIZE(hicain_cmd_create_qp, 88);
+HINIC_ABI_SIZE(hicain_cmd_modify_qp, 96);
+HINIC_ABI_SIZE(hicain_cmd_create_ah, 48);
+HINIC_ABI_SIZE(hicain_cmd_create_srq, 80);
+HINIC_ABI_SIZE(hicain_cmd_modify_srq, 32);
+HINIC_ABI_SIZE(hicain_srq_attr, 16);
+HINIC_ABI_SIZE(hicain_cmd_mcast, 24);
+HINIC_ABI_SIZE(hicain_cmd_mad_ifc, 16);
+HINIC_ABI_SIZE(hicain_cmd_port_cap, 8);
+HINIC_ABI_SIZE(hicain_cmd_alloc_mw, 8);
+HINIC_ABI_SIZE(hicain_cmd_set_addr, 28);
+HINIC_ABI_SIZE(hicain_admin_cmd, 256);
+HINIC_ABI_SIZE(hicain_admin_cqe, 64);
+HINIC_ABI_SIZE(hicain_device_attr, 176);
+HINIC_ABI_SIZE(hicain_port_attr, 48);
+HINIC_ABI_SIZE(hicain_port_counters, 128);
+HINIC_ABI_SIZE(hicain_eqe, 16);
+HINIC_ABI_SIZE(hicain_l2_desc, 16);
+HINIC_ABI_SIZE(hicain_wq_dbrec, 8);
+HINIC_ABI_SIZE(hicain_tm_dbrec, 16);
+HINIC_ABI_SIZE(hicain_cq_dbrec, 16);
+HINIC_ABI_SIZE(hicain_sge, 16);
+HINIC_ABI_SIZE(hicain_send_wqe, 64);
+HINIC_ABI_SIZE(hicain_wqe_av, 48);
+HINIC_ABI_SIZE(hicain_tm_op_wqe, 64);
+HINIC_ABI_SIZE(hicain_recv_wqe, 16);
+HINIC_ABI_SIZE(hicain_cqe, 64);
 
 #endif /* HICAIN_ABI_H */

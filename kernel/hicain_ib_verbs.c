@@ -1393,21 +1393,6 @@ static bool hicain_wqe_av_ok(struct hicain_ibdev *hidev)
 }
 
 /*
- * hicain_check_qpt_numbering - CREATE_QP carries the kernel's IB_QPT_*
- * unchanged: they are the device's HICAIN_QPT_*.
- */
-static void hicain_check_qpt_numbering(void)
-{
-	BUILD_BUG_ON(IB_QPT_SMI != HICAIN_QPT_SMI);
-	BUILD_BUG_ON(IB_QPT_GSI != HICAIN_QPT_GSI);
-	BUILD_BUG_ON(IB_QPT_RC != HICAIN_QPT_RC);
-	BUILD_BUG_ON(IB_QPT_UC != HICAIN_QPT_UC);
-	BUILD_BUG_ON(IB_QPT_UD != HICAIN_QPT_UD);
-	BUILD_BUG_ON(IB_QPT_XRC_INI != HICAIN_QPT_XRC_INI);
-	BUILD_BUG_ON(IB_QPT_XRC_TGT != HICAIN_QPT_XRC_TGT);
-}
-
-/*
  * hicain_qp_size - the rings of a QP from the requested capabilities,
  * within the device limits of the header. A send WQE holds the SGEs or
  * the inline data after its header, and on a UD or GSI QP after the
@@ -1513,8 +1498,7 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
 	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
-	hicain_check_qpt_numbering();
-	c->qp_type = cpu_to_le32(init->qp_type);
+	c->qp_type = cpu_to_le32(init->qp_type);	/* hicain_check_numbering */
 	c->send_cq = cpu_to_le32(to_hcq(init->send_cq)->cqn);
 	if (init->recv_cq)	/* an XRC initiator has none */
 		c->recv_cq = cpu_to_le32(to_hcq(init->recv_cq)->cqn);
@@ -1814,27 +1798,6 @@ static bool hicain_qp_is_ud(struct hicain_qp *qp)
 }
 
 /*
- * hicain_check_wr_numbering - the send WQE carries the kernel's IB_WR_*
- * opcode and IB_SEND_* flags unchanged: they are the device's.
- */
-static void hicain_check_wr_numbering(void)
-{
-	BUILD_BUG_ON(IB_WR_RDMA_WRITE != HICAIN_WR_RDMA_WRITE);
-	BUILD_BUG_ON(IB_WR_RDMA_WRITE_WITH_IMM != HICAIN_WR_RDMA_WRITE_IMM);
-	BUILD_BUG_ON(IB_WR_SEND != HICAIN_WR_SEND);
-	BUILD_BUG_ON(IB_WR_SEND_WITH_IMM != HICAIN_WR_SEND_IMM);
-	BUILD_BUG_ON(IB_WR_RDMA_READ != HICAIN_WR_RDMA_READ);
-	BUILD_BUG_ON(IB_WR_ATOMIC_CMP_AND_SWP != HICAIN_WR_ATOMIC_CMP_SWP);
-	BUILD_BUG_ON(IB_WR_ATOMIC_FETCH_AND_ADD != HICAIN_WR_ATOMIC_FETCH_ADD);
-	BUILD_BUG_ON(IB_WR_LOCAL_INV != HICAIN_WR_LOCAL_INV);
-	BUILD_BUG_ON(IB_WR_SEND_WITH_INV != HICAIN_WR_SEND_INV);
-	BUILD_BUG_ON(IB_SEND_FENCE != HICAIN_SEND_FENCE);
-	BUILD_BUG_ON(IB_SEND_SIGNALED != HICAIN_SEND_SIGNALED);
-	BUILD_BUG_ON(IB_SEND_SOLICITED != HICAIN_SEND_SOLICITED);
-	BUILD_BUG_ON(IB_SEND_INLINE != HICAIN_SEND_INLINE);
-}
-
-/*
  * hicain_build_send - write one send WQE. inl holds the gathered inline
  * data (inl_len bytes) of an IB_SEND_INLINE request, which the WQE
  * carries after its header instead of SGEs.
@@ -1910,7 +1873,7 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 		wqe->remote_qpn = cpu_to_le32(ud_wr(wr)->remote_qpn);
 		wqe->remote_qkey = cpu_to_le32(ud_wr(wr)->remote_qkey);
 	}
-	hicain_check_wr_numbering();
+	/* IB_WR_* and IB_SEND_* are the device's (hicain_check_numbering). */
 	wqe->wr_id = cpu_to_le64(wr->wr_id);
 	wqe->opcode = wr->opcode;
 	wqe->send_flags = cpu_to_le16(flags);
