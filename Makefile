@@ -10,6 +10,7 @@
 #   make bench          Go benchmarks of internal/...
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
 #   make docs-img       redraw the docs' pictures (docs/img) with hinic deploy graph
+#   make abi            regenerate the Go mirrors of kernel/hicain_abi.h and higpu_abi.h (cgo -godefs)
 #   make build | clean | deps
 
 SHELL := bash
@@ -39,7 +40,7 @@ GORELEASER_VERSION := v2.15.1
 GORELEASER_DIR := $(CURDIR)/.cache/bin
 GORELEASER := $(GORELEASER_DIR)/goreleaser
 
-.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz docs-img
+.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz docs-img abi
 
 check-go:
 	@if ! command -v "$(GO)" >/dev/null 2>&1; then \
@@ -63,6 +64,11 @@ deps:
 # that the committed pictures are current.
 docs-img: check-go
 	$(GO) generate ./internal/cli/deploy/graph
+
+# The Go mirrors of the device ABI headers (docs/device-abi.md), whose
+# TestABIGenerated checks that the committed zabi.go files are current.
+abi: check-go
+	$(GO) generate ./internal/device ./internal/gpu
 
 build: check-go
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hinic

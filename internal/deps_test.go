@@ -27,12 +27,15 @@ import (
 const depsRules = `
 	# Leaves: the standard library and third-party libraries only.
 	NONE
-	< childproc, clock, guestmem, hilink/wire, image, ivshmem,
+	< childproc, clock, godefs, guestmem, hilink/wire, image, ivshmem,
 	  metrics/metricstest, mmsg, pattern, pcapfile, pkg, proto, qmp,
 	  release, rundir, shmport, unixsock;
 
 	clock < clock/clocktest;
-	childproc < testutil;
+	# The ABI mirrors' generator (go generate) and the tests that check
+	# the mirrors are current.
+	godefs < godefs/mkgodefs;
+	childproc, godefs < testutil;
 	unixsock < ctlsock;
 	proto < ibsm;
 

@@ -3,9 +3,10 @@
  * hicain_abi.h - the HiNIC device ABI: BAR2 of the ivshmem-doorbell
  * function and the queue formats in guest memory.
  *
- * This header is the one source of truth. internal/device/abi.go mirrors
- * it and a Go test compiles a C program against it and fails when an
- * offset or size drifts. docs/device-abi.md explains the protocol.
+ * This header is the one source of truth. internal/device/zabi.go, its
+ * Go mirror, is generated from it with cgo -godefs; Go tests fail when
+ * the mirror is stale, lacks a HICAIN_ name, or an offset, size or value
+ * drifts. docs/device-abi.md explains the protocol.
  *
  * All fields are little-endian. Every structure has explicit padding and
  * a fixed size. "GPA" is a guest-physical address (a DMA address of the
@@ -303,8 +304,7 @@ struct hicain_cmd_create_cq {
  */
 struct hicain_cmd_create_qp {
 	__le32 pd;
-	__le32 qp_type;			/* IB_QPT_RC, _UC, _UD, _GSI, _SMI,
-					 * _XRC_INI or _XRC_TGT */
+	__le32 qp_type;			/* HICAIN_QPT_* */
 	__le32 send_cq;
 	__le32 recv_cq;
 	__le32 srq;			/* 0, or an SRQ: the rq_* fields are ignored */
@@ -322,6 +322,18 @@ struct hicain_cmd_create_qp {
 	__le64 sq_dbrec_gpa;		/* struct hicain_wq_dbrec */
 	__le64 rq_dbrec_gpa;
 };
+
+/*
+ * hicain_cmd_create_qp.qp_type = the kernel's enum ib_qp_type (which
+ * libibverbs' enum ibv_qp_type shares from RC on).
+ */
+#define HICAIN_QPT_SMI		0	/* QP0, InfiniBand only */
+#define HICAIN_QPT_GSI		1	/* QP1 */
+#define HICAIN_QPT_RC		2
+#define HICAIN_QPT_UC		3
+#define HICAIN_QPT_UD		4
+#define HICAIN_QPT_XRC_INI	9	/* ABI 1.11 */
+#define HICAIN_QPT_XRC_TGT	10	/* ABI 1.11 */
 
 struct hicain_cmd_modify_qp {
 	__le32 qpn;
@@ -470,6 +482,7 @@ struct hicain_admin_cmd {
 	__le32 handle;			/* object of destroy/query/index */
 	__le64 rsvd1;
 	union {
+		__u8 raw[224];		/* first: the Go mirror's Payload */
 		struct hicain_cmd_reg_mr reg_mr;
 		struct hicain_cmd_create_cq create_cq;
 		struct hicain_cmd_create_qp create_qp;
@@ -482,7 +495,6 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_mad_ifc mad_ifc;
 		struct hicain_cmd_port_cap port_cap;
 		struct hicain_cmd_alloc_mw alloc_mw;
-		__u8 raw[224];
 	};
 };					/* 256 bytes */
 
@@ -839,5 +851,43 @@ struct hicain_cqe {
 	__le32 tm_handle;
 	__u8 rsvd[4];			/* rsvd[3]: the provider's own mark */
 };					/* 64 bytes */
+
+/*
+ * The size of every structure above, checked wherever this header is
+ * compiled: the kernel modules, the provider and the Go mirror's
+ * generator (cgo -godefs).
+ */
+HINIC_ABI_SIZE(hicain_dev_hdr, 0x100);
+HINIC_ABI_SIZE(hicain_ah_attr, 40);
+HINIC_ABI_SIZE(hicain_qp_attr, 88);
+HINIC_ABI_SIZE(hicain_cmd_reg_mr, 40);
+HINIC_ABI_SIZE(hicain_cmd_create_cq, 32);
+HINIC_ABI_SIZE(hicain_cmd_create_qp, 88);
+HINIC_ABI_SIZE(hicain_cmd_modify_qp, 96);
+HINIC_ABI_SIZE(hicain_cmd_create_ah, 48);
+HINIC_ABI_SIZE(hicain_cmd_create_srq, 80);
+HINIC_ABI_SIZE(hicain_cmd_modify_srq, 32);
+HINIC_ABI_SIZE(hicain_srq_attr, 16);
+HINIC_ABI_SIZE(hicain_cmd_mcast, 24);
+HINIC_ABI_SIZE(hicain_cmd_mad_ifc, 16);
+HINIC_ABI_SIZE(hicain_cmd_port_cap, 8);
+HINIC_ABI_SIZE(hicain_cmd_alloc_mw, 8);
+HINIC_ABI_SIZE(hicain_cmd_set_addr, 28);
+HINIC_ABI_SIZE(hicain_admin_cmd, 256);
+HINIC_ABI_SIZE(hicain_admin_cqe, 64);
+HINIC_ABI_SIZE(hicain_device_attr, 176);
+HINIC_ABI_SIZE(hicain_port_attr, 48);
+HINIC_ABI_SIZE(hicain_port_counters, 128);
+HINIC_ABI_SIZE(hicain_eqe, 16);
+HINIC_ABI_SIZE(hicain_l2_desc, 16);
+HINIC_ABI_SIZE(hicain_wq_dbrec, 8);
+HINIC_ABI_SIZE(hicain_tm_dbrec, 16);
+HINIC_ABI_SIZE(hicain_cq_dbrec, 16);
+HINIC_ABI_SIZE(hicain_sge, 16);
+HINIC_ABI_SIZE(hicain_send_wqe, 64);
+HINIC_ABI_SIZE(hicain_wqe_av, 48);
+HINIC_ABI_SIZE(hicain_tm_op_wqe, 64);
+HINIC_ABI_SIZE(hicain_recv_wqe, 16);
+HINIC_ABI_SIZE(hicain_cqe, 64);
 
 #endif /* HICAIN_ABI_H */

@@ -327,6 +327,35 @@ int hicain_create_handle(struct hicain_ibdev *hidev, struct hicain_admin_cmd *cm
 			 int *epoch, u32 *handle);
 int hicain_destroy_handle(struct hicain_ibdev *hidev, int epoch, u16 opcode, u32 handle);
 
+/*
+ * hicain_check_numbering - the driver hands the device the kernel's
+ * IB_QPT_* (CREATE_QP's qp_type), IB_WR_* (a send WQE's opcode) and
+ * IB_SEND_* (its flags) unchanged: they must be the device's.
+ */
+static inline void hicain_check_numbering(void)
+{
+	BUILD_BUG_ON(IB_WR_RDMA_WRITE != HICAIN_WR_RDMA_WRITE);
+	BUILD_BUG_ON(IB_WR_RDMA_WRITE_WITH_IMM != HICAIN_WR_RDMA_WRITE_IMM);
+	BUILD_BUG_ON(IB_WR_SEND != HICAIN_WR_SEND);
+	BUILD_BUG_ON(IB_WR_SEND_WITH_IMM != HICAIN_WR_SEND_IMM);
+	BUILD_BUG_ON(IB_WR_RDMA_READ != HICAIN_WR_RDMA_READ);
+	BUILD_BUG_ON(IB_WR_ATOMIC_CMP_AND_SWP != HICAIN_WR_ATOMIC_CMP_SWP);
+	BUILD_BUG_ON(IB_WR_ATOMIC_FETCH_AND_ADD != HICAIN_WR_ATOMIC_FETCH_ADD);
+	BUILD_BUG_ON(IB_WR_LOCAL_INV != HICAIN_WR_LOCAL_INV);
+	BUILD_BUG_ON(IB_WR_SEND_WITH_INV != HICAIN_WR_SEND_INV);
+	BUILD_BUG_ON(IB_SEND_FENCE != HICAIN_SEND_FENCE);
+	BUILD_BUG_ON(IB_SEND_SIGNALED != HICAIN_SEND_SIGNALED);
+	BUILD_BUG_ON(IB_SEND_SOLICITED != HICAIN_SEND_SOLICITED);
+	BUILD_BUG_ON(IB_SEND_INLINE != HICAIN_SEND_INLINE);
+	BUILD_BUG_ON(IB_QPT_SMI != HICAIN_QPT_SMI);
+	BUILD_BUG_ON(IB_QPT_GSI != HICAIN_QPT_GSI);
+	BUILD_BUG_ON(IB_QPT_RC != HICAIN_QPT_RC);
+	BUILD_BUG_ON(IB_QPT_UC != HICAIN_QPT_UC);
+	BUILD_BUG_ON(IB_QPT_UD != HICAIN_QPT_UD);
+	BUILD_BUG_ON(IB_QPT_XRC_INI != HICAIN_QPT_XRC_INI);
+	BUILD_BUG_ON(IB_QPT_XRC_TGT != HICAIN_QPT_XRC_TGT);
+}
+
 /* hicain_ib_verbs.c: verbs */
 int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 			struct ib_udata *udata);

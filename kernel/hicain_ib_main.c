@@ -175,6 +175,7 @@ static void hicain_ib_init_dev(struct hicain_ibdev *hidev, struct hicain_dev *hd
 {
 	struct ib_device *ibdev = &hidev->ibdev;
 
+	hicain_check_numbering();
 	hidev->hdev = hdev;
 	hidev->ib = hdev->ib_link;
 	if (!hidev->ib)

@@ -781,6 +781,94 @@ int hicain_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	return 0;
 }
 
+/* ---- queue objects: CQs, QPs and SRQs ---- */
+
+/*
+ * struct hicain_queue_kind - what differs between the kinds of queue
+ * objects in the steps their create and destroy verbs share: the device
+ * object (made by CREATE_*, named by a handle), the rings in guest
+ * memory, and the xarray the interrupts find the queue in by handle.
+ */
+struct hicain_queue_kind {
+	u16 destroy_op;				/* HICAIN_CMD_DESTROY_* */
+	/* free the rings, or keep them while the device may use them */
+	void (*release)(struct hicain_ibdev *hidev, void *q, bool in_use);
+	/* offsetof the xarray by handle in hicain_ibdev; 0: track, untrack */
+	size_t xa;
+	int (*track)(struct hicain_ibdev *hidev, void *q);
+	void (*untrack)(struct hicain_ibdev *hidev, void *q);
+};
+
+/* Defined at the end of this file, after the functions they name. */
+static const struct hicain_queue_kind hicain_cq_kind, hicain_qp_kind, hicain_srq_kind;
+
+static struct xarray *hicain_queue_xa(struct hicain_ibdev *hidev,
+				       const struct hicain_queue_kind *k)
+{
+	return (void *)hidev + k->xa;
+}
+
+/*
+ * hicain_queue_exec - run the CREATE_* command cmd of q and return the
+ * device's handle in *handle; on failure release q's rings.
+ */
+static int hicain_queue_exec(struct hicain_ibdev *hidev, const struct hicain_queue_kind *k,
+			     void *q, struct hicain_admin_cmd *cmd, u32 *handle)
+{
+	struct hicain_admin_cqe cqe;
+	int ret;
+
+	ret = hicain_admin_exec(hidev->hdev, cmd, &cqe);
+	if (ret) {
+		k->release(hidev, q, hicain_admin_lost(ret));
+		return ret;
+	}
+	*handle = le32_to_cpu(cqe.handle);
+	return 0;
+}
+
+/*
+ * hicain_queue_publish - the last step of a create: answer user space
+ * (resp) and make q known to the interrupts. On failure the device
+ * object is destroyed and the rings released.
+ */
+static int hicain_queue_publish(struct hicain_ibdev *hidev, const struct hicain_queue_kind *k,
+				void *q, u32 handle, struct ib_udata *udata,
+				void *resp, size_t resp_len)
+{
+	int ret;
+
+	ret = hicain_udata_resp(udata, resp, resp_len);
+	if (!ret && k->xa)
+		ret = xa_insert_irq(hicain_queue_xa(hidev, k), handle, q, GFP_KERNEL);
+	else if (!ret)
+		ret = k->track(hidev, q);
+	if (ret)
+		k->release(hidev, q, !hicain_undo_create(hidev, k->destroy_op, handle));
+	return ret;
+}
+
+/*
+ * hicain_queue_destroy - destroy q's device object, then forget q and
+ * release its rings (kept if the backend died: hicain_ib_dead).
+ */
+static int hicain_queue_destroy(struct hicain_ibdev *hidev, const struct hicain_queue_kind *k,
+				void *q, int epoch, u32 handle)
+{
+	int ret;
+
+	ret = hicain_destroy_handle(hidev, epoch, k->destroy_op, handle);
+	if (ret)
+		return ret;
+	/* The event interrupt looks queues up under the xarray lock. */
+	if (k->xa)
+		xa_erase_irq(hicain_queue_xa(hidev, k), handle);
+	else
+		k->untrack(hidev, q);
+	k->release(hidev, q, hicain_ib_dead(hidev));
+	return 0;
+}
+
 /* ---- completion queues ---- */
 
 static void hicain_cq_free_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq)
@@ -799,8 +887,9 @@ static void hicain_cq_free_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
  * hicain_cq_release_ring - free the CQ's ring, or keep it while the
  * device may still write it (in_use: hicain_admin_lost).
  */
-static void hicain_cq_release_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq, bool in_use)
+static void hicain_cq_release_ring(struct hicain_ibdev *hidev, void *q, bool in_use)
 {
+	struct hicain_cq *cq = q;
 	size_t bytes;
 
 	if (!in_use) {
@@ -878,8 +967,9 @@ static void hicain_cq_xa_erase(struct xarray *xa, struct hicain_cq *cq)
  * hicain_cq_track - make cq known to the event interrupt (by cqn) and to
  * its vector's completion interrupt.
  */
-static int hicain_cq_track(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+static int hicain_cq_track(struct hicain_ibdev *hidev, void *q)
 {
+	struct hicain_cq *cq = q;
 	int ret;
 
 	ret = hicain_cq_xa_store(&hidev->cqs, cq);
@@ -892,8 +982,10 @@ static int hicain_cq_track(struct hicain_ibdev *hidev, struct hicain_cq *cq)
 }
 
 /* hicain_cq_untrack - after this no interrupt looks at cq. */
-static void hicain_cq_untrack(struct hicain_ibdev *hidev, struct hicain_cq *cq)
+static void hicain_cq_untrack(struct hicain_ibdev *hidev, void *q)
 {
+	struct hicain_cq *cq = q;
+
 	hicain_cq_xa_erase(&hidev->vec_cqs[cq->vector], cq);
 	hicain_cq_xa_erase(&hidev->cqs, cq);
 }
@@ -906,7 +998,6 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 max_cqe = le32_to_cpu(READ_ONCE(hidev->hdev->hdr->max_cqe));
 	struct hicain_ib_create_cq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
-	struct hicain_admin_cqe cqe;
 	int ret;
 
 	/* Every CQE of an ABI 1.12 device is stamped: the flag asks no more. */
@@ -933,41 +1024,23 @@ int hicain_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	cmd.create_cq.depth = cpu_to_le32(cq->depth);
 	cmd.create_cq.comp_vector = cpu_to_le32(cq->vector);
 	cmd.create_cq.flags = cpu_to_le32(cq->uq.tbl ? HICAIN_CQ_F_PAGED : 0);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret) {
-		hicain_cq_release_ring(hidev, cq, hicain_admin_lost(ret));
-		return ret;
-	}
-	cq->cqn = le32_to_cpu(cqe.handle);
-	ibcq->cqe = cq->depth;
-	if (udata) {
-		resp.cqn = cq->cqn;
-		hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
-	}
-	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
-	if (!ret)
-		ret = hicain_cq_track(hidev, cq);
+	ret = hicain_queue_exec(hidev, &hicain_cq_kind, cq, &cmd, &cq->cqn);
 	if (ret)
-		goto err_destroy;
-	return 0;
-
-err_destroy:
-	hicain_cq_release_ring(hidev, cq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_CQ, cq->cqn));
-	return ret;
+		return ret;
+	ibcq->cqe = cq->depth;
+	/* hicain_queue_publish hands resp to user space only (udata). */
+	resp.cqn = cq->cqn;
+	hicain_uq_resp(&cq->uq, cq->depth, sizeof(*cq->ring), &resp.cq);
+	return hicain_queue_publish(hidev, &hicain_cq_kind, cq, cq->cqn, udata, &resp,
+				    sizeof(resp));
 }
 
 int hicain_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibcq->device);
 	struct hicain_cq *cq = to_hcq(ibcq);
-	int ret;
 
-	ret = hicain_destroy_handle(hidev, cq->epoch, HICAIN_CMD_DESTROY_CQ, cq->cqn);
-	if (ret)
-		return ret;
-	hicain_cq_untrack(hidev, cq);
-	hicain_cq_release_ring(hidev, cq, hicain_ib_dead(hidev));
-	return 0;
+	return hicain_queue_destroy(hidev, &hicain_cq_kind, cq, cq->epoch, cq->cqn);
 }
 
 /*
@@ -1157,6 +1230,20 @@ static void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_
 	spin_lock_init(&wq->lock);
 }
 
+/*
+ * hicain_wq_cmd - describe wq to the device: the fields CREATE_QP has
+ * for each of its SQ and RQ, and CREATE_SRQ for its ring.
+ */
+static void hicain_wq_cmd(const struct hicain_wq *wq, __le32 *depth, __le32 *max_sge,
+			  __le32 *stride, __le64 *ring_gpa, __le64 *dbrec_gpa)
+{
+	*depth = cpu_to_le32(wq->depth);
+	*max_sge = cpu_to_le32(wq->max_sge);
+	*stride = cpu_to_le32(wq->stride);
+	*ring_gpa = cpu_to_le64(wq->ring_dma);
+	*dbrec_gpa = cpu_to_le64(wq->dbrec_dma);
+}
+
 /* hicain_wq_alloc - a kernel ring in coherent memory, its dbrec given. */
 static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq,
 			   struct hicain_wq_dbrec *dbrec, dma_addr_t dbrec_dma)
@@ -1253,8 +1340,10 @@ static void hicain_qp_free_rings(struct hicain_ibdev *hidev, struct hicain_qp *q
 }
 
 /* hicain_qp_release_rings - hicain_wqs_release of the QP's rings. */
-static void hicain_qp_release_rings(struct hicain_ibdev *hidev, struct hicain_qp *qp, bool in_use)
+static void hicain_qp_release_rings(struct hicain_ibdev *hidev, void *q, bool in_use)
 {
+	struct hicain_qp *qp = q;
+
 	hicain_wqs_release(hidev, &qp->sq, &qp->rq, &qp->dbrecs, qp->dbrecs_dma, 2, in_use);
 }
 
@@ -1358,7 +1447,6 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	struct hicain_ib_create_qp_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_cmd_create_qp *c = &cmd.create_qp;
-	struct hicain_admin_cqe cqe;
 	int ret;
 
 	/* The device's transports, and QP1 for ib_mad: the device gives
@@ -1410,32 +1498,22 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_QP);
 	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
-	c->qp_type = cpu_to_le32(init->qp_type);	/* IB_QPT_* = the device's */
+	c->qp_type = cpu_to_le32(init->qp_type);	/* hicain_check_numbering */
 	c->send_cq = cpu_to_le32(to_hcq(init->send_cq)->cqn);
 	if (init->recv_cq)	/* an XRC initiator has none */
 		c->recv_cq = cpu_to_le32(to_hcq(init->recv_cq)->cqn);
-	c->sq_depth = cpu_to_le32(qp->sq.depth);
-	c->max_send_sge = cpu_to_le32(qp->sq.max_sge);
 	c->max_inline = cpu_to_le32(qp->cap.max_inline_data);
-	c->sq_stride = cpu_to_le32(qp->sq.stride);
 	c->sq_sig_all = cpu_to_le32(init->sq_sig_type == IB_SIGNAL_ALL_WR);
-	c->sq_gpa = cpu_to_le64(qp->sq.ring_dma);
-	c->sq_dbrec_gpa = cpu_to_le64(qp->sq.dbrec_dma);
-	if (init->srq) {
+	hicain_wq_cmd(&qp->sq, &c->sq_depth, &c->max_send_sge, &c->sq_stride, &c->sq_gpa,
+		      &c->sq_dbrec_gpa);
+	if (init->srq)
 		c->srq = cpu_to_le32(to_hsrq(init->srq)->srqn);
-	} else if (qp->cap.max_recv_wr) {
-		c->rq_depth = cpu_to_le32(qp->rq.depth);
-		c->max_recv_sge = cpu_to_le32(qp->rq.max_sge);
-		c->rq_stride = cpu_to_le32(qp->rq.stride);
-		c->rq_gpa = cpu_to_le64(qp->rq.ring_dma);
-		c->rq_dbrec_gpa = cpu_to_le64(qp->rq.dbrec_dma);
-	}
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret) {
-		hicain_qp_release_rings(hidev, qp, hicain_admin_lost(ret));
+	else if (qp->cap.max_recv_wr)
+		hicain_wq_cmd(&qp->rq, &c->rq_depth, &c->max_recv_sge, &c->rq_stride, &c->rq_gpa,
+			      &c->rq_dbrec_gpa);
+	ret = hicain_queue_exec(hidev, &hicain_qp_kind, qp, &cmd, &qp->qpn);
+	if (ret)
 		return ret;
-	}
-	qp->qpn = le32_to_cpu(cqe.handle);
 	ibqp->qp_num = qp->qpn;
 	if (udata) {
 		resp.qpn = qp->qpn;
@@ -1445,32 +1523,20 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		hicain_uq_resp(&qp->sq.uq, qp->sq.depth, qp->sq.stride, &resp.sq);
 		hicain_uq_resp(&qp->rq.uq, qp->rq.depth, qp->rq.stride, &resp.rq);
 	}
-	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
-	if (!ret)
-		ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
+	ret = hicain_queue_publish(hidev, &hicain_qp_kind, qp, qp->qpn, udata, &resp,
+				   sizeof(resp));
 	if (ret)
-		goto err_destroy;
+		return ret;
 	init->cap = qp->cap;
 	return 0;
-
-err_destroy:
-	hicain_qp_release_rings(hidev, qp, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn));
-	return ret;
 }
 
 int hicain_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
 	struct hicain_qp *qp = to_hqp(ibqp);
-	int ret;
 
-	ret = hicain_destroy_handle(hidev, qp->epoch, HICAIN_CMD_DESTROY_QP, qp->qpn);
-	if (ret)
-		return ret;
-	/* The event interrupt looks QPs up under the xarray lock. */
-	xa_erase_irq(&hidev->qps, qp->qpn);
-	hicain_qp_release_rings(hidev, qp, hicain_ib_dead(hidev));
-	return 0;
+	return hicain_queue_destroy(hidev, &hicain_qp_kind, qp, qp->epoch, qp->qpn);
 }
 
 /* hicain_cached_gid_index - gid's index in the GID cache, or -1. */
@@ -1807,7 +1873,7 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ib_send_wr *wr,
 		wqe->remote_qpn = cpu_to_le32(ud_wr(wr)->remote_qpn);
 		wqe->remote_qkey = cpu_to_le32(ud_wr(wr)->remote_qkey);
 	}
-	/* IB_WR_* and IB_SEND_* have the device's (IBV_*) numbering. */
+	/* IB_WR_* and IB_SEND_* are the device's (hicain_check_numbering). */
 	wqe->wr_id = cpu_to_le64(wr->wr_id);
 	wqe->opcode = wr->opcode;
 	wqe->send_flags = cpu_to_le16(flags);
@@ -2088,9 +2154,10 @@ static void hicain_srq_free_ring(struct hicain_ibdev *hidev, struct hicain_srq *
 }
 
 /* hicain_srq_release_ring - hicain_wqs_release of the SRQ's rings. */
-static void hicain_srq_release_ring(struct hicain_ibdev *hidev, struct hicain_srq *srq,
-				    bool in_use)
+static void hicain_srq_release_ring(struct hicain_ibdev *hidev, void *q, bool in_use)
 {
+	struct hicain_srq *srq = q;
+
 	hicain_wqs_release(hidev, &srq->wq, &srq->ops, &srq->dbrec, srq->dbrec_dma, 1, in_use);
 }
 
@@ -2105,7 +2172,6 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	struct hicain_ib_create_srq_resp resp = {};
 	struct hicain_admin_cmd cmd = {};
 	struct hicain_cmd_create_srq *c = &cmd.create_srq;
-	struct hicain_admin_cqe cqe;
 	u32 depth, max_sge;
 	int ret;
 
@@ -2159,18 +2225,11 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 
 	cmd.opcode = cpu_to_le16(HICAIN_CMD_CREATE_SRQ);
 	c->pd = cpu_to_le32(to_hpd(ibsrq->pd)->pdn);
-	c->depth = cpu_to_le32(depth);
-	c->max_sge = cpu_to_le32(max_sge);
 	c->limit = cpu_to_le32(attr->srq_limit);
-	c->stride = cpu_to_le32(srq->wq.stride);
-	c->ring_gpa = cpu_to_le64(srq->wq.ring_dma);
-	c->dbrec_gpa = cpu_to_le64(srq->wq.dbrec_dma);
-	ret = hicain_admin_exec(hidev->hdev, &cmd, &cqe);
-	if (ret) {
-		hicain_srq_release_ring(hidev, srq, hicain_admin_lost(ret));
+	hicain_wq_cmd(&srq->wq, &c->depth, &c->max_sge, &c->stride, &c->ring_gpa, &c->dbrec_gpa);
+	ret = hicain_queue_exec(hidev, &hicain_srq_kind, srq, &cmd, &srq->srqn);
+	if (ret)
 		return ret;
-	}
-	srq->srqn = le32_to_cpu(cqe.handle);
 	if (init->srq_type == IB_SRQT_XRC)
 		ibsrq->ext.xrc.srq_num = srq->srqn;	/* ibv_get_srq_num's */
 	if (udata) {
@@ -2182,19 +2241,13 @@ int hicain_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 			resp.max_num_tags = init->ext.tag_matching.max_num_tags;
 		}
 	}
-	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
-	if (!ret)
-		ret = xa_insert_irq(&hidev->srqs, srq->srqn, srq, GFP_KERNEL);
+	ret = hicain_queue_publish(hidev, &hicain_srq_kind, srq, srq->srqn, udata, &resp,
+				   sizeof(resp));
 	if (ret)
-		goto err_destroy;
+		return ret;
 	attr->max_wr = depth;
 	attr->max_sge = max_sge;
 	return 0;
-
-err_destroy:
-	hicain_srq_release_ring(hidev, srq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_SRQ,
-							       srq->srqn));
-	return ret;
 
 err_free:
 	hicain_srq_free_ring(hidev, srq);
@@ -2248,15 +2301,8 @@ int hicain_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct hicain_ibdev *hidev = to_hidev(ibsrq->device);
 	struct hicain_srq *srq = to_hsrq(ibsrq);
-	int ret;
 
-	ret = hicain_destroy_handle(hidev, srq->epoch, HICAIN_CMD_DESTROY_SRQ, srq->srqn);
-	if (ret)
-		return ret;
-	/* The event interrupt looks SRQs up under the xarray lock. */
-	xa_erase_irq(&hidev->srqs, srq->srqn);
-	hicain_srq_release_ring(hidev, srq, hicain_ib_dead(hidev));
-	return 0;
+	return hicain_queue_destroy(hidev, &hicain_srq_kind, srq, srq->epoch, srq->srqn);
 }
 
 int hicain_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
@@ -2296,3 +2342,24 @@ int hicain_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 		return 0;
 	return hicain_destroy_status(hicain_mcast(ibqp, HICAIN_CMD_DETACH_MCAST, gid, lid));
 }
+
+/* ---- the kinds of queue objects (hicain_queue_*) ---- */
+
+static const struct hicain_queue_kind hicain_cq_kind = {
+	.destroy_op = HICAIN_CMD_DESTROY_CQ,
+	.release = hicain_cq_release_ring,
+	.track = hicain_cq_track,
+	.untrack = hicain_cq_untrack,
+};
+
+static const struct hicain_queue_kind hicain_qp_kind = {
+	.destroy_op = HICAIN_CMD_DESTROY_QP,
+	.release = hicain_qp_release_rings,
+	.xa = offsetof(struct hicain_ibdev, qps),
+};
+
+static const struct hicain_queue_kind hicain_srq_kind = {
+	.destroy_op = HICAIN_CMD_DESTROY_SRQ,
+	.release = hicain_srq_release_ring,
+	.xa = offsetof(struct hicain_ibdev, srqs),
+};

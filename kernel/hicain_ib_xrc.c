@@ -109,7 +109,7 @@ int hicain_create_xrc_tgt(struct ib_qp *ibqp, struct ib_qp_init_attr *init)
 		return -EOPNOTSUPP;
 	if (init->create_flags)
 		return -EOPNOTSUPP;
-	cmd.create_qp.qp_type = cpu_to_le32(IB_QPT_XRC_TGT);
+	cmd.create_qp.qp_type = cpu_to_le32(HICAIN_QPT_XRC_TGT);
 	cmd.create_qp.xrcd = cpu_to_le32(to_hxrcd(init->xrcd)->xrcdn);
 	ret = hicain_create_handle(hidev, &cmd, HICAIN_CMD_CREATE_QP, &qp->epoch, &qp->qpn);
 	if (ret)

@@ -917,20 +917,17 @@ static void hicain_get_stats64(struct net_device *ndev, struct rtnl_link_stats64
 	s->tx_dropped = dropped;
 }
 
-static int hicain_change_mtu(struct net_device *ndev, int new_mtu)
-{
-	/* RX buffers are sized for max_mtu, so any MTU in range fits. */
-	WRITE_ONCE(ndev->mtu, new_mtu);
-	return 0;
-}
-
+/*
+ * The core's defaults serve the rest: an MTU change within min_mtu and
+ * max_mtu only sets it (RX buffers are sized for max_mtu), and the MAC,
+ * checked at probe, cannot change (no ndo_set_mac_address), so open has
+ * nothing to validate.
+ */
 static const struct net_device_ops hicain_netdev_ops = {
 	.ndo_open		= hicain_open,
 	.ndo_stop		= hicain_stop,
 	.ndo_start_xmit		= hicain_xmit,
 	.ndo_get_stats64	= hicain_get_stats64,
-	.ndo_change_mtu		= hicain_change_mtu,
-	.ndo_validate_addr	= eth_validate_addr,
 };
 
 /* ---- fatal state and reset ---- */

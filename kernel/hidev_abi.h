@@ -25,6 +25,14 @@
 #include <assert.h>		/* static_assert (C11) */
 #endif
 
+/*
+ * HINIC_ABI_SIZE - assert that struct name is size bytes, wherever a
+ * device ABI header is compiled: the kernel, user space and cgo (C11
+ * static_assert, from the headers included above).
+ */
+#define HINIC_ABI_SIZE(name, size) \
+	static_assert(sizeof(struct name) == (size), "struct " #name " is not " #size " bytes")
+
 /* dev_status bits (device writes). */
 #define HINIC_DEV_READY		0x1	/* header valid, accepts the handshake */
 #define HINIC_DEV_LIVE		0x2	/* driver accepted: the device serves */

@@ -6,8 +6,11 @@
  * higpu_chr.c (/dev/higpu<gpu_id>, per-file contexts, the ioctls of
  * higpu_uapi.h). The device ABI is higpu_abi.h.
  *
- * Lifetime. struct higpu_dev is refcounted: the PCI binding holds one
- * reference, every open file one. A piece of work on the device (one
+ * Lifetime. The objects form a chain, each freed by the put that drops
+ * its last reference (a refcount_t: no release callback has another
+ * caller), which then drops the one it holds: an operation holds its
+ * file, a file its device, a device its PCI function. struct higpu_dev
+ * is referenced by the PCI binding and by every open file. A piece of work on the device (one
  * ring command) occupies a slot of dev->slots until its completion is
  * read or the device was reset; the slot holds what the device may still
  * touch (pinned user pages, their DMA mapping, a scatter list, a query
@@ -17,7 +20,7 @@
 #ifndef HIGPU_H
 #define HIGPU_H
 
-#include <linux/kref.h>
+#include <linux/refcount.h>
 #include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
@@ -56,7 +59,7 @@ struct higpu_file;
 
 /* struct higpu_req - one operation of a file: one or more pieces. */
 struct higpu_req {
-	struct kref ref;
+	refcount_t ref;
 	struct higpu_file *file;	/* holds a reference */
 	struct list_head node;		/* file->ops while not done */
 	u64 seq;			/* 0: internal (ctx, alloc, query) */
@@ -97,7 +100,7 @@ struct higpu_slot {
 };
 
 struct higpu_dev {
-	struct kref ref;
+	refcount_t ref;
 	struct pci_dev *pdev;
 	void __iomem *bar0;
 	void *bar2;
@@ -171,7 +174,7 @@ struct higpu_fevent {
 };
 
 struct higpu_file {
-	struct kref ref;		/* the open file and each operation */
+	refcount_t ref;		/* the open file and each operation */
 	struct higpu_dev *dev;
 	struct list_head node;		/* dev->files */
 	int epoch;			/* the device's when the context was made */

@@ -3,9 +3,10 @@
  * higpu_abi.h - the HiGPU device ABI: BAR2 of the ivshmem-doorbell
  * function and the command and completion rings in guest memory.
  *
- * This header is the one source of truth. internal/gpu/abi.go mirrors it
- * and a Go test compiles a C program against it and fails when an offset,
- * a size or a constant drifts; the static_asserts below fail the C build
+ * This header is the one source of truth. internal/gpu/zabi.go, its Go
+ * mirror, is generated from it with cgo -godefs; Go tests fail when the
+ * mirror is stale, lacks a HIGPU_ name, or an offset, a size or a
+ * constant drifts; the static_asserts below fail the C build
  * when a structure changes size. docs/gpu.md explains the protocol.
  *
  * All fields are little-endian. Every structure has explicit padding and

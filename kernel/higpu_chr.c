@@ -21,20 +21,15 @@
 
 #include "higpu.h"
 
-static void higpu_file_free(struct kref *ref)
+void higpu_file_put(struct higpu_file *f)
 {
-	struct higpu_file *f = container_of(ref, struct higpu_file, ref);
-
+	if (!refcount_dec_and_test(&f->ref))
+		return;
 	xa_destroy(&f->allocs_xa);
 	kfree(f->events);
 	kfree(f->streams);
 	higpu_dev_put(f->dev);
 	kfree(f);
-}
-
-void higpu_file_put(struct higpu_file *f)
-{
-	kref_put(&f->ref, higpu_file_free);
 }
 
 /*
@@ -1082,44 +1077,41 @@ static int higpu_ioc_procs(struct higpu_file *f, void *arg, unsigned int ioc)
 /*
  * The ioctls, by number. higpu_ioctl copies the argument in (_IOC_WRITE;
  * else it starts zeroed) and, when the handler returns 0, out
- * (_IOC_READ). A submitting ioctl's answer holds a struct higpu_result
- * at res_off: it is copied out too when only the wait for the work
- * failed (res.seq set: the work was submitted).
+ * (_IOC_READ). A submitting ioctl's argument ends with a struct
+ * higpu_result (higpu_uapi.h): it is copied out too when only the wait
+ * for the work failed (res.seq set: the work was submitted).
  */
 struct higpu_ioctl_desc {
 	unsigned int cmd;
 	int (*fn)(struct higpu_file *f, void *arg, unsigned int ioc);
 	bool submit;
-	size_t res_off;
 };
 
-#define HIGPU_IOCTL(ioc, func) \
-	[_IOC_NR(ioc)] = { .cmd = ioc, .fn = func }
-#define HIGPU_IOCTL_SUBMIT(ioc, func, type) \
-	[_IOC_NR(ioc)] = { .cmd = ioc, .fn = func, .submit = true, .res_off = offsetof(type, res) }
+#define HIGPU_IOCTL(ioc, func, is_submit) \
+	[_IOC_NR(ioc)] = { .cmd = ioc, .fn = func, .submit = is_submit }
 
 static const struct higpu_ioctl_desc higpu_ioctls[] = {
-	HIGPU_IOCTL(HIGPU_IOC_GET_VERSION, higpu_ioc_version),
-	HIGPU_IOCTL(HIGPU_IOC_QUERY, higpu_ioc_query),
-	HIGPU_IOCTL(HIGPU_IOC_MEM_ALLOC, higpu_ioc_alloc),
-	HIGPU_IOCTL(HIGPU_IOC_MEM_FREE, higpu_ioc_free),
-	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_COPY, higpu_ioc_copy, struct higpu_copy),
-	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_MEMSET, higpu_ioc_memset, struct higpu_memset),
-	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_LAUNCH, higpu_ioc_launch, struct higpu_launch),
-	HIGPU_IOCTL(HIGPU_IOC_STREAM_CREATE, higpu_ioc_id_create),
-	HIGPU_IOCTL(HIGPU_IOC_STREAM_DESTROY, higpu_ioc_id_destroy),
-	HIGPU_IOCTL(HIGPU_IOC_STREAM_SYNC, higpu_ioc_sync),
-	HIGPU_IOCTL(HIGPU_IOC_SYNC, higpu_ioc_sync),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_CREATE, higpu_ioc_id_create),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_DESTROY, higpu_ioc_id_destroy),
-	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_EVENT_RECORD, higpu_ioc_event_op, struct higpu_event_op),
-	HIGPU_IOCTL_SUBMIT(HIGPU_IOC_STREAM_WAIT_EVENT, higpu_ioc_event_op, struct higpu_event_op),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_QUERY, higpu_ioc_event_query),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_SYNC, higpu_ioc_event_query),
-	HIGPU_IOCTL(HIGPU_IOC_EVENT_ELAPSED, higpu_ioc_event_elapsed),
-	HIGPU_IOCTL(HIGPU_IOC_WAIT, higpu_ioc_wait),
-	HIGPU_IOCTL(HIGPU_IOC_PROCS, higpu_ioc_procs),
-	HIGPU_IOCTL(HIGPU_IOC_PEER_ACCESS, higpu_ioc_peer_access),
+	HIGPU_IOCTL(HIGPU_IOC_GET_VERSION, higpu_ioc_version, false),
+	HIGPU_IOCTL(HIGPU_IOC_QUERY, higpu_ioc_query, false),
+	HIGPU_IOCTL(HIGPU_IOC_MEM_ALLOC, higpu_ioc_alloc, false),
+	HIGPU_IOCTL(HIGPU_IOC_MEM_FREE, higpu_ioc_free, false),
+	HIGPU_IOCTL(HIGPU_IOC_COPY, higpu_ioc_copy, true),
+	HIGPU_IOCTL(HIGPU_IOC_MEMSET, higpu_ioc_memset, true),
+	HIGPU_IOCTL(HIGPU_IOC_LAUNCH, higpu_ioc_launch, true),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_CREATE, higpu_ioc_id_create, false),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_DESTROY, higpu_ioc_id_destroy, false),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_SYNC, higpu_ioc_sync, false),
+	HIGPU_IOCTL(HIGPU_IOC_SYNC, higpu_ioc_sync, false),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_CREATE, higpu_ioc_id_create, false),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_DESTROY, higpu_ioc_id_destroy, false),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_RECORD, higpu_ioc_event_op, true),
+	HIGPU_IOCTL(HIGPU_IOC_STREAM_WAIT_EVENT, higpu_ioc_event_op, true),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_QUERY, higpu_ioc_event_query, false),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_SYNC, higpu_ioc_event_query, false),
+	HIGPU_IOCTL(HIGPU_IOC_EVENT_ELAPSED, higpu_ioc_event_elapsed, false),
+	HIGPU_IOCTL(HIGPU_IOC_WAIT, higpu_ioc_wait, false),
+	HIGPU_IOCTL(HIGPU_IOC_PROCS, higpu_ioc_procs, false),
+	HIGPU_IOCTL(HIGPU_IOC_PEER_ACCESS, higpu_ioc_peer_access, false),
 };
 
 /* Room for the argument of any ioctl of higpu_ioctls. */
@@ -1142,6 +1134,14 @@ union higpu_ioctl_arg {
 	struct higpu_peer_access peer_access;
 };
 
+/* The rule higpu_ioctl relies on: a submitting ioctl's result is last. */
+#define HIGPU_RES_LAST(type) \
+	static_assert(offsetof(type, res) + sizeof(struct higpu_result) == sizeof(type))
+HIGPU_RES_LAST(struct higpu_copy);
+HIGPU_RES_LAST(struct higpu_memset);
+HIGPU_RES_LAST(struct higpu_launch);
+HIGPU_RES_LAST(struct higpu_event_op);
+
 static long higpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct higpu_file *f = filp->private_data;
@@ -1162,7 +1162,8 @@ static long higpu_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		memset(&a, 0, len);
 	else if (copy_from_user(&a, uarg, len))
 		return -EFAULT;
-	res = d->submit ? (void *)&a + d->res_off : NULL;
+	/* d->cmd == cmd: len is the argument's size, res its last member. */
+	res = d->submit ? (void *)&a + len - sizeof(*res) : NULL;
 	if (res)
 		memset(res, 0, sizeof(*res));
 	ret = d->fn(f, &a, cmd);
@@ -1187,8 +1188,8 @@ static struct higpu_file *higpu_file_alloc(struct higpu_dev *dev)
 		kfree(f);
 		return NULL;
 	}
-	kref_init(&f->ref);
-	kref_get(&dev->ref);
+	refcount_set(&f->ref, 1);
+	refcount_inc(&dev->ref);
 	f->dev = dev;
 	INIT_LIST_HEAD(&f->node);
 	spin_lock_init(&f->lock);

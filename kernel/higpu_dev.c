@@ -47,17 +47,12 @@ void higpu_piece_release(struct higpu_dev *dev, struct higpu_piece *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static void higpu_op_free(struct kref *ref)
-{
-	struct higpu_req *op = container_of(ref, struct higpu_req, ref);
-
-	higpu_file_put(op->file);
-	kfree(op);
-}
-
 void higpu_op_put(struct higpu_req *op)
 {
-	kref_put(&op->ref, higpu_op_free);
+	if (!refcount_dec_and_test(&op->ref))
+		return;
+	higpu_file_put(op->file);
+	kfree(op);
 }
 
 /*
@@ -71,8 +66,8 @@ struct higpu_req *higpu_op_new(struct higpu_file *f, u16 opcode, u16 stream)
 
 	if (!op)
 		return NULL;
-	kref_init(&op->ref);
-	kref_get(&f->ref);
+	refcount_set(&op->ref, 1);
+	refcount_inc(&f->ref);
 	op->file = f;
 	op->opcode = opcode;
 	op->stream = stream;
@@ -127,7 +122,7 @@ int higpu_op_begin(struct higpu_req *op)
 	}
 	list_add_tail(&op->node, &f->ops);
 	f->nops++;
-	kref_get(&op->ref);
+	refcount_inc(&op->ref);
 	spin_unlock(&f->lock);
 	return 0;
 }
@@ -225,7 +220,7 @@ int higpu_submit(struct higpu_dev *dev, struct higpu_req *op, struct higpu_cmd *
 	slot = &dev->slots[idx];
 	slot->gen++;
 	slot->op = op;
-	kref_get(&op->ref);
+	refcount_inc(&op->ref);
 	atomic_inc(&op->pieces);
 	op->sent++;
 	if (piece) {

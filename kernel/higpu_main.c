@@ -233,7 +233,7 @@ static struct higpu_dev *higpu_alloc(struct pci_dev *pdev, void *bar2, size_t le
 
 	if (!dev)
 		return NULL;
-	kref_init(&dev->ref);
+	refcount_set(&dev->ref, 1);
 	dev->pdev = pci_dev_get(pdev);
 	dev->bar2 = bar2;
 	dev->bar2_len = len;
@@ -257,17 +257,12 @@ static struct higpu_dev *higpu_alloc(struct pci_dev *pdev, void *bar2, size_t le
 	return dev;
 }
 
-static void higpu_dev_free(struct kref *ref)
-{
-	struct higpu_dev *dev = container_of(ref, struct higpu_dev, ref);
-
-	pci_dev_put(dev->pdev);
-	kfree(dev);
-}
-
 void higpu_dev_put(struct higpu_dev *dev)
 {
-	kref_put(&dev->ref, higpu_dev_free);
+	if (!refcount_dec_and_test(&dev->ref))
+		return;
+	pci_dev_put(dev->pdev);
+	kfree(dev);
 }
 
 /* higpu_free - undo higpu_alloc: open files may keep the memory longer. */

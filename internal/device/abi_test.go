@@ -1,6 +1,7 @@
 package device
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/rdma"
@@ -86,6 +87,55 @@ var abiConsts = map[string]int64{
 	"HICAIN_CMD_ALLOC_XRCD": CmdAllocXRCD, "HICAIN_CMD_DEALLOC_XRCD": CmdDeallocXRCD, "HICAIN_SRQT_BASIC": SRQTBasic, "HICAIN_SRQT_XRC": SRQTXRC, "HICAIN_EV_LID_CHANGE": EvLIDChange,
 	"HICAIN_EV_SM_CHANGE": EvSMChange, "HICAIN_EV_CLIENT_REREGISTER": EvClientReregister,
 	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
+}
+
+// TestABIGenerated fails when zabi.go is not what go generate makes of
+// kernel/hicain_abi.h now.
+func TestABIGenerated(t *testing.T) {
+	testutil.CheckGodefs(t, "types_abi.go", "zabi.go")
+}
+
+// TestABINames fails on a HICAIN_ macro or enumerator of the header that
+// the mirror does not map.
+func TestABINames(t *testing.T) {
+	testutil.CheckCNames(t, "hicain_abi.h", regexp.MustCompile(`^HICAIN_`), "types_abi.go", abiConsts)
+}
+
+// TestABICasts: the device casts a send WQE's opcode and flags and
+// CREATE_QP's qp_type to the engine's types, so their numbers must be
+// the header's (the kernel's BUILD_BUG_ONs hold its side).
+func TestABICasts(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		dev, rdma uint32
+	}{
+		{"HICAIN_WR_RDMA_WRITE", WRRDMAWrite, uint32(rdma.WRRDMAWrite)},
+		{"HICAIN_WR_RDMA_WRITE_IMM", WRRDMAWriteImm, uint32(rdma.WRRDMAWriteWithImm)},
+		{"HICAIN_WR_SEND", WRSend, uint32(rdma.WRSend)},
+		{"HICAIN_WR_SEND_IMM", WRSendImm, uint32(rdma.WRSendWithImm)},
+		{"HICAIN_WR_RDMA_READ", WRRDMARead, uint32(rdma.WRRDMARead)},
+		{"HICAIN_WR_ATOMIC_CMP_SWP", WRAtomicCmpSwp, uint32(rdma.WRAtomicCmpAndSwp)},
+		{"HICAIN_WR_ATOMIC_FETCH_ADD", WRAtomicFetchAdd, uint32(rdma.WRAtomicFetchAndAdd)},
+		{"HICAIN_WR_LOCAL_INV", WRLocalInv, uint32(rdma.WRLocalInv)},
+		{"HICAIN_WR_BIND_MW", WRBindMW, uint32(rdma.WRBindMW)},
+		{"HICAIN_WR_SEND_INV", WRSendInv, uint32(rdma.WRSendWithInv)},
+		{"HICAIN_WR_ATOMIC_WRITE", WRAtomicWrite, uint32(rdma.WRAtomicWrite)},
+		{"HICAIN_SEND_FENCE", SendFence, uint32(rdma.SendFence)},
+		{"HICAIN_SEND_SIGNALED", SendSignaled, uint32(rdma.SendSignaled)},
+		{"HICAIN_SEND_SOLICITED", SendSolicited, uint32(rdma.SendSolicited)},
+		{"HICAIN_SEND_INLINE", SendInline, uint32(rdma.SendInline)},
+		{"HICAIN_QPT_SMI", QPTSMI, uint32(rdma.QPTypeSMI)},
+		{"HICAIN_QPT_GSI", QPTGSI, uint32(rdma.QPTypeGSI)},
+		{"HICAIN_QPT_RC", QPTRC, uint32(rdma.QPTypeRC)},
+		{"HICAIN_QPT_UC", QPTUC, uint32(rdma.QPTypeUC)},
+		{"HICAIN_QPT_UD", QPTUD, uint32(rdma.QPTypeUD)},
+		{"HICAIN_QPT_XRC_INI", QPTXRCIni, uint32(rdma.QPTypeXRCIni)},
+		{"HICAIN_QPT_XRC_TGT", QPTXRCTgt, uint32(rdma.QPTypeXRCTgt)},
+	} {
+		if c.dev != c.rdma {
+			t.Errorf("%s is %d, the engine's value %d", c.name, c.dev, c.rdma)
+		}
+	}
 }
 
 // TestABILayout fails when kernel/hicain_abi.h and the Go mirror drift

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/testutil"
@@ -54,6 +55,18 @@ var abiConsts = map[string]int64{
 	"HIGPU_ST_EFAULT": StEFAULT, "HIGPU_ST_EINVAL": StEINVAL, "HIGPU_ST_ENOSPC": StENOSPC,
 	"HIGPU_ST_EOPNOTSUPP": StEOPNOTSUPP, "HIGPU_ST_ECANCELED": StECANCELED,
 	"HIGPU_ST_EPERM": StEPERM, "HIGPU_ST_EEXIST": StEEXIST, "HIGPU_ST_EHOSTUNREACH": StEHOSTUNREACH,
+}
+
+// TestABIGenerated fails when zabi.go is not what go generate makes of
+// kernel/higpu_abi.h now.
+func TestABIGenerated(t *testing.T) {
+	testutil.CheckGodefs(t, "types_abi.go", "zabi.go")
+}
+
+// TestABINames fails on a HIGPU_ macro or enumerator of the header that
+// the mirror does not map.
+func TestABINames(t *testing.T) {
+	testutil.CheckCNames(t, "higpu_abi.h", regexp.MustCompile(`^HIGPU_`), "types_abi.go", abiConsts)
 }
 
 // TestABILayout fails when kernel/higpu_abi.h and this package's mirror

@@ -1,0 +1,200 @@
+//go:build ignore
+
+// The input of zabi.go: `go generate` (mkgodefs) runs cgo -godefs on it.
+// TestABIGenerated fails when zabi.go is not what it makes of the
+// header now; TestABINames when the header has a HICAIN_ name that is
+// neither here nor in abiConsts (abi_test.go).
+
+package device
+
+/*
+#include "../../kernel/hicain_abi.h"
+*/
+import "C"
+
+//godefs:name ah_attr AH
+//godefs:name raw Payload
+//godefs:name max_rd_atomic MaxRDAtomic
+//godefs:name max_dest_rd_atomic MaxDestRDAtomic
+//godefs:blank rsvd* !CmdCreateCQArgs.rsvd
+
+type DevHdr C.struct_hicain_dev_hdr
+type AHAttr C.struct_hicain_ah_attr
+type QPAttr C.struct_hicain_qp_attr
+type CmdRegMRArgs C.struct_hicain_cmd_reg_mr
+type CmdCreateCQArgs C.struct_hicain_cmd_create_cq
+type CmdCreateQPArgs C.struct_hicain_cmd_create_qp
+type CmdModifyQPArgs C.struct_hicain_cmd_modify_qp
+type CmdCreateAHArgs C.struct_hicain_cmd_create_ah
+type CmdSetAddrArgs C.struct_hicain_cmd_set_addr
+type CmdCreateSRQArgs C.struct_hicain_cmd_create_srq
+type CmdModifySRQArgs C.struct_hicain_cmd_modify_srq
+type SRQAttr C.struct_hicain_srq_attr
+type CmdMcastArgs C.struct_hicain_cmd_mcast
+type CmdMADIfcArgs C.struct_hicain_cmd_mad_ifc
+type CmdPortCapArgs C.struct_hicain_cmd_port_cap
+type CmdAllocMWArgs C.struct_hicain_cmd_alloc_mw
+type AdminCmd C.struct_hicain_admin_cmd
+type AdminCQE C.struct_hicain_admin_cqe
+type DeviceAttr C.struct_hicain_device_attr
+type PortAttr C.struct_hicain_port_attr
+type PortCounters C.struct_hicain_port_counters
+type EQE C.struct_hicain_eqe
+type L2Desc C.struct_hicain_l2_desc
+type WQDBRec C.struct_hicain_wq_dbrec
+type CQDBRec C.struct_hicain_cq_dbrec
+type SGE C.struct_hicain_sge
+type SendWQE C.struct_hicain_send_wqe
+type WQEAV C.struct_hicain_wqe_av
+type RecvWQE C.struct_hicain_recv_wqe
+type TMOpWQE C.struct_hicain_tm_op_wqe
+type TMDBRec C.struct_hicain_tm_dbrec
+
+const (
+	Magic              = C.HICAIN_MAGIC
+	ABIMajor           = C.HICAIN_ABI_MAJOR
+	ABIMinor           = C.HICAIN_ABI_MINOR
+	VendorID           = C.HICAIN_VENDOR_ID
+	DeviceID           = C.HICAIN_DEVICE_ID
+	BAR2Min            = C.HICAIN_BAR2_MIN_SIZE
+	HdrOff             = C.HICAIN_HDR_OFF
+	AdminSQOff         = C.HICAIN_ADMIN_SQ_OFF
+	AdminSQEntries     = C.HICAIN_ADMIN_SQ_ENTRIES
+	AdminCQOff         = C.HICAIN_ADMIN_CQ_OFF
+	AdminCQEntries     = C.HICAIN_ADMIN_CQ_ENTRIES
+	EQOff              = C.HICAIN_EQ_OFF
+	EQEntries          = C.HICAIN_EQ_ENTRIES
+	L2TxOff            = C.HICAIN_L2_TX_OFF
+	L2TxEntries        = C.HICAIN_L2_TX_ENTRIES
+	L2RxOff            = C.HICAIN_L2_RX_OFF
+	L2RxEntries        = C.HICAIN_L2_RX_ENTRIES
+	DBCtrl             = C.HICAIN_DB_CTRL
+	DBQP               = C.HICAIN_DB_QP
+	DBL2               = C.HICAIN_DB_L2
+	DBCQ               = C.HICAIN_DB_CQ
+	NumDB              = C.HICAIN_NUM_DB
+	IRQCtrl            = C.HICAIN_IRQ_CTRL
+	IRQL2              = C.HICAIN_IRQ_L2
+	IRQCQBase          = C.HICAIN_IRQ_CQ_BASE
+	DevReady           = C.HICAIN_DEV_READY
+	DevLive            = C.HICAIN_DEV_LIVE
+	DevFatal           = C.HICAIN_DEV_FATAL
+	DevLinkUp          = C.HICAIN_DEV_LINK_UP
+	HeartbeatMS        = C.HICAIN_HEARTBEAT_MS
+	HeartbeatDeadMS    = C.HICAIN_HEARTBEAT_DEAD_MS
+	DrvOK              = C.HICAIN_DRV_OK
+	DrvMSIXOn          = C.HICAIN_DRV_MSIX_ON
+	DrvReset           = C.HICAIN_DRV_RESET
+	FatalNone          = C.HICAIN_FATAL_NONE
+	FatalAdminRing     = C.HICAIN_FATAL_ADMIN_RING
+	FatalL2Ring        = C.HICAIN_FATAL_L2_RING
+	FatalABI           = C.HICAIN_FATAL_ABI
+	CapRC              = C.HICAIN_CAP_RC
+	CapUD              = C.HICAIN_CAP_UD
+	CapSRQ             = C.HICAIN_CAP_SRQ
+	CapAtomic          = C.HICAIN_CAP_ATOMIC
+	CapL2              = C.HICAIN_CAP_L2
+	CapXRC             = C.HICAIN_CAP_XRC
+	CapCQETS           = C.HICAIN_CAP_CQE_TS
+	CapTM              = C.HICAIN_CAP_TM
+	LinkEthernet       = C.HICAIN_LINK_ETHERNET
+	LinkInfiniBand     = C.HICAIN_LINK_INFINIBAND
+	StOK               = C.HICAIN_ST_OK
+	StENOENT           = C.HICAIN_ST_ENOENT
+	StENOMEM           = C.HICAIN_ST_ENOMEM
+	StEACCES           = C.HICAIN_ST_EACCES
+	StEFAULT           = C.HICAIN_ST_EFAULT
+	StEBUSY            = C.HICAIN_ST_EBUSY
+	StENODEV           = C.HICAIN_ST_ENODEV
+	StEINVAL           = C.HICAIN_ST_EINVAL
+	StEOPNOTSUPP       = C.HICAIN_ST_EOPNOTSUPP
+	CQFPaged           = C.HICAIN_CQ_F_PAGED
+	CQPageSize         = C.HICAIN_CQ_PAGE_SIZE
+	CQMaxPages         = C.HICAIN_CQ_MAX_PAGES
+	QPTSMI             = C.HICAIN_QPT_SMI
+	QPTGSI             = C.HICAIN_QPT_GSI
+	QPTRC              = C.HICAIN_QPT_RC
+	QPTUC              = C.HICAIN_QPT_UC
+	QPTUD              = C.HICAIN_QPT_UD
+	QPTXRCIni          = C.HICAIN_QPT_XRC_INI
+	QPTXRCTgt          = C.HICAIN_QPT_XRC_TGT
+	SRQTBasic          = C.HICAIN_SRQT_BASIC
+	SRQTXRC            = C.HICAIN_SRQT_XRC
+	SRQTTM             = C.HICAIN_SRQT_TM
+	SRQMaxWR           = C.HICAIN_SRQ_MAX_WR
+	SRQLimit           = C.HICAIN_SRQ_LIMIT
+	MADSize            = C.HICAIN_MAD_SIZE
+	MADIfcReply        = C.HICAIN_MAD_IFC_REPLY
+	DeviceAttrV10Size  = C.HICAIN_DEVICE_ATTR_V1_0_SIZE
+	QPFatalSQIndex     = C.HICAIN_QP_FATAL_SQ_INDEX
+	QPFatalRQIndex     = C.HICAIN_QP_FATAL_RQ_INDEX
+	QPFatalWQE         = C.HICAIN_QP_FATAL_WQE
+	QPFatalRing        = C.HICAIN_QP_FATAL_RING
+	QPFatalTransport   = C.HICAIN_QP_FATAL_TRANSPORT
+	CQErrOverrun       = C.HICAIN_CQ_ERR_OVERRUN
+	L2FlagErr          = C.HICAIN_L2_F_ERR
+	L2MaxFrame         = C.HICAIN_L2_MAX_FRAME
+	CQArmNext          = C.HICAIN_CQ_ARM_NEXT
+	CQArmSolicited     = C.HICAIN_CQ_ARM_SOLICITED
+	WRRDMAWrite        = C.HICAIN_WR_RDMA_WRITE
+	WRRDMAWriteImm     = C.HICAIN_WR_RDMA_WRITE_IMM
+	WRSend             = C.HICAIN_WR_SEND
+	WRSendImm          = C.HICAIN_WR_SEND_IMM
+	WRRDMARead         = C.HICAIN_WR_RDMA_READ
+	WRAtomicCmpSwp     = C.HICAIN_WR_ATOMIC_CMP_SWP
+	WRAtomicFetchAdd   = C.HICAIN_WR_ATOMIC_FETCH_ADD
+	WRLocalInv         = C.HICAIN_WR_LOCAL_INV
+	WRBindMW           = C.HICAIN_WR_BIND_MW
+	WRSendInv          = C.HICAIN_WR_SEND_INV
+	WRAtomicWrite      = C.HICAIN_WR_ATOMIC_WRITE
+	SendFence          = C.HICAIN_SEND_FENCE
+	SendSignaled       = C.HICAIN_SEND_SIGNALED
+	SendSolicited      = C.HICAIN_SEND_SOLICITED
+	SendInline         = C.HICAIN_SEND_INLINE
+	SendAV             = C.HICAIN_SEND_AV
+	WCWithInv          = C.HICAIN_WC_WITH_INV
+	CmdQueryDevice     = C.HICAIN_CMD_QUERY_DEVICE
+	CmdQueryPort       = C.HICAIN_CMD_QUERY_PORT
+	CmdQueryGID        = C.HICAIN_CMD_QUERY_GID
+	CmdQueryPKey       = C.HICAIN_CMD_QUERY_PKEY
+	CmdAllocPD         = C.HICAIN_CMD_ALLOC_PD
+	CmdDeallocPD       = C.HICAIN_CMD_DEALLOC_PD
+	CmdRegMR           = C.HICAIN_CMD_REG_MR
+	CmdDeregMR         = C.HICAIN_CMD_DEREG_MR
+	CmdCreateCQ        = C.HICAIN_CMD_CREATE_CQ
+	CmdDestroyCQ       = C.HICAIN_CMD_DESTROY_CQ
+	CmdResizeCQ        = C.HICAIN_CMD_RESIZE_CQ
+	CmdCreateQP        = C.HICAIN_CMD_CREATE_QP
+	CmdModifyQP        = C.HICAIN_CMD_MODIFY_QP
+	CmdQueryQP         = C.HICAIN_CMD_QUERY_QP
+	CmdDestroyQP       = C.HICAIN_CMD_DESTROY_QP
+	CmdCreateSRQ       = C.HICAIN_CMD_CREATE_SRQ
+	CmdModifySRQ       = C.HICAIN_CMD_MODIFY_SRQ
+	CmdQuerySRQ        = C.HICAIN_CMD_QUERY_SRQ
+	CmdDestroySRQ      = C.HICAIN_CMD_DESTROY_SRQ
+	CmdCreateAH        = C.HICAIN_CMD_CREATE_AH
+	CmdDestroyAH       = C.HICAIN_CMD_DESTROY_AH
+	CmdAttachMcast     = C.HICAIN_CMD_ATTACH_MCAST
+	CmdDetachMcast     = C.HICAIN_CMD_DETACH_MCAST
+	CmdSetAddr         = C.HICAIN_CMD_SET_ADDR
+	CmdQueryCounters   = C.HICAIN_CMD_QUERY_COUNTERS
+	CmdMADIfc          = C.HICAIN_CMD_MAD_IFC
+	CmdSetPortCap      = C.HICAIN_CMD_SET_PORT_CAP
+	CmdReregMR         = C.HICAIN_CMD_REREG_MR
+	CmdAllocMW         = C.HICAIN_CMD_ALLOC_MW
+	CmdDeallocMW       = C.HICAIN_CMD_DEALLOC_MW
+	CmdAllocXRCD       = C.HICAIN_CMD_ALLOC_XRCD
+	CmdDeallocXRCD     = C.HICAIN_CMD_DEALLOC_XRCD
+	CmdMax             = C.HICAIN_CMD_MAX
+	EvPortActive       = C.HICAIN_EV_PORT_ACTIVE
+	EvPortErr          = C.HICAIN_EV_PORT_ERR
+	EvQPFatal          = C.HICAIN_EV_QP_FATAL
+	EvCQErr            = C.HICAIN_EV_CQ_ERR
+	EvSRQLimit         = C.HICAIN_EV_SRQ_LIMIT
+	EvDeviceFatal      = C.HICAIN_EV_DEVICE_FATAL
+	EvQPLastWQE        = C.HICAIN_EV_QP_LAST_WQE
+	EvSRQErr           = C.HICAIN_EV_SRQ_ERR
+	EvLIDChange        = C.HICAIN_EV_LID_CHANGE
+	EvSMChange         = C.HICAIN_EV_SM_CHANGE
+	EvClientReregister = C.HICAIN_EV_CLIENT_REREGISTER
+)
