@@ -304,6 +304,28 @@ static int higpu_run_sync(struct higpu_file *f, u16 opcode, struct higpu_cmd *cm
 	return 0;
 }
 
+/*
+ * higpu_run_status - run an immediate command of the file's own and wait
+ * for it (killable): its device status goes to *status and its result,
+ * when result is not NULL, to *result. Returns 0 or the errno of the
+ * submission or the wait.
+ */
+static int higpu_run_status(struct higpu_file *f, u16 opcode, struct higpu_cmd *cmd,
+			    __u32 *status, u64 *result)
+{
+	struct higpu_req *op;
+	int ret;
+
+	ret = higpu_run_sync(f, opcode, cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS, &op);
+	if (ret)
+		return ret;
+	*status = op->status;
+	if (result)
+		*result = op->result;
+	higpu_op_put(op);
+	return 0;
+}
+
 /* ---- user memory ---- */
 
 /*
@@ -829,7 +851,7 @@ static int higpu_ioc_alloc(struct higpu_file *f, void *arg, unsigned int ioc)
 	struct higpu_mem_alloc *a = arg;
 	struct higpu_cmd cmd = {};
 	struct higpu_req *op;
-	u64 size;
+	u64 size, addr;
 	int ret;
 
 	if (!a->size || a->rsvd || (a->align & (a->align - 1)) || a->size > (U64_MAX >> 1))
@@ -837,13 +859,10 @@ static int higpu_ioc_alloc(struct higpu_file *f, void *arg, unsigned int ioc)
 	cmd.args.mem_alloc.size = cpu_to_le64(a->size);
 	cmd.args.mem_alloc.align = cpu_to_le64(a->align ?
 					       max_t(u64, a->align, dev->alloc_align) : 0);
-	ret = higpu_run_sync(f, HIGPU_OP_MEM_ALLOC, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
-			     &op);
+	ret = higpu_run_status(f, HIGPU_OP_MEM_ALLOC, &cmd, &a->status, &addr);
 	if (ret)
 		return ret;
-	a->status = op->status;
-	a->addr = op->status ? 0 : op->result;
-	higpu_op_put(op);
+	a->addr = a->status ? 0 : addr;
 	if (a->addr) {
 		size = ALIGN(a->size, dev->alloc_align);
 		ret = xa_err(xa_store(&f->allocs_xa, a->addr >> 8, xa_mk_value(size >> 8),
@@ -869,7 +888,6 @@ static int higpu_ioc_free(struct higpu_file *f, void *arg, unsigned int ioc)
 {
 	struct higpu_mem_free *a = arg;
 	struct higpu_cmd cmd = {};
-	struct higpu_req *op;
 	void *entry;
 	int ret;
 
@@ -880,12 +898,9 @@ static int higpu_ioc_free(struct higpu_file *f, void *arg, unsigned int ioc)
 	if (!entry)
 		return -EINVAL;
 	cmd.args.mem_free.addr = cpu_to_le64(a->addr);
-	ret = higpu_run_sync(f, HIGPU_OP_MEM_FREE, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
-			     &op);
+	ret = higpu_run_status(f, HIGPU_OP_MEM_FREE, &cmd, &a->status, NULL);
 	if (ret)
 		return ret;
-	a->status = op->status;
-	higpu_op_put(op);
 	if (!a->status && xa_erase(&f->allocs_xa, a->addr >> 8) == entry) {
 		spin_lock(&f->lock);
 		f->mem_used -= xa_to_value(entry) << 8;
@@ -899,8 +914,6 @@ static int higpu_ioc_peer_access(struct higpu_file *f, void *arg, unsigned int i
 {
 	struct higpu_peer_access *a = arg;
 	struct higpu_cmd cmd = {};
-	struct higpu_req *op;
-	int ret;
 
 	if (a->rsvd || a->enable > 1 || a->peer_id >= HIGPU_MAX_GPUS)
 		return -EINVAL;
@@ -908,13 +921,7 @@ static int higpu_ioc_peer_access(struct higpu_file *f, void *arg, unsigned int i
 		return -EOPNOTSUPP;
 	cmd.args.peer.peer_id = cpu_to_le16(a->peer_id);
 	cmd.args.peer.enable = a->enable;
-	ret = higpu_run_sync(f, HIGPU_OP_PEER_ACCESS, &cmd, NULL, HIGPU_WAIT_KILLABLE, HIGPU_CMD_MS,
-			     &op);
-	if (ret)
-		return ret;
-	a->status = op->status;
-	higpu_op_put(op);
-	return 0;
+	return higpu_run_status(f, HIGPU_OP_PEER_ACCESS, &cmd, &a->status, NULL);
 }
 
 /* higpu_query_cmd - a HIGPU_OP_QUERY of what into out (len bytes). */
