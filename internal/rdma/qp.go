@@ -283,6 +283,9 @@ type QP struct {
 	xsrq *SRQ
 	// mcast are the groups the QP is attached to (UD).
 	mcast [][16]byte
+	// flowsGone: Destroy removed the raw QP's flows; guarded by
+	// Device.mu (raw.go).
+	flowsGone bool
 	// dc is the congestion state (dcqcn.go).
 	dc dcqcnState
 }
@@ -338,6 +341,13 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	case QPTypeSMI:
 		if !d.ib() {
 			return nil, fmt.Errorf("rdma: create QP: QP0 exists only on an InfiniBand port: %w", ErrInvalid)
+		}
+	case QPTypeRawPacket:
+		if d.ib() {
+			return nil, fmt.Errorf("rdma: create QP: raw packet QPs exist only on an Ethernet port: %w", ErrInvalid)
+		}
+		if attr.SRQ != nil {
+			return nil, fmt.Errorf("rdma: create raw packet QP: it takes no SRQ: %w", ErrInvalid)
 		}
 	default:
 		return nil, fmt.Errorf("rdma: create QP: unknown type %d: %w", uint32(attr.QPType), ErrInvalid)
@@ -502,6 +512,7 @@ func (qp *QP) Destroy() error {
 		qp.dropBacklog()
 		qp.detachAll()
 		delete(d.eng.qps, qp.qpn)
+		d.dropFlows(qp)
 	}); e != nil {
 		return fmt.Errorf("rdma: destroy QP %#x: %w", qp.qpn, e)
 	}

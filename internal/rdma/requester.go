@@ -76,6 +76,9 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 	if qp.init.QPType == QPTypeUC {
 		return qp.ucStep(budget)
 	}
+	if qp.init.QPType == QPTypeRawPacket {
+		return qp.rawStep(budget)
+	}
 	st := qp.State()
 	if st != QPStateRTS && st != QPStateSQD {
 		return false, false

@@ -119,19 +119,8 @@ func (qp *QP) udSend(w *sendWQE) WCStatus {
 	d := qp.dev
 	e := &d.eng
 	r := &qp.req
-	if !w.isInline {
-		w.mrs = mrSlots(w.mrs, len(w.sge))
-		for i, s := range w.sge {
-			w.mrs[i] = nil
-			if s.Length == 0 {
-				continue
-			}
-			mr := d.lookupMR(s.LKey)
-			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) {
-				return WCLocProtErr
-			}
-			w.mrs[i] = mr
-		}
+	if !qp.resolveSend(w) {
+		return WCLocProtErr
 	}
 	p := &w.ah.path
 	f := p.f
