@@ -14,7 +14,7 @@ import "unsafe"
 const (
 	Magic          = 0x4e494348
 	ABIMajor       = 1
-	ABIMinor       = 14
+	ABIMinor       = 15
 	VendorID       = 0x1ED5
 	DeviceID       = 0xCA10
 	BAR2Min        = 0x100000
@@ -66,9 +66,10 @@ const (
 	CapSRQ    = 0x4
 	CapAtomic = 0x8
 	CapL2     = 0x10
-	CapXRC    = 0x20 // ABI 1.11
-	CapCQETS  = 0x40 // ABI 1.12: CQE.Timestamp
-	CapTM     = 0x80 // ABI 1.13: tag-matching SRQs
+	CapXRC    = 0x20  // ABI 1.11
+	CapCQETS  = 0x40  // ABI 1.12: CQE.Timestamp
+	CapTM     = 0x80  // ABI 1.13: tag-matching SRQs
+	CapRaw    = 0x100 // ABI 1.15: raw packet QPs and flow steering
 
 	LinkEthernet   = 2
 	LinkInfiniBand = 1
@@ -149,6 +150,8 @@ const (
 	CmdDeallocMW   // ABI 1.10
 	CmdAllocXRCD   // ABI 1.11
 	CmdDeallocXRCD // ABI 1.11
+	CmdCreateFlow  // ABI 1.15
+	CmdDestroyFlow // ABI 1.15
 	CmdMax
 )
 
@@ -393,6 +396,45 @@ type CmdMcastArgs struct {
 	LID uint16   `c:"lid"`
 	_   uint16   `c:"rsvd"`
 	GID [16]byte `c:"gid"`
+}
+
+// Headers of CmdCreateFlowArgs.Match (ABI 1.15).
+const (
+	FlowEth  = 0x1
+	FlowIPv4 = 0x2
+	FlowIPv6 = 0x4
+	FlowTCP  = 0x8
+	FlowUDP  = 0x10
+)
+
+// CmdCreateFlowArgs is struct hicain_cmd_create_flow (ABI 1.15): the
+// byte arrays are wire fields, in network byte order.
+type CmdCreateFlowArgs struct {
+	QPN           uint32   `c:"qpn"`
+	Match         uint32   `c:"match"`
+	Priority      uint16   `c:"priority"`
+	Port          uint8    `c:"port"`
+	_             uint8    `c:"rsvd0"`
+	_             uint32   `c:"rsvd1"`
+	DMAC          [6]byte  `c:"dmac"`
+	DMACMask      [6]byte  `c:"dmac_mask"`
+	SMAC          [6]byte  `c:"smac"`
+	SMACMask      [6]byte  `c:"smac_mask"`
+	EtherType     [2]byte  `c:"ether_type"`
+	EtherTypeMask [2]byte  `c:"ether_type_mask"`
+	VLANTag       [2]byte  `c:"vlan_tag"`
+	VLANTagMask   [2]byte  `c:"vlan_tag_mask"`
+	SrcIP         [16]byte `c:"src_ip"`
+	SrcIPMask     [16]byte `c:"src_ip_mask"`
+	DstIP         [16]byte `c:"dst_ip"`
+	DstIPMask     [16]byte `c:"dst_ip_mask"`
+	IPProto       uint8    `c:"ip_proto"`
+	IPProtoMask   uint8    `c:"ip_proto_mask"`
+	_             [2]byte  `c:"rsvd2"`
+	SrcPort       [2]byte  `c:"src_port"`
+	SrcPortMask   [2]byte  `c:"src_port_mask"`
+	DstPort       [2]byte  `c:"dst_port"`
+	DstPortMask   [2]byte  `c:"dst_port_mask"`
 }
 
 // CmdAllocMWArgs is struct hicain_cmd_alloc_mw (ABI 1.10).

@@ -25,6 +25,7 @@ var abiStructs = []testutil.CStruct{
 	{C: "hicain_cmd_mad_ifc", V: CmdMADIfcArgs{}},
 	{C: "hicain_cmd_port_cap", V: CmdPortCapArgs{}},
 	{C: "hicain_cmd_alloc_mw", V: CmdAllocMWArgs{}},
+	{C: "hicain_cmd_create_flow", V: CmdCreateFlowArgs{}},
 	{C: "hicain_admin_cmd", V: AdminCmd{}},
 	{C: "hicain_admin_cqe", V: AdminCQE{}},
 	{C: "hicain_device_attr", V: DeviceAttr{}},
@@ -86,6 +87,9 @@ var abiConsts = map[string]int64{
 	"HICAIN_CMD_ALLOC_XRCD": CmdAllocXRCD, "HICAIN_CMD_DEALLOC_XRCD": CmdDeallocXRCD, "HICAIN_SRQT_BASIC": SRQTBasic, "HICAIN_SRQT_XRC": SRQTXRC, "HICAIN_EV_LID_CHANGE": EvLIDChange,
 	"HICAIN_EV_SM_CHANGE": EvSMChange, "HICAIN_EV_CLIENT_REREGISTER": EvClientReregister,
 	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
+	"HICAIN_CAP_RAW": CapRaw, "HICAIN_CMD_CREATE_FLOW": CmdCreateFlow, "HICAIN_CMD_DESTROY_FLOW": CmdDestroyFlow,
+	"HICAIN_FLOW_ETH": FlowEth, "HICAIN_FLOW_IPV4": FlowIPv4, "HICAIN_FLOW_IPV6": FlowIPv6, "HICAIN_FLOW_TCP": FlowTCP,
+	"HICAIN_FLOW_UDP": FlowUDP,
 }
 
 // TestABILayout fails when kernel/hicain_abi.h and the Go mirror drift

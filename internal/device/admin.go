@@ -222,8 +222,14 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if !ok {
 			return StENOENT
 		}
+		if q.flows > 0 {
+			return StEBUSY // ib_core destroys a QP's flows first
+		}
 		if err := q.qp.Destroy(); err != nil {
 			return status(err)
+		}
+		if q.typ == rdma.QPTypeRawPacket {
+			s.nRawQP--
 		}
 		q.releaseUsers()
 		delete(s.qps, c.Handle)
@@ -321,6 +327,10 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return s.reregMR(c.Handle, PayloadOf[CmdRegMRArgs](c), out)
 	case CmdAllocMW:
 		return s.allocMW(PayloadOf[CmdAllocMWArgs](c), out)
+	case CmdCreateFlow:
+		return s.createFlow(PayloadOf[CmdCreateFlowArgs](c), out)
+	case CmdDestroyFlow:
+		return s.destroyFlow(c.Handle)
 	case CmdDeallocMW:
 		mw, ok := s.mws[c.Handle&^0xff]
 		if !ok {
@@ -681,8 +691,18 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		if !s.v.cfg.ib() {
 			return StEOPNOTSUPP // QP0 exists only on an InfiniBand port (as rxe)
 		}
+	case rdma.QPTypeRawPacket:
+		if s.v.cfg.ib() {
+			return StEOPNOTSUPP // Ethernet frames need an Ethernet port
+		}
+		if srqn != 0 {
+			return StEINVAL
+		}
+		if s.nRawQP >= MaxRawQP {
+			return StENOMEM
+		}
 	default:
-		return StEOPNOTSUPP // raw packet, driver types
+		return StEOPNOTSUPP // driver types
 	}
 	var srq *gsrq
 	if srqn != 0 {
@@ -765,6 +785,9 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	scq.users++
 	if q.rcq != nil {
 		q.rcq.users++
+	}
+	if typ == rdma.QPTypeRawPacket {
+		s.nRawQP++
 	}
 	s.qps[qp.QPN()] = q
 	s.publishQPs()

@@ -73,8 +73,11 @@ type session struct {
 	ahs       map[uint32]*gah
 	srqs      map[uint32]*gsrq
 	xrcds     map[uint32]*gxrcd
-	nextCQ    atomic.Uint32 // handle counters; atomic only for tests' hooks
+	flows     map[uint32]*gflow // ABI 1.15, raw.go
+	nRawQP    int               // raw packet QPs in qps
+	nextCQ    atomic.Uint32     // handle counters; atomic only for tests' hooks
 	nextAH    atomic.Uint32
+	nextFlow  atomic.Uint32
 	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
 	devMTU    int
 	lim       limits
@@ -205,6 +208,7 @@ type gqp struct {
 	sqBlocked        bool   // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
+	flows            int   // raw packet QP: its flows (DESTROY_QP is EBUSY while it has any)
 	cost             int64 // budget charged
 }
 
@@ -251,9 +255,10 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		mws: map[uint32]*rdma.MW{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{},
-		xrcds: map[uint32]*gxrcd{}}
+		xrcds: map[uint32]*gxrcd{}, flows: map[uint32]*gflow{}}
 	s.nextCQ.Store(1)
 	s.nextAH.Store(1)
+	s.nextFlow.Store(1)
 	s.mem.limit = int64(v.cfg.MemBudget)
 	ok := false
 	defer func() {
@@ -284,7 +289,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	cfg := s.v.cfg
 	dc := rdma.DeviceConfig{
 		Name: "hicain0", NodeGUID: cfg.NodeGUID, PortGUID: cfg.PortGUID, MAC: mac,
-		IPv4: ips, MTU: mtu, Memory: s.v.ram,
+		IPv4: ips, MTU: mtu, Memory: s.v.ram, RawTxFilter: s.l2Allowed,
 	}
 	if cfg.ib() {
 		// The port waits in Init for a subnet manager to give it a LID
@@ -336,7 +341,7 @@ func (s *session) initHeader(resetCount uint32) {
 	h.LinkLayer = LinkEthernet
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
-	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS | CapTM
+	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS | CapTM | CapRaw
 	if cfg.ib() {
 		// No Ethernet on an IB port: the L2 rings carry nothing.
 		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC|CapCQETS|CapTM
@@ -717,6 +722,11 @@ func (s *session) reset() {
 }
 
 func (s *session) destroyAll() {
+	for k, f := range s.flows {
+		f.flow.Destroy()
+		delete(s.flows, k)
+	}
+	s.nRawQP = 0
 	for k, q := range s.qps {
 		q.qp.Destroy()
 		delete(s.qps, k)
