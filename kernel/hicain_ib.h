@@ -278,6 +278,17 @@ struct hicain_qp {
 	u32 av_room;			/* UD, GSI: WQE bytes kept for an AV */
 };
 
+/*
+ * struct hicain_flow - a flow steering frames to a raw packet QP
+ * (hicain_ib_raw.c); driver-allocated, as ib_core wants ib_flow.
+ */
+struct hicain_flow {
+	struct ib_flow ibflow;
+	struct hicain_ibdev *hidev;
+	u32 handle;
+	int epoch;
+};
+
 /* struct hicain_xrcd - an XRC domain of the device (hicain_ib_xrc.c). */
 struct hicain_xrcd {
 	struct ib_xrcd ibxrcd;		/* first: INIT_RDMA_OBJ_SIZE */
@@ -343,12 +354,19 @@ static inline struct device *hicain_dma_dev(struct hicain_ibdev *hidev)
 }
 
 /* hicain_ib_xrc.c: XRC domains, XRC SRQs, XRC target QPs */
+bool hicain_has_cap(struct hicain_ibdev *hidev, u16 minor, u32 cap);
 bool hicain_xrc_ok(struct hicain_ibdev *hidev);
 int hicain_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
 int hicain_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
 int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr *init,
 		       struct hicain_cmd_create_srq *c);
 int hicain_create_xrc_tgt(struct ib_qp *ibqp, struct ib_qp_init_attr *init);
+
+/* hicain_ib_raw.c: flows of raw packet QPs (ABI 1.15) */
+bool hicain_raw_ok(struct hicain_ibdev *hidev);
+struct ib_flow *hicain_create_flow(struct ib_qp *ibqp, struct ib_flow_attr *attr,
+				   struct ib_udata *udata);
+int hicain_destroy_flow(struct ib_flow *ibflow);
 
 /* hicain_ib_admin.c: admin commands */
 int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,

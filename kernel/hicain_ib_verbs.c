@@ -1388,6 +1388,13 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		if (udata || !hidev->ib)
 			return -EOPNOTSUPP;
 		break;
+	case IB_QPT_RAW_PACKET:
+		/* Whole Ethernet frames, for user space (ib_core asks for
+		 * CAP_NET_RAW); its flows are hicain_ib_raw.c's.
+		 */
+		if (!udata || !hicain_raw_ok(hidev))
+			return -EOPNOTSUPP;
+		break;
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -1654,7 +1661,8 @@ int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->path_mig_state = IB_MIG_MIGRATED;
 	attr->sq_draining = a.sq_draining;
 	attr->cap = qp->cap;
-	if (attr->qp_state >= IB_QPS_RTR && attr->qp_state != IB_QPS_ERR)
+	if (attr->qp_state >= IB_QPS_RTR && attr->qp_state != IB_QPS_ERR &&
+	    ibqp->qp_type != IB_QPT_RAW_PACKET)	/* no address vector */
 		hicain_ah_from_dev(hidev, &a.ah_attr, &attr->ah_attr);
 
 	memset(init, 0, sizeof(*init));

@@ -1186,6 +1186,9 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 	    (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV ||
 	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_ATOMIC_WRITE))
 		return EINVAL;	/* memory windows and ATOMIC WRITE are RC's */
+	/* A raw packet QP sends whole Ethernet frames: SENDs only. */
+	if (qp->vqp.qp.qp_type == IBV_QPT_RAW_PACKET && wr->opcode != IBV_WR_SEND)
+		return EINVAL;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		/* A datagram is a SEND through an AH of the QP's PD. */
 		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
@@ -1675,6 +1678,9 @@ static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 	case IBV_QPT_UD:
 		ops = HICAIN_QP_EX_UD_OPS;
 		break;
+	case IBV_QPT_RAW_PACKET:
+		ops = IBV_QP_EX_WITH_SEND;
+		break;
 	default:
 		return EOPNOTSUPP;
 	}
@@ -1792,6 +1798,42 @@ static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 		qp->vqp.comp_mask |= VERBS_QP_EX;
 	}
 	return &qp->vqp.qp;
+}
+
+/* ---- flow steering (raw packet QPs, ABI 1.15) ---- */
+
+/*
+ * hicain_create_flow - ibv_create_flow: the kernel takes the specs
+ * (ib_core parses them) and the device steers the frames they match to
+ * the raw packet QP; there is no driver data. A QP of another type, or
+ * a spec the device cannot match, is EOPNOTSUPP from the kernel.
+ */
+static struct ibv_flow *hicain_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow_attr)
+{
+	struct ibv_flow *flow;
+	int ret;
+
+	flow = calloc(1, sizeof(*flow));
+	if (!flow) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_flow(qp, flow, flow_attr, NULL, 0);
+	if (ret) {
+		free(flow);
+		errno = ret;
+		return NULL;
+	}
+	return flow;
+}
+
+static int hicain_destroy_flow(struct ibv_flow *flow)
+{
+	int ret = ibv_cmd_destroy_flow(flow);
+
+	if (!ret)
+		free(flow);
+	return ret;
 }
 
 /*
@@ -2195,6 +2237,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
 	.create_cq_ex = hicain_create_cq_ex,
+	.create_flow = hicain_create_flow,
 	.create_qp = hicain_create_qp,
 	.create_qp_ex = hicain_create_qp_ex,
 	.create_srq = hicain_create_srq,
@@ -2208,6 +2251,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.dereg_mr = hicain_dereg_mr,
 	.destroy_ah = hicain_destroy_ah,
 	.destroy_cq = hicain_destroy_cq,
+	.destroy_flow = hicain_destroy_flow,
 	.destroy_qp = hicain_destroy_qp,
 	.destroy_srq = hicain_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,

@@ -175,7 +175,7 @@ struct verbs_context_ops {
 				    struct ibv_comp_channel *channel, int comp_vector);
 	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context,
 					  struct ibv_cq_init_attr_ex *init_attr);
-	verbs_unused_op create_flow;
+	struct ibv_flow *(*create_flow)(struct ibv_qp *qp, struct ibv_flow_attr *flow_attr);
 	verbs_unused_op create_flow_action_esp;
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 	struct ibv_qp *(*create_qp_ex)(struct ibv_context *context,
@@ -192,7 +192,7 @@ struct verbs_context_ops {
 	int (*destroy_ah)(struct ibv_ah *ah);
 	verbs_unused_op destroy_counters;
 	int (*destroy_cq)(struct ibv_cq *cq);
-	verbs_unused_op destroy_flow;
+	int (*destroy_flow)(struct ibv_flow *flow);
 	verbs_unused_op destroy_flow_action;
 	int (*destroy_qp)(struct ibv_qp *qp);
 	verbs_unused_op destroy_rwq_ind_table;
@@ -550,6 +550,9 @@ int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz
 int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
 		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size);
 int ibv_cmd_destroy_ah(struct ibv_ah *ah);
+int ibv_cmd_create_flow(struct ibv_qp *qp, struct ibv_flow *flow_id,
+			struct ibv_flow_attr *flow_attr, void *ucmd, size_t ucmd_size);
+int ibv_cmd_destroy_flow(struct ibv_flow *flow_id);
 int ibv_cmd_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int ibv_cmd_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 
