@@ -286,6 +286,8 @@ type QP struct {
 	// flowsGone: Destroy removed the raw QP's flows; guarded by
 	// Device.mu (raw.go).
 	flowsGone bool
+	// rss is an RSS QP's indirection table and hash (raw.go).
+	rss atomic.Pointer[rssConf]
 	// dc is the congestion state (dcqcn.go).
 	dc dcqcnState
 }
@@ -364,6 +366,9 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		if attr.SendCQ == nil || attr.SendCQ.dev != d {
 			return nil, fmt.Errorf("rdma: create XRC initiator QP: a send CQ of this device is required: %w", ErrInvalid)
 		}
+	case attr.QPType == QPTypeRawPacket && attr.Cap.MaxSendWR == 0 && attr.Cap.MaxRecvWR == 0:
+		// An RSS QP (raw.go): no queues, so no CQs.
+		attr.SendCQ, attr.RecvCQ = nil, nil
 	default:
 		for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
 			if cq == nil || cq.dev != d {

@@ -163,12 +163,20 @@ func (qp *QP) rawSend(w *sendWQE) WCStatus {
 // QP of the flow that matches it now (engine).
 func (e *engine) rxRaw(frame []byte) {
 	d := e.d
-	f := d.flows.Load().match(frame)
+	t := d.flows.Load()
+	f, k := t.matchKey(frame)
 	if f == nil || f.qp.destroyed {
 		d.ctr.rawNoFlow.Add(1)
 		return
 	}
-	f.qp.rawDeliver(frame)
+	qp := f.qp
+	if r := qp.rss.Load(); r != nil {
+		if qp = r.pick(&k); qp.destroyed {
+			d.ctr.rawNoFlow.Add(1)
+			return
+		}
+	}
+	qp.rawDeliver(frame)
 }
 
 // rawDeliver completes the next receive WR with frame (engine).
@@ -391,19 +399,25 @@ func cloneSpec(s FlowSpec) FlowSpec {
 // match returns the flow a frame goes to, or nil. It parses the frame's
 // headers once, and only when there are flows.
 func (t *flowTable) match(frame []byte) *Flow {
+	f, _ := t.matchKey(frame)
+	return f
+}
+
+// matchKey is match that also returns the frame's key.
+func (t *flowTable) matchKey(frame []byte) (*Flow, FlowKey) {
 	if t == nil || len(t.flows) == 0 {
-		return nil
+		return nil, FlowKey{}
 	}
 	k, ok := ParseFlowKey(frame)
 	if !ok {
-		return nil
+		return nil, k
 	}
 	for _, f := range t.flows {
 		if f.spec.matches(&k) {
-			return f
+			return f, k
 		}
 	}
-	return nil
+	return nil, k
 }
 
 // FlowKey is what flows match in a frame: its headers' fields, taken by
@@ -534,4 +548,141 @@ func (s *FlowSpec) matches(k *FlowKey) bool {
 func FlowMemory() int64 {
 	return int64(unsafe.Sizeof(Flow{}) + unsafe.Sizeof(FlowEth{}) + unsafe.Sizeof(FlowIPv4{}) +
 		unsafe.Sizeof(FlowIPv6{}) + unsafe.Sizeof(FlowL4{}) + 8)
+}
+
+// Receive-side scaling (IBV_QPT_RAW_PACKET with an indirection table):
+// an RSS QP has no queues of its own; the frames its flows take go to
+// one of the receive work queues of its table, chosen by the Toeplitz
+// hash of the frame's fields (ibv_rx_hash_conf). A work queue (ibv_wq,
+// IBV_WQT_RQ) is a raw packet QP with a receive queue and no send
+// queue.
+
+// RSS hash fields (enum ibv_rx_hash_fields).
+const (
+	RxHashSrcIPv4    = 1 << 0
+	RxHashDstIPv4    = 1 << 1
+	RxHashSrcIPv6    = 1 << 2
+	RxHashDstIPv6    = 1 << 3
+	RxHashSrcPortTCP = 1 << 4
+	RxHashDstPortTCP = 1 << 5
+	RxHashSrcPortUDP = 1 << 6
+	RxHashDstPortUDP = 1 << 7
+	rxHashKnown      = 0xff
+)
+
+// RSSKeyLen is the Toeplitz key's length: 40 bytes, enough for an IPv6
+// 4-tuple (36 bytes) and the hash's 32 bits.
+const RSSKeyLen = 40
+
+// MaxRSSTable bounds an indirection table.
+const MaxRSSTable = 256
+
+// RSSConfig spreads an RSS QP's frames over Table by the Toeplitz hash
+// (keyed with Key) of the fields Fields names, in the order of
+// Microsoft's RSS specification: source address, destination address,
+// source port, destination port. Table's length is a power of two.
+type RSSConfig struct {
+	Fields uint64
+	Key    [RSSKeyLen]byte
+	Table  []*QP
+}
+
+// SetRSS makes qp, a raw packet QP without queues, an RSS QP over c's
+// work queues: raw packet QPs of this device with a receive queue.
+func (qp *QP) SetRSS(c RSSConfig) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("rdma: RSS on QP %#x: %s: %w", qp.qpn, fmt.Sprintf(format, args...), ErrInvalid)
+	}
+	if qp.init.QPType != QPTypeRawPacket || qp.init.Cap.MaxSendWR != 0 || qp.init.Cap.MaxRecvWR != 0 {
+		return fail("only a raw packet QP without queues takes an indirection table")
+	}
+	n := len(c.Table)
+	if n == 0 || n > MaxRSSTable || n&(n-1) != 0 {
+		return fail("table of %d entries (a power of two up to %d)", n, MaxRSSTable)
+	}
+	if c.Fields&^rxHashKnown != 0 {
+		return fail("unknown hash fields %#x", c.Fields&^rxHashKnown)
+	}
+	for i, w := range c.Table {
+		if w == nil || w.dev != qp.dev || w.init.QPType != QPTypeRawPacket || w.init.Cap.MaxRecvWR == 0 {
+			return fail("table entry %d is not a receive work queue of this device", i)
+		}
+	}
+	r := &rssConf{fields: c.Fields, key: c.Key, table: slices.Clone(c.Table)}
+	qp.rss.Store(r)
+	return nil
+}
+
+// rssConf is an RSS QP's configuration; immutable once stored.
+type rssConf struct {
+	fields uint64
+	key    [RSSKeyLen]byte
+	table  []*QP
+}
+
+// pick returns the work queue of the table for the frame of k.
+func (r *rssConf) pick(k *FlowKey) *QP {
+	var in [36]byte
+	n := 0
+	add := func(b []byte) { n += copy(in[n:], b) }
+	f := r.fields
+	switch k.IPVersion {
+	case 4:
+		if f&RxHashSrcIPv4 != 0 {
+			add(k.Src[:4])
+		}
+		if f&RxHashDstIPv4 != 0 {
+			add(k.Dst[:4])
+		}
+	case 6:
+		if f&RxHashSrcIPv6 != 0 {
+			add(k.Src[:])
+		}
+		if f&RxHashDstIPv6 != 0 {
+			add(k.Dst[:])
+		}
+	}
+	if k.HasPorts {
+		src, dst := uint64(RxHashSrcPortUDP), uint64(RxHashDstPortUDP)
+		if k.Proto == ProtoTCP {
+			src, dst = RxHashSrcPortTCP, RxHashDstPortTCP
+		}
+		if f&src != 0 {
+			add([]byte{byte(k.SrcPort >> 8), byte(k.SrcPort)})
+		}
+		if f&dst != 0 {
+			add([]byte{byte(k.DstPort >> 8), byte(k.DstPort)})
+		}
+	}
+	h := Toeplitz(r.key[:], in[:n])
+	return r.table[h&uint32(len(r.table)-1)]
+}
+
+// Toeplitz is the Toeplitz hash of in under key (Microsoft's RSS
+// specification): for each set bit of in, from the first byte's high
+// bit on, the 32 bits of key from that bit's position are XORed into
+// the result. Key bits past the key's end are zero.
+func Toeplitz(key, in []byte) uint32 {
+	bit := func(i int) uint32 {
+		if i/8 >= len(key) {
+			return 0
+		}
+		return uint32(key[i/8]>>(7-i%8)) & 1
+	}
+	var w uint32 // the key's 32 bits from position pos
+	for i := range 32 {
+		w = w<<1 | bit(i)
+	}
+	var h uint32
+	pos := 32
+	for _, b := range in {
+		for j := 7; j >= 0; j-- {
+			if b>>j&1 != 0 {
+				h ^= w
+			}
+			w = w<<1 | bit(pos)
+			pos++
+		}
+	}
+	return h
 }

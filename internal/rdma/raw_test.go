@@ -546,3 +546,104 @@ func FuzzParseFlowKey(f *testing.F) {
 		}
 	})
 }
+
+// TestToeplitz checks the hash against the verification suite of
+// Microsoft's RSS specification (IPv4, with and without ports).
+func TestToeplitz(t *testing.T) {
+	key := []byte{0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+		0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+		0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa}
+	for _, tc := range []struct {
+		src, dst     [4]byte
+		sport, dport uint16
+		want2, want4 uint32
+	}{
+		{[4]byte{66, 9, 149, 187}, [4]byte{161, 142, 100, 80}, 2794, 1766, 0x323e8fc2, 0x51ccc178},
+		{[4]byte{199, 92, 111, 2}, [4]byte{65, 69, 140, 83}, 14230, 4739, 0xd718262a, 0xc626b0ea},
+		{[4]byte{24, 19, 198, 95}, [4]byte{12, 22, 207, 184}, 12898, 38024, 0xd2d0a5de, 0x5c2b394a},
+	} {
+		in := append(tc.src[:], tc.dst[:]...)
+		if got := rdma.Toeplitz(key, in); got != tc.want2 {
+			t.Errorf("%v -> %v: %#x, want %#x", tc.src, tc.dst, got, tc.want2)
+		}
+		in = binary.BigEndian.AppendUint16(in, tc.sport)
+		in = binary.BigEndian.AppendUint16(in, tc.dport)
+		if got := rdma.Toeplitz(key, in); got != tc.want4 {
+			t.Errorf("%v:%d -> %v:%d: %#x, want %#x", tc.src, tc.sport, tc.dst, tc.dport, got, tc.want4)
+		}
+	}
+}
+
+// TestRawRSS is pyverbs' RSS traffic: an RSS QP over eight work queues
+// (raw QPs with a receive queue only, on two CQs) hashing source and
+// destination IPv4; each frame lands in the work queue the Toeplitz hash
+// of its addresses picks, and frames from different sources spread.
+func TestRawRSS(t *testing.T) {
+	n := newRawNet(t)
+	nd := n.a
+	var wqs []*rdma.QP
+	for i := range 8 {
+		cq := nd.scq
+		if i%2 == 1 {
+			cq = nd.rcq
+		}
+		wq, err := nd.dev.CreateQP(nd.pd, rdma.QPInitAttr{SendCQ: cq, RecvCQ: cq, QPType: rdma.QPTypeRawPacket,
+			Cap: rdma.QPCap{MaxRecvWR: 16, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A work queue goes RESET -> INIT -> RTR (ibv_modify_wq's RDY).
+		if err := wq.Modify(&rdma.QPAttr{QPState: rdma.QPStateInit, PortNum: 1}, rdma.QPAttrState|rdma.QPAttrPort); err != nil {
+			t.Fatal(err)
+		}
+		if err := wq.Modify(&rdma.QPAttr{QPState: rdma.QPStateRTR}, rdma.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 16 {
+			mustPost(t, wq.PostRecv([]rdma.RecvWR{{WRID: uint64(i<<8 | j), SGList: nd.sge(uint64(0x10000+i*2048), 2048)}}))
+		}
+		wqs = append(wqs, wq)
+	}
+	rss, err := nd.dev.CreateQP(nd.pd, rdma.QPInitAttr{QPType: rdma.QPTypeRawPacket, SendCQ: nd.scq, RecvCQ: nd.rcq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key [rdma.RSSKeyLen]byte
+	for i := range key {
+		key[i] = byte(0x2c + 7*i)
+	}
+	if err := rss.SetRSS(rdma.RSSConfig{Fields: rdma.RxHashSrcIPv4 | rdma.RxHashDstIPv4, Key: key, Table: wqs[:3]}); !isErr(err, rdma.ErrInvalid) {
+		t.Fatalf("table of 3: %v", err)
+	}
+	if err := wqs[0].SetRSS(rdma.RSSConfig{Key: key, Table: wqs}); !isErr(err, rdma.ErrInvalid) {
+		t.Fatalf("RSS on a work queue: %v", err)
+	}
+	if err := rss.SetRSS(rdma.RSSConfig{Fields: rdma.RxHashSrcIPv4 | rdma.RxHashDstIPv4, Key: key, Table: wqs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rss.CreateFlow(rdma.FlowSpec{Eth: ethSpec(0x0800)}); err != nil {
+		t.Fatal(err)
+	}
+	cli := rawQP(t, nd)
+	used := map[uint32]bool{}
+	for i := range 16 {
+		src := [4]byte{byte(i), byte(i + 1), byte(i + 2), byte(i + 3)}
+		f := rawFrame(frameOpts{dst: pvDstMAC, src: pvSrcMAC, src4: src})
+		copy(nd.mem.Bytes()[0x1000:], f)
+		mustPost(t, cli.PostSend([]rdma.SendWR{{WRID: 99, Opcode: rdma.WRSend, SGList: nd.sge(0x1000, uint32(len(f)))}}))
+		n.settle()
+		want := wqs[rdma.Toeplitz(key[:], append(src[:], 2, 2, 2, 2))&7]
+		used[want.QPN()] = true
+		var got []rdma.WC
+		for _, cq := range []*rdma.CQ{nd.scq, nd.rcq} {
+			wc := make([]rdma.WC, 4)
+			got = append(got, wc[:cq.Poll(wc)]...)
+		}
+		if len(got) != 1 || got[0].QPNum != want.QPN() || got[0].Status != rdma.WCSuccess || got[0].ByteLen != uint32(len(f)) {
+			t.Fatalf("frame from %v: completions %+v, want one on work queue %#x", src, got, want.QPN())
+		}
+	}
+	if len(used) < 3 {
+		t.Fatalf("16 sources hashed to %d work queues", len(used))
+	}
+}
