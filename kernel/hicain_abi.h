@@ -50,7 +50,8 @@
 				 * 1.14: dev_hdr.heartbeat;
 				 * 1.15: raw packet QPs and flow steering
 				 *       (HICAIN_CAP_RAW, CREATE_FLOW,
-				 *       DESTROY_FLOW) */
+				 *       DESTROY_FLOW), receive work queues
+				 *       and RSS QPs (SET_RSS) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -217,6 +218,7 @@ enum hicain_admin_op {
 	HICAIN_CMD_CREATE_FLOW,		/* ABI 1.15: hicain_cmd_create_flow
 					 * -> handle */
 	HICAIN_CMD_DESTROY_FLOW,	/* ABI 1.15: handle */
+	HICAIN_CMD_SET_RSS,		/* ABI 1.15: hicain_cmd_set_rss */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -498,6 +500,25 @@ struct hicain_cmd_create_flow {
 	__u8 dst_port_mask[2];
 };					/* 124 bytes */
 
+/*
+ * ABI 1.15: receive-side scaling. A raw packet QP created with sq_depth 0
+ * is a receive work queue (ibv_wq); one with sq_depth and rq_depth 0 (no
+ * CQs, send_cq and recv_cq ignored) is an RSS QP, which SET_RSS gives, once,
+ * an indirection table of 1 << log_table work queues and a Toeplitz hash
+ * over the IBV_RX_HASH_* fields (bits 0..7): a frame one of its flows
+ * takes goes to table[hash % entries].
+ */
+#define HICAIN_RSS_KEY_LEN	40
+#define HICAIN_RSS_MAX_TABLE	32
+
+struct hicain_cmd_set_rss {
+	__le32 qpn;			/* an RSS QP */
+	__le32 log_table;		/* 0..5 */
+	__le64 fields;			/* IBV_RX_HASH_SRC_IPV4 ... _DST_PORT_UDP */
+	__u8 key[HICAIN_RSS_KEY_LEN];
+	__le32 table[HICAIN_RSS_MAX_TABLE];	/* work queues (their QPNs) */
+};					/* 184 bytes */
+
 struct hicain_cmd_set_addr {
 	__u8 mac[6];
 	__le16 mtu;			/* bytes */
@@ -527,6 +548,7 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_port_cap port_cap;
 		struct hicain_cmd_alloc_mw alloc_mw;
 		struct hicain_cmd_create_flow create_flow;
+		struct hicain_cmd_set_rss set_rss;
 		__u8 raw[224];
 	};
 };					/* 256 bytes */

@@ -152,6 +152,7 @@ const (
 	CmdDeallocXRCD // ABI 1.11
 	CmdCreateFlow  // ABI 1.15
 	CmdDestroyFlow // ABI 1.15
+	CmdSetRSS      // ABI 1.15
 	CmdMax
 )
 
@@ -435,6 +436,21 @@ type CmdCreateFlowArgs struct {
 	SrcPortMask   [2]byte  `c:"src_port_mask"`
 	DstPort       [2]byte  `c:"dst_port"`
 	DstPortMask   [2]byte  `c:"dst_port_mask"`
+}
+
+// RSS limits (ABI 1.15).
+const (
+	RSSKeyLen   = 40
+	RSSMaxTable = 32
+)
+
+// CmdSetRSSArgs is struct hicain_cmd_set_rss (ABI 1.15).
+type CmdSetRSSArgs struct {
+	QPN      uint32              `c:"qpn"`
+	LogTable uint32              `c:"log_table"`
+	Fields   uint64              `c:"fields"`
+	Key      [RSSKeyLen]byte     `c:"key"`
+	Table    [RSSMaxTable]uint32 `c:"table"`
 }
 
 // CmdAllocMWArgs is struct hicain_cmd_alloc_mw (ABI 1.10).

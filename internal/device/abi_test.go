@@ -26,6 +26,7 @@ var abiStructs = []testutil.CStruct{
 	{C: "hicain_cmd_port_cap", V: CmdPortCapArgs{}},
 	{C: "hicain_cmd_alloc_mw", V: CmdAllocMWArgs{}},
 	{C: "hicain_cmd_create_flow", V: CmdCreateFlowArgs{}},
+	{C: "hicain_cmd_set_rss", V: CmdSetRSSArgs{}},
 	{C: "hicain_admin_cmd", V: AdminCmd{}},
 	{C: "hicain_admin_cqe", V: AdminCQE{}},
 	{C: "hicain_device_attr", V: DeviceAttr{}},
@@ -89,7 +90,8 @@ var abiConsts = map[string]int64{
 	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
 	"HICAIN_CAP_RAW": CapRaw, "HICAIN_CMD_CREATE_FLOW": CmdCreateFlow, "HICAIN_CMD_DESTROY_FLOW": CmdDestroyFlow,
 	"HICAIN_FLOW_ETH": FlowEth, "HICAIN_FLOW_IPV4": FlowIPv4, "HICAIN_FLOW_IPV6": FlowIPv6, "HICAIN_FLOW_TCP": FlowTCP,
-	"HICAIN_FLOW_UDP": FlowUDP,
+	"HICAIN_FLOW_UDP": FlowUDP, "HICAIN_CMD_SET_RSS": CmdSetRSS, "HICAIN_RSS_KEY_LEN": RSSKeyLen,
+	"HICAIN_RSS_MAX_TABLE": RSSMaxTable,
 }
 
 // TestABILayout fails when kernel/hicain_abi.h and the Go mirror drift

@@ -222,14 +222,17 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if !ok {
 			return StENOENT
 		}
-		if q.flows > 0 {
-			return StEBUSY // ib_core destroys a QP's flows first
+		if q.flows > 0 || q.rssUsers > 0 {
+			return StEBUSY // ib_core destroys a QP's flows and RSS QPs first
 		}
 		if err := q.qp.Destroy(); err != nil {
 			return status(err)
 		}
 		if q.typ == rdma.QPTypeRawPacket {
 			s.nRawQP--
+		}
+		for _, w := range q.rssTable {
+			w.rssUsers--
 		}
 		q.releaseUsers()
 		delete(s.qps, c.Handle)
@@ -331,6 +334,8 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return s.createFlow(PayloadOf[CmdCreateFlowArgs](c), out)
 	case CmdDestroyFlow:
 		return s.destroyFlow(c.Handle)
+	case CmdSetRSS:
+		return s.setRSS(PayloadOf[CmdSetRSSArgs](c))
 	case CmdDeallocMW:
 		mw, ok := s.mws[c.Handle&^0xff]
 		if !ok {
@@ -676,14 +681,23 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if ini { // send side only: recv_cq, srq and the rq_* fields are ignored
 		rcqn, srqn = a.SendCQ, 0
 	}
+	// ABI 1.15: a raw packet QP without a send queue is a receive work
+	// queue (ibv_wq); without either queue it is an RSS QP (SET_RSS),
+	// which has no CQs either.
+	noSQ := typ == rdma.QPTypeRawPacket && a.SQDepth == 0
+	rss := noSQ && a.RQDepth == 0
 	pd, ok := s.pds[a.PD]
 	if !ok {
 		return StENOENT
 	}
-	scq, ok1 := s.cqs[a.SendCQ]
-	rcq, ok2 := s.cqs[rcqn]
-	if !ok1 || !ok2 {
-		return StENOENT
+	var scq, rcq *gcq
+	if !rss {
+		var ok1, ok2 bool
+		scq, ok1 = s.cqs[a.SendCQ]
+		rcq, ok2 = s.cqs[rcqn]
+		if !ok1 || !ok2 {
+			return StENOENT
+		}
 	}
 	switch typ {
 	case rdma.QPTypeRC, rdma.QPTypeUC, rdma.QPTypeUD, rdma.QPTypeGSI, rdma.QPTypeXRCIni:
@@ -713,6 +727,86 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			return StEINVAL // an XRC SRQ serves XRC target QPs only
 		}
 	}
+	if st := s.checkSQ(a); !noSQ && st != StOK {
+		return st
+	}
+	if srq == nil && !ini && !rss {
+		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
+		// ignored).
+		if !isPow2(a.RQDepth) || a.RQDepth > s.lim.maxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.lim.maxSGE {
+			return StEINVAL
+		}
+		if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize || a.RQDBRecGPA%8 != 0 {
+			return StEINVAL
+		}
+		if !s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) || !s.ramRange(a.RQDBRecGPA, 8) {
+			return StEFAULT
+		}
+	}
+	attr := rdma.QPInitAttr{SendCQ: scq.engine(), RecvCQ: rcq.engine(), QPType: typ, SQSigAll: a.SQSigAll != 0,
+		Cap: rdma.QPCap{MaxSendWR: int(a.SQDepth), MaxRecvWR: int(a.RQDepth), MaxSendSGE: int(a.MaxSendSGE),
+			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}}
+	if srq != nil {
+		attr.SRQ = srq.srq
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0 // the engine ignores them
+	}
+	if ini {
+		attr.RecvCQ = nil
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
+	}
+	if noSQ {
+		attr.Cap.MaxSendWR, attr.Cap.MaxSendSGE, attr.Cap.MaxInlineData = 0, 0, 0
+	}
+	cost := gqpSize + s.dev.QPMemory(attr.Cap)
+	if attr.SRQ != nil && attr.SRQ.IsTM() {
+		cost += rdma.TMQPMemory()
+	}
+	if !s.mem.charge(cost) {
+		return StENOMEM
+	}
+	qp, err := s.dev.CreateQP(pd, attr)
+	if err != nil {
+		s.mem.refund(cost)
+		return status(err)
+	}
+	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, srq: srq, noSQ: noSQ, cost: cost}
+	if !noSQ {
+		// The guest's indices start where the dbrec says, so a driver
+		// may reuse memory without zeroing it.
+		sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
+		q.sq, q.sqDB, q.sqDepth, q.sqStride, q.maxSendSGE, q.maxInline, q.sqCons = a.SQGPA, a.SQDBRecGPA,
+			a.SQDepth, a.SQStride, a.MaxSendSGE, a.MaxInline, sqp
+		s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
+	}
+	switch {
+	case rss:
+		q.noRQ = true
+	case ini:
+		q.noRQ, q.rcq = true, nil
+	case srq == nil:
+		rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
+		q.rq, q.rqDB, q.rqDepth, q.rqStride, q.maxRecvSGE, q.rqCons = a.RQGPA, a.RQDBRecGPA, a.RQDepth,
+			a.RQStride, a.MaxRecvSGE, rqp
+		s.v.ram.Store32(a.RQDBRecGPA+4, rqp)
+	default:
+		srq.users++
+	}
+	for _, c := range []*gcq{q.scq, q.rcq} {
+		if c != nil {
+			c.users++
+		}
+	}
+	if typ == rdma.QPTypeRawPacket {
+		s.nRawQP++
+	}
+	s.qps[qp.QPN()] = q
+	s.publishQPs()
+	out.Handle = qp.QPN()
+	return StOK
+}
+
+// checkSQ checks the send queue of a CREATE_QP.
+func (s *session) checkSQ(a *CmdCreateQPArgs) uint16 {
 	if !isPow2(a.SQDepth) || a.SQDepth > s.lim.maxQPWR {
 		return StEINVAL
 	}
@@ -729,70 +823,15 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) || !s.ramRange(a.SQDBRecGPA, 8) {
 		return StEFAULT
 	}
-	if srq == nil && !ini {
-		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
-		// ignored).
-		if !isPow2(a.RQDepth) || a.RQDepth > s.lim.maxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.lim.maxSGE {
-			return StEINVAL
-		}
-		if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize || a.RQDBRecGPA%8 != 0 {
-			return StEINVAL
-		}
-		if !s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) || !s.ramRange(a.RQDBRecGPA, 8) {
-			return StEFAULT
-		}
-	}
-	attr := rdma.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: typ, SQSigAll: a.SQSigAll != 0,
-		Cap: rdma.QPCap{MaxSendWR: int(a.SQDepth), MaxRecvWR: int(a.RQDepth), MaxSendSGE: int(a.MaxSendSGE),
-			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}}
-	if srq != nil {
-		attr.SRQ = srq.srq
-		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0 // the engine ignores them
-	}
-	if ini {
-		attr.RecvCQ = nil
-		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
-	}
-	cost := gqpSize + s.dev.QPMemory(attr.Cap)
-	if attr.SRQ != nil && attr.SRQ.IsTM() {
-		cost += rdma.TMQPMemory()
-	}
-	if !s.mem.charge(cost) {
-		return StENOMEM
-	}
-	qp, err := s.dev.CreateQP(pd, attr)
-	if err != nil {
-		s.mem.refund(cost)
-		return status(err)
-	}
-	// The guest's indices start where the dbrec says, so a driver may
-	// reuse memory without zeroing it.
-	sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
-	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, sqDB: a.SQDBRecGPA, sqDepth: a.SQDepth,
-		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq, cost: cost}
-	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
-	switch {
-	case ini:
-		q.noRQ, q.rcq = true, nil
-	case srq == nil:
-		rqp, _ := s.v.ram.Load32(a.RQDBRecGPA)
-		q.rq, q.rqDB, q.rqDepth, q.rqStride, q.maxRecvSGE, q.rqCons = a.RQGPA, a.RQDBRecGPA, a.RQDepth,
-			a.RQStride, a.MaxRecvSGE, rqp
-		s.v.ram.Store32(a.RQDBRecGPA+4, rqp)
-	default:
-		srq.users++
-	}
-	scq.users++
-	if q.rcq != nil {
-		q.rcq.users++
-	}
-	if typ == rdma.QPTypeRawPacket {
-		s.nRawQP++
-	}
-	s.qps[qp.QPN()] = q
-	s.publishQPs()
-	out.Handle = qp.QPN()
 	return StOK
+}
+
+// engine returns the engine CQ of c, or nil for none.
+func (c *gcq) engine() *rdma.CQ {
+	if c == nil {
+		return nil
+	}
+	return c.cq
 }
 
 func (s *session) modifyQP(a *CmdModifyQPArgs) uint16 {

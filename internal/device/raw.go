@@ -127,3 +127,37 @@ func flowSpecFromABI(a *CmdCreateFlowArgs) (rdma.FlowSpec, uint16) {
 }
 
 func be16(b [2]byte) uint16 { return uint16(b[0])<<8 | uint16(b[1]) }
+
+// setRSS gives an RSS QP (a raw QP created without queues) its
+// indirection table of work queues (raw QPs created without an SQ) and
+// its hash, once.
+func (s *session) setRSS(a *CmdSetRSSArgs) uint16 {
+	q, ok := s.qps[a.QPN]
+	if !ok {
+		return StENOENT
+	}
+	if q.typ != rdma.QPTypeRawPacket || !q.noSQ || !q.noRQ || q.rssTable != nil || a.LogTable > 5 {
+		return StEINVAL
+	}
+	n := 1 << a.LogTable
+	table := make([]*gqp, n)
+	wqs := make([]*rdma.QP, n)
+	for i, qpn := range a.Table[:n] {
+		w, ok := s.qps[qpn]
+		if !ok {
+			return StENOENT
+		}
+		if w.typ != rdma.QPTypeRawPacket || !w.noSQ || w.noRQ {
+			return StEINVAL
+		}
+		table[i], wqs[i] = w, w.qp
+	}
+	if err := q.qp.SetRSS(rdma.RSSConfig{Fields: a.Fields, Key: a.Key, Table: wqs}); err != nil {
+		return status(err)
+	}
+	q.rssTable = table
+	for _, w := range table {
+		w.rssUsers++
+	}
+	return StOK
+}

@@ -292,3 +292,103 @@ func TestRawQPCommands(t *testing.T) {
 		t.Fatalf("raw QP after one was destroyed: %v", err)
 	}
 }
+
+// TestRawRSS: receive work queues (raw QPs without an SQ) and an RSS QP
+// over them, as pyverbs' RSS traffic test builds them: frames its flow
+// takes spread over the work queues by the Toeplitz hash of their IPv4
+// addresses, each whole, in the work queue the hash names.
+func TestRawRSS(t *testing.T) {
+	tb := newTestbed(t, 1)
+	ctx := testCtx(t)
+	e := newRawEnd(t, tb.guests[0])
+	cq2, err := e.g.CreateCQ(ctx, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wqs []*guestsim.QP
+	set := device.CmdSetRSSArgs{LogTable: 3, Fields: rdma.RxHashSrcIPv4 | rdma.RxHashDstIPv4}
+	for i := range set.Key {
+		set.Key[i] = byte(0x2c + 7*i)
+	}
+	for i := range 8 {
+		cq := []*guestsim.CQ{e.cq, cq2}[i%2]
+		wq, err := e.g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, SendCQ: cq, RecvCQ: cq, Type: qpTypeRaw, NoSQ: true,
+			RQDepth: 16, MaxSGE: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []struct {
+			st   rdma.QPState
+			mask rdma.QPAttrMask
+		}{{rdma.QPStateInit, rdma.QPAttrState | rdma.QPAttrPort}, {rdma.QPStateRTR, rdma.QPAttrState}} {
+			if err := e.g.ModifyQP(ctx, wq.QPN, uint32(s.mask), device.QPAttr{QPState: uint32(s.st), PortNum: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := range 4 {
+			wq.PostRecv(uint64(i<<8|j), []device.SGE{{Addr: e.buf + 0x4000 + uint64(i)*2048, Length: 2048, LKey: e.lkey}})
+		}
+		waitRecvTaken(t, wq)
+		set.Table[i] = wq.QPN
+		wqs = append(wqs, wq)
+	}
+	rss, err := e.g.CreateQP(ctx, guestsim.QPConfig{PD: e.pd, Type: qpTypeRaw, NoSQ: true, NoRQ: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rssCmd := func(a device.CmdSetRSSArgs) error {
+		cmd := device.AdminCmd{Opcode: device.CmdSetRSS}
+		*device.PayloadOf[device.CmdSetRSSArgs](&cmd) = a
+		_, err := e.g.Admin(ctx, &cmd)
+		return err
+	}
+	bad := set
+	bad.QPN = wqs[0].QPN
+	wantStatus(t, rssCmd(bad), device.StEINVAL) // a work queue is no RSS QP
+	bad = set
+	bad.QPN, bad.Table[7] = rss.QPN, 0xdead
+	wantStatus(t, rssCmd(bad), device.StENOENT)
+	set.QPN = rss.QPN
+	if err := rssCmd(set); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, rssCmd(set), device.StEINVAL) // once
+	wantStatus(t, e.g.Destroy(ctx, device.CmdDestroyQP, wqs[3].QPN), device.StEBUSY)
+	fl := device.CmdCreateFlowArgs{QPN: rss.QPN, Match: device.FlowEth, DMAC: pvDstMAC, DMACMask: ones6}
+	if _, err := e.flow(fl); err != nil {
+		t.Fatal(err)
+	}
+	cli := e.qp(t)
+	hit := map[uint32]int{}
+	for i := range 12 {
+		f := udpFrame(pvDstMAC, pvSrcMAC, 300)
+		src := [4]byte{byte(i), byte(i + 1), byte(i + 2), byte(i + 3)}
+		copy(f[26:30], src[:])
+		e.send(t, cli, uint64(1000+i), 0, f)
+		want := wqs[rdma.Toeplitz(set.Key[:], append(src[:], 2, 2, 2, 2))&7].QPN
+		var got []device.CQE
+		for len(got) < 2 {
+			for _, cq := range []*guestsim.CQ{e.cq, cq2} {
+				got = append(got, cq.Poll()...)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("frame %d: completions %+v", i, got)
+			}
+		}
+		for _, c := range got {
+			if c.Status != uint32(rdma.WCSuccess) {
+				t.Fatalf("CQE %+v", c)
+			}
+			if c.Opcode == uint32(rdma.WCRecv) && (c.QPNum != want || c.ByteLen != uint32(len(f))) {
+				t.Fatalf("frame %d went to %#x (CQE %+v), want %#x", i, c.QPNum, c, want)
+			}
+		}
+		hit[want]++
+		if hit[want] == 4 { // its receives are used up
+			break
+		}
+	}
+	if len(hit) < 3 {
+		t.Fatalf("12 sources hashed to %d work queues", len(hit))
+	}
+}

@@ -208,8 +208,10 @@ type gqp struct {
 	sqBlocked        bool   // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
-	flows            int   // raw packet QP: its flows (DESTROY_QP is EBUSY while it has any)
-	cost             int64 // budget charged
+	flows            int    // raw packet QP: its flows (DESTROY_QP is EBUSY while it has any)
+	rssTable         []*gqp // RSS QP: its work queues (SET_RSS)
+	rssUsers         int    // work queue: the RSS QPs whose table has it
+	cost             int64  // budget charged
 }
 
 // gah is a guest address handle: an engine AH of the guest PD pd.
