@@ -182,3 +182,242 @@ int hicain_destroy_flow(struct ib_flow *ibflow)
 	kfree(flow);
 	return 0;
 }
+
+/*
+ * Receive-side scaling. A work queue (ibv_create_wq, IB_WQT_RQ) is the
+ * device's raw packet QP without a send queue, its RQ mapped to the
+ * process; RDY is the QP's RTR. ib_core keeps an indirection table's
+ * work queues; an RSS QP (a raw packet QP created with the table and
+ * ibv_rx_hash_conf in the driver data) is a raw QP without queues that
+ * SET_RSS gives the table and the Toeplitz hash. Its flows' frames go
+ * to the work queue the hash picks.
+ */
+
+static inline struct hicain_rwq *to_hrwq(struct ib_wq *ibwq)
+{
+	return container_of(ibwq, struct hicain_rwq, ibwq);
+}
+
+/* hicain_rwq_release - free the work queue, or keep its ring (in_use). */
+static void hicain_rwq_release(struct hicain_ibdev *hidev, struct hicain_rwq *rwq, bool in_use)
+{
+	struct hicain_wq_dbrec *dbrecs = NULL;	/* the dbrec is in the mapped pages */
+	struct hicain_wq none = {};
+
+	hicain_wqs_release(hidev, &rwq->rq, &none, &dbrecs, 0, 0, in_use);
+	kfree(rwq);
+}
+
+struct ib_wq *hicain_create_wq(struct ib_pd *ibpd, struct ib_wq_init_attr *init,
+			       struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibpd->device);
+	struct hicain_dev_hdr *h = hidev->hdev->hdr;
+	struct hicain_ib_create_wq_resp resp = {};
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_cmd_create_qp *c = &cmd.create_qp;
+	struct hicain_rwq *rwq;
+	u32 depth, sge;
+	int ret;
+
+	if (!udata || !hicain_raw_ok(hidev) || init->wq_type != IB_WQT_RQ || init->create_flags)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (init->max_wr > le32_to_cpu(READ_ONCE(h->max_qp_wr)) ||
+	    init->max_sge > le32_to_cpu(READ_ONCE(h->max_sge)))
+		return ERR_PTR(-EINVAL);
+	rwq = kzalloc(sizeof(*rwq), GFP_KERNEL);
+	if (!rwq)
+		return ERR_PTR(-ENOMEM);
+	depth = roundup_pow_of_two(max(init->max_wr, 1U));
+	sge = max(init->max_sge, 1U);
+	hicain_wq_init(&rwq->rq, depth, ALIGN(sizeof(struct hicain_recv_wqe) +
+					     sge * sizeof(struct hicain_sge), 16), sge);
+	ret = hicain_wq_alloc_user(hidev, udata, &rwq->rq);
+	if (ret) {
+		kfree(rwq);
+		return ERR_PTR(ret < 0 ? ret : -EINVAL);	/* 1: too large to map */
+	}
+	c->pd = cpu_to_le32(to_hpd(ibpd)->pdn);
+	c->qp_type = cpu_to_le32(IB_QPT_RAW_PACKET);
+	c->send_cq = cpu_to_le32(to_hcq(init->cq)->cqn);
+	c->recv_cq = c->send_cq;
+	c->rq_depth = cpu_to_le32(depth);	/* sq_depth 0: no send queue */
+	c->max_recv_sge = cpu_to_le32(sge);
+	c->rq_stride = cpu_to_le32(rwq->rq.stride);
+	c->rq_gpa = cpu_to_le64(rwq->rq.ring_dma);
+	c->rq_dbrec_gpa = cpu_to_le64(rwq->rq.dbrec_dma);
+	ret = hicain_create_handle(hidev, &cmd, HICAIN_CMD_CREATE_QP, &rwq->epoch, &rwq->qpn);
+	if (ret)
+		goto err_free;
+	hicain_uq_resp(&rwq->rq.uq, depth, rwq->rq.stride, &resp.rq);
+	resp.wqn = rwq->qpn;
+	resp.max_sge = sge;
+	ret = hicain_udata_resp(udata, &resp, sizeof(resp));
+	if (ret) {
+		hicain_rwq_release(hidev, rwq, !hicain_undo_create(hidev, HICAIN_CMD_DESTROY_QP, rwq->qpn));
+		return ERR_PTR(ret);
+	}
+	rwq->ibwq.wq_num = rwq->qpn;
+	rwq->state = IB_WQS_RESET;
+	init->max_wr = depth;
+	init->max_sge = sge;
+	return &rwq->ibwq;
+
+err_free:
+	hicain_rwq_release(hidev, rwq, hicain_admin_lost(ret));
+	return ERR_PTR(ret);
+}
+
+/* hicain_wq_qp_state - MODIFY_QP of a work queue's QP to state. */
+static int hicain_wq_qp_state(struct hicain_ibdev *hidev, struct hicain_rwq *rwq,
+			      enum ib_qp_state state)
+{
+	struct hicain_admin_cmd cmd = {};
+	struct hicain_cmd_modify_qp *m = &cmd.modify_qp;
+	u32 mask = IB_QP_STATE;
+
+	cmd.opcode = cpu_to_le16(HICAIN_CMD_MODIFY_QP);
+	m->qpn = cpu_to_le32(rwq->qpn);
+	m->attr.qp_state = cpu_to_le32(state);
+	if (state == IB_QPS_INIT) {
+		mask |= IB_QP_PORT;
+		m->attr.port_num = 1;
+	}
+	m->attr_mask = cpu_to_le32(mask);
+	return hicain_admin_exec(hidev->hdev, &cmd, NULL);
+}
+
+int hicain_modify_wq(struct ib_wq *ibwq, struct ib_wq_attr *attr, u32 mask, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibwq->device);
+	struct hicain_rwq *rwq = to_hrwq(ibwq);
+	enum ib_wq_state cur = rwq->state;
+	int ret = 0;
+
+	if (mask & ~(IB_WQ_STATE | IB_WQ_CUR_STATE))
+		return -EOPNOTSUPP;	/* no stripping, FCS or padding flags */
+	if ((mask & IB_WQ_CUR_STATE) && attr->curr_wq_state != cur)
+		return -EINVAL;
+	if (!(mask & IB_WQ_STATE))
+		return 0;
+	switch (attr->wq_state) {
+	case IB_WQS_RDY:
+		if (cur == IB_WQS_ERR)
+			return -EINVAL;
+		if (cur == IB_WQS_RESET) {
+			ret = hicain_wq_qp_state(hidev, rwq, IB_QPS_INIT);
+			if (!ret)
+				ret = hicain_wq_qp_state(hidev, rwq, IB_QPS_RTR);
+		}
+		break;
+	case IB_WQS_ERR:
+		ret = hicain_wq_qp_state(hidev, rwq, IB_QPS_ERR);
+		break;
+	case IB_WQS_RESET:
+		ret = hicain_wq_qp_state(hidev, rwq, IB_QPS_RESET);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!ret)
+		rwq->state = ibwq->state = attr->wq_state;
+	return ret;
+}
+
+int hicain_destroy_wq(struct ib_wq *ibwq, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibwq->device);
+	struct hicain_rwq *rwq = to_hrwq(ibwq);
+	int ret;
+
+	ret = hicain_destroy_handle(hidev, rwq->epoch, HICAIN_CMD_DESTROY_QP, rwq->qpn);
+	if (ret)
+		return ret;
+	hicain_rwq_release(hidev, rwq, hicain_ib_dead(hidev));
+	return 0;
+}
+
+/*
+ * The table is ib_core's; the device gets it with the RSS QP that uses
+ * it (SET_RSS), so it may hold HICAIN_RSS_MAX_TABLE work queues.
+ */
+int hicain_create_rwq_ind_table(struct ib_rwq_ind_table *tbl,
+				struct ib_rwq_ind_table_init_attr *init, struct ib_udata *udata)
+{
+	static atomic_t next_tbl = ATOMIC_INIT(0);
+
+	if (!hicain_raw_ok(to_hidev(tbl->device)))
+		return -EOPNOTSUPP;
+	if ((1U << init->log_ind_tbl_size) > HICAIN_RSS_MAX_TABLE)
+		return -EINVAL;
+	tbl->ind_tbl_num = atomic_inc_return(&next_tbl);
+	return 0;
+}
+
+int hicain_destroy_rwq_ind_table(struct ib_rwq_ind_table *tbl)
+{
+	return 0;
+}
+
+/* hicain_rss_conf - the hash of an RSS QP's udata into SET_RSS. */
+static int hicain_rss_conf(struct ib_udata *udata, struct hicain_cmd_set_rss *r)
+{
+	struct hicain_ib_create_qp_rss ucmd = {};
+	int ret;
+
+	if (udata->inlen < sizeof(ucmd))
+		return -EINVAL;
+	ret = ib_copy_from_udata(&ucmd, udata, sizeof(ucmd));
+	if (ret)
+		return ret;
+	if (ucmd.rx_hash_function != HICAIN_RX_HASH_FUNC_TOEPLITZ ||
+	    ucmd.rx_hash_key_len != HICAIN_RSS_KEY_LEN || ucmd.rx_hash_fields_mask & ~0xffULL)
+		return -EOPNOTSUPP;	/* other functions, inner headers, IPsec */
+	r->fields = cpu_to_le64(ucmd.rx_hash_fields_mask);
+	memcpy(r->key, ucmd.rx_hash_key, sizeof(r->key));
+	return 0;
+}
+
+int hicain_create_rss_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata)
+{
+	struct hicain_ibdev *hidev = to_hidev(ibqp->device);
+	struct ib_rwq_ind_table *tbl = init->rwq_ind_tbl;
+	struct hicain_qp *qp = to_hqp(ibqp);
+	struct hicain_ib_create_qp_resp resp = {};
+	struct hicain_admin_cmd cmd = {}, rss = {};
+	struct hicain_cmd_create_qp *c = &cmd.create_qp;
+	struct hicain_cmd_set_rss *r = &rss.set_rss;
+	u32 i;
+	int ret;
+
+	if (init->create_flags || init->srq || init->cap.max_send_wr || init->cap.max_recv_wr)
+		return -EOPNOTSUPP;
+	ret = hicain_rss_conf(udata, r);
+	if (ret)
+		return ret;
+	r->log_table = cpu_to_le32(tbl->log_ind_tbl_size);
+	for (i = 0; i < (1U << tbl->log_ind_tbl_size); i++)
+		r->table[i] = cpu_to_le32(to_hrwq(tbl->ind_tbl[i])->qpn);
+	c->pd = cpu_to_le32(to_hpd(ibqp->pd)->pdn);
+	c->qp_type = cpu_to_le32(IB_QPT_RAW_PACKET);	/* no queues, no CQs */
+	ret = hicain_create_handle(hidev, &cmd, HICAIN_CMD_CREATE_QP, &qp->epoch, &qp->qpn);
+	if (ret)
+		return ret;
+	r->qpn = cpu_to_le32(qp->qpn);
+	rss.opcode = cpu_to_le16(HICAIN_CMD_SET_RSS);
+	ret = hicain_admin_exec(hidev->hdev, &rss, NULL);
+	if (!ret) {
+		resp.qpn = qp->qpn;
+		ret = hicain_udata_resp(udata, &resp, sizeof(resp));
+	}
+	if (!ret)
+		ret = xa_insert_irq(&hidev->qps, qp->qpn, qp, GFP_KERNEL);
+	if (ret) {
+		hicain_undo_create(hidev, HICAIN_CMD_DESTROY_QP, qp->qpn);
+		return ret;
+	}
+	ibqp->qp_num = qp->qpn;
+	memset(&qp->cap, 0, sizeof(qp->cap));
+	init->cap = qp->cap;
+	return 0;
+}

@@ -1149,7 +1149,7 @@ int hicain_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 
 /* ---- queue pairs ---- */
 
-static void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_sge)
+void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_sge)
 {
 	wq->depth = depth;
 	wq->stride = stride;
@@ -1172,8 +1172,7 @@ static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq,
  * hicain_wq_alloc_user - a mapped ring with its dbrec, as
  * hicain_uq_alloc (1: the queue cannot be mapped).
  */
-static int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *udata,
-				struct hicain_wq *wq)
+int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *udata, struct hicain_wq *wq)
 {
 	int ret;
 
@@ -1230,9 +1229,9 @@ static size_t hicain_wq_keep(struct hicain_wq *wq)
  * hicain_wqs_release - hicain_wqs_free, or keep all of it while the
  * device may still use it (in_use: hicain_admin_lost).
  */
-static void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a,
-			       struct hicain_wq *b, struct hicain_wq_dbrec **dbrecs,
-			       dma_addr_t dbrecs_dma, unsigned int n, bool in_use)
+void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a, struct hicain_wq *b,
+			struct hicain_wq_dbrec **dbrecs, dma_addr_t dbrecs_dma, unsigned int n,
+			bool in_use)
 {
 	size_t bytes;
 
@@ -1390,10 +1389,13 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		break;
 	case IB_QPT_RAW_PACKET:
 		/* Whole Ethernet frames, for user space (ib_core asks for
-		 * CAP_NET_RAW); its flows are hicain_ib_raw.c's.
+		 * CAP_NET_RAW); its flows are hicain_ib_raw.c's, and so is
+		 * an RSS QP (an indirection table of work queues).
 		 */
 		if (!udata || !hicain_raw_ok(hidev))
 			return -EOPNOTSUPP;
+		if (init->rwq_ind_tbl)
+			return hicain_create_rss_qp(ibqp, init, udata);
 		break;
 	default:
 		return -EOPNOTSUPP;
