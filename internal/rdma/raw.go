@@ -77,30 +77,6 @@ func (qp *QP) checkRawSendWR(wr *SendWR) error {
 	return nil
 }
 
-// rawStep sends up to budget frames; each completes once it is on the
-// port or in the loopback queue (engine).
-func (qp *QP) rawStep(budget int) (progressed, more bool) {
-	if qp.State() != QPStateRTS {
-		return false, false
-	}
-	r := &qp.req
-	for sent := 0; sent < budget; sent++ {
-		if r.startIdx == qp.sqProd.Load() {
-			return sent > 0, false
-		}
-		w := qp.sqSlot(r.startIdx)
-		r.startIdx++
-		r.reqIdx = r.startIdx
-		status := qp.rawSend(w)
-		qp.completeSend(w, status)
-		if status != WCSuccess {
-			qp.enterError()
-			return true, false
-		}
-	}
-	return true, true
-}
-
 // resolveSend finds the MR of each SGE of w, of the QP's PD and holding
 // the SGE's range; false if one does not (LocProtErr).
 func (qp *QP) resolveSend(w *sendWQE) bool {
