@@ -28,7 +28,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	15	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	16	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -50,7 +50,11 @@
 				 *       tm_handle);
 				 * 1.14: dev_hdr.heartbeat;
 				 * 1.15: MAD_IFC answers PerfMgt MADs
-				 *       on both link layers (the PMA) */
+				 *       on both link layers (the PMA);
+				 * 1.16: raw packet QPs and flow steering
+				 *       (HICAIN_CAP_RAW, CREATE_FLOW,
+				 *       DESTROY_FLOW), receive work queues
+				 *       and RSS QPs (SET_RSS) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -122,6 +126,7 @@
 #define HICAIN_CAP_XRC		0x20	/* ABI 1.11: XRC domains, SRQs, QPs */
 #define HICAIN_CAP_CQE_TS	0x40	/* ABI 1.12: hicain_cqe.timestamp */
 #define HICAIN_CAP_TM		0x80	/* ABI 1.13: tag-matching SRQs */
+#define HICAIN_CAP_RAW		0x100	/* ABI 1.16: raw packet QPs, flows */
 
 #define HICAIN_LINK_ETHERNET	2	/* IBV_LINK_LAYER_ETHERNET */
 #define HICAIN_LINK_INFINIBAND	1
@@ -213,6 +218,10 @@ enum hicain_admin_op {
 	HICAIN_CMD_ALLOC_XRCD,		/* ABI 1.11: -> handle */
 	HICAIN_CMD_DEALLOC_XRCD,	/* ABI 1.11: handle; EBUSY while XRC SRQs
 					 * or target QPs are in it */
+	HICAIN_CMD_CREATE_FLOW,		/* ABI 1.16: hicain_cmd_create_flow
+					 * -> handle */
+	HICAIN_CMD_DESTROY_FLOW,	/* ABI 1.16: handle */
+	HICAIN_CMD_SET_RSS,		/* ABI 1.16: hicain_cmd_set_rss */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -332,6 +341,7 @@ struct hicain_cmd_create_qp {
 #define HICAIN_QPT_RC		2
 #define HICAIN_QPT_UC		3
 #define HICAIN_QPT_UD		4
+#define HICAIN_QPT_RAW_PACKET	8	/* ABI 1.16, Ethernet only */
 #define HICAIN_QPT_XRC_INI	9	/* ABI 1.11 */
 #define HICAIN_QPT_XRC_TGT	10	/* ABI 1.11 */
 
@@ -466,6 +476,69 @@ struct hicain_cmd_alloc_mw {
 	__le32 type;
 };
 
+/*
+ * ABI 1.16 (HICAIN_CAP_RAW): CREATE_FLOW steers the Ethernet frames it
+ * matches to a raw packet QP (IB_QPT_RAW_PACKET). Each header named in
+ * match is compared field by field under its mask (value & mask ==
+ * frame & mask); a header not named matches any frame. Wire fields are
+ * in network byte order, as in the frame. IPv4 addresses are the first
+ * 4 bytes of src_ip/dst_ip (the rest zero). IPV4 and IPV6, and TCP and
+ * UDP, exclude each other; TCP or UDP without an IP header matches over
+ * both families. A lower priority wins among flows that match.
+ */
+#define HICAIN_FLOW_ETH		0x1
+#define HICAIN_FLOW_IPV4	0x2
+#define HICAIN_FLOW_IPV6	0x4
+#define HICAIN_FLOW_TCP		0x8
+#define HICAIN_FLOW_UDP		0x10
+
+struct hicain_cmd_create_flow {
+	__le32 qpn;			/* a raw packet QP */
+	__le32 match;			/* HICAIN_FLOW_* */
+	__le16 priority;
+	__u8 port;			/* 1 */
+	__u8 rsvd0;
+	__le32 rsvd1;
+	__u8 dmac[6];
+	__u8 dmac_mask[6];
+	__u8 smac[6];
+	__u8 smac_mask[6];
+	__u8 ether_type[2];		/* after an 802.1Q tag */
+	__u8 ether_type_mask[2];
+	__u8 vlan_tag[2];		/* the 802.1Q TCI */
+	__u8 vlan_tag_mask[2];
+	__u8 src_ip[16];
+	__u8 src_ip_mask[16];
+	__u8 dst_ip[16];
+	__u8 dst_ip_mask[16];
+	__u8 ip_proto;			/* IPv4 protocol, IPv6 next header */
+	__u8 ip_proto_mask;
+	__u8 rsvd2[2];
+	__u8 src_port[2];
+	__u8 src_port_mask[2];
+	__u8 dst_port[2];
+	__u8 dst_port_mask[2];
+};					/* 124 bytes */
+
+/*
+ * ABI 1.16: receive-side scaling. A raw packet QP created with sq_depth 0
+ * is a receive work queue (ibv_wq); one with sq_depth and rq_depth 0 (no
+ * CQs, send_cq and recv_cq ignored) is an RSS QP, which SET_RSS gives, once,
+ * an indirection table of 1 << log_table work queues and a Toeplitz hash
+ * over the IBV_RX_HASH_* fields (bits 0..7): a frame one of its flows
+ * takes goes to table[hash % entries].
+ */
+#define HICAIN_RSS_KEY_LEN	40
+#define HICAIN_RSS_MAX_TABLE	32
+
+struct hicain_cmd_set_rss {
+	__le32 qpn;			/* an RSS QP */
+	__le32 log_table;		/* 0..5 */
+	__le64 fields;			/* IBV_RX_HASH_SRC_IPV4 ... _DST_PORT_UDP */
+	__u8 key[HICAIN_RSS_KEY_LEN];
+	__le32 table[HICAIN_RSS_MAX_TABLE];	/* work queues (their QPNs) */
+};					/* 184 bytes */
+
 struct hicain_cmd_set_addr {
 	__u8 mac[6];
 	__le16 mtu;			/* bytes */
@@ -495,6 +568,8 @@ struct hicain_admin_cmd {
 		struct hicain_cmd_mad_ifc mad_ifc;
 		struct hicain_cmd_port_cap port_cap;
 		struct hicain_cmd_alloc_mw alloc_mw;
+		struct hicain_cmd_create_flow create_flow;
+		struct hicain_cmd_set_rss set_rss;
 	};
 };					/* 256 bytes */
 

@@ -245,6 +245,35 @@ struct hicain_qp {
 	u32 av_room;			/* UD, GSI: WQE bytes kept for an AV */
 };
 
+/*
+ * struct hicain_flow - a flow steering frames to a raw packet QP
+ * (hicain_ib_raw.c); driver-allocated, as ib_core wants ib_flow.
+ */
+struct hicain_flow {
+	struct ib_flow ibflow;
+	struct hicain_ibdev *hidev;
+	u32 handle;
+	int epoch;
+};
+
+/*
+ * struct hicain_rwq - a receive work queue (ibv_wq, IB_WQT_RQ): the
+ * device's raw packet QP without a send queue, its RQ mapped to user
+ * space (hicain_ib_raw.c). Driver-allocated, as ib_core wants ib_wq.
+ */
+struct hicain_rwq {
+	struct ib_wq ibwq;
+	struct hicain_wq rq;
+	u32 qpn;
+	int epoch;
+	enum ib_wq_state state;
+};
+
+/* struct hicain_rwq_ind_table - ib_core's table (of hicain_rwqs). */
+struct hicain_rwq_ind_table {
+	struct ib_rwq_ind_table ibtbl;	/* first: INIT_RDMA_OBJ_SIZE */
+};
+
 /* struct hicain_xrcd - an XRC domain of the device (hicain_ib_xrc.c). */
 struct hicain_xrcd {
 	struct ib_xrcd ibxrcd;		/* first: INIT_RDMA_OBJ_SIZE */
@@ -310,12 +339,27 @@ static inline struct device *hicain_dma_dev(struct hicain_ibdev *hidev)
 }
 
 /* hicain_ib_xrc.c: XRC domains, XRC SRQs, XRC target QPs */
+bool hicain_has_cap(struct hicain_ibdev *hidev, u16 minor, u32 cap);
 bool hicain_xrc_ok(struct hicain_ibdev *hidev);
 int hicain_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
 int hicain_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata);
 int hicain_xrc_srq_cmd(struct hicain_ibdev *hidev, const struct ib_srq_init_attr *init,
 		       struct hicain_cmd_create_srq *c);
 int hicain_create_xrc_tgt(struct ib_qp *ibqp, struct ib_qp_init_attr *init);
+
+/* hicain_ib_raw.c: flows, work queues and RSS QPs (ABI 1.16) */
+bool hicain_raw_ok(struct hicain_ibdev *hidev);
+struct ib_flow *hicain_create_flow(struct ib_qp *ibqp, struct ib_flow_attr *attr,
+				   struct ib_udata *udata);
+int hicain_destroy_flow(struct ib_flow *ibflow);
+struct ib_wq *hicain_create_wq(struct ib_pd *ibpd, struct ib_wq_init_attr *init,
+			       struct ib_udata *udata);
+int hicain_modify_wq(struct ib_wq *ibwq, struct ib_wq_attr *attr, u32 mask, struct ib_udata *udata);
+int hicain_destroy_wq(struct ib_wq *ibwq, struct ib_udata *udata);
+int hicain_create_rwq_ind_table(struct ib_rwq_ind_table *tbl,
+				struct ib_rwq_ind_table_init_attr *init, struct ib_udata *udata);
+int hicain_destroy_rwq_ind_table(struct ib_rwq_ind_table *tbl);
+int hicain_create_rss_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init, struct ib_udata *udata);
 
 /* hicain_ib_admin.c: admin commands */
 int hicain_admin_query(struct hicain_ibdev *hidev, u16 opcode, u32 handle,
@@ -352,11 +396,17 @@ static inline void hicain_check_numbering(void)
 	BUILD_BUG_ON(IB_QPT_RC != HICAIN_QPT_RC);
 	BUILD_BUG_ON(IB_QPT_UC != HICAIN_QPT_UC);
 	BUILD_BUG_ON(IB_QPT_UD != HICAIN_QPT_UD);
+	BUILD_BUG_ON(IB_QPT_RAW_PACKET != HICAIN_QPT_RAW_PACKET);
 	BUILD_BUG_ON(IB_QPT_XRC_INI != HICAIN_QPT_XRC_INI);
 	BUILD_BUG_ON(IB_QPT_XRC_TGT != HICAIN_QPT_XRC_TGT);
 }
 
 /* hicain_ib_verbs.c: verbs */
+void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_sge);
+int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *udata, struct hicain_wq *wq);
+void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a, struct hicain_wq *b,
+			struct hicain_wq_dbrec **dbrecs, dma_addr_t dbrecs_dma, unsigned int n,
+			bool in_use);
 int hicain_query_device(struct ib_device *ibdev, struct ib_device_attr *props,
 			struct ib_udata *udata);
 int hicain_query_port(struct ib_device *ibdev, u32 port, struct ib_port_attr *props);

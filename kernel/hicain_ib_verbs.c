@@ -1222,7 +1222,7 @@ int hicain_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 
 /* ---- queue pairs ---- */
 
-static void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_sge)
+void hicain_wq_init(struct hicain_wq *wq, u32 depth, u32 stride, u32 max_sge)
 {
 	wq->depth = depth;
 	wq->stride = stride;
@@ -1259,8 +1259,7 @@ static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq,
  * hicain_wq_alloc_user - a mapped ring with its dbrec, as
  * hicain_uq_alloc (1: the queue cannot be mapped).
  */
-static int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *udata,
-				struct hicain_wq *wq)
+int hicain_wq_alloc_user(struct hicain_ibdev *hidev, struct ib_udata *udata, struct hicain_wq *wq)
 {
 	int ret;
 
@@ -1317,9 +1316,9 @@ static size_t hicain_wq_keep(struct hicain_wq *wq)
  * hicain_wqs_release - hicain_wqs_free, or keep all of it while the
  * device may still use it (in_use: hicain_admin_lost).
  */
-static void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a,
-			       struct hicain_wq *b, struct hicain_wq_dbrec **dbrecs,
-			       dma_addr_t dbrecs_dma, unsigned int n, bool in_use)
+void hicain_wqs_release(struct hicain_ibdev *hidev, struct hicain_wq *a, struct hicain_wq *b,
+			struct hicain_wq_dbrec **dbrecs, dma_addr_t dbrecs_dma, unsigned int n,
+			bool in_use)
 {
 	size_t bytes;
 
@@ -1475,6 +1474,16 @@ int hicain_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		 */
 		if (udata || !hidev->ib)
 			return -EOPNOTSUPP;
+		break;
+	case IB_QPT_RAW_PACKET:
+		/* Whole Ethernet frames, for user space (ib_core asks for
+		 * CAP_NET_RAW); its flows are hicain_ib_raw.c's, and so is
+		 * an RSS QP (an indirection table of work queues).
+		 */
+		if (!udata || !hicain_raw_ok(hidev))
+			return -EOPNOTSUPP;
+		if (init->rwq_ind_tbl)
+			return hicain_create_rss_qp(ibqp, init, udata);
 		break;
 	default:
 		return -EOPNOTSUPP;
@@ -1720,7 +1729,8 @@ int hicain_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->path_mig_state = IB_MIG_MIGRATED;
 	attr->sq_draining = a.sq_draining;
 	attr->cap = qp->cap;
-	if (attr->qp_state >= IB_QPS_RTR && attr->qp_state != IB_QPS_ERR)
+	if (attr->qp_state >= IB_QPS_RTR && attr->qp_state != IB_QPS_ERR &&
+	    ibqp->qp_type != IB_QPT_RAW_PACKET)	/* no address vector */
 		hicain_ah_from_dev(hidev, &a.ah_attr, &attr->ah_attr);
 
 	memset(init, 0, sizeof(*init));

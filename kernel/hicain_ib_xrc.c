@@ -18,7 +18,7 @@
 #include "hicain_ib.h"
 
 /* hicain_has_cap - the device speaks ABI 1.minor or later and says cap. */
-static bool hicain_has_cap(struct hicain_ibdev *hidev, u16 minor, u32 cap)
+bool hicain_has_cap(struct hicain_ibdev *hidev, u16 minor, u32 cap)
 {
 	return hicain_abi_minor_at_least(hidev, minor) &&
 	       (le32_to_cpu(READ_ONCE(hidev->hdev->hdr->caps)) & cap);

@@ -148,4 +148,25 @@ struct hicain_ib_create_ah_resp {
 	__u32 reserved;
 };
 
+/* CREATE_WQ response, after ib_uverbs_ex_create_wq_resp (24 bytes). */
+struct hicain_ib_create_wq_resp {
+	struct hicain_ib_queue rq;	/* receive WQEs, hicain_wq_dbrec */
+	__u32 wqn;
+	__u32 max_sge;
+};
+
+/*
+ * CREATE_QP of an RSS QP (a raw packet QP with an indirection table):
+ * the driver data after the core command, ibv_rx_hash_conf's fields.
+ */
+#define HICAIN_RX_HASH_FUNC_TOEPLITZ	1	/* IBV_RX_HASH_FUNC_TOEPLITZ */
+
+struct hicain_ib_create_qp_rss {
+	__aligned_u64 rx_hash_fields_mask;	/* IBV_RX_HASH_* (bits 0..7) */
+	__u8 rx_hash_function;			/* HICAIN_RX_HASH_FUNC_TOEPLITZ */
+	__u8 rx_hash_key_len;			/* HICAIN_RSS_KEY_LEN */
+	__u8 reserved[6];
+	__u8 rx_hash_key[40];
+};
+
 #endif /* HICAIN_UVERBS_ABI_H */

@@ -26,6 +26,8 @@ var abiStructs = []testutil.CStruct{
 	{C: "hicain_cmd_mad_ifc", V: CmdMADIfcArgs{}},
 	{C: "hicain_cmd_port_cap", V: CmdPortCapArgs{}},
 	{C: "hicain_cmd_alloc_mw", V: CmdAllocMWArgs{}},
+	{C: "hicain_cmd_create_flow", V: CmdCreateFlowArgs{}},
+	{C: "hicain_cmd_set_rss", V: CmdSetRSSArgs{}},
 	{C: "hicain_admin_cmd", V: AdminCmd{}},
 	{C: "hicain_admin_cqe", V: AdminCQE{}},
 	{C: "hicain_device_attr", V: DeviceAttr{}},
@@ -87,6 +89,10 @@ var abiConsts = map[string]int64{
 	"HICAIN_CMD_ALLOC_XRCD": CmdAllocXRCD, "HICAIN_CMD_DEALLOC_XRCD": CmdDeallocXRCD, "HICAIN_SRQT_BASIC": SRQTBasic, "HICAIN_SRQT_XRC": SRQTXRC, "HICAIN_EV_LID_CHANGE": EvLIDChange,
 	"HICAIN_EV_SM_CHANGE": EvSMChange, "HICAIN_EV_CLIENT_REREGISTER": EvClientReregister,
 	"HICAIN_MAD_SIZE": MADSize, "HICAIN_MAD_IFC_REPLY": MADIfcReply,
+	"HICAIN_CAP_RAW": CapRaw, "HICAIN_CMD_CREATE_FLOW": CmdCreateFlow, "HICAIN_CMD_DESTROY_FLOW": CmdDestroyFlow,
+	"HICAIN_FLOW_ETH": FlowEth, "HICAIN_FLOW_IPV4": FlowIPv4, "HICAIN_FLOW_IPV6": FlowIPv6, "HICAIN_FLOW_TCP": FlowTCP,
+	"HICAIN_FLOW_UDP": FlowUDP, "HICAIN_CMD_SET_RSS": CmdSetRSS, "HICAIN_RSS_KEY_LEN": RSSKeyLen,
+	"HICAIN_RSS_MAX_TABLE": RSSMaxTable,
 }
 
 // TestABIGenerated fails when zabi.go is not what go generate makes of
@@ -127,6 +133,7 @@ func TestABICasts(t *testing.T) {
 		{"HICAIN_QPT_SMI", QPTSMI, uint32(rdma.QPTypeSMI)},
 		{"HICAIN_QPT_GSI", QPTGSI, uint32(rdma.QPTypeGSI)},
 		{"HICAIN_QPT_RC", QPTRC, uint32(rdma.QPTypeRC)},
+		{"HICAIN_QPT_RAW_PACKET", QPTRawPacket, uint32(rdma.QPTypeRawPacket)},
 		{"HICAIN_QPT_UC", QPTUC, uint32(rdma.QPTypeUC)},
 		{"HICAIN_QPT_UD", QPTUD, uint32(rdma.QPTypeUD)},
 		{"HICAIN_QPT_XRC_INI", QPTXRCIni, uint32(rdma.QPTypeXRCIni)},

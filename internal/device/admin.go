@@ -223,8 +223,17 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		if !ok {
 			return StENOENT
 		}
+		if q.flows > 0 || q.rssUsers > 0 {
+			return StEBUSY // ib_core destroys a QP's flows and RSS QPs first
+		}
 		if err := q.qp.Destroy(); err != nil {
 			return status(err)
+		}
+		if q.typ == rdma.QPTypeRawPacket {
+			s.nRawQP--
+		}
+		for _, w := range q.rssTable {
+			w.rssUsers--
 		}
 		q.releaseUsers()
 		delete(s.qps, c.Handle)
@@ -322,6 +331,12 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return s.reregMR(c.Handle, PayloadOf[CmdRegMRArgs](c), out)
 	case CmdAllocMW:
 		return s.allocMW(PayloadOf[CmdAllocMWArgs](c), out)
+	case CmdCreateFlow:
+		return s.createFlow(PayloadOf[CmdCreateFlowArgs](c), out)
+	case CmdDestroyFlow:
+		return s.destroyFlow(c.Handle)
+	case CmdSetRSS:
+		return s.setRSS(PayloadOf[CmdSetRSSArgs](c))
 	case CmdDeallocMW:
 		mw, ok := s.mws[c.Handle&^0xff]
 		if !ok {

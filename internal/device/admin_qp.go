@@ -15,14 +15,23 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if ini { // send side only: recv_cq, srq and the rq_* fields are ignored
 		rcqn, srqn = a.SendCQ, 0
 	}
+	// ABI 1.16: a raw packet QP without a send queue is a receive work
+	// queue (ibv_wq); without either queue it is an RSS QP (SET_RSS),
+	// which has no CQs either.
+	noSQ := typ == rdma.QPTypeRawPacket && a.SQDepth == 0
+	rss := noSQ && a.RQDepth == 0
 	pd, ok := s.pds[a.PD]
 	if !ok {
 		return StENOENT
 	}
-	scq, ok1 := s.cqs[a.SendCQ]
-	rcq, ok2 := s.cqs[rcqn]
-	if !ok1 || !ok2 {
-		return StENOENT
+	var scq, rcq *gcq
+	if !rss {
+		var ok1, ok2 bool
+		scq, ok1 = s.cqs[a.SendCQ]
+		rcq, ok2 = s.cqs[rcqn]
+		if !ok1 || !ok2 {
+			return StENOENT
+		}
 	}
 	switch typ {
 	case rdma.QPTypeRC, rdma.QPTypeUC, rdma.QPTypeUD, rdma.QPTypeGSI, rdma.QPTypeXRCIni:
@@ -30,8 +39,18 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		if !s.v.cfg.ib() {
 			return StEOPNOTSUPP // QP0 exists only on an InfiniBand port (as rxe)
 		}
+	case rdma.QPTypeRawPacket:
+		if s.v.cfg.ib() {
+			return StEOPNOTSUPP // Ethernet frames need an Ethernet port
+		}
+		if srqn != 0 {
+			return StEINVAL
+		}
+		if s.nRawQP >= MaxRawQP {
+			return StENOMEM
+		}
 	default:
-		return StEOPNOTSUPP // raw packet, driver types
+		return StEOPNOTSUPP // driver types
 	}
 	var srq *gsrq
 	if srqn != 0 {
@@ -42,23 +61,10 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			return StEINVAL // an XRC SRQ serves XRC target QPs only
 		}
 	}
-	if !isPow2(a.SQDepth) || a.SQDepth > s.lim.maxQPWR {
-		return StEINVAL
+	if st := s.checkSQ(a); !noSQ && st != StOK {
+		return st
 	}
-	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.lim.maxSGE || a.MaxInline > s.lim.maxInline {
-		return StEINVAL
-	}
-	if a.SQStride%64 != 0 || uint64(a.SQStride) < sendHdrSize+uint64(a.MaxSendSGE)*sgeSize ||
-		uint64(a.SQStride) < sendHdrSize+uint64(a.MaxInline) {
-		return StEINVAL
-	}
-	if a.SQDBRecGPA%8 != 0 {
-		return StEINVAL
-	}
-	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) || !s.ramRange(a.SQDBRecGPA, 8) {
-		return StEFAULT
-	}
-	if srq == nil && !ini {
+	if srq == nil && !ini && !rss {
 		// The RQ ring; a QP with an SRQ has none (its rq_* fields are
 		// ignored).
 		if !isPow2(a.RQDepth) || a.RQDepth > s.lim.maxQPWR || a.MaxRecvSGE == 0 || a.MaxRecvSGE > s.lim.maxSGE {
@@ -71,7 +77,7 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 			return StEFAULT
 		}
 	}
-	attr := rdma.QPInitAttr{SendCQ: scq.cq, RecvCQ: rcq.cq, QPType: typ, SQSigAll: a.SQSigAll != 0,
+	attr := rdma.QPInitAttr{SendCQ: scq.engine(), RecvCQ: rcq.engine(), QPType: typ, SQSigAll: a.SQSigAll != 0,
 		Cap: rdma.QPCap{MaxSendWR: int(a.SQDepth), MaxRecvWR: int(a.RQDepth), MaxSendSGE: int(a.MaxSendSGE),
 			MaxRecvSGE: int(a.MaxRecvSGE), MaxInlineData: int(a.MaxInline)}}
 	if srq != nil {
@@ -81,6 +87,9 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if ini {
 		attr.RecvCQ = nil
 		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
+	}
+	if noSQ {
+		attr.Cap.MaxSendWR, attr.Cap.MaxSendSGE, attr.Cap.MaxInlineData = 0, 0, 0
 	}
 	cost := gqpSize + s.dev.QPMemory(attr.Cap)
 	if attr.SRQ != nil && attr.SRQ.IsTM() {
@@ -94,13 +103,18 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		s.mem.refund(cost)
 		return status(err)
 	}
-	// The guest's indices start where the dbrec says, so a driver may
-	// reuse memory without zeroing it.
-	sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
-	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, sq: a.SQGPA, sqDB: a.SQDBRecGPA, sqDepth: a.SQDepth,
-		sqStride: a.SQStride, maxSendSGE: a.MaxSendSGE, maxInline: a.MaxInline, sqCons: sqp, srq: srq, cost: cost}
-	s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
+	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, srq: srq, noSQ: noSQ, cost: cost}
+	if !noSQ {
+		// The guest's indices start where the dbrec says, so a driver
+		// may reuse memory without zeroing it.
+		sqp, _ := s.v.ram.Load32(a.SQDBRecGPA)
+		q.sq, q.sqDB, q.sqDepth, q.sqStride, q.maxSendSGE, q.maxInline, q.sqCons = a.SQGPA, a.SQDBRecGPA,
+			a.SQDepth, a.SQStride, a.MaxSendSGE, a.MaxInline, sqp
+		s.v.ram.Store32(a.SQDBRecGPA+4, sqp)
+	}
 	switch {
+	case rss:
+		q.noRQ = true
 	case ini:
 		q.noRQ, q.rcq = true, nil
 	case srq == nil:
@@ -111,9 +125,13 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	default:
 		srq.users++
 	}
-	scq.users++
-	if q.rcq != nil {
-		q.rcq.users++
+	for _, c := range []*gcq{q.scq, q.rcq} {
+		if c != nil {
+			c.users++
+		}
+	}
+	if typ == rdma.QPTypeRawPacket {
+		s.nRawQP++
 	}
 	s.qps[qp.QPN()] = q
 	s.publishQPs()
@@ -393,4 +411,33 @@ func (q *gqp) releaseUsers() {
 	if q.xrcd != nil {
 		q.xrcd.users--
 	}
+}
+
+// checkSQ checks the send queue of a CREATE_QP.
+func (s *session) checkSQ(a *CmdCreateQPArgs) uint16 {
+	if !isPow2(a.SQDepth) || a.SQDepth > s.lim.maxQPWR {
+		return StEINVAL
+	}
+	if a.MaxSendSGE == 0 || a.MaxSendSGE > s.lim.maxSGE || a.MaxInline > s.lim.maxInline {
+		return StEINVAL
+	}
+	if a.SQStride%64 != 0 || uint64(a.SQStride) < sendHdrSize+uint64(a.MaxSendSGE)*sgeSize ||
+		uint64(a.SQStride) < sendHdrSize+uint64(a.MaxInline) {
+		return StEINVAL
+	}
+	if a.SQDBRecGPA%8 != 0 {
+		return StEINVAL
+	}
+	if !s.ramRange(a.SQGPA, uint64(a.SQDepth)*uint64(a.SQStride)) || !s.ramRange(a.SQDBRecGPA, 8) {
+		return StEFAULT
+	}
+	return StOK
+}
+
+// engine returns the engine CQ of c, or nil for none.
+func (c *gcq) engine() *rdma.CQ {
+	if c == nil {
+		return nil
+	}
+	return c.cq
 }

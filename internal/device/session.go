@@ -74,8 +74,11 @@ type session struct {
 	ahs       map[uint32]*gah
 	srqs      map[uint32]*gsrq
 	xrcds     map[uint32]*gxrcd
-	nextCQ    atomic.Uint32 // handle counters; atomic only for tests' hooks
+	flows     map[uint32]*gflow // ABI 1.16, raw.go
+	nRawQP    int               // raw packet QPs in qps
+	nextCQ    atomic.Uint32     // handle counters; atomic only for tests' hooks
 	nextAH    atomic.Uint32
+	nextFlow  atomic.Uint32
 	devMAC    [6]byte // the engine's MAC and path MTU limit (SET_ADDR)
 	devMTU    int
 	lim       limits
@@ -206,7 +209,10 @@ type gqp struct {
 	sqBlocked        bool   // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
-	cost             int64 // budget charged
+	flows            int    // raw packet QP: its flows (DESTROY_QP is EBUSY while it has any)
+	rssTable         []*gqp // RSS QP: its work queues (SET_RSS)
+	rssUsers         int    // work queue: the RSS QPs whose table has it
+	cost             int64  // budget charged
 }
 
 // gah is a guest address handle: an engine AH of the guest PD pd.
@@ -252,9 +258,10 @@ func newSession(v *VNIC, c *net.UnixConn, id int) (*session, error) {
 		pds: map[uint32]*rdma.PD{}, mrs: map[uint32]*rdma.MR{}, mrCost: map[uint32]int64{}, cqs: map[uint32]*gcq{},
 		mws: map[uint32]*rdma.MW{},
 		qps: map[uint32]*gqp{}, ahs: map[uint32]*gah{}, srqs: map[uint32]*gsrq{},
-		xrcds: map[uint32]*gxrcd{}}
+		xrcds: map[uint32]*gxrcd{}, flows: map[uint32]*gflow{}}
 	s.nextCQ.Store(1)
 	s.nextAH.Store(1)
+	s.nextFlow.Store(1)
 	s.mem.limit = int64(v.cfg.MemBudget)
 	ok := false
 	defer func() {
@@ -285,7 +292,7 @@ func (s *session) newDevice(mac [6]byte, ips []netip.Addr, mtu int) error {
 	cfg := s.v.cfg
 	dc := rdma.DeviceConfig{
 		Name: "hicain0", NodeGUID: cfg.NodeGUID, PortGUID: cfg.PortGUID, MAC: mac,
-		IPv4: ips, MTU: mtu, Memory: s.v.ram,
+		IPv4: ips, MTU: mtu, Memory: s.v.ram, RawTxFilter: s.l2Allowed,
 	}
 	if cfg.ib() {
 		// The port waits in Init for a subnet manager to give it a LID
@@ -339,7 +346,7 @@ func (s *session) initHeader(resetCount uint32) {
 	h.LinkLayer = LinkEthernet
 	h.PhysPortCnt = 1
 	h.NodeGUID, h.PortGUID = cfg.NodeGUID, cfg.PortGUID
-	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS | CapTM
+	h.Caps = CapRC | CapUD | CapSRQ | CapAtomic | CapL2 | CapXRC | CapCQETS | CapTM | CapRaw
 	if cfg.ib() {
 		// No Ethernet on an IB port: the L2 rings carry nothing.
 		h.LinkLayer, h.Caps = LinkInfiniBand, CapRC|CapUD|CapSRQ|CapAtomic|CapXRC|CapCQETS|CapTM
@@ -720,6 +727,11 @@ func (s *session) reset() {
 }
 
 func (s *session) destroyAll() {
+	for k, f := range s.flows {
+		f.flow.Destroy()
+		delete(s.flows, k)
+	}
+	s.nRawQP = 0
 	for k, q := range s.qps {
 		q.qp.Destroy()
 		delete(s.qps, k)

@@ -16,6 +16,16 @@ import "C"
 //godefs:name raw Payload
 //godefs:name max_rd_atomic MaxRDAtomic
 //godefs:name max_dest_rd_atomic MaxDestRDAtomic
+//godefs:name smac SMAC
+//godefs:name smac_mask SMACMask
+//godefs:name vlan_tag VLANTag
+//godefs:name vlan_tag_mask VLANTagMask
+//godefs:name src_ip SrcIP
+//godefs:name src_ip_mask SrcIPMask
+//godefs:name dst_ip DstIP
+//godefs:name dst_ip_mask DstIPMask
+//godefs:name ip_proto IPProto
+//godefs:name ip_proto_mask IPProtoMask
 //godefs:blank rsvd* !CmdCreateCQArgs.rsvd
 
 type DevHdr C.struct_hicain_dev_hdr
@@ -34,6 +44,8 @@ type CmdMcastArgs C.struct_hicain_cmd_mcast
 type CmdMADIfcArgs C.struct_hicain_cmd_mad_ifc
 type CmdPortCapArgs C.struct_hicain_cmd_port_cap
 type CmdAllocMWArgs C.struct_hicain_cmd_alloc_mw
+type CmdCreateFlowArgs C.struct_hicain_cmd_create_flow
+type CmdSetRSSArgs C.struct_hicain_cmd_set_rss
 type AdminCmd C.struct_hicain_admin_cmd
 type AdminCQE C.struct_hicain_admin_cqe
 type DeviceAttr C.struct_hicain_device_attr
@@ -97,6 +109,7 @@ const (
 	CapXRC             = C.HICAIN_CAP_XRC
 	CapCQETS           = C.HICAIN_CAP_CQE_TS
 	CapTM              = C.HICAIN_CAP_TM
+	CapRaw             = C.HICAIN_CAP_RAW
 	LinkEthernet       = C.HICAIN_LINK_ETHERNET
 	LinkInfiniBand     = C.HICAIN_LINK_INFINIBAND
 	StOK               = C.HICAIN_ST_OK
@@ -116,6 +129,7 @@ const (
 	QPTRC              = C.HICAIN_QPT_RC
 	QPTUC              = C.HICAIN_QPT_UC
 	QPTUD              = C.HICAIN_QPT_UD
+	QPTRawPacket       = C.HICAIN_QPT_RAW_PACKET
 	QPTXRCIni          = C.HICAIN_QPT_XRC_INI
 	QPTXRCTgt          = C.HICAIN_QPT_XRC_TGT
 	SRQTBasic          = C.HICAIN_SRQT_BASIC
@@ -185,6 +199,16 @@ const (
 	CmdDeallocMW       = C.HICAIN_CMD_DEALLOC_MW
 	CmdAllocXRCD       = C.HICAIN_CMD_ALLOC_XRCD
 	CmdDeallocXRCD     = C.HICAIN_CMD_DEALLOC_XRCD
+	CmdCreateFlow      = C.HICAIN_CMD_CREATE_FLOW
+	CmdDestroyFlow     = C.HICAIN_CMD_DESTROY_FLOW
+	CmdSetRSS          = C.HICAIN_CMD_SET_RSS
+	FlowEth            = C.HICAIN_FLOW_ETH
+	FlowIPv4           = C.HICAIN_FLOW_IPV4
+	FlowIPv6           = C.HICAIN_FLOW_IPV6
+	FlowTCP            = C.HICAIN_FLOW_TCP
+	FlowUDP            = C.HICAIN_FLOW_UDP
+	RSSKeyLen          = C.HICAIN_RSS_KEY_LEN
+	RSSMaxTable        = C.HICAIN_RSS_MAX_TABLE
 	CmdMax             = C.HICAIN_CMD_MAX
 	EvPortActive       = C.HICAIN_EV_PORT_ACTIVE
 	EvPortErr          = C.HICAIN_EV_PORT_ERR

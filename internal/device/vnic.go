@@ -444,7 +444,7 @@ func (v *VNIC) endSession(s *session) {
 // engine coalesces its ACKs over them.
 func (v *VNIC) receive() {
 	defer v.wg.Done()
-	bufs, roce := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
+	bufs, roce, raw := make([][]byte, rxBatch), make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch)
 	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
 	for i := range bufs {
 		// One byte over the largest frame, so a longer one shows: the
@@ -459,7 +459,7 @@ func (v *VNIC) receive() {
 			if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
 				// The engine handles the batch on this goroutine:
 				// no wake-up between the frame and its CQE.
-				if dev := v.deliver(bufs[:n], sizes, roce); dev != nil {
+				if dev := v.deliver(bufs[:n], sizes, roce, raw); dev != nil {
 					dev.RunInline(true)
 				}
 			}
@@ -471,17 +471,19 @@ func (v *VNIC) receive() {
 }
 
 // deliver steers a batch of frames read from the fabric (fabric rx
-// goroutine); roce is scratch for the engine's share. It returns the
+// goroutine); roce and raw are scratch for the engine's share (RoCE
+// frames, and frames a flow of a raw packet QP takes). It returns the
 // engine device it handed frames to, in a HoldKick: the caller runs them
 // with RunInline once it holds no lock.
-func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) *rdma.Device {
-	roce = roce[:0]
+func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce, raw [][]byte) *rdma.Device {
+	roce, raw = roce[:0], raw[:0]
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	s := v.sess
 	if s == nil {
 		return nil
 	}
+	dev := s.rxDev.Load()
 	for i, b := range bufs {
 		frame := b[:min(sizes[i], len(b))]
 		if len(frame) == 0 {
@@ -496,16 +498,24 @@ func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce [][]byte) *rdma.Device {
 			v.stats.roceRx.Add(1)
 			s.portCtr.Load().mcastRx.Add(groupFrame(frame))
 			roce = append(roce, frame)
+		} else if dev.Steers(frame) {
+			// A flow of a raw packet QP takes it from the netdev
+			// (ABI 1.16).
+			raw = append(raw, frame)
 		} else {
 			s.l2Receive(frame)
 		}
 	}
-	if len(roce) == 0 {
+	if len(roce) == 0 && len(raw) == 0 {
 		return nil
 	}
-	dev := s.rxDev.Load()
 	dev.HoldKick()
 	dev.DeliverBatch(roce)
+	for _, f := range raw {
+		if !dev.DeliverRaw(f) { // its flow went meanwhile
+			s.l2Receive(f)
+		}
+	}
 	return dev
 }
 

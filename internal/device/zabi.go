@@ -224,6 +224,44 @@ type CmdAllocMWArgs struct {
 	Type uint32 `c:"type"`
 }
 
+// CmdCreateFlowArgs is struct hicain_cmd_create_flow.
+type CmdCreateFlowArgs struct {
+	QPN           uint32    `c:"qpn"`
+	Match         uint32    `c:"match"`
+	Priority      uint16    `c:"priority"`
+	Port          uint8     `c:"port"`
+	_             uint8     `c:"rsvd0"`
+	_             uint32    `c:"rsvd1"`
+	DMAC          [6]uint8  `c:"dmac"`
+	DMACMask      [6]uint8  `c:"dmac_mask"`
+	SMAC          [6]uint8  `c:"smac"`
+	SMACMask      [6]uint8  `c:"smac_mask"`
+	EtherType     [2]uint8  `c:"ether_type"`
+	EtherTypeMask [2]uint8  `c:"ether_type_mask"`
+	VLANTag       [2]uint8  `c:"vlan_tag"`
+	VLANTagMask   [2]uint8  `c:"vlan_tag_mask"`
+	SrcIP         [16]uint8 `c:"src_ip"`
+	SrcIPMask     [16]uint8 `c:"src_ip_mask"`
+	DstIP         [16]uint8 `c:"dst_ip"`
+	DstIPMask     [16]uint8 `c:"dst_ip_mask"`
+	IPProto       uint8     `c:"ip_proto"`
+	IPProtoMask   uint8     `c:"ip_proto_mask"`
+	_             [2]uint8  `c:"rsvd2"`
+	SrcPort       [2]uint8  `c:"src_port"`
+	SrcPortMask   [2]uint8  `c:"src_port_mask"`
+	DstPort       [2]uint8  `c:"dst_port"`
+	DstPortMask   [2]uint8  `c:"dst_port_mask"`
+}
+
+// CmdSetRSSArgs is struct hicain_cmd_set_rss.
+type CmdSetRSSArgs struct {
+	QPN      uint32     `c:"qpn"`
+	LogTable uint32     `c:"log_table"`
+	Fields   uint64     `c:"fields"`
+	Key      [40]uint8  `c:"key"`
+	Table    [32]uint32 `c:"table"`
+}
+
 // AdminCmd is struct hicain_admin_cmd.
 type AdminCmd struct {
 	Opcode  uint16     `c:"opcode"`
@@ -424,7 +462,7 @@ type TMDBRec struct {
 const (
 	Magic              = 0x4e494348
 	ABIMajor           = 0x1
-	ABIMinor           = 0xf
+	ABIMinor           = 0x10
 	VendorID           = 0x1ed5
 	DeviceID           = 0xca10
 	BAR2Min            = 0x100000
@@ -468,6 +506,7 @@ const (
 	CapXRC             = 0x20
 	CapCQETS           = 0x40
 	CapTM              = 0x80
+	CapRaw             = 0x100
 	LinkEthernet       = 0x2
 	LinkInfiniBand     = 0x1
 	StOK               = 0x0
@@ -487,6 +526,7 @@ const (
 	QPTRC              = 0x2
 	QPTUC              = 0x3
 	QPTUD              = 0x4
+	QPTRawPacket       = 0x8
 	QPTXRCIni          = 0x9
 	QPTXRCTgt          = 0xa
 	SRQTBasic          = 0x0
@@ -556,7 +596,17 @@ const (
 	CmdDeallocMW       = 0x1e
 	CmdAllocXRCD       = 0x1f
 	CmdDeallocXRCD     = 0x20
-	CmdMax             = 0x21
+	CmdCreateFlow      = 0x21
+	CmdDestroyFlow     = 0x22
+	CmdSetRSS          = 0x23
+	FlowEth            = 0x1
+	FlowIPv4           = 0x2
+	FlowIPv6           = 0x4
+	FlowTCP            = 0x8
+	FlowUDP            = 0x10
+	RSSKeyLen          = 0x28
+	RSSMaxTable        = 0x20
+	CmdMax             = 0x24
 	EvPortActive       = 0x1
 	EvPortErr          = 0x2
 	EvQPFatal          = 0x3

@@ -71,6 +71,14 @@ type Counters struct {
 	McastNoListener uint64 // multicast packets for a group no local QP is attached to
 	UCDropped       uint64 // UC messages (or their packets) dropped: a gap, no receive WR, a bad key
 
+	// Raw packet QPs (raw.go).
+	RawSent       uint64 // frames raw QPs sent (to the port, looped back, or filtered)
+	RawReceived   uint64 // frames placed in a raw QP's receive WR
+	RawNoRecv     uint64 // frames a flow steered to a raw QP with no receive WR posted (dropped)
+	RawTooLong    uint64 // frames longer than the receive WR's buffers (LocLenErr)
+	RawTxFiltered uint64 // frames DeviceConfig.RawTxFilter refused (dropped, the send completes)
+	RawNoFlow     uint64 // frames steered to raw QPs whose flow was gone when the engine took them
+
 	// Congestion control.
 	CEReceived     uint64 // RC packets that arrived with ECN CE
 	CNPsSent       uint64 // CNPs sent (notification point)
@@ -117,6 +125,8 @@ type counters struct {
 
 	udSent, udReceived, udNoRecv, udTooLong, qkeyViolations, mcastDelivered, mcastNoListener, ucDropped atomic.Uint64
 
+	rawSent, rawReceived, rawNoRecv, rawTooLong, rawTxFiltered, rawNoFlow atomic.Uint64
+
 	ceReceived, cnpsSent, cnpsSuppressed, cnpsReceived, rateDecreases, rateRecoveries, pacingStalls atomic.Uint64
 
 	smpsAnswered, madsAnswered, vl15Dropped, qp1Dropped, smpMKeyDrops atomic.Uint64
@@ -156,6 +166,9 @@ func (c *counters) snapshot() Counters {
 		UDTooLong: c.udTooLong.Load(), QKeyViolations: c.qkeyViolations.Load(),
 		McastDelivered: c.mcastDelivered.Load(), McastNoListener: c.mcastNoListener.Load(),
 		UCDropped: c.ucDropped.Load(),
+
+		RawSent: c.rawSent.Load(), RawReceived: c.rawReceived.Load(), RawNoRecv: c.rawNoRecv.Load(),
+		RawTooLong: c.rawTooLong.Load(), RawTxFiltered: c.rawTxFiltered.Load(), RawNoFlow: c.rawNoFlow.Load(),
 
 		CEReceived: c.ceReceived.Load(), CNPsSent: c.cnpsSent.Load(), CNPsSuppressed: c.cnpsSuppressed.Load(),
 		CNPsReceived: c.cnpsReceived.Load(), RateDecreases: c.rateDecreases.Load(),

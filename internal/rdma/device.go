@@ -26,6 +26,7 @@ const (
 	DefaultMaxSRQWR      = 16384
 	DefaultMaxMcastGrp   = 256
 	DefaultMaxMcastQP    = 64 // QPs attached to one group
+	DefaultMaxFlow       = 1024
 	DefaultMTU           = 1024
 	DefaultRxQueueLen    = 4096
 	DefaultRxWait        = time.Millisecond
@@ -111,6 +112,18 @@ type DeviceConfig struct {
 	// Identity reported by QueryDevice; zero means the defaults.
 	VendorID, VendorPartID, HWVer uint32
 	FWVersion                     string
+
+	// RawTxFilter, when set, sees each frame a raw packet QP sends to
+	// the port (not those a flow of this device loops back) and drops
+	// it, counted as RawTxFiltered, when it returns false: the device
+	// backend applies its vNIC's source checks there, as to its
+	// netdev's frames. Called by the engine's runner; it must not block
+	// or keep frame.
+	RawTxFilter func(frame []byte) bool
+
+	// MaxFlow bounds the flows (CreateFlow) of the device. Zero means
+	// DefaultMaxFlow.
+	MaxFlow int
 
 	// RxQueueLen bounds the frames waiting for the engine. Zero means
 	// DefaultRxQueueLen.
@@ -269,6 +282,12 @@ type Device struct {
 	// The engine: see engine.go.
 	eng engine
 
+	// flows is the steering table of the raw packet QPs (raw.go):
+	// replaced whole under mu, read lock-free by the engine and by
+	// DeliverRaw's callers.
+	flows  atomic.Pointer[flowTable]
+	flowID uint64 // the last flow's id (under mu)
+
 	async chan AsyncEvent // see AsyncEvents
 
 	port1 ibPort // InfiniBand port state (ib.go)
@@ -315,6 +334,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 	def(&cfg.MaxQPRDAtomic, DefaultMaxQPRDAtomic)
 	def(&cfg.MaxSRQ, DefaultMaxSRQ)
 	def(&cfg.MaxXRCD, DefaultMaxXRCD)
+	def(&cfg.MaxFlow, DefaultMaxFlow)
 	def(&cfg.MaxSRQWR, DefaultMaxSRQWR)
 	def(&cfg.MaxSRQSGE, cfg.MaxSGE)
 	def(&cfg.MaxMcastGrp, DefaultMaxMcastGrp)

@@ -67,8 +67,9 @@ const (
 // Deliver fills it and passes it to the engine through rxq; the engine
 // returns it to the free list when done.
 type frameBuf struct {
-	n int
-	b [maxFrameSize]byte
+	n   int
+	raw bool // a frame for a raw packet QP (a flow matched it: raw.go)
+	b   [maxFrameSize]byte
 }
 
 type ctlReq struct {
@@ -137,6 +138,7 @@ func (e *engine) init(d *Device) {
 func (e *engine) getBuf() *frameBuf {
 	select {
 	case b := <-e.free:
+		b.raw = false
 		return b
 	default:
 		return new(frameBuf)
@@ -157,7 +159,11 @@ func (e *engine) putBuf(b *frameBuf) {
 // dropped at once. Malformed frames, bad ICRCs and unknown QPs are counted
 // and dropped by the engine. Safe for concurrent use; it allocates only
 // when it has to wait.
-func (d *Device) Deliver(frame []byte) {
+func (d *Device) Deliver(frame []byte) { d.deliver(frame, false) }
+
+// deliver is Deliver; raw marks a frame for the raw packet QPs
+// (DeliverRaw).
+func (d *Device) deliver(frame []byte, raw bool) {
 	if d.closed.Load() {
 		d.ctr.rxDropped.Add(1)
 		return
@@ -169,6 +175,7 @@ func (d *Device) Deliver(frame []byte) {
 	e := &d.eng
 	b := e.getBuf()
 	b.n = copy(b.b[:], frame)
+	b.raw = raw
 	select {
 	case e.rxq <- b:
 		e.kick()
@@ -575,6 +582,10 @@ func (e *engine) flushAcks() bool {
 func (e *engine) rxFrame(b *frameBuf) bool {
 	d := e.d
 	frame := b.b[:b.n]
+	if b.raw {
+		e.rxRaw(frame)
+		return false
+	}
 	if d.ib() {
 		return e.rxFrameIB(b)
 	}

@@ -140,6 +140,8 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 		tr = xrcIniTransitions[cur][next]
 	case qp.init.QPType == QPTypeXRCTgt:
 		tr = xrcTgtTransitions[cur][next]
+	case qp.init.QPType == QPTypeRawPacket:
+		tr = rawTransitions[cur][next]
 	}
 	if !tr.valid {
 		return fail("illegal state transition")

@@ -113,6 +113,9 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 }
 
 func (qp *QP) checkSendWR(wr *SendWR) error {
+	if qp.init.QPType == QPTypeRawPacket {
+		return qp.checkRawSendWR(wr)
+	}
 	if qp.isUD() {
 		if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
 			return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)

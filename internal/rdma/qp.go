@@ -283,6 +283,11 @@ type QP struct {
 	xsrq *SRQ
 	// mcast are the groups the QP is attached to (UD).
 	mcast [][16]byte
+	// flowsGone: Destroy removed the raw QP's flows; guarded by
+	// Device.mu (raw.go).
+	flowsGone bool
+	// rss is an RSS QP's indirection table and hash (raw.go).
+	rss atomic.Pointer[rssConf]
 	// dc is the congestion state (dcqcn.go).
 	dc dcqcnState
 }
@@ -339,6 +344,13 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		if !d.ib() {
 			return nil, fmt.Errorf("rdma: create QP: QP0 exists only on an InfiniBand port: %w", ErrInvalid)
 		}
+	case QPTypeRawPacket:
+		if d.ib() {
+			return nil, fmt.Errorf("rdma: create QP: raw packet QPs exist only on an Ethernet port: %w", ErrInvalid)
+		}
+		if attr.SRQ != nil {
+			return nil, fmt.Errorf("rdma: create raw packet QP: it takes no SRQ: %w", ErrInvalid)
+		}
 	default:
 		return nil, fmt.Errorf("rdma: create QP: unknown type %d: %w", uint32(attr.QPType), ErrInvalid)
 	}
@@ -354,6 +366,9 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		if attr.SendCQ == nil || attr.SendCQ.dev != d {
 			return nil, fmt.Errorf("rdma: create XRC initiator QP: a send CQ of this device is required: %w", ErrInvalid)
 		}
+	case attr.QPType == QPTypeRawPacket && attr.Cap.MaxSendWR == 0 && attr.Cap.MaxRecvWR == 0:
+		// An RSS QP (raw.go): no queues, so no CQs.
+		attr.SendCQ, attr.RecvCQ = nil, nil
 	default:
 		for _, cq := range []*CQ{attr.SendCQ, attr.RecvCQ} {
 			if cq == nil || cq.dev != d {
@@ -502,6 +517,7 @@ func (qp *QP) Destroy() error {
 		qp.dropBacklog()
 		qp.detachAll()
 		delete(d.eng.qps, qp.qpn)
+		d.dropFlows(qp)
 	}); e != nil {
 		return fmt.Errorf("rdma: destroy QP %#x: %w", qp.qpn, e)
 	}

@@ -71,8 +71,8 @@ func LocalAckTimeout(timeout uint8) time.Duration {
 // reqStep transmits up to budget packets. progressed reports that it sent
 // something; more that it stopped only because of the budget.
 func (qp *QP) reqStep(budget int) (progressed, more bool) {
-	if qp.isUD() {
-		return qp.udStep(budget)
+	if qp.isUD() || qp.init.QPType == QPTypeRawPacket {
+		return qp.localStep(budget)
 	}
 	if qp.init.QPType == QPTypeUC {
 		return qp.ucStep(budget)

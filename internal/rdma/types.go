@@ -85,6 +85,10 @@ const (
 	QPTypeRC  QPType = 2 // IBV_QPT_RC
 	QPTypeUC  QPType = 3 // IBV_QPT_UC
 	QPTypeUD  QPType = 4 // IBV_QPT_UD
+	// QPTypeRawPacket sends and receives whole Ethernet frames
+	// (IB_QPT_RAW_PACKET, IBV_QPT_RAW_PACKET; Ethernet ports only):
+	// raw.go.
+	QPTypeRawPacket QPType = 8
 	// QPTypeXRCIni is the sending side of XRC (IB_QPT_XRC_INI,
 	// IBV_QPT_XRC_SEND): a send queue only.
 	QPTypeXRCIni QPType = 9
@@ -101,6 +105,8 @@ func (t QPType) String() string {
 		return "UC"
 	case QPTypeUD:
 		return "UD"
+	case QPTypeRawPacket:
+		return "RAW_PACKET"
 	case QPTypeXRCIni:
 		return "XRC_INI"
 	case QPTypeXRCTgt:

@@ -89,9 +89,10 @@ func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
 	return nil
 }
 
-// udStep sends up to budget datagrams; each completes as soon as it is on
-// the wire (IBA 10.8.3: UD sends complete locally).
-func (qp *QP) udStep(budget int) (progressed, more bool) {
+// localStep sends up to budget datagrams, or a raw packet QP's frames;
+// each completes as soon as it is on the wire (IBA 10.8.3: UD sends
+// complete locally).
+func (qp *QP) localStep(budget int) (progressed, more bool) {
 	st := qp.State()
 	if st != QPStateRTS && st != QPStateSQD {
 		return false, false
@@ -104,7 +105,12 @@ func (qp *QP) udStep(budget int) (progressed, more bool) {
 		w := qp.sqSlot(r.startIdx)
 		r.startIdx++
 		r.reqIdx = r.startIdx
-		status := qp.udSend(w)
+		var status WCStatus
+		if qp.init.QPType == QPTypeRawPacket {
+			status = qp.rawSend(w)
+		} else {
+			status = qp.udSend(w)
+		}
 		qp.completeSend(w, status)
 		if status != WCSuccess {
 			qp.enterError()
@@ -119,19 +125,8 @@ func (qp *QP) udSend(w *sendWQE) WCStatus {
 	d := qp.dev
 	e := &d.eng
 	r := &qp.req
-	if !w.isInline {
-		w.mrs = mrSlots(w.mrs, len(w.sge))
-		for i, s := range w.sge {
-			w.mrs[i] = nil
-			if s.Length == 0 {
-				continue
-			}
-			mr := d.lookupMR(s.LKey)
-			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) {
-				return WCLocProtErr
-			}
-			w.mrs[i] = mr
-		}
+	if !qp.resolveSend(w) {
+		return WCLocProtErr
 	}
 	p := &w.ah.path
 	f := p.f

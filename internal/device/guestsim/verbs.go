@@ -388,6 +388,9 @@ type QPConfig struct {
 	// AV makes room in each send WQE for an address vector (ABI 1.3,
 	// PostSendAV) before the SGEs or inline data.
 	AV bool
+	// NoSQ makes a raw packet QP a receive work queue (ABI 1.16:
+	// sq_depth 0); with NoRQ too it is an RSS QP, without CQs.
+	NoSQ, NoRQ bool
 }
 
 // QP is a guest RC or UD QP with its rings in guest memory. Owned by one
@@ -440,12 +443,13 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 		q.QPN = r.Handle
 		return q, nil
 	}
-	noRQ := c.SRQ != nil || c.Type == QPTypeXRCIni
+	noRQ := c.SRQ != nil || c.Type == QPTypeXRCIni || c.NoRQ
 	var err error
-	if q.sq, err = g.Alloc(uint64(c.SQDepth*sqStride), 4096, false); err != nil {
+	if c.NoSQ {
+		q.sqDepth = 0
+	} else if q.sq, err = g.Alloc(uint64(c.SQDepth*sqStride), 4096, false); err != nil {
 		return nil, err
-	}
-	if q.sqDB, err = g.Alloc(8, 8, false); err != nil {
+	} else if q.sqDB, err = g.Alloc(8, 8, false); err != nil {
 		return nil, err
 	}
 	if !noRQ {
@@ -457,13 +461,15 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 		}
 	}
 	cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
-	a := device.CmdCreateQPArgs{PD: c.PD, QPType: c.Type, SendCQ: c.SendCQ.CQN,
-		SQDepth: c.SQDepth, MaxSendSGE: c.MaxSGE, MaxInline: c.MaxInline, SQStride: sqStride, SQGPA: q.sq,
-		SQDBRecGPA: q.sqDB}
+	a := device.CmdCreateQPArgs{PD: c.PD, QPType: c.Type, SQDepth: q.sqDepth, MaxSendSGE: c.MaxSGE,
+		MaxInline: c.MaxInline, SQStride: sqStride, SQGPA: q.sq, SQDBRecGPA: q.sqDB}
+	if c.SendCQ != nil {
+		a.SendCQ = c.SendCQ.CQN
+	}
 	if c.RecvCQ != nil {
 		a.RecvCQ = c.RecvCQ.CQN
 	}
-	if c.Type == QPTypeXRCIni {
+	if c.Type == QPTypeXRCIni || c.NoRQ {
 		// no RQ, receive CQ or SRQ
 	} else if c.SRQ == nil {
 		a.RQDepth, a.MaxRecvSGE, a.RQStride, a.RQGPA, a.RQDBRecGPA = c.RQDepth, c.MaxSGE, rqStride, q.rq, q.rqDB

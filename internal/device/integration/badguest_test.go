@@ -68,7 +68,7 @@ func TestBadAdminCommands(t *testing.T) {
 		wantStatus(t, err, device.StEINVAL)
 		_, err = g.Admin(ctx, &device.AdminCmd{Opcode: device.CmdResizeCQ, Handle: 777})
 		wantStatus(t, err, device.StENOENT)
-		for _, typ := range []uint32{0, 8} { // SMI on an Ethernet port, raw packet
+		for _, typ := range []uint32{0, 6} { // SMI on an Ethernet port, raw Ethertype
 			cmd := device.AdminCmd{Opcode: device.CmdCreateQP}
 			*device.PayloadOf[device.CmdCreateQPArgs](&cmd) = device.CmdCreateQPArgs{PD: pd, QPType: typ,
 				SendCQ: cq.CQN, RecvCQ: cq.CQN}

@@ -73,6 +73,20 @@ func FuzzAdminCommands(f *testing.F) {
 	// then the PD they hold.
 	f.Add(cat(cmd(device.CmdAllocMW, 0, 1, 1), cmd(device.CmdAllocMW, 0, 1, 2), cmd(device.CmdAllocMW, 0, 1, 3),
 		cmd(device.CmdDeallocMW, 0x80000001), cmd(device.CmdDeallocPD, 1)))
+	// Raw packet QPs (ABI 1.16): one, its flows (Ethernet/IPv4/UDP,
+	// an unknown header bit, both families), one destroyed, the QP
+	// destroyed while the other stays, and a flow on a QP that is gone.
+	f.Add(cat(cmd(device.CmdCreateQP, 0, 1, 8, 1, 1, 0, 16, 16, 1, 1, 0, 128, 32, 0, 0, 0x10000, 0, 0x30000, 0, 0x20000, 0, 0x20008, 0),
+		cmd(device.CmdCreateFlow, 0, 0x11, device.FlowEth|device.FlowIPv4|device.FlowUDP, 1<<16),
+		cmd(device.CmdCreateFlow, 0, 0x11, 0x40, 1<<16), cmd(device.CmdCreateFlow, 0, 0x11, device.FlowIPv4|device.FlowIPv6, 1<<16),
+		cmd(device.CmdCreateFlow, 0, 0x11, device.FlowEth, 1<<16), cmd(device.CmdDestroyFlow, 1),
+		cmd(device.CmdDestroyQP, 0x11), cmd(device.CmdDestroyFlow, 2), cmd(device.CmdDestroyQP, 0x11),
+		cmd(device.CmdCreateFlow, 0, 0x11, device.FlowEth, 1<<16)))
+	// RSS (ABI 1.16): a work queue (no SQ), an RSS QP (no queues), its
+	// table of one, a second SET_RSS, the work queue destroyed in use.
+	f.Add(cat(cmd(device.CmdCreateQP, 0, 1, 8, 1, 1, 0, 0, 16, 0, 1, 0, 0, 32, 0, 0, 0, 0, 0x30000, 0, 0, 0, 0x20008, 0),
+		cmd(device.CmdCreateQP, 0, 1, 8), cmd(device.CmdSetRSS, 0, 0x12, 0, 3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0x11),
+		cmd(device.CmdSetRSS, 0, 0x12, 5, 0xff, 0), cmd(device.CmdDestroyQP, 0x11), cmd(device.CmdDestroyQP, 0x12)))
 	// XRC (ABI 1.11): a domain, an XRC SRQ in it on the seeded CQ, a
 	// target QP in it, an initiator QP, the domain freed while in use.
 	f.Add(cat(cmd(device.CmdAllocXRCD, 0),

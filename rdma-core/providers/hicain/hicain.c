@@ -73,6 +73,22 @@ struct hicain_create_qp_resp {
 	struct hicain_ib_create_qp_resp drv;
 };
 
+struct hicain_create_qp_ex_resp {
+	struct ib_uverbs_ex_create_qp_resp core;
+	struct hicain_ib_create_qp_resp drv;
+};
+
+/* An RSS QP's command: its hash in the driver data. */
+struct hicain_create_qp_rss_cmd {
+	struct ibv_create_qp_ex ibv_cmd;
+	struct hicain_ib_create_qp_rss drv;
+};
+
+struct hicain_create_wq_resp {
+	struct ib_uverbs_ex_create_wq_resp core;
+	struct hicain_ib_create_wq_resp drv;
+};
+
 struct hicain_create_srq_resp {
 	struct ib_uverbs_create_srq_resp core;
 	struct hicain_ib_create_srq_resp drv;
@@ -1186,6 +1202,9 @@ static int hicain_build_send(struct hicain_qp *qp, const struct ibv_send_wr *wr,
 	    (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV ||
 	     wr->opcode == IBV_WR_BIND_MW || wr->opcode == IBV_WR_ATOMIC_WRITE))
 		return EINVAL;	/* memory windows and ATOMIC WRITE are RC's */
+	/* A raw packet QP sends whole Ethernet frames: SENDs only. */
+	if (qp->vqp.qp.qp_type == IBV_QPT_RAW_PACKET && wr->opcode != IBV_WR_SEND)
+		return EINVAL;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		/* A datagram is a SEND through an AH of the QP's PD. */
 		if ((wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) ||
@@ -1649,8 +1668,15 @@ static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 	uint64_t ops;
 
 	if (attr->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-					  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD))
+					  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD |
+					  IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
 		return EOPNOTSUPP;
+	/* An RSS QP (ABI 1.16): a raw packet QP with both, receiving only. */
+	if (attr->comp_mask & (IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
+		return attr->qp_type == IBV_QPT_RAW_PACKET &&
+		       (attr->comp_mask & IBV_QP_INIT_ATTR_IND_TABLE) &&
+		       (attr->comp_mask & IBV_QP_INIT_ATTR_RX_HASH) && attr->rwq_ind_tbl &&
+		       !(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? 0 : EOPNOTSUPP;
 	/* No create flag is offered; an empty set is no request. */
 	if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
 		return EOPNOTSUPP;
@@ -1674,6 +1700,9 @@ static int hicain_qp_ex_ops(const struct ibv_qp_init_attr_ex *attr)
 		break;
 	case IBV_QPT_UD:
 		ops = HICAIN_QP_EX_UD_OPS;
+		break;
+	case IBV_QPT_RAW_PACKET:
+		ops = IBV_QP_EX_WITH_SEND;
 		break;
 	default:
 		return EOPNOTSUPP;
@@ -1723,6 +1752,45 @@ static void hicain_set_qp_ex_ops(struct hicain_qp *qp, uint64_t flags)
 }
 
 /*
+ * hicain_create_rss_qp - an RSS QP (ABI 1.16): a raw packet QP without
+ * queues over an indirection table of work queues, its Toeplitz hash in
+ * the driver data. It receives through the work queues only.
+ */
+static struct ibv_qp *hicain_create_rss_qp(struct ibv_context *context,
+					   struct ibv_qp_init_attr_ex *attr)
+{
+	struct hicain_create_qp_ex_resp resp = {};
+	struct hicain_create_qp_rss_cmd cmd = {};
+	struct ibv_rx_hash_conf *h = &attr->rx_hash_conf;
+	struct hicain_qp *qp;
+	int ret;
+
+	if (h->rx_hash_key_len != sizeof(cmd.drv.rx_hash_key) || !h->rx_hash_key) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cmd.drv.rx_hash_fields_mask = h->rx_hash_fields_mask;
+	cmd.drv.rx_hash_function = h->rx_hash_function;
+	cmd.drv.rx_hash_key_len = h->rx_hash_key_len;
+	memcpy(cmd.drv.rx_hash_key, h->rx_hash_key, sizeof(cmd.drv.rx_hash_key));
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_qp_ex2(context, &qp->vqp, attr, &cmd.ibv_cmd, sizeof(cmd), &resp.core,
+				    sizeof(resp));
+	if (ret) {
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	return &qp->vqp.qp;
+}
+
+/*
  * hicain_create_qp_ex - ibv_create_qp_ex: a QP as create_qp's (the same
  * command and udata), and with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the
  * ibv_wr_* API for the operations the device executes on the QP's type
@@ -1750,6 +1818,8 @@ static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 		errno = ret;
 		return NULL;
 	}
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_IND_TABLE)
+		return hicain_create_rss_qp(context, attr);
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
 		errno = ENOMEM;
@@ -1792,6 +1862,163 @@ static struct ibv_qp *hicain_create_qp_ex(struct ibv_context *context,
 		qp->vqp.comp_mask |= VERBS_QP_EX;
 	}
 	return &qp->vqp.qp;
+}
+
+/* ---- receive work queues and indirection tables (ABI 1.16) ---- */
+
+static inline struct hicain_rwq *to_hrwq(struct ibv_wq *wq)
+{
+	return hicain_container_of(wq, struct hicain_rwq, wq);
+}
+
+static int hicain_post_wq_recv(struct ibv_wq *wq, struct ibv_recv_wr *wr,
+			       struct ibv_recv_wr **bad_wr)
+{
+	struct hicain_rwq *rwq = to_hrwq(wq);
+
+	if (wq->state == IBV_WQS_RESET) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	return hicain_post_wq(wq->context, &rwq->rq, rwq->dbrec, &rwq->lock, NULL, wr, bad_wr);
+}
+
+/*
+ * hicain_create_wq - ibv_create_wq (IBV_WQT_RQ): the kernel creates the
+ * device's raw packet QP without a send queue and maps its RQ, which
+ * ibv_post_wq_recv fills as ibv_post_recv fills a QP's.
+ */
+static struct ibv_wq *hicain_create_wq(struct ibv_context *context,
+				       struct ibv_wq_init_attr *attr)
+{
+	struct hicain_create_wq_resp resp = {};
+	struct ibv_create_wq cmd = {};
+	struct hicain_rwq *rwq;
+	void *dbrec = NULL;
+	int ret;
+
+	if (attr->wq_type != IBV_WQT_RQ || attr->comp_mask) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	rwq = calloc(1, sizeof(*rwq));
+	if (!rwq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_wq(context, attr, &rwq->wq, &cmd, sizeof(cmd), &resp.core,
+				sizeof(resp));
+	if (ret) {
+		free(rwq);
+		errno = ret;
+		return NULL;
+	}
+	ret = hicain_map_ring(context, &resp.drv.rq, resp.drv.max_sge, sizeof(struct hicain_wq_dbrec),
+			      &rwq->rq, &dbrec);
+	if (!ret && !rwq->rq.map)
+		ret = EINVAL;	/* the kernel maps a work queue always */
+	if (ret) {
+		ibv_cmd_destroy_wq(&rwq->wq);
+		free(rwq);
+		errno = ret;
+		return NULL;
+	}
+	rwq->dbrec = dbrec;
+	pthread_spin_init(&rwq->lock, PTHREAD_PROCESS_PRIVATE);
+	rwq->wq.post_recv = hicain_post_wq_recv;
+	rwq->wq.state = IBV_WQS_RESET;
+	return &rwq->wq;
+}
+
+static int hicain_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *attr)
+{
+	struct ibv_modify_wq cmd = {};
+	int ret;
+
+	ret = ibv_cmd_modify_wq(wq, attr, &cmd, sizeof(cmd));
+	if (!ret && (attr->attr_mask & IBV_WQ_ATTR_STATE))
+		wq->state = attr->wq_state;
+	return ret;
+}
+
+static int hicain_destroy_wq(struct ibv_wq *wq)
+{
+	struct hicain_rwq *rwq = to_hrwq(wq);
+	int ret;
+
+	ret = ibv_cmd_destroy_wq(wq);
+	if (ret)
+		return ret;
+	hicain_unmap_ring(&rwq->rq);
+	pthread_spin_destroy(&rwq->lock);
+	free(rwq);
+	return 0;
+}
+
+static struct ibv_rwq_ind_table *hicain_create_rwq_ind_table(struct ibv_context *context,
+							     struct ibv_rwq_ind_table_init_attr *attr)
+{
+	struct ib_uverbs_ex_create_rwq_ind_table_resp resp = {};
+	struct ibv_rwq_ind_table *tbl;
+	int ret;
+
+	tbl = calloc(1, sizeof(*tbl));
+	if (!tbl) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_rwq_ind_table(context, attr, tbl, &resp, sizeof(resp));
+	if (ret) {
+		free(tbl);
+		errno = ret;
+		return NULL;
+	}
+	return tbl;
+}
+
+static int hicain_destroy_rwq_ind_table(struct ibv_rwq_ind_table *tbl)
+{
+	int ret = ibv_cmd_destroy_rwq_ind_table(tbl);
+
+	if (!ret)
+		free(tbl);
+	return ret;
+}
+
+/* ---- flow steering (raw packet QPs, ABI 1.16) ---- */
+
+/*
+ * hicain_create_flow - ibv_create_flow: the kernel takes the specs
+ * (ib_core parses them) and the device steers the frames they match to
+ * the raw packet QP; there is no driver data. A QP of another type, or
+ * a spec the device cannot match, is EOPNOTSUPP from the kernel.
+ */
+static struct ibv_flow *hicain_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow_attr)
+{
+	struct ibv_flow *flow;
+	int ret;
+
+	flow = calloc(1, sizeof(*flow));
+	if (!flow) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_flow(qp, flow, flow_attr, NULL, 0);
+	if (ret) {
+		free(flow);
+		errno = ret;
+		return NULL;
+	}
+	return flow;
+}
+
+static int hicain_destroy_flow(struct ibv_flow *flow)
+{
+	int ret = ibv_cmd_destroy_flow(flow);
+
+	if (!ret)
+		free(flow);
+	return ret;
 }
 
 /*
@@ -2195,11 +2422,14 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.create_ah = hicain_create_ah,
 	.create_cq = hicain_create_cq,
 	.create_cq_ex = hicain_create_cq_ex,
+	.create_flow = hicain_create_flow,
 	.create_qp = hicain_create_qp,
 	.create_qp_ex = hicain_create_qp_ex,
+	.create_rwq_ind_table = hicain_create_rwq_ind_table,
 	.create_srq = hicain_create_srq,
 	.dealloc_mw = hicain_dealloc_mw,
 	.create_srq_ex = hicain_create_srq_ex,
+	.create_wq = hicain_create_wq,
 	.close_xrcd = hicain_close_xrcd,
 	.get_srq_num = hicain_get_srq_num,
 	.open_qp = hicain_open_qp,
@@ -2208,14 +2438,18 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.dereg_mr = hicain_dereg_mr,
 	.destroy_ah = hicain_destroy_ah,
 	.destroy_cq = hicain_destroy_cq,
+	.destroy_flow = hicain_destroy_flow,
+	.destroy_rwq_ind_table = hicain_destroy_rwq_ind_table,
 	.destroy_qp = hicain_destroy_qp,
 	.destroy_srq = hicain_destroy_srq,
+	.destroy_wq = hicain_destroy_wq,
 	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = hicain_free_context,
 	.import_mr = hicain_import_mr,
 	.import_pd = hicain_import_pd,
 	.modify_qp = hicain_modify_qp,
 	.modify_srq = hicain_modify_srq,
+	.modify_wq = hicain_modify_wq,
 	.poll_cq = hicain_poll_cq,
 	.post_recv = hicain_post_recv,
 	.post_send = hicain_post_send,

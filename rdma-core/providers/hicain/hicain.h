@@ -122,6 +122,17 @@ struct hicain_srq {
 	uint32_t adding[HICAIN_TM_HANDLES];
 };
 
+/*
+ * A receive work queue (ibv_wq, ABI 1.16): the device's raw packet QP
+ * without a send queue, its RQ mapped (posting is an RQ's).
+ */
+struct hicain_rwq {
+	struct ibv_wq wq;
+	pthread_spinlock_t lock;
+	struct hicain_ring rq;
+	struct hicain_wq_dbrec *dbrec;
+};
+
 struct hicain_ah {
 	struct ibv_ah ibv_ah;
 	uint32_t handle;		/* the device's AH */

@@ -175,16 +175,17 @@ struct verbs_context_ops {
 				    struct ibv_comp_channel *channel, int comp_vector);
 	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context,
 					  struct ibv_cq_init_attr_ex *init_attr);
-	verbs_unused_op create_flow;
+	struct ibv_flow *(*create_flow)(struct ibv_qp *qp, struct ibv_flow_attr *flow_attr);
 	verbs_unused_op create_flow_action_esp;
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 	struct ibv_qp *(*create_qp_ex)(struct ibv_context *context,
 				       struct ibv_qp_init_attr_ex *attr);
-	verbs_unused_op create_rwq_ind_table;
+	struct ibv_rwq_ind_table *(*create_rwq_ind_table)(struct ibv_context *context,
+							  struct ibv_rwq_ind_table_init_attr *init_attr);
 	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
 	struct ibv_srq *(*create_srq_ex)(struct ibv_context *context,
 					 struct ibv_srq_init_attr_ex *attr);
-	verbs_unused_op create_wq;
+	struct ibv_wq *(*create_wq)(struct ibv_context *context, struct ibv_wq_init_attr *wq_init_attr);
 	int (*dealloc_mw)(struct ibv_mw *mw);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	verbs_unused_op dealloc_td;
@@ -192,12 +193,12 @@ struct verbs_context_ops {
 	int (*destroy_ah)(struct ibv_ah *ah);
 	verbs_unused_op destroy_counters;
 	int (*destroy_cq)(struct ibv_cq *cq);
-	verbs_unused_op destroy_flow;
+	int (*destroy_flow)(struct ibv_flow *flow);
 	verbs_unused_op destroy_flow_action;
 	int (*destroy_qp)(struct ibv_qp *qp);
-	verbs_unused_op destroy_rwq_ind_table;
+	int (*destroy_rwq_ind_table)(struct ibv_rwq_ind_table *rwq_ind_table);
 	int (*destroy_srq)(struct ibv_srq *srq);
-	verbs_unused_op destroy_wq;
+	int (*destroy_wq)(struct ibv_wq *wq);
 	int (*detach_mcast)(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 	void (*free_context)(struct ibv_context *context);
 	verbs_unused_op free_dm;
@@ -210,7 +211,7 @@ struct verbs_context_ops {
 	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 	verbs_unused_op modify_qp_rate_limit;
 	int (*modify_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask);
-	verbs_unused_op modify_wq;
+	int (*modify_wq)(struct ibv_wq *wq, struct ibv_wq_attr *wq_attr);
 	struct ibv_qp *(*open_qp)(struct ibv_context *context, struct ibv_qp_open_attr *attr);
 	struct ibv_xrcd *(*open_xrcd)(struct ibv_context *context,
 				      struct ibv_xrcd_init_attr *attr);
@@ -294,6 +295,24 @@ struct ibv_create_cq_ex {
 	struct ib_uverbs_cmd_hdr hdr;
 	struct ib_uverbs_ex_cmd_hdr ex_hdr;
 	struct ib_uverbs_ex_create_cq core;
+};
+
+struct ibv_create_qp_ex {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_ex_cmd_hdr ex_hdr;
+	struct ib_uverbs_ex_create_qp core;
+};
+
+struct ibv_create_wq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_ex_cmd_hdr ex_hdr;
+	struct ib_uverbs_ex_create_wq core;
+};
+
+struct ibv_modify_wq {
+	struct ib_uverbs_cmd_hdr hdr;
+	struct ib_uverbs_ex_cmd_hdr ex_hdr;
+	struct ib_uverbs_ex_modify_wq core;
 };
 
 struct ibv_create_qp {
@@ -430,6 +449,12 @@ HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq) == 40);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_qp) == 64);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_resize_cq) == 24);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_cq_ex) == 56);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_qp_ex) == 88);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_create_wq) == 64);
+HICAIN_STATIC_ASSERT(sizeof(struct ibv_modify_wq) == 48);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_ex_create_qp_resp) == 40);
+HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_ex_create_wq_resp) == 24);
+HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_wq) == 0x0c0);
 HICAIN_STATIC_ASSERT(sizeof(struct ib_uverbs_ex_create_cq_resp) == 16);
 HICAIN_STATIC_ASSERT(offsetof(struct verbs_context_ops, create_cq_ex) == 0x080);
 HICAIN_STATIC_ASSERT(sizeof(struct ibv_rereg_mr) == 56);
@@ -550,6 +575,25 @@ int ibv_cmd_open_qp(struct ibv_context *context, struct verbs_qp *qp, int vqp_sz
 int ibv_cmd_create_ah(struct ibv_pd *pd, struct ibv_ah *ah, struct ibv_ah_attr *attr,
 		      struct ib_uverbs_create_ah_resp *resp, size_t resp_size);
 int ibv_cmd_destroy_ah(struct ibv_ah *ah);
+int ibv_cmd_create_qp_ex2(struct ibv_context *context, struct verbs_qp *qp,
+			  struct ibv_qp_init_attr_ex *qp_attr, struct ibv_create_qp_ex *cmd,
+			  size_t cmd_size, struct ib_uverbs_ex_create_qp_resp *resp,
+			  size_t resp_size);
+int ibv_cmd_create_wq(struct ibv_context *context, struct ibv_wq_init_attr *wq_init_attr,
+		      struct ibv_wq *wq, struct ibv_create_wq *cmd, size_t cmd_size,
+		      struct ib_uverbs_ex_create_wq_resp *resp, size_t resp_size);
+int ibv_cmd_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *attr, struct ibv_modify_wq *cmd,
+		      size_t cmd_size);
+int ibv_cmd_destroy_wq(struct ibv_wq *wq);
+int ibv_cmd_create_rwq_ind_table(struct ibv_context *context,
+				 struct ibv_rwq_ind_table_init_attr *init_attr,
+				 struct ibv_rwq_ind_table *rwq_ind_table,
+				 struct ib_uverbs_ex_create_rwq_ind_table_resp *resp,
+				 size_t resp_size);
+int ibv_cmd_destroy_rwq_ind_table(struct ibv_rwq_ind_table *rwq_ind_table);
+int ibv_cmd_create_flow(struct ibv_qp *qp, struct ibv_flow *flow_id,
+			struct ibv_flow_attr *flow_attr, void *ucmd, size_t ucmd_size);
+int ibv_cmd_destroy_flow(struct ibv_flow *flow_id);
 int ibv_cmd_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 int ibv_cmd_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
 
