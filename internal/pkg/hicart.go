@@ -254,7 +254,7 @@ func (b *build) hicartTools(ctx context.Context) (Result, error) {
 		Name:    NameHicartTools,
 		Arch:    b.arch,
 		Section: "utils",
-		Description: "HiGPU tools: hicart-smi, hicart-bandwidth, hicart-p2p, hicart-allreduce, hicart_test\n" +
+		Description: "HiGPU command-line tools\n" +
 			"hicart-smi lists the HiGPU virtual GPUs of a HiNIC guest with their memory, " +
 			"utilisation and processes, and their HiLink topology; hicart-bandwidth measures " +
 			"copy bandwidth against the host memcpy ceiling; hicart-p2p measures peer copy " +

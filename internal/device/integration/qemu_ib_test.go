@@ -608,7 +608,8 @@ func pmaLine(t *testing.T, con, name string) map[string]uint64 {
 
 // checkPMA checks guest 1's PMA as guest 2 saw it through umad after one
 // ibv_rc_pingpong run (1000 x 4096 bytes each way, in 1024-byte
-// packets): ClassPortInfo with PortCountersExtended, PortCounters that
+// packets): the device's PMA (ABI 1.15), ClassPortInfo with
+// AllPortSelect and PortCountersExtended, PortCounters that
 // hold the traffic in 4-octet words, a Set that clears the data and
 // packet counters of PortCounters but not of PortCountersExtended, and
 // "unsupported attribute" for PortSamplesControl.
@@ -628,7 +629,7 @@ func checkPMA(t *testing.T, con string) {
 		got, want any
 	}{
 		{"ClassPortInfo status", cpi["status"] == 0, cpi["status"], 0},
-		{"ClassPortInfo CapabilityMask", cpi["cap"] == 0x200, cpi["cap"], "0x200 (extended width)"},
+		{"ClassPortInfo CapabilityMask", cpi["cap"] == 0x300, cpi["cap"], "0x300 (all-port select, extended width)"},
 		{"ClassPortInfo RespTimeValue", cpi["resp_time"] == 18, cpi["resp_time"], 18},
 		{"PortCounters status", pc["status"] == 0, pc["status"], 0},
 		{"PortCounters PortSelect", pc["port"] == 1, pc["port"], 1},
