@@ -178,15 +178,7 @@ func (qp *QP) rawDeliver(frame []byte) {
 	case !qp.scatter(w.sge, w.mrs, 0, frame):
 		wc.Status, fatal = WCLocProtErr, true
 	}
-	qp.recvDone()
-	if wc.Status == WCSuccess {
-		d.ctr.rawReceived.Add(1)
-	}
-	qp.recvCQ.push(&wc, false)
-	if fatal {
-		qp.enterError()
-		d.raise(AsyncEvent{Type: EventQPFatal, QP: qp})
-	}
+	qp.completeRecv(&wc, &d.ctr.rawReceived, false, fatal)
 }
 
 // DeliverRaw steers a frame from the port that is not for the transport:

@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/PacketFive/hinic/internal/proto"
 )
@@ -292,14 +293,22 @@ func (qp *QP) udDeliver(payload, grh []byte, wc WC, solicited bool) {
 			wc.Status, fatal = WCLocProtErr, true
 		}
 	}
+	qp.completeRecv(&wc, &d.ctr.udReceived, solicited, fatal)
+}
+
+// completeRecv ends a datagram receive (UD or raw packet): the receive
+// WQE is consumed, its completion pushed (and counted in ok when it
+// succeeded), and a fatal error (a protection fault) takes the QP to
+// Error with a QP_FATAL event.
+func (qp *QP) completeRecv(wc *WC, ok *atomic.Uint64, solicited, fatal bool) {
 	qp.recvDone()
 	if wc.Status == WCSuccess {
-		d.ctr.udReceived.Add(1)
+		ok.Add(1)
 	}
-	qp.recvCQ.push(&wc, solicited)
+	qp.recvCQ.push(wc, solicited)
 	if fatal {
 		qp.enterError()
-		d.raise(AsyncEvent{Type: EventQPFatal, QP: qp})
+		qp.dev.raise(AsyncEvent{Type: EventQPFatal, QP: qp})
 	}
 }
 
