@@ -65,6 +65,19 @@ static const char *topo_link(const struct topo_gpu *a, const struct topo_gpu *b)
 	return a->dev >= 0 && b->dev >= 0 ? "SYS" : "-";
 }
 
+/* smi_count - the number of GPUs in *count: 0, or the exit status after
+ * saying why there is none (6: no device).
+ */
+static int smi_count(int *count)
+{
+	hicartError_t e = hicartGetDeviceCount(count);
+
+	if (!e)
+		return 0;
+	fprintf(stderr, "hicart-smi: %s\n", hicartGetErrorString(e));
+	return e == hicartErrorNoDevice ? 6 : 1;
+}
+
 static int smi_topo(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -97,11 +110,9 @@ static int smi_topo(int argc, char **argv)
 			return 2;
 		}
 	}
-	e = hicartGetDeviceCount(&count);
-	if (e) {
-		fprintf(stderr, "hicart-smi: %s\n", hicartGetErrorString(e));
-		return e == hicartErrorNoDevice ? 6 : 1;
-	}
+	c = smi_count(&count);
+	if (c)
+		return c;
 	for (int i = 0; i < count && n < HICART_TOPO_MAX; i++) {
 		hicartDeviceProp p;
 
@@ -345,7 +356,6 @@ int main(int argc, char **argv)
 	int query = 0, json = 0, only = -1, count = 0, n = 0, drv = 0, c;
 	unsigned int interval = 200;
 	struct smi_gpu *g;
-	hicartError_t e;
 
 	if (argc > 1 && !strcmp(argv[1], "topo"))
 		return smi_topo(argc - 1, argv + 1);
@@ -371,11 +381,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	e = hicartGetDeviceCount(&count);
-	if (e) {
-		fprintf(stderr, "hicart-smi: %s\n", hicartGetErrorString(e));
-		return e == hicartErrorNoDevice ? 6 : 1;
-	}
+	c = smi_count(&count);
+	if (c)
+		return c;
 	if (only >= count) {
 		fprintf(stderr, "hicart-smi: no GPU %d (%d found)\n", only, count);
 		return 2;
