@@ -373,35 +373,45 @@ static void hicain_unimport_mr(struct ibv_mr *mr)
 
 /* ---- memory windows (ABI 1.10) ---- */
 
+/*
+ * hicain_made - obj, an object a create command of the kernel filled,
+ * when the command's ret is 0; otherwise obj is freed, errno is ret and
+ * the result is NULL. hicain_gone is the destroy side: it frees obj once
+ * the kernel destroyed it and returns ret.
+ */
+static void *hicain_made(void *obj, int ret)
+{
+	if (!ret)
+		return obj;
+	free(obj);
+	errno = ret;
+	return NULL;
+}
+
+static int hicain_gone(void *obj, int ret)
+{
+	if (!ret)
+		free(obj);
+	return ret;
+}
+
 static struct ibv_mw *hicain_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 {
 	struct ib_uverbs_alloc_mw_resp resp = {};
 	struct ibv_alloc_mw cmd = {};
 	struct ibv_mw *mw;
-	int ret;
 
 	mw = calloc(1, sizeof(*mw));
 	if (!mw) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp, sizeof(resp));
-	if (ret) {
-		free(mw);
-		errno = ret;
-		return NULL;
-	}
-	return mw;
+	return hicain_made(mw, ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp, sizeof(resp)));
 }
 
 static int hicain_dealloc_mw(struct ibv_mw *mw)
 {
-	int ret = ibv_cmd_dealloc_mw(mw);
-
-	if (ret)
-		return ret;
-	free(mw);
-	return 0;
+	return hicain_gone(mw, ibv_cmd_dealloc_mw(mw));
 }
 
 static int hicain_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
@@ -1960,29 +1970,18 @@ static struct ibv_rwq_ind_table *hicain_create_rwq_ind_table(struct ibv_context 
 {
 	struct ib_uverbs_ex_create_rwq_ind_table_resp resp = {};
 	struct ibv_rwq_ind_table *tbl;
-	int ret;
 
 	tbl = calloc(1, sizeof(*tbl));
 	if (!tbl) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_create_rwq_ind_table(context, attr, tbl, &resp, sizeof(resp));
-	if (ret) {
-		free(tbl);
-		errno = ret;
-		return NULL;
-	}
-	return tbl;
+	return hicain_made(tbl, ibv_cmd_create_rwq_ind_table(context, attr, tbl, &resp, sizeof(resp)));
 }
 
 static int hicain_destroy_rwq_ind_table(struct ibv_rwq_ind_table *tbl)
 {
-	int ret = ibv_cmd_destroy_rwq_ind_table(tbl);
-
-	if (!ret)
-		free(tbl);
-	return ret;
+	return hicain_gone(tbl, ibv_cmd_destroy_rwq_ind_table(tbl));
 }
 
 /* ---- flow steering (raw packet QPs, ABI 1.16) ---- */
@@ -1996,29 +1995,18 @@ static int hicain_destroy_rwq_ind_table(struct ibv_rwq_ind_table *tbl)
 static struct ibv_flow *hicain_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow_attr)
 {
 	struct ibv_flow *flow;
-	int ret;
 
 	flow = calloc(1, sizeof(*flow));
 	if (!flow) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_create_flow(qp, flow, flow_attr, NULL, 0);
-	if (ret) {
-		free(flow);
-		errno = ret;
-		return NULL;
-	}
-	return flow;
+	return hicain_made(flow, ibv_cmd_create_flow(qp, flow, flow_attr, NULL, 0));
 }
 
 static int hicain_destroy_flow(struct ibv_flow *flow)
 {
-	int ret = ibv_cmd_destroy_flow(flow);
-
-	if (!ret)
-		free(flow);
-	return ret;
+	return hicain_gone(flow, ibv_cmd_destroy_flow(flow));
 }
 
 /*
@@ -2077,13 +2065,7 @@ static struct ibv_ah *hicain_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *at
 
 static int hicain_destroy_ah(struct ibv_ah *ibah)
 {
-	int ret;
-
-	ret = ibv_cmd_destroy_ah(ibah);
-	if (ret)
-		return ret;
-	free(to_hah(ibah));
-	return 0;
+	return hicain_gone(to_hah(ibah), ibv_cmd_destroy_ah(ibah));
 }
 
 /*
@@ -2249,13 +2231,8 @@ static struct ibv_xrcd *hicain_open_xrcd(struct ibv_context *context,
 static int hicain_close_xrcd(struct ibv_xrcd *ibxrcd)
 {
 	struct verbs_xrcd *xrcd = hicain_container_of(ibxrcd, struct verbs_xrcd, xrcd);
-	int ret;
 
-	ret = ibv_cmd_close_xrcd(xrcd);
-	if (ret)
-		return ret;
-	free(xrcd);
-	return 0;
+	return hicain_gone(xrcd, ibv_cmd_close_xrcd(xrcd));
 }
 
 static int hicain_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr, int attr_mask)
