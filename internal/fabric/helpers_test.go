@@ -235,3 +235,13 @@ func hasFDB(sw *Switch, mac [6]byte, port int) bool {
 	}
 	return false
 }
+
+// torndown says whether p's last session has been torn down in full: the
+// link is down, its frames and FDB entries are gone and the port takes a
+// new peer. isUp turns false at the start of a teardown, so a test that
+// then checks the rest or reconnects waits for this instead.
+func torndown(p *port) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess == nil && !p.up.Load()
+}

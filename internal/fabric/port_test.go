@@ -81,7 +81,7 @@ func TestHello(t *testing.T) {
 			}
 			// The peer of an accepted hello closes; wait for the port to
 			// be free again.
-			waitFor(t, "port free", func() bool { return !sw.ports[tt.port-1].isUp() })
+			waitFor(t, "port free", func() bool { return torndown(sw.ports[tt.port-1]) })
 		})
 	}
 
@@ -181,7 +181,7 @@ func TestReconnect(t *testing.T) {
 			t.Fatalf("round %d: %v not learnt on port 1", i, a.mac)
 		}
 		a.c.Close()
-		waitFor(t, "port 1 down", func() bool { return !sw.ports[0].isUp() })
+		waitFor(t, "port 1 down", func() bool { return torndown(sw.ports[0]) })
 		if hasFDB(sw, a.mac, 1) {
 			t.Fatalf("round %d: FDB entry survived link down", i)
 		}

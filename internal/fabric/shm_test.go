@@ -118,7 +118,7 @@ func TestShmPort(t *testing.T) {
 	})
 
 	a.Close()
-	waitFor(t, "port 1 down", func() bool { return !sw.ports[0].isUp() })
+	waitFor(t, "port 1 down", func() bool { return torndown(sw.ports[0]) })
 	if got := portStatus(sw, 1).Transport; got != "" {
 		t.Errorf("port down, transport %q", got)
 	}

@@ -49,7 +49,7 @@ func TestTwoSwitchesTwoFabrics(t *testing.T) {
 
 	// tor1 restarts: tor2 dials again and the link comes back.
 	f1.Close()
-	waitFor(t, "link down", func() bool { return !tor2.ports[3].isUp() })
+	waitFor(t, "link down", func() bool { return torndown(tor2.ports[3]) })
 	f1b := startFabric(t, Config{RunDir: f1.RunDir(), Switches: []SwitchConfig{{Name: "tor1", Ports: 4}}})
 	tor1 = f1b.Switch("tor1")
 	waitFor(t, "link back up", func() bool { return tor1.ports[3].isUp() && tor2.ports[3].isUp() })
