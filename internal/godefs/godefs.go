@@ -130,7 +130,9 @@ func Generate(dir, input string) ([]byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(goTool(), "tool", "cgo", "-godefs", "-objdir", tmp, input)
+	// cgo names its scratch objects by appending to -objdir, so the
+	// directory needs its separator or they land beside it.
+	cmd := exec.Command(goTool(), "tool", "cgo", "-godefs", "-objdir", tmp+string(filepath.Separator), input)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("godefs: go tool cgo -godefs %s: %v\n%s", input, err, stderr.Bytes())
