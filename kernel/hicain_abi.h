@@ -28,7 +28,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	16	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	17	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -54,7 +54,8 @@
 				 * 1.16: raw packet QPs and flow steering
 				 *       (HICAIN_CAP_RAW, CREATE_FLOW,
 				 *       DESTROY_FLOW), receive work queues
-				 *       and RSS QPs (SET_RSS) */
+				 *       and RSS QPs (SET_RSS);
+				 * 1.17: QUERY_CLOCK */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -222,6 +223,7 @@ enum hicain_admin_op {
 					 * -> handle */
 	HICAIN_CMD_DESTROY_FLOW,	/* ABI 1.16: handle */
 	HICAIN_CMD_SET_RSS,		/* ABI 1.16: hicain_cmd_set_rss */
+	HICAIN_CMD_QUERY_CLOCK,		/* ABI 1.17: -> hicain_clock in out */
 	/*
 	 * One past the last opcode of this minor. It is no wire value (no
 	 * field carries it, neither side acts on it) and grows with each
@@ -423,6 +425,15 @@ struct hicain_srq_attr {
 	__le32 max_sge;
 	__le32 srq_limit;		/* 0 once SRQ_LIMIT fired (one-shot) */
 	__le32 rsvd;
+};
+
+/*
+ * QUERY_CLOCK result, in hicain_admin_cqe.out: the device clock now, the
+ * clock hicain_cqe.timestamp is read from (the backend host's
+ * CLOCK_REALTIME in ns; device_attr hca_core_clock is 1 GHz).
+ */
+struct hicain_clock {
+	__le64 realtime_ns;
 };
 
 /* ATTACH_MCAST / DETACH_MCAST: a UD QP joins or leaves a group */

@@ -436,8 +436,43 @@ DECLARE_UVERBS_NAMED_METHOD(HICAIN_IB_METHOD_PD_QUERY,
 
 ADD_UVERBS_METHODS(hicain_ib_pd, UVERBS_OBJECT_PD, &UVERBS_METHOD(HICAIN_IB_METHOD_PD_QUERY));
 
+/*
+ * QUERY_CLOCK: the device clock now, which completions are stamped with
+ * (ibv_query_rt_values_ex). One admin command; the answer is in the CQE.
+ */
+static int UVERBS_HANDLER(HICAIN_IB_METHOD_QUERY_CLOCK)(struct uverbs_attr_bundle *attrs)
+{
+	struct ib_ucontext *ibuc = ib_uverbs_get_ucontext(attrs);
+	struct hicain_admin_cqe cqe;
+	struct hicain_clock clk;
+	struct hicain_ibdev *hidev;
+	u64 ns;
+	int ret;
+
+	if (IS_ERR(ibuc))
+		return PTR_ERR(ibuc);
+	hidev = to_hidev(ibuc->device);
+	if (!hicain_abi_minor_at_least(hidev, 17))
+		return -EOPNOTSUPP;
+	ret = hicain_admin_handle(hidev, HICAIN_CMD_QUERY_CLOCK, 0, &cqe);
+	if (ret)
+		return ret;
+	BUILD_BUG_ON(sizeof(clk) > sizeof(cqe.out));
+	memcpy(&clk, cqe.out, sizeof(clk));
+	ns = le64_to_cpu(clk.realtime_ns);
+	return uverbs_copy_to(attrs, HICAIN_IB_ATTR_QUERY_CLOCK_NS, &ns, sizeof(ns));
+}
+
+DECLARE_UVERBS_NAMED_METHOD(HICAIN_IB_METHOD_QUERY_CLOCK,
+			    UVERBS_ATTR_PTR_OUT(HICAIN_IB_ATTR_QUERY_CLOCK_NS,
+						UVERBS_ATTR_TYPE(u64), UA_MANDATORY));
+
+ADD_UVERBS_METHODS(hicain_ib_device, UVERBS_OBJECT_DEVICE,
+		   &UVERBS_METHOD(HICAIN_IB_METHOD_QUERY_CLOCK));
+
 const struct uapi_definition hicain_ib_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DEVICE, &hicain_ib_query_context),
+	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DEVICE, &hicain_ib_device),
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_PD, &hicain_ib_pd),
 	{},
 };

@@ -81,9 +81,23 @@ struct hicain_ib_alloc_ucontext_resp {
  *     HICAIN_IB_ATTR_QUERY_PD_RESP_PDN (out, __u32).
  * A kernel without them answers the import with EOPNOTSUPP or
  * EPROTONOSUPPORT, which the provider passes on.
+ *
+ * The device clock (ibv_query_rt_values_ex):
+ *   UVERBS_OBJECT_DEVICE gains HICAIN_IB_METHOD_QUERY_CLOCK:
+ *     HICAIN_IB_ATTR_QUERY_CLOCK_NS (out, __u64): the device clock now,
+ *     in the units of hicain_cqe.timestamp (ns; hca_core_clock 1 GHz).
+ *   EOPNOTSUPP from a device older than ABI 1.17.
  */
 enum hicain_ib_query_context_attrs {		/* 1 << UVERBS_ID_NS_SHIFT */
 	HICAIN_IB_ATTR_QUERY_CONTEXT_RESP_UCTX = (1U << 12),
+};
+
+enum hicain_ib_device_methods {
+	HICAIN_IB_METHOD_QUERY_CLOCK = (1U << 12),
+};
+
+enum hicain_ib_query_clock_attrs {
+	HICAIN_IB_ATTR_QUERY_CLOCK_NS = (1U << 12),
 };
 
 enum hicain_ib_pd_methods {

@@ -92,7 +92,7 @@ var abiConsts = map[string]int64{
 	"HICAIN_CAP_RAW": CapRaw, "HICAIN_CMD_CREATE_FLOW": CmdCreateFlow, "HICAIN_CMD_DESTROY_FLOW": CmdDestroyFlow,
 	"HICAIN_FLOW_ETH": FlowEth, "HICAIN_FLOW_IPV4": FlowIPv4, "HICAIN_FLOW_IPV6": FlowIPv6, "HICAIN_FLOW_TCP": FlowTCP,
 	"HICAIN_FLOW_UDP": FlowUDP, "HICAIN_CMD_SET_RSS": CmdSetRSS, "HICAIN_RSS_KEY_LEN": RSSKeyLen,
-	"HICAIN_RSS_MAX_TABLE": RSSMaxTable,
+	"HICAIN_RSS_MAX_TABLE": RSSMaxTable, "HICAIN_CMD_QUERY_CLOCK": CmdQueryClock,
 }
 
 // TestABIGenerated fails when zabi.go is not what go generate makes of

@@ -337,6 +337,13 @@ func (s *session) execute(c *AdminCmd, out *AdminCQE) uint16 {
 		return s.destroyFlow(c.Handle)
 	case CmdSetRSS:
 		return s.setRSS(PayloadOf[CmdSetRSSArgs](c))
+	case CmdQueryClock:
+		if c.Handle != 0 {
+			return StEINVAL
+		}
+		r := Clock{RealtimeNS: deviceClock()}
+		copy(out.Out[:], AsBytes(&r))
+		return StOK
 	case CmdDeallocMW:
 		mw, ok := s.mws[c.Handle&^0xff]
 		if !ok {

@@ -436,7 +436,7 @@ func (s *session) writeCQEs(cq *gcq, wcs []rdma.WC) bool {
 	}
 	var e CQE
 	// One stamp for the batch: the engine finished these together.
-	ts := uint64(time.Now().UnixNano())
+	ts := deviceClock()
 	for i := range wcs {
 		wc := &wcs[i]
 		if cq.prod-cons >= cq.depth {
@@ -637,3 +637,8 @@ func (s *session) l2Receive(frame []byte) {
 	atomic.StoreUint32(&h.L2RxCons, s.l2RxCons)
 	s.raise(IRQL2)
 }
+
+// deviceClock is the device's clock: the host's CLOCK_REALTIME in ns.
+// Completion timestamps (hicain_cqe.timestamp) and QUERY_CLOCK read it,
+// so a guest can set one against the other (ibv_query_rt_values_ex).
+func deviceClock() uint64 { return uint64(time.Now().UnixNano()) }

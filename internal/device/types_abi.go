@@ -40,6 +40,7 @@ type CmdSetAddrArgs C.struct_hicain_cmd_set_addr
 type CmdCreateSRQArgs C.struct_hicain_cmd_create_srq
 type CmdModifySRQArgs C.struct_hicain_cmd_modify_srq
 type SRQAttr C.struct_hicain_srq_attr
+type Clock C.struct_hicain_clock
 type CmdMcastArgs C.struct_hicain_cmd_mcast
 type CmdMADIfcArgs C.struct_hicain_cmd_mad_ifc
 type CmdPortCapArgs C.struct_hicain_cmd_port_cap
@@ -202,6 +203,7 @@ const (
 	CmdCreateFlow      = C.HICAIN_CMD_CREATE_FLOW
 	CmdDestroyFlow     = C.HICAIN_CMD_DESTROY_FLOW
 	CmdSetRSS          = C.HICAIN_CMD_SET_RSS
+	CmdQueryClock      = C.HICAIN_CMD_QUERY_CLOCK
 	FlowEth            = C.HICAIN_FLOW_ETH
 	FlowIPv4           = C.HICAIN_FLOW_IPV4
 	FlowIPv6           = C.HICAIN_FLOW_IPV6

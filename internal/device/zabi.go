@@ -198,6 +198,11 @@ type SRQAttr struct {
 	_        uint32 `c:"rsvd"`
 }
 
+// Clock is struct hicain_clock.
+type Clock struct {
+	RealtimeNS uint64 `c:"realtime_ns"`
+}
+
 // CmdMcastArgs is struct hicain_cmd_mcast.
 type CmdMcastArgs struct {
 	QPN uint32    `c:"qpn"`
@@ -462,7 +467,7 @@ type TMDBRec struct {
 const (
 	Magic              = 0x4e494348
 	ABIMajor           = 0x1
-	ABIMinor           = 0x10
+	ABIMinor           = 0x11
 	VendorID           = 0x1ed5
 	DeviceID           = 0xca10
 	BAR2Min            = 0x100000
@@ -599,6 +604,7 @@ const (
 	CmdCreateFlow      = 0x21
 	CmdDestroyFlow     = 0x22
 	CmdSetRSS          = 0x23
+	CmdQueryClock      = 0x24
 	FlowEth            = 0x1
 	FlowIPv4           = 0x2
 	FlowIPv6           = 0x4
@@ -606,7 +612,7 @@ const (
 	FlowUDP            = 0x10
 	RSSKeyLen          = 0x28
 	RSSMaxTable        = 0x20
-	CmdMax             = 0x24
+	CmdMax             = 0x25
 	EvPortActive       = 0x1
 	EvPortErr          = 0x2
 	EvQPFatal          = 0x3

@@ -862,6 +862,39 @@ static uint64_t hicain_cqx_ts(struct ibv_cq_ex *cqx)
 	return cqx_to_hcq(cqx)->cur_ts;
 }
 
+/*
+ * hicain_query_rt_values - ibv_query_rt_values_ex: the device clock now
+ * (hicain_ib's QUERY_CLOCK, ABI 1.17), the clock completions are
+ * stamped with. As other providers do, raw_clock holds the raw count of
+ * hca_core_clock ticks in tv_nsec with tv_sec 0; a tick is 1 ns here.
+ */
+static int hicain_query_rt_values(struct ibv_context *context, struct ibv_values_ex *values)
+{
+	uint64_t ns = 0;
+	struct ib_uverbs_attr a[] = {
+		{ .attr_id = HICAIN_IB_ATTR_QUERY_CLOCK_NS, .len = sizeof(ns),
+		  .flags = UVERBS_ATTR_F_MANDATORY, .data = (uintptr_t)&ns },
+	};
+	uint32_t done = 0;
+	int ret = 0;
+
+	if (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		ret = hicain_ioctl(context->cmd_fd, UVERBS_OBJECT_DEVICE, HICAIN_IB_METHOD_QUERY_CLOCK,
+				   a, 1);
+		if (ret == EPROTONOSUPPORT)
+			ret = EOPNOTSUPP;	/* a hicain_ib without the method */
+		if (!ret) {
+			values->raw_clock.tv_sec = 0;
+			values->raw_clock.tv_nsec = ns;
+			done |= IBV_VALUES_MASK_RAW_CLOCK;
+		}
+	}
+	values->comp_mask = done;
+	return ret;
+}
+
 /* ABI 1.13: the TMH tag and app_ctx of a TM completion (0 for others). */
 static void hicain_cqx_tm_info(struct ibv_cq_ex *cqx, struct ibv_wc_tm_info *tm_info)
 {
@@ -2433,6 +2466,7 @@ static const struct verbs_context_ops hicain_ctx_ops = {
 	.post_srq_recv = hicain_post_srq_recv,
 	.post_srq_ops = hicain_post_srq_ops,
 	.query_device_ex = hicain_query_device_ex,
+	.query_rt_values = hicain_query_rt_values,
 	.query_port = hicain_query_port,
 	.query_qp = hicain_query_qp,
 	.query_srq = hicain_query_srq,

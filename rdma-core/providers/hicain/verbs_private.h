@@ -231,7 +231,7 @@ struct verbs_context_ops {
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask,
 			struct ibv_qp_init_attr *init_attr);
 	verbs_unused_op query_qp_data_in_order;
-	verbs_unused_op query_rt_values;
+	int (*query_rt_values)(struct ibv_context *context, struct ibv_values_ex *values);
 	int (*query_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 	verbs_unused_op read_counters;
 	verbs_unused_op reg_dm_mr;
