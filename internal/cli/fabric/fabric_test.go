@@ -52,6 +52,12 @@ func TestServeAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The switch answers the hello before it attaches the session: wait
+	// until the port shows its peer.
+	clitest.WaitFor(t, "port 1 up", func() bool {
+		st, err := fabric.QueryStatus(context.Background(), dir)
+		return err == nil && len(st.Switches) == 1 && st.Switches[0].Ports[0].Peer.Name == "host1/hicain0"
+	})
 
 	for _, format := range []string{"table", "json"} {
 		ios2, _, out, _ := cmdutil.Test()
@@ -85,7 +91,7 @@ func TestServeAndStatus(t *testing.T) {
 		t.Errorf("stderr: %s", errOut)
 	}
 	c.Close()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(15 * time.Second) // a bound on waiting, on a loaded machine
 	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
