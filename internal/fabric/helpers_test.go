@@ -33,7 +33,7 @@ func checkGoroutines(t testing.TB) {
 	t.Helper()
 	base := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
+		deadline := time.Now().Add(15 * time.Second)
 		for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -215,7 +215,7 @@ func roceFrame(t testing.TB, dst, src [6]byte, tos uint8, payload int, psn uint3
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -197,7 +197,7 @@ func TestBackpressure(t *testing.T) {
 	if err := g.Post(ctx, cmds...); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for atomic.LoadUint32(&h.CplProd) < 9 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
