@@ -1169,7 +1169,9 @@ rereg_done:
 	 * IBV_WC_STANDARD_FLAGS and both timestamps, on both sides of an
 	 * RDMA WRITE with immediate; a flag the CQ does not offer is
 	 * refused. The stamps are the device's nanosecond clock (the
-	 * host's real time): the guest's clock agrees within a day.
+	 * host's real time): the guest's clock agrees within a day, and
+	 * ibv_query_rt_values_ex (ABI 1.17) reads that clock before and
+	 * after them.
 	 */
 	{
 		struct ibv_cq_init_attr_ex bad_attr = { .cqe = 4,
@@ -1177,6 +1179,8 @@ rereg_done:
 		struct ibv_device_attr_ex dx;
 		struct timespec now;
 		uint64_t ts_a = 0, ts_b = 0, wall, day = 86400ULL * 1000000000ULL;
+		struct ibv_values_ex rt0 = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK }, rt1 = rt0;
+		struct ibv_values_ex rtbad = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK << 1 };
 		struct ibv_sge sge = { .addr = (uintptr_t)buf_a, .length = 64, .lkey = mr_a->lkey };
 		struct ibv_sge rsge = { .addr = (uintptr_t)buf_b, .length = 64, .lkey = mr_b->lkey };
 		struct ibv_recv_wr rwr = { .wr_id = 21, .sg_list = &rsge, .num_sge = 1 }, *rbad;
@@ -1198,8 +1202,13 @@ rereg_done:
 		else if (ibv_query_device_ex(ctx, NULL, &dx) ||
 			 dx.completion_timestamp_mask != UINT64_MAX || dx.hca_core_clock != 1000000)
 			why = "query_device_ex has no nanosecond completion clock";
+		else if (ibv_query_rt_values_ex(ctx, &rtbad) != EINVAL)
+			why = "query_rt_values_ex took an unknown comp_mask bit";
 		else if (make_pair_cq(&p, pd, pd, 1))
 			why = "set-up";
+		else if (ibv_query_rt_values_ex(ctx, &rt0) ||
+			 rt0.comp_mask != IBV_VALUES_MASK_RAW_CLOCK || rt0.raw_clock.tv_sec != 0)
+			why = "query_rt_values_ex gave no raw clock";
 		else if (!to_hcq(p.cq_a)->ring.map)
 			why = "the extended CQ is not mapped";
 		else if (ibv_post_recv(p.b, &rwr, &rbad) || ibv_post_send(p.a, &wr, &bad))
@@ -1242,6 +1251,16 @@ rereg_done:
 			if (!ts_a || !ts_b || ts_a + day < wall || ts_a > wall + day ||
 			    ts_b + day < wall || ts_b > wall + day)
 				why = "a completion timestamp is not the real time";
+		}
+		if (!why) {
+			uint64_t c0 = (uint64_t)rt0.raw_clock.tv_nsec, c1 = 0;
+
+			if (ibv_query_rt_values_ex(ctx, &rt1) || rt1.comp_mask != IBV_VALUES_MASK_RAW_CLOCK)
+				why = "the second query_rt_values_ex failed";
+			else
+				c1 = (uint64_t)rt1.raw_clock.tv_nsec;
+			if (!why && (ts_a < c0 || ts_b < c0 || ts_a > c1 || ts_b > c1))
+				why = "the stamps are not between two readings of the device clock";
 		}
 		if (!why) {
 			if (!all_bytes(buf_b, 64, 'A'))
