@@ -27,7 +27,7 @@ func TestSpecErrors(t *testing.T) {
 		"mapping":           {"guests:\n  - a\n", `x.yaml:2: guests[0]: want a mapping of keys (name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, debs, files, trust-pause, gpus), not "a"`},
 		"twice":             {"name: x\nname: y\n", `x.yaml:2: name: given twice`},
 		"gpu count":         {head + "    gpus: {count: 9}\n", `x.yaml:8: guests[1].gpus.count: 9 is out of range 0 to 8`},
-		"gpu key":           {head + "    gpus:\n      count: 1\n      mem: 64\n", `x.yaml:10: guests[1].gpus.mem: unknown key (known here: count, memory, ids)`},
+		"gpu key":           {head + "    gpus:\n      count: 1\n      mem: 64\n", `x.yaml:10: guests[1].gpus.mem: unknown key (known here: count, memory, ids, hilink, hilink-ports)`},
 		"link end":          {"links:\n  - a: sw0\n    b: \"sw1:1\"\n", `x.yaml:2: links[0].a: "sw0" does not have the form SWITCH:PORT (sw0:10)`},
 		"syntax":            {"name: x\n  bad: [\n", `x.yaml:2: mapping values are not allowed in this context`},
 		// Defaults' errors, placed at the key or, when the file does
