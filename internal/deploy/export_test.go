@@ -14,7 +14,6 @@ var (
 	HiLinkAlive  = func(st *State, name string) bool {
 		return alive(st.HiLinkPIDs[name], hilinkProc(&st.Rack, name, st.HiLinkExe))
 	}
-	HiLinkInfos = hilinkInfos
 	// StartGPUAfterHiLink is startGPU in an Up whose HiLink switch
 	// started afresh.
 	StartGPUAfterHiLink = func(ctx context.Context, st *State, hinic string, p Progress) (bool, error) {

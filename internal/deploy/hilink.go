@@ -338,9 +338,9 @@ func stopHiLinks(st *State, drop func(name string) bool, p Progress) error {
 	return nil
 }
 
-// hilinkInfos are the rack's HiLink switches with their processes'
+// HiLinkInfos are the rack's HiLink switches with their processes'
 // state and, when running, their ports.
-func hilinkInfos(ctx context.Context, st *State) []HiLinkInfo {
+func HiLinkInfos(ctx context.Context, st *State) []HiLinkInfo {
 	r := &st.Rack
 	var out []HiLinkInfo
 	for _, sw := range HiLinkSwitches(r) {

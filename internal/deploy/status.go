@@ -89,7 +89,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 			cancel()
 		}
 		rs.GPUs = gpuInfos(&st.Rack, gst, rs.GPU)
-		rs.HiLink = hilinkInfos(ctx, st)
+		rs.HiLink = HiLinkInfos(ctx, st)
 	}
 	rs.Guests = make([]GuestStatus, len(st.Guests))
 	var wg sync.WaitGroup

@@ -22,6 +22,8 @@ import (
 type GPU struct {
 	ID        int // gpu_id: /dev/higpu<ID>
 	MemoryMiB int // device memory
+	// HiLink is the HiLink switch the spec cables it to; "" for none.
+	HiLink string
 }
 
 // UnitOfMemcpy is the unit of hicart_bandwidth's figure: a copy rate as
