@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -149,23 +147,6 @@ func TestHiLinkSpecErrors(t *testing.T) {
 		"negative port": {one + "  - {name: b, gpus: {count: 1, ids: [3], hilink-ports: [-1]}}\n",
 			`x.yaml:6: guests[1].gpus.hilink-ports[0]: -1 is out of range 0 to 63`},
 	} {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			if err := os.WriteFile("x.yaml", []byte(tc.spec), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			r, err := ReadRack("x.yaml")
-			if err == nil {
-				r.RunDir = filepath.Join(dir, "run")
-				err = r.Defaults()
-			}
-			if err == nil || err.Error() != tc.want {
-				t.Errorf("error\n  %v\nwant\n  %s", err, tc.want)
-			}
-			if _, ok := AsSpecError(err); err != nil && !ok {
-				t.Errorf("%T is not a *SpecError", err)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkSpecError(t, tc.spec, tc.want) })
 	}
 }

@@ -42,24 +42,29 @@ func TestSpecErrors(t *testing.T) {
 		"opensm":       {head + "opensm: a\n", `x.yaml:8: opensm: "a": the rack has no link ib guest`},
 		"mixed layers": {"guests:\n  - {name: a, nic: hicain, link: ib}\n  - {name: b, nic: hicain}\n", `x.yaml:3: guests[1].link: switch sw0 has guests of link layers ib and eth; give each link layer its own switches`},
 	} {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			if err := os.WriteFile("x.yaml", []byte(tc.spec), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			r, err := ReadRack("x.yaml")
-			if err == nil {
-				r.RunDir = filepath.Join(dir, "run")
-				err = r.Defaults()
-			}
-			if err == nil || err.Error() != tc.want {
-				t.Errorf("error\n  %v\nwant\n  %s", err, tc.want)
-			}
-			if _, ok := AsSpecError(err); err != nil && !ok {
-				t.Errorf("%T is not a *SpecError", err)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkSpecError(t, tc.spec, tc.want) })
+	}
+}
+
+// checkSpecError reads spec as the file x.yaml and completes it: the
+// error must be want, and a *SpecError.
+func checkSpecError(t *testing.T, spec, want string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("x.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadRack("x.yaml")
+	if err == nil {
+		r.RunDir = filepath.Join(dir, "run")
+		err = r.Defaults()
+	}
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n  %v\nwant\n  %s", err, want)
+	}
+	if _, ok := AsSpecError(err); err != nil && !ok {
+		t.Errorf("%T is not a *SpecError", err)
 	}
 }
 

@@ -217,6 +217,18 @@ var (
 	tapTest = regexp.MustCompile(`^(not )?ok\b\s*(\d+)?\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(\S+)\s*(.*))?$`)
 )
 
+// toolLines returns a scanner over the lines of a tool's output, or an
+// error naming tool when the output is larger than the parsers take.
+// A line may be up to 1 MiB.
+func toolLines(tool, out string) (*bufio.Scanner, error) {
+	if len(out) > maxToolOutput {
+		return nil, fmt.Errorf("%s: output of %d bytes, more than %d", tool, len(out), maxToolOutput)
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return sc, nil
+}
+
 // ParseTAP reads a TAP stream: one plan, first or last; test lines
 // "ok N - description" and "not ok N - ...", numbered in order, with
 // the SKIP and TODO directives (a TODO test that fails is an expected
@@ -224,12 +236,11 @@ var (
 // diagnostics. It fails when the plan is missing, given twice, or does
 // not match the tests (the program died), and on "Bail out!".
 func ParseTAP(out string) (*TAPRun, error) {
-	if len(out) > maxToolOutput {
-		return nil, fmt.Errorf("TAP: output of %d bytes, more than %d", len(out), maxToolOutput)
+	sc, err := toolLines("TAP", out)
+	if err != nil {
+		return nil, err
 	}
 	r := &TAPRun{Planned: -1}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		switch {

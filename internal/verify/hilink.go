@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -212,12 +211,11 @@ var (
 // row's count is not its size in elements, or when the closing count
 // is not the rows with a wrong element.
 func ParseAllreduce(out string) (*AllreduceReport, error) {
-	if len(out) > maxToolOutput {
-		return nil, fmt.Errorf("hicart-allreduce: output of %d bytes, more than %d", len(out), maxToolOutput)
+	sc, err := toolLines("hicart-allreduce", out)
+	if err != nil {
+		return nil, err
 	}
 	r := &AllreduceReport{OutOfBounds: -1}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		if m := arHead.FindStringSubmatch(line); m != nil {
