@@ -291,7 +291,8 @@ func TestHiLinkCasesAlone(t *testing.T) {
 // FuzzParseHiLink feeds one guest output to the HiLink cases' parsers:
 // none may panic, and what each accepts holds its invariants.
 func FuzzParseHiLink(f *testing.F) {
-	for _, p := range []string{"topo.a.json.txt", "topo.none.json.txt", "p2p.a.json.txt", "allreduce.a.txt", "allreduce.wrong.txt"} {
+	for _, p := range []string{"topo.a.json.txt", "topo.none.json.txt", "p2p.a.json.txt", "allreduce.a.txt", "allreduce.wrong.txt",
+		"guest-hicart_smi_topo.vm-b.txt", "guest-hicart_p2p.vm-b.txt", "guest-hicart_allreduce.vm-b.txt"} {
 		f.Add(readFixture(f, "testdata/hilink/"+p))
 	}
 	f.Add("# hicart-allreduce: 2 GPUs in a ring (gpu_id 0 1*;\n 4 1 float sum 1 1 1 0\n# Out of bounds values : 0 OK\n")
@@ -329,4 +330,55 @@ func FuzzParseHiLink(f *testing.F) {
 			_ = CheckAllreduce(r, []int{0, 1}, 4, 8)
 		}
 	})
+}
+
+// TestParseHiLinkGuestOutputs parses what the tools printed in the TCG
+// rack (testdata/racks/two-hicain-gpu.yaml: vm-a with gpu_ids 0 and 1,
+// vm-b with 2 and 3, all on hl-sw0), as the gate saved them, and
+// checks them as the cases do.
+func TestParseHiLinkGuestOutputs(t *testing.T) {
+	a := []GPU{{ID: 0, HiLink: "hl-sw0"}, {ID: 1, HiLink: "hl-sw0"}}
+	b := []GPU{{ID: 2, HiLink: "hl-sw0"}, {ID: 3, HiLink: "hl-sw0"}}
+	for _, side := range []struct {
+		name       string
+		mine       []GPU
+		remote     []int
+		measured   []int
+		firstLocal bool
+	}{{"vm-a", a, []int{2, 3}, []int{0, 1}, true}, {"vm-b", b, []int{0, 1}, []int{2, 3}, false}} {
+		topo, err := ParseTopo(readFixture(t, "testdata/hilink/guest-hicart_smi_topo."+side.name+".txt"))
+		if err != nil {
+			t.Fatalf("%s topo: %v", side.name, err)
+		}
+		if hl, other, err := CheckTopo(topo, side.mine, side.remote); err != nil || hl != 12 || other != 0 {
+			t.Errorf("%s topo: %d HL, %d other, %v", side.name, hl, other, err)
+		}
+		p2p, err := ParseP2P(readFixture(t, "testdata/hilink/guest-hicart_p2p."+side.name+".txt"))
+		if err != nil || p2p.Size != DefaultP2PSize || p2p.Iters != DefaultP2PIters {
+			t.Fatalf("%s p2p: %+v, %v", side.name, p2p, err)
+		}
+		var local []int
+		for _, x := range p2p.GPUs {
+			if x.Local {
+				local = append(local, x.GPUID)
+			}
+		}
+		if !sameSet(local, side.measured) {
+			t.Errorf("%s p2p: local %v", side.name, local)
+		}
+		ar, err := ParseAllreduce(readFixture(t, "testdata/hilink/guest-hicart_allreduce."+side.name+".txt"))
+		if err != nil {
+			t.Fatalf("%s allreduce: %v", side.name, err)
+		}
+		if err := CheckAllreduce(ar, []int{0, 1, 2, 3}, 4, DefaultAllreduceMax); err != nil {
+			t.Errorf("%s allreduce: %v", side.name, err)
+		}
+		if ar.Remote[0] == side.firstLocal {
+			t.Errorf("%s allreduce: remote %v", side.name, ar.Remote)
+		}
+	}
+	tap, err := ParseTAP(readFixture(t, "testdata/hilink/guest-hicart_p2p.peer_test.vm-a.txt"))
+	if err != nil || tap.Failed != 0 || tap.Passed != tap.Planned || tap.Planned < 20 {
+		t.Errorf("hicart_test -p: %+v, %v", tap, err)
+	}
 }
