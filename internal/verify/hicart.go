@@ -81,16 +81,26 @@ func jsonLine(out string) (string, error) {
 	return "", fmt.Errorf("no JSON object in the output: %s", lastLine(out))
 }
 
-// ParseHicartSMI reads `hicart-smi --json`: ordinals 0..n-1 in order,
-// gpu_ids unique in 0..7, device memory used within its total.
-func ParseHicartSMI(out string) (*SMIReport, error) {
+// decodeJSONLine decodes the JSON object a tool printed (jsonLine) into
+// a T; errors name the tool.
+func decodeJSONLine[T any](tool, out string) (*T, error) {
 	l, err := jsonLine(out)
 	if err != nil {
 		return nil, err
 	}
-	var r SMIReport
+	var r T
 	if err := json.Unmarshal([]byte(l), &r); err != nil {
-		return nil, fmt.Errorf("hicart-smi --json: %w", err)
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	return &r, nil
+}
+
+// ParseHicartSMI reads `hicart-smi --json`: ordinals 0..n-1 in order,
+// gpu_ids unique in 0..7, device memory used within its total.
+func ParseHicartSMI(out string) (*SMIReport, error) {
+	r, err := decodeJSONLine[SMIReport]("hicart-smi --json", out)
+	if err != nil {
+		return nil, err
 	}
 	if r.GPUs == nil {
 		return nil, errors.New("hicart-smi --json: no gpus list")
@@ -109,7 +119,7 @@ func ParseHicartSMI(out string) (*SMIReport, error) {
 		}
 		seen[g.GPUID] = true
 	}
-	return &r, nil
+	return r, nil
 }
 
 // CheckSMI compares hicart-smi's GPUs with the spec's: the same gpu_ids,
@@ -181,13 +191,11 @@ func gibps(gbps float64) float64 { return gbps * 1e9 / (1 << 30) }
 // (a ceiling of 0 prints "inf" ratios, which is not JSON).
 func ParseHicartBandwidth(out string) (HicartBW, error) {
 	var b HicartBW
-	l, err := jsonLine(out)
+	p, err := decodeJSONLine[HicartBW]("hicart-bandwidth --json", out)
 	if err != nil {
 		return b, err
 	}
-	if err := json.Unmarshal([]byte(l), &b); err != nil {
-		return b, fmt.Errorf("hicart-bandwidth --json: %w", err)
-	}
+	b = *p
 	if b.Size <= 0 || b.Iters <= 0 {
 		return b, fmt.Errorf("hicart-bandwidth: size %d, iters %d", b.Size, b.Iters)
 	}

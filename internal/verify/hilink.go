@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -83,13 +82,9 @@ type TopoReport struct {
 // if the tool lists it twice, which is an error too), a square matrix
 // of X, HL, SYS and -, X exactly on the diagonal.
 func ParseTopo(out string) (*TopoReport, error) {
-	l, err := jsonLine(out)
+	r, err := decodeJSONLine[TopoReport]("hicart-smi topo --json", out)
 	if err != nil {
 		return nil, err
-	}
-	var r TopoReport
-	if err := json.Unmarshal([]byte(l), &r); err != nil {
-		return nil, fmt.Errorf("hicart-smi topo --json: %w", err)
 	}
 	n := len(r.GPUs)
 	if n == 0 || n > maxTopoGPUs || len(r.Matrix) != n {
@@ -111,7 +106,7 @@ func ParseTopo(out string) (*TopoReport, error) {
 			}
 		}
 	}
-	return &r, nil
+	return r, nil
 }
 
 // P2PGPU is one GPU of `hicart-p2p --json`.
@@ -134,13 +129,9 @@ type P2PReport struct {
 // gpu_ids, at least one local; both matrices square, a local GPU's row
 // full of finite positive figures, another's all null.
 func ParseP2P(out string) (*P2PReport, error) {
-	l, err := jsonLine(out)
+	r, err := decodeJSONLine[P2PReport]("hicart-p2p --json", out)
 	if err != nil {
 		return nil, err
-	}
-	var r P2PReport
-	if err := json.Unmarshal([]byte(l), &r); err != nil {
-		return nil, fmt.Errorf("hicart-p2p --json: %w", err)
 	}
 	n := len(r.GPUs)
 	if n < 2 || n > maxTopoGPUs || r.Size <= 0 || r.Iters <= 0 || len(r.BW) != n || len(r.Latency) != n {
@@ -170,7 +161,7 @@ func ParseP2P(out string) (*P2PReport, error) {
 	if local == 0 {
 		return nil, errors.New("hicart-p2p: no local GPU")
 	}
-	return &r, nil
+	return r, nil
 }
 
 func showFigure(v *float64) string {
