@@ -28,8 +28,10 @@
 #   packages (libhicart1, hicart-tools) are built with HiNIC's and go
 #   into the HiNIC image too, and after the HiNIC rack a GPU rack (two
 #   hicain guests with two HiGPUs each, hinic gpu serve beside hinic
-#   device serve) runs the gate's GPU cases only (hicart_smi,
-#   hicart_test, hicart_bandwidth) -> the runtime packages' life cycle
+#   device serve, all four on the rack's HiLink switch) runs the gate's
+#   GPU cases only (hicart_smi, hicart_test, hicart_bandwidth) and its
+#   HiLink cases (hicart_smi_topo, hicart_p2p, hicart_allreduce, in both
+#   guests at once) -> the runtime packages' life cycle
 #   in a guest (scripts/guest-gpu-pkg-cycle.sh) -> rack down. One more
 #   rack deploy, about 3 minutes under TCG.
 # Prints the time of each stage. Needs root (mmdebstrap root mode) and the
@@ -75,7 +77,7 @@ GPU=${E2E_GPU:-1}
 case $ONLY in "" | rxe | hicain | ib | roce2 | mixed) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, roce2, mixed or gpu, not $ONLY" >&2; exit 2 ;; esac
 case $GPU in 0 | 1) ;; *) echo "e2e: E2E_GPU is 0 or 1, not $GPU" >&2; exit 2 ;; esac
 # The cases of the GPU rack: its NICs are the HiNIC rack's, checked there.
-GPU_CASES=(hicart_smi hicart_test hicart_bandwidth)
+GPU_CASES=(hicart_smi hicart_test hicart_bandwidth hicart_smi_topo hicart_p2p hicart_allreduce)
 # The cases of the interop rack, run from each NIC to the other.
 INTEROP_CASES=(ibv_rc_pingpong ib_write_bw ib_read_bw ib_atomic_bw ib_send_lat)
 

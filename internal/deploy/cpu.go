@@ -40,6 +40,9 @@ func (st *State) CPUSeconds() map[string]float64 {
 	if st.GPUPID != 0 {
 		add("gpu", st.GPUPID, gpuProc(r, st.GPUExe))
 	}
+	for name, pid := range st.HiLinkPIDs {
+		add("hilink:"+name, pid, hilinkProc(r, name, st.HiLinkExe))
+	}
 	for _, g := range st.Guests {
 		add("qemu:"+g.Name, g.PID, qemuProc(GuestDir(r, g.Name)))
 	}

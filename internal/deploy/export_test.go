@@ -1,13 +1,26 @@
 package deploy
 
+import "context"
+
 // What the external tests drive directly.
 var (
-	StartGPU   = startGPU
-	StopGPU    = func(st *State) error { return stop(st.GPUPID, gpuProc(&st.Rack, st.GPUExe), "gpu", quiet) }
-	GPUAlive   = func(st *State) bool { return alive(st.GPUPID, gpuProc(&st.Rack, st.GPUExe)) }
-	GPUInfos   = gpuInfos
-	GPUsFree   = waitGPUsFree
-	CPUMetered = (*State).CPUSeconds
+	StartGPU     = startGPU
+	StopGPU      = func(st *State) error { return stop(st.GPUPID, gpuProc(&st.Rack, st.GPUExe), "gpu", quiet) }
+	GPUAlive     = func(st *State) bool { return alive(st.GPUPID, gpuProc(&st.Rack, st.GPUExe)) }
+	GPUInfos     = gpuInfos
+	GPUsFree     = waitGPUsFree
+	CPUMetered   = (*State).CPUSeconds
+	StartHiLinks = startHiLinks
+	HiLinkAlive  = func(st *State, name string) bool {
+		return alive(st.HiLinkPIDs[name], hilinkProc(&st.Rack, name, st.HiLinkExe))
+	}
+	// StartGPUAfterHiLink is startGPU in an Up whose HiLink switch
+	// started afresh.
+	StartGPUAfterHiLink = func(ctx context.Context, st *State, hinic string, p Progress) (bool, error) {
+		st.hilinkFresh = true
+		defer func() { st.hilinkFresh = false }()
+		return startGPU(ctx, st, hinic, p)
+	}
 )
 
 // quiet discards progress.

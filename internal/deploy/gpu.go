@@ -122,7 +122,8 @@ func gpuProc(r *Rack, exe string) proc {
 
 // GPUArgs is the `hinic gpu serve` command line (after the binary) of
 // the rack: one --gpu per GPU of every guest, on the guest's RAM file,
-// its device memory in an anonymous memfd.
+// its device memory in an anonymous memfd, and its port on the rack's
+// HiLink switch (named guest/gpu<id> there) unless it has none.
 func GPUArgs(r *Rack) []string {
 	args := []string{"gpu", "serve", "--control", GPUControl(r)}
 	if _, _, m := MetricsAddrs(r); m != "" {
@@ -138,6 +139,9 @@ func GPUArgs(r *Rack) []string {
 				fmt.Sprintf("id=%d", id),
 				fmt.Sprintf("mem-size=%dM", g.GPUs.Memory),
 				fmt.Sprintf("vectors=%d", gpuVectors),
+			}
+			if port := HiLinkPort(r, g, id); port != "" {
+				opts = append(opts, "hilink="+port, fmt.Sprintf("link-name=%s/gpu%d", g.Name, id))
 			}
 			args = append(args, "--gpu", strings.Join(opts, ","))
 		}
@@ -176,6 +180,9 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 	logPath := filepath.Join(r.RunDir, FileGPULog)
 	if alive(st.GPUPID, gpuProc(r, st.GPUExe)) {
 		why := gpuReusable(ctx, st.GPUPID, args, GPUControl(r), r.gpuCount())
+		if why == "" && st.hilinkFresh {
+			why = "a HiLink switch started afresh"
+		}
 		if why == "" {
 			p("gpu: already running (pid %d)", st.GPUPID)
 			return false, nil

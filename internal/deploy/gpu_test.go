@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,9 +103,12 @@ func TestExampleGPURack(t *testing.T) {
 	if len(r.Guests) != 2 {
 		t.Fatalf("guests %+v", r.Guests)
 	}
-	for _, g := range r.Guests {
+	// One rack, its four GPUs on its HiLink switch, gpu_ids 0 to 3 on
+	// ports 0 to 3.
+	for i, g := range r.Guests {
 		if g.NIC != NICHicain || g.GPUs.Count != 2 || g.GPUs.Memory != 256 || len(g.GPUs.IDs) != 2 ||
-			g.GPUs.IDs[0] != 0 || g.GPUs.IDs[1] != 1 {
+			g.GPUs.IDs[0] != 2*i || g.GPUs.IDs[1] != 2*i+1 || g.GPUs.HiLink != "hl-sw0" ||
+			!slices.Equal(g.GPUs.HiLinkPorts, []int{2 * i, 2*i + 1}) {
 			t.Errorf("guest %s: %+v", g.Name, g)
 		}
 	}
@@ -116,7 +120,7 @@ func TestExampleGPURack(t *testing.T) {
 func TestGPUQEMUArgs(t *testing.T) {
 	r := &Rack{RunDir: "/tmp/hr", Guests: []Guest{
 		{Name: "vm-a", NIC: NICHicain, GPUs: GPUs{Count: 2, IDs: []int{0, 3}}},
-		{Name: "vm-r", GPUs: GPUs{Count: 1}},
+		{Name: "vm-r", GPUs: GPUs{Count: 1, HiLink: HiLinkNone}},
 		{Name: "vm-n"},
 	}}
 	if err := r.Defaults(); err != nil {
@@ -163,8 +167,10 @@ func TestGPUArgs(t *testing.T) {
 	}
 	got := strings.Join(GPUArgs(r), " ")
 	want := "gpu serve --control /tmp/hr/gpu.sock " +
-		"--gpu socket=/tmp/hr/vm-a/gpu0.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc,id=0,mem-size=128M,vectors=4 " +
-		"--gpu socket=/tmp/hr/vm-a/gpu1.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc,id=1,mem-size=128M,vectors=4"
+		"--gpu socket=/tmp/hr/vm-a/gpu0.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc,id=0,mem-size=128M,vectors=4," +
+		"hilink=/tmp/hr/hilink/hl-sw0/hilink-port0.sock,link-name=vm-a/gpu0 " +
+		"--gpu socket=/tmp/hr/vm-a/gpu1.sock,ram=/tmp/hr/vm-a/ram,ram-size=2048M,machine=pc,id=1,mem-size=128M,vectors=4," +
+		"hilink=/tmp/hr/hilink/hl-sw0/hilink-port1.sock,link-name=vm-a/gpu1"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -27,10 +27,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestGPUBackendServes starts the rack's real `hinic gpu serve` as
-// deploy does (no QEMU): every GPU of the spec is served on its socket
-// and the guest's RAM file, deploy's status lines them up, a second
-// start keeps the backend, a changed spec restarts it, and stop ends it.
+// TestGPUBackendServes starts the rack's real `hinic link serve` and
+// `hinic gpu serve` as deploy does (no QEMU): every GPU of the spec is
+// served on its socket and the guest's RAM file and has its port up on
+// the rack's HiLink switch, deploy's status lines them up, a second
+// start keeps both, a changed spec restarts the backend, a restarted
+// HiLink switch restarts it too, and down ends them.
 func TestGPUBackendServes(t *testing.T) {
 	t.Setenv(asHinic, "1")
 	dir, err := os.MkdirTemp("", "hr-gpu-")
@@ -48,6 +50,12 @@ func TestGPUBackendServes(t *testing.T) {
 	st := &deploy.State{Rack: r}
 	ctx := context.Background()
 	p := func(f string, a ...any) { t.Logf(f, a...) }
+	hlFresh, err := deploy.StartHiLinks(ctx, st, os.Args[0], p)
+	t.Cleanup(func() { deploy.Down(dir, nil) })
+	if err != nil || !hlFresh || !deploy.HiLinkAlive(st, "hl-sw0") {
+		b, _ := os.ReadFile(filepath.Join(dir, "hilink-hl-sw0.log"))
+		t.Fatalf("HiLink switch: fresh %v, %v\n%s", hlFresh, err, b)
+	}
 	fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p)
 	t.Cleanup(func() { deploy.StopGPU(st) })
 	if err != nil || !fresh || st.GPUPID == 0 {
@@ -81,6 +89,25 @@ func TestGPUBackendServes(t *testing.T) {
 		if fi, err := os.Stat(deploy.GuestRAM(&st.Rack, g)); err != nil || fi.Size() != int64(g.Memory)<<20 {
 			t.Errorf("%s: RAM file %v, %v", g.Name, fi, err)
 		}
+	}
+	// Each GPU up on its own HiLink port, under its name.
+	hl := deploy.HiLinkInfos(ctx, st)
+	if len(hl) != 1 || hl[0].State != "running" || hl[0].Rack != "sw0" || len(hl[0].Ports) != 8 {
+		t.Fatalf("HiLink %+v", hl)
+	}
+	for i, want := range []struct {
+		peer string
+		id   int
+	}{{"vm-a/gpu0", 0}, {"vm-a/gpu1", 1}, {"vm-b/gpu3", 3}} {
+		if port := hl[0].Ports[i]; port.State != "up" || port.Peer != want.peer || len(port.GPUs) != 1 || port.GPUs[0] != want.id {
+			t.Errorf("HiLink port %d: %+v, want %s with gpu_id %d", i, port, want.peer, want.id)
+		}
+	}
+	if port := hl[0].Ports[3]; port.State != "down" {
+		t.Errorf("HiLink port 3: %+v", port)
+	}
+	if _, ok := deploy.CPUMetered(st)["hilink:hl-sw0"]; !ok {
+		t.Errorf("the CPU meter has no HiLink switch: %v", deploy.CPUMetered(st))
 	}
 	if _, ok := deploy.CPUMetered(st)["gpu"]; !ok {
 		t.Errorf("the CPU meter has no gpu: %v", deploy.CPUMetered(st))
@@ -123,10 +150,26 @@ func TestGPUBackendServes(t *testing.T) {
 	if fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p); err != nil || fresh || st.GPUPID != pid {
 		t.Fatalf("second start: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
 	}
+	if fresh, err := deploy.StartHiLinks(ctx, st, os.Args[0], p); err != nil || fresh {
+		t.Fatalf("second HiLink start: fresh %v, %v", fresh, err)
+	}
 	// Another GPU: restarted.
 	st.Rack.Guests[1].GPUs = deploy.GPUs{Count: 2, IDs: []int{3, 4}, Memory: 32}
+	if err := st.Rack.Defaults(); err != nil {
+		t.Fatal(err)
+	}
 	if fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p); err != nil || !fresh || st.GPUPID == pid {
 		t.Fatalf("changed spec: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
+	}
+	// A HiLink switch with more ports: it restarts, and so does the
+	// backend, whose ports went with the old one.
+	st.Rack.Switches[0].HiLink.Ports = 6
+	hlPID, pid := st.HiLinkPIDs["hl-sw0"], st.GPUPID
+	if fresh, err := deploy.StartHiLinks(ctx, st, os.Args[0], p); err != nil || !fresh || st.HiLinkPIDs["hl-sw0"] == hlPID {
+		t.Fatalf("changed HiLink switch: fresh %v, pid %d (was %d), %v", fresh, st.HiLinkPIDs["hl-sw0"], hlPID, err)
+	}
+	if fresh, err := deploy.StartGPUAfterHiLink(ctx, st, os.Args[0], p); err != nil || !fresh || st.GPUPID == pid {
+		t.Fatalf("after the HiLink switch restarted: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
 	}
 	// deploy down, from the state on disk: the backend stops and the
 	// guests' RAM files go.
@@ -137,8 +180,8 @@ func TestGPUBackendServes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, deploy.FileState), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := deploy.Down(dir, p); err != nil || deploy.GPUAlive(st) {
-		t.Fatalf("down: %v (backend alive %v)", err, deploy.GPUAlive(st))
+	if err := deploy.Down(dir, p); err != nil || deploy.GPUAlive(st) || deploy.HiLinkAlive(st, "hl-sw0") {
+		t.Fatalf("down: %v (backend alive %v, HiLink switch alive %v)", err, deploy.GPUAlive(st), deploy.HiLinkAlive(st, "hl-sw0"))
 	}
 	for _, g := range st.Rack.Guests {
 		if _, err := os.Stat(deploy.GuestRAM(&st.Rack, g)); !errors.Is(err, os.ErrNotExist) {

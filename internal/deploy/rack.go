@@ -120,6 +120,16 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		}
 		st.DevicePID, st.DeviceExe = 0, ""
 	}
+	// The HiLink switches before the GPU backend, which dials their
+	// ports when it starts; a switch started afresh has lost the
+	// backend's ports, so the backend starts again too.
+	if err := timed("hilink", func() (err error) {
+		st.hilinkFresh, err = startHiLinks(ctx, st, o.Hinic, p)
+		return err
+	}); err != nil {
+		_ = st.save()
+		return st, err
+	}
 	// The GPU backend likewise: QEMU connects to its ivshmem sockets at
 	// start-up.
 	if len(r.gpuGuests()) > 0 {

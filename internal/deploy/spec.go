@@ -114,10 +114,14 @@ type Rack struct {
 	src specSource
 }
 
-// Switch is one HiSwitch of the rack.
+// Switch is one HiSwitch of the rack: the TOR of one ORv3 rack, whose
+// guests' GPUs cable to the HiLink switch under it (hilink.go).
 type Switch struct {
 	Name  string `yaml:"name" json:"name"`
 	Ports int    `yaml:"ports" json:"ports"`
+	// HiLink is the rack's HiLink switch; Defaults names it. It runs
+	// when a GPU cables to it.
+	HiLink HiLinkSwitch `yaml:"hilink" json:"hilink,omitzero"`
 }
 
 // Guest is one QEMU VM.
@@ -158,6 +162,12 @@ type GPUs struct {
 	// IDs are their gpu_ids, unique, 0 to MaxGuestGPUs-1 (default 0 to
 	// Count-1): /dev/higpu<id> in the guest.
 	IDs []int `yaml:"ids" json:"ids"`
+	// HiLink is the HiLink switch the GPUs cable to: by default the one
+	// of the guest's rack (its switch's), or HiLinkNone.
+	HiLink string `yaml:"hilink" json:"hilink,omitempty"`
+	// HiLinkPorts are the GPUs' ports on it, one per GPU in the order
+	// of IDs (default: the next free ports from 0).
+	HiLinkPorts []int `yaml:"hilink-ports" json:"hilink_ports,omitempty"`
 }
 
 // Link is an inter-switch cable, "sw0:10" to "sw1:10", or with Remote
@@ -352,7 +362,10 @@ func (r *Rack) Defaults() error {
 			return r.src.errAt(key("gpus"), "guest %s: gpus: %v", g.Name, err)
 		}
 	}
-	return r.ibDefaults()
+	if err := r.ibDefaults(); err != nil {
+		return err
+	}
+	return r.hilinkDefaults()
 }
 
 // ibDefaults checks the InfiniBand guests: a switch carries one link

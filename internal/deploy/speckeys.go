@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/PacketFive/hinic/internal/accel"
+	"github.com/PacketFive/hinic/internal/hilink"
 )
 
 // SpecKey documents one key of a rack spec. SpecKeys is the one source
@@ -51,6 +52,9 @@ var SpecKeys = []SpecKey{
 	{Path: "switches", Default: "`sw0`, 10 ports", Desc: "the rack's HiSwitches"},
 	{Path: "switches[].name", Desc: "switch name, which guests' `switch` and links name"},
 	{Path: "switches[].ports", Default: "10", Desc: "port count, ports 1 to N", Bounded: true, Min: 0, Max: 4096},
+	{Path: "switches[].hilink", Default: "`hl-NAME`, 8 ports", Desc: "the rack's HiLink switch ([HiLink](#hilink)): every HiSwitch is the TOR of one rack, and its HiLink switch runs (`hinic link serve`) when a GPU of the rack cables to it"},
+	{Path: "switches[].hilink.name", Default: "`hl-NAME`", Desc: "HiLink switch name, unique among the switches, which guests' `gpus.hilink` names"},
+	{Path: "switches[].hilink.ports", Default: "8", Desc: "HiLink ports 0 to N-1, at most 64", Bounded: true, Min: 0, Max: hilink.MaxPorts},
 	{Path: "guests", Default: "`vm-a`, `vm-b`", Desc: "the QEMU guests"},
 	{Path: "guests[].name", Default: "`vm-N`", Desc: "guest name, unique, without '/', ':' or spaces"},
 	{Path: "guests[].memory", Default: "1024", Desc: "RAM in MiB", Bounded: true, Min: 0, Max: 1 << 20},
@@ -75,6 +79,9 @@ var SpecKeys = []SpecKey{
 		Bounded: true, Min: 0, Max: MaxGPUMemory},
 	{Path: "guests[].gpus.ids", Default: "`[0, ..., count-1]`", Desc: "the GPUs' `gpu_id`s, unique, 0 to 7, one per GPU: `/dev/higpu<id>` in the guest, and the device address range (`(id+1)` TiB) of each. Only with `count`",
 		Bounded: true, Min: 0, Max: MaxGuestGPUs - 1},
+	{Path: "guests[].gpus.hilink", Default: "the rack's", Desc: "the HiLink switch the GPUs cable to: that of the guest's rack (its `switch`), or `none` for no HiLink port. A HiLink switch of another rack is refused: HiLink is rack-local ([HiLink](#hilink)). Only with `count`"},
+	{Path: "guests[].gpus.hilink-ports", Default: "the next free", Desc: "the GPUs' HiLink ports, one per GPU in the order of `ids`, each used once. Only with `count`",
+		Bounded: true, Min: 0, Max: hilink.MaxPorts - 1},
 	{Path: "links", Default: "none", Desc: "inter-switch cables `{a: \"sw0:10\", b: \"sw1:10\"}`; a cable between switches of `ib` guests is an InfiniBand link, any other an Ethernet link (RoCEv2 crosses it)"},
 	{Path: "links[].a", Desc: "one end, `SWITCH:PORT`", Pattern: linkEndPattern},
 	{Path: "links[].b", Desc: "the other end, `SWITCH:PORT`; none for a link with `remote`", Pattern: linkEndPattern},

@@ -27,7 +27,7 @@ func TestSpecErrors(t *testing.T) {
 		"mapping":           {"guests:\n  - a\n", `x.yaml:2: guests[0]: want a mapping of keys (name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, debs, files, trust-pause, gpus), not "a"`},
 		"twice":             {"name: x\nname: y\n", `x.yaml:2: name: given twice`},
 		"gpu count":         {head + "    gpus: {count: 9}\n", `x.yaml:8: guests[1].gpus.count: 9 is out of range 0 to 8`},
-		"gpu key":           {head + "    gpus:\n      count: 1\n      mem: 64\n", `x.yaml:10: guests[1].gpus.mem: unknown key (known here: count, memory, ids)`},
+		"gpu key":           {head + "    gpus:\n      count: 1\n      mem: 64\n", `x.yaml:10: guests[1].gpus.mem: unknown key (known here: count, memory, ids, hilink, hilink-ports)`},
 		"link end":          {"links:\n  - a: sw0\n    b: \"sw1:1\"\n", `x.yaml:2: links[0].a: "sw0" does not have the form SWITCH:PORT (sw0:10)`},
 		"syntax":            {"name: x\n  bad: [\n", `x.yaml:2: mapping values are not allowed in this context`},
 		// Defaults' errors, placed at the key or, when the file does
@@ -42,24 +42,29 @@ func TestSpecErrors(t *testing.T) {
 		"opensm":       {head + "opensm: a\n", `x.yaml:8: opensm: "a": the rack has no link ib guest`},
 		"mixed layers": {"guests:\n  - {name: a, nic: hicain, link: ib}\n  - {name: b, nic: hicain}\n", `x.yaml:3: guests[1].link: switch sw0 has guests of link layers ib and eth; give each link layer its own switches`},
 	} {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			if err := os.WriteFile("x.yaml", []byte(tc.spec), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			r, err := ReadRack("x.yaml")
-			if err == nil {
-				r.RunDir = filepath.Join(dir, "run")
-				err = r.Defaults()
-			}
-			if err == nil || err.Error() != tc.want {
-				t.Errorf("error\n  %v\nwant\n  %s", err, tc.want)
-			}
-			if _, ok := AsSpecError(err); err != nil && !ok {
-				t.Errorf("%T is not a *SpecError", err)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkSpecError(t, tc.spec, tc.want) })
+	}
+}
+
+// checkSpecError reads spec as the file x.yaml and completes it: the
+// error must be want, and a *SpecError.
+func checkSpecError(t *testing.T, spec, want string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("x.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadRack("x.yaml")
+	if err == nil {
+		r.RunDir = filepath.Join(dir, "run")
+		err = r.Defaults()
+	}
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n  %v\nwant\n  %s", err, want)
+	}
+	if _, ok := AsSpecError(err); err != nil && !ok {
+		t.Errorf("%T is not a *SpecError", err)
 	}
 }
 

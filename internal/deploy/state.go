@@ -23,12 +23,16 @@ type State struct {
 	// backends: a recorded pid is the rack's process only when it runs
 	// that binary (see proc). A state written before they were recorded
 	// has them empty, and the binary reading it stands in for them.
-	FabricExe string       `json:"fabric_exe,omitempty"`
-	DeviceExe string       `json:"device_exe,omitempty"`
-	GPUExe    string       `json:"gpu_exe,omitempty"`
-	Guests    []GuestState `json:"guests"`
-	Timings   []StepTiming `json:"timings"`
-	Down      bool         `json:"down"`
+	FabricExe string `json:"fabric_exe,omitempty"`
+	DeviceExe string `json:"device_exe,omitempty"`
+	GPUExe    string `json:"gpu_exe,omitempty"`
+	// HiLinkPIDs are the racks' HiLink switches (hinic link serve) by
+	// name, HiLinkExe the binary that started them.
+	HiLinkPIDs map[string]int `json:"hilink_pids,omitempty"`
+	HiLinkExe  string         `json:"hilink_exe,omitempty"`
+	Guests     []GuestState   `json:"guests"`
+	Timings    []StepTiming   `json:"timings"`
+	Down       bool           `json:"down"`
 	// AccelWhy says why the guests run under their accelerator (the KVM
 	// probe's verdict, one line per guest kernel).
 	AccelWhy []string `json:"accel_why,omitempty"`
@@ -42,6 +46,9 @@ type State struct {
 	// gpuFresh is the same for the GPU backend and the guests with
 	// GPUs.
 	gpuFresh bool
+	// hilinkFresh is set when this Up started a HiLink switch: the GPU
+	// backend's ports on it went with the one before.
+	hilinkFresh bool
 }
 
 // GuestState is a guest of a deployed rack.

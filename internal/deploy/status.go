@@ -43,8 +43,10 @@ type RackStatus struct {
 	// GPU is the GPU backend's state (running or stopped) in a rack
 	// with GPUs, else empty; GPUs are every guest's GPUs with the
 	// backend's view of each.
-	GPU      string         `json:"gpu,omitempty"`
-	GPUs     []GPUInfo      `json:"gpus,omitempty"`
+	GPU  string    `json:"gpu,omitempty"`
+	GPUs []GPUInfo `json:"gpus,omitempty"`
+	// HiLink are the racks' HiLink switches that GPUs cable to.
+	HiLink   []HiLinkInfo   `json:"hilink,omitempty"`
 	Guests   []GuestStatus  `json:"guests"`
 	Switches *fabric.Status `json:"switches,omitempty"`
 }
@@ -87,6 +89,7 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 			cancel()
 		}
 		rs.GPUs = gpuInfos(&st.Rack, gst, rs.GPU)
+		rs.HiLink = HiLinkInfos(ctx, st)
 	}
 	rs.Guests = make([]GuestStatus, len(st.Guests))
 	var wg sync.WaitGroup

@@ -290,6 +290,10 @@ func Down(runDir string, p Progress) error {
 			errs = append(errs, err)
 		}
 	}
+	// The HiLink switches after the GPU backend, whose ports they are.
+	if err := stopHiLinks(st, func(string) bool { return true }, p); err != nil {
+		errs = append(errs, err)
+	}
 	if err := stop(st.FabricPID, fabricProc(&st.Rack, st.FabricExe), "fabric", p); err != nil {
 		errs = append(errs, err)
 	}

@@ -21,6 +21,7 @@ package rackview
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/PacketFive/hinic/internal/deploy"
@@ -314,19 +315,27 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 	}
 	torIdx := add(tor)
 
-	// The HiLink switch: one port per GPU of the rack's guests.
+	// The HiLink switch (the spec's switches[].hilink): its ports
+	// 0..N-1, the GPUs of the rack's guests cabled to theirs.
 	hlIdx := -1
 	ngpu := 0
 	for _, g := range guests {
-		ngpu += len(g.GPUs.IDs)
+		if onHiLink(sw, g) {
+			ngpu += len(g.GPUs.IDs)
+		}
 	}
 	if ngpu > 0 {
-		hl := Unit{Kind: KindHiLink, Height: hilinkOU, Name: "hilink-" + sw.Name, LED: Idle,
+		hl := Unit{Kind: KindHiLink, Height: hilinkOU, Name: sw.HiLink.Name, LED: Idle,
 			Lines: []string{fmt.Sprintf("HiLink, %d GPU lanes", ngpu)}}
 		if rs != nil {
 			hl.LED = ledOf(rs.GPU)
+			for _, h := range rs.HiLink {
+				if h.Name == sw.HiLink.Name && h.State != "running" {
+					hl.LED = ledOf(h.State)
+				}
+			}
 		}
-		for n := 1; n <= ngpu; n++ {
+		for n := range max(sw.HiLink.Ports, 1) {
 			hl.Ports = append(hl.Ports, Port{Num: n, Kind: PortHiLink, LED: Off})
 		}
 		hlIdx = add(hl)
@@ -350,7 +359,6 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 	add(mg)
 
 	// The blades.
-	hlPort := 0
 	for slot := 0; slot < BladeSlots; slot++ {
 		if slot >= len(guests) {
 			add(Unit{Kind: KindEmpty, Height: bladeOU, Slot: slot + 1, LED: Off})
@@ -383,8 +391,7 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 		b.Ports = append(b.Ports, Port{Num: 0, Kind: portKind, LED: nicLED, Peer: fmt.Sprintf("%s:%d", sw.Name, g.Port),
 			Label: nic + " " + g.IP})
 		var gpuParts []string
-		for _, id := range g.GPUs.IDs {
-			hlPort++
+		for k, id := range g.GPUs.IDs {
 			led := Idle
 			state := ""
 			if rs != nil {
@@ -397,7 +404,11 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 			} else {
 				gpuParts = append(gpuParts, fmt.Sprintf("%d", id))
 			}
-			b.Ports = append(b.Ports, Port{Num: id, Kind: PortHiLink, LED: led, Peer: fmt.Sprintf("hilink-%s:%d", sw.Name, hlPort)})
+			peer := "no HiLink port"
+			if onHiLink(sw, g) {
+				peer = fmt.Sprintf("%s:%d", sw.HiLink.Name, g.GPUs.HiLinkPorts[k])
+			}
+			b.Ports = append(b.Ports, Port{Num: id, Kind: PortHiLink, LED: led, Peer: peer})
 		}
 		if len(gpuParts) > 0 {
 			b.Lines = append(b.Lines, "GPUs "+strings.Join(gpuParts, ", "))
@@ -414,7 +425,10 @@ func buildRack(r *deploy.Rack, rs *deploy.RackStatus, sw deploy.Switch, name str
 			}
 		}
 		for k := range g.GPUs.IDs {
-			n := hlPort - len(g.GPUs.IDs) + k // 0-based HiLink port index
+			if !onHiLink(sw, g) {
+				break
+			}
+			n := g.GPUs.HiLinkPorts[k]
 			hp := &rk.Units[hlIdx].Ports[n]
 			hp.Peer = fmt.Sprintf("%s gpu%d", g.Name, g.GPUs.IDs[k])
 			hp.LED = rk.Units[bi].Ports[1+k].LED
@@ -457,4 +471,11 @@ func linkName(link string) string {
 		return "InfiniBand"
 	}
 	return "RoCEv2"
+}
+
+// onHiLink reports whether guest g's GPUs are cabled to the HiLink
+// switch of sw's rack (as deploy's Defaults cables them: one port each).
+func onHiLink(sw deploy.Switch, g deploy.Guest) bool {
+	return g.GPUs.Count > 0 && g.GPUs.HiLink == sw.HiLink.Name && len(g.GPUs.HiLinkPorts) == len(g.GPUs.IDs) &&
+		!slices.ContainsFunc(g.GPUs.HiLinkPorts, func(p int) bool { return p < 0 || p >= max(sw.HiLink.Ports, 1) })
 }

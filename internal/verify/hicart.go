@@ -22,6 +22,8 @@ import (
 type GPU struct {
 	ID        int // gpu_id: /dev/higpu<ID>
 	MemoryMiB int // device memory
+	// HiLink is the HiLink switch the spec cables it to; "" for none.
+	HiLink string
 }
 
 // UnitOfMemcpy is the unit of hicart_bandwidth's figure: a copy rate as
@@ -79,16 +81,26 @@ func jsonLine(out string) (string, error) {
 	return "", fmt.Errorf("no JSON object in the output: %s", lastLine(out))
 }
 
-// ParseHicartSMI reads `hicart-smi --json`: ordinals 0..n-1 in order,
-// gpu_ids unique in 0..7, device memory used within its total.
-func ParseHicartSMI(out string) (*SMIReport, error) {
+// decodeJSONLine decodes the JSON object a tool printed (jsonLine) into
+// a T; errors name the tool.
+func decodeJSONLine[T any](tool, out string) (*T, error) {
 	l, err := jsonLine(out)
 	if err != nil {
 		return nil, err
 	}
-	var r SMIReport
+	var r T
 	if err := json.Unmarshal([]byte(l), &r); err != nil {
-		return nil, fmt.Errorf("hicart-smi --json: %w", err)
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	return &r, nil
+}
+
+// ParseHicartSMI reads `hicart-smi --json`: ordinals 0..n-1 in order,
+// gpu_ids unique in 0..7, device memory used within its total.
+func ParseHicartSMI(out string) (*SMIReport, error) {
+	r, err := decodeJSONLine[SMIReport]("hicart-smi --json", out)
+	if err != nil {
+		return nil, err
 	}
 	if r.GPUs == nil {
 		return nil, errors.New("hicart-smi --json: no gpus list")
@@ -107,7 +119,7 @@ func ParseHicartSMI(out string) (*SMIReport, error) {
 		}
 		seen[g.GPUID] = true
 	}
-	return &r, nil
+	return r, nil
 }
 
 // CheckSMI compares hicart-smi's GPUs with the spec's: the same gpu_ids,
@@ -179,13 +191,11 @@ func gibps(gbps float64) float64 { return gbps * 1e9 / (1 << 30) }
 // (a ceiling of 0 prints "inf" ratios, which is not JSON).
 func ParseHicartBandwidth(out string) (HicartBW, error) {
 	var b HicartBW
-	l, err := jsonLine(out)
+	p, err := decodeJSONLine[HicartBW]("hicart-bandwidth --json", out)
 	if err != nil {
 		return b, err
 	}
-	if err := json.Unmarshal([]byte(l), &b); err != nil {
-		return b, fmt.Errorf("hicart-bandwidth --json: %w", err)
-	}
+	b = *p
 	if b.Size <= 0 || b.Iters <= 0 {
 		return b, fmt.Errorf("hicart-bandwidth: size %d, iters %d", b.Size, b.Iters)
 	}
@@ -215,6 +225,18 @@ var (
 	tapTest = regexp.MustCompile(`^(not )?ok\b\s*(\d+)?\s*(?:-\s*)?([^#]*?)\s*(?:#\s*(\S+)\s*(.*))?$`)
 )
 
+// toolLines returns a scanner over the lines of a tool's output, or an
+// error naming tool when the output is larger than the parsers take.
+// A line may be up to 1 MiB.
+func toolLines(tool, out string) (*bufio.Scanner, error) {
+	if len(out) > maxToolOutput {
+		return nil, fmt.Errorf("%s: output of %d bytes, more than %d", tool, len(out), maxToolOutput)
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return sc, nil
+}
+
 // ParseTAP reads a TAP stream: one plan, first or last; test lines
 // "ok N - description" and "not ok N - ...", numbered in order, with
 // the SKIP and TODO directives (a TODO test that fails is an expected
@@ -222,12 +244,11 @@ var (
 // diagnostics. It fails when the plan is missing, given twice, or does
 // not match the tests (the program died), and on "Bail out!".
 func ParseTAP(out string) (*TAPRun, error) {
-	if len(out) > maxToolOutput {
-		return nil, fmt.Errorf("TAP: output of %d bytes, more than %d", len(out), maxToolOutput)
+	sc, err := toolLines("TAP", out)
+	if err != nil {
+		return nil, err
 	}
 	r := &TAPRun{Planned: -1}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		switch {

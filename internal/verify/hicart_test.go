@@ -27,10 +27,10 @@ func TestParseHicartSMI(t *testing.T) {
 		spec []GPU
 		want string
 	}{
-		"memory":    {[]GPU{{0, 128}, {1, 256}}, "gpu_id 0: 268435456 bytes of device memory, the spec gives 128 MiB"},
-		"other id":  {[]GPU{{0, 256}, {2, 256}}, "missing: 2"},
-		"one more":  {[]GPU{{0, 256}, {1, 256}, {2, 256}}, "the spec gives 3 GPUs"},
-		"one fewer": {[]GPU{{0, 256}}, "the spec gives 1 GPUs"},
+		"memory":    {[]GPU{{ID: 0, MemoryMiB: 128}, {ID: 1, MemoryMiB: 256}}, "gpu_id 0: 268435456 bytes of device memory, the spec gives 128 MiB"},
+		"other id":  {[]GPU{{ID: 0, MemoryMiB: 256}, {ID: 2, MemoryMiB: 256}}, "missing: 2"},
+		"one more":  {[]GPU{{ID: 0, MemoryMiB: 256}, {ID: 1, MemoryMiB: 256}, {ID: 2, MemoryMiB: 256}}, "the spec gives 3 GPUs"},
+		"one fewer": {[]GPU{{ID: 0, MemoryMiB: 256}}, "the spec gives 1 GPUs"},
 	} {
 		if _, err := CheckSMI(r, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", name, err, tc.want)
@@ -57,7 +57,7 @@ func TestParseHicartSMI(t *testing.T) {
 	}
 	if r, err := ParseHicartSMI(`{"driver_uapi":1,"gpus":[]}`); err != nil || len(r.GPUs) != 0 {
 		t.Errorf("no GPU: %v, %v", r, err)
-	} else if _, err := CheckSMI(r, []GPU{{0, 256}}); err == nil {
+	} else if _, err := CheckSMI(r, []GPU{{ID: 0, MemoryMiB: 256}}); err == nil {
 		t.Error("CheckSMI: no GPU listed, no error")
 	}
 }
@@ -184,7 +184,8 @@ func caseNames(cs []Case) []string {
 }
 
 // TestGPUCasesListed: the GPU cases come last, and only when the spec
-// gives the server GPUs.
+// gives the server GPUs; without HiLink ports the HiLink cases are
+// topo alone.
 func TestGPUCasesListed(t *testing.T) {
 	srv, cli := &scriptHost{name: "a"}, &scriptHost{name: "b"}
 	names := caseNames(SSHCases(srv, cli, DefaultSSHOptions()))
@@ -194,9 +195,9 @@ func TestGPUCasesListed(t *testing.T) {
 		}
 	}
 	o := DefaultSSHOptions()
-	o.GPUs = []GPU{{0, 256}}
+	o.GPUs = []GPU{{ID: 0, MemoryMiB: 256}}
 	got := caseNames(SSHCases(srv, cli, o))
-	if len(got) != len(names)+3 || strings.Join(got[len(got)-3:], " ") != "hicart_smi hicart_test hicart_bandwidth" {
+	if len(got) != len(names)+4 || strings.Join(got[len(got)-4:], " ") != "hicart_smi hicart_test hicart_bandwidth hicart_smi_topo" {
 		t.Errorf("cases %v", got)
 	}
 }
@@ -207,7 +208,7 @@ func TestGPUCases(t *testing.T) {
 	bw0 := strings.Replace(strings.Replace(bw, `"device":1`, `"device":0`, 1), `"h2d":0.740`, `"h2d":0.500`, 1)
 	newGate := func(h *gpuHost) *sshGate {
 		o := DefaultSSHOptions()
-		o.GPUs = []GPU{{0, 256}, {1, 256}}
+		o.GPUs = []GPU{{ID: 0, MemoryMiB: 256}, {ID: 1, MemoryMiB: 256}}
 		o.Timeout = time.Minute
 		return &sshGate{srv: h, cli: &scriptHost{name: "b"}, o: o}
 	}
@@ -241,7 +242,7 @@ func TestGPUCases(t *testing.T) {
 	}
 
 	// The spec and the guest disagree.
-	g.o.GPUs = []GPU{{0, 512}, {1, 256}}
+	g.o.GPUs = []GPU{{ID: 0, MemoryMiB: 512}, {ID: 1, MemoryMiB: 256}}
 	if _, err := g.hicartSMI(ctx); err == nil || !strings.Contains(err.Error(), "the spec gives 512 MiB") {
 		t.Errorf("hicart_smi, other memory: %v", err)
 	}
@@ -321,7 +322,7 @@ func FuzzParseHicart(f *testing.F) {
 				}
 				seen[g.GPUID] = true
 			}
-			_, _ = CheckSMI(r, []GPU{{0, 256}})
+			_, _ = CheckSMI(r, []GPU{{ID: 0, MemoryMiB: 256}})
 		}
 	})
 }
@@ -334,7 +335,7 @@ func TestParseHicartGuestOutputs(t *testing.T) {
 	if err != nil || len(smi.GPUs) != 2 || smi.GPUs[0].GPUID != 0 || smi.GPUs[1].GPUID != 1 {
 		t.Fatalf("smi: %+v, %v", smi, err)
 	}
-	if _, err := CheckSMI(smi, []GPU{{0, 256}, {1, 256}}); err != nil {
+	if _, err := CheckSMI(smi, []GPU{{ID: 0, MemoryMiB: 256}, {ID: 1, MemoryMiB: 256}}); err != nil {
 		t.Errorf("CheckSMI: %v", err)
 	}
 	bw, err := ParseHicartBandwidth(readFixture(t, "testdata/hicart/guest-bandwidth.json.txt"))

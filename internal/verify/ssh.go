@@ -61,8 +61,22 @@ type SSHOptions struct {
 	ActiveMTU map[string]int
 	// GPUs are the server host's GPUs as the rack spec gives them;
 	// with none, the GPU cases (hicart_smi, hicart_test,
-	// hicart_bandwidth) are not listed.
+	// hicart_bandwidth) and the HiLink cases are not listed.
 	GPUs []GPU
+	// ClientGPUs are the client host's: those on the server's HiLink
+	// switch take part in the HiLink cases.
+	ClientGPUs []GPU
+	// LinkCeiling measures the raw HiLink ceiling on the host, once per
+	// HiLink case that reports a rate (hilink.MeasureCeiling).
+	LinkCeiling func(ctx context.Context) (LinkCeiling, error)
+	// LinkPorts, if set, reads the ports of the rack's HiLink switches
+	// that have a GPU, for hicart_smi_topo's host-side check.
+	LinkPorts func(ctx context.Context) ([]LinkPort, error)
+	// P2PSize and P2PIters size hicart_p2p, AllreduceMax is
+	// hicart_allreduce's largest size (defaults DefaultP2PSize,
+	// DefaultP2PIters, DefaultAllreduceMax).
+	P2PSize, P2PIters int
+	AllreduceMax      int
 }
 
 // DefaultSSHOptions are TCG-sized.
@@ -101,8 +115,9 @@ type sshGate struct {
 // find each other by IP address through librdmacm (CM MADs on QP1) instead
 // of a TCP exchange, and last rdma-core's own pyverbs suite on the
 // server's device, and, when the rack spec gives the server GPUs, the
-// HiGPU cases of gpuCases. The GID indexes are chosen by the ibv_devinfo case;
-// the server side of each tool starts first. Between two InfiniBand
+// HiGPU cases of gpuCases and the HiLink cases of linkCases. The GID
+// indexes are chosen by the ibv_devinfo case; the server side of each
+// tool starts first. Between two InfiniBand
 // hosts the tools address each other by LID, their out-of-band TCP and
 // the RDMA CM run over IPoIB, and the management cases of ibCases follow
 // ibv_devinfo.
@@ -126,6 +141,15 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 	}
 	if g.o.MPIMaxBytes == 0 {
 		g.o.MPIMaxBytes = DefaultSSHOptions().MPIMaxBytes
+	}
+	if g.o.P2PSize == 0 {
+		g.o.P2PSize = DefaultP2PSize
+	}
+	if g.o.P2PIters == 0 {
+		g.o.P2PIters = DefaultP2PIters
+	}
+	if g.o.AllreduceMax == 0 {
+		g.o.AllreduceMax = DefaultAllreduceMax
 	}
 	pp := fmt.Sprint(o.PingPongIters)
 	bw := fmt.Sprintf("-n %d -s %d", o.BWIters, o.BWSize)
@@ -157,7 +181,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
 		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
 		{Name: "pyverbs", Run: g.pyverbs},
-	}...), append(g.consumerCases(), g.gpuCases()...)...)
+	}...), append(append(g.consumerCases(), g.gpuCases()...), g.linkCases()...)...)
 }
 
 func (g *sshGate) save(name, side, out string) {

@@ -25,14 +25,14 @@ func shortDir(t *testing.T) string { return clitest.ShortDir(t, "hgc") }
 func TestParseGPU(t *testing.T) {
 	c, err := serve.ParseGPU("socket=/s,ram=/r,ram-size=4G,machine=pc,id=3,name=g3,mem=/m,mem-size=2G,vectors=8," +
 		"mem-budget=1G,max-contexts=9,max-allocs=99,max-inflight=77,max-streams=5,max-events=6,max-sge=7," +
-		"ctx-mem-budget=512M,ctx-max-allocs=11,hilink=/run/hl/hilink-port3.sock,max-peer-ops=9")
+		"ctx-mem-budget=512M,ctx-max-allocs=11,hilink=/run/hl/hilink-port3.sock,link-name=vm-a/gpu3,max-peer-ops=9")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := gpu.GPUConfig{ID: 3, Name: "g3", Socket: "/s", RAMPath: "/r", RAMSize: 4 << 30, Machine: "pc", MemPath: "/m",
 		MemSize: 2 << 30, Vectors: 8, MemBudget: 1 << 30, MaxContexts: 9, MaxAllocs: 99, MaxInflight: 77,
 		MaxStreams: 5, MaxEvents: 6, MaxSGE: 7, CtxMemBudget: 512 << 20, CtxMaxAllocs: 11,
-		HiLink: "/run/hl/hilink-port3.sock", MaxPeerOps: 9}
+		HiLink: "/run/hl/hilink-port3.sock", LinkName: "vm-a/gpu3", MaxPeerOps: 9}
 	if c != want {
 		t.Errorf("%+v\nwant %+v", c, want)
 	}
@@ -59,7 +59,7 @@ func TestHelpDocumentsKeys(t *testing.T) {
 	clitest.Contains(t, "help", clitest.Output(t, cligpu.NewCmdGPU, "serve", "--help"),
 		"--gpu", "--control", "--pprof", "socket=", "ram=", "ram-size=", "machine=", "id=", "name=",
 		"mem=", "mem-size=", "vectors=", "mem-budget=", "max-contexts=", "max-allocs=", "max-inflight=", "max-streams=",
-		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs=", "hilink=", "max-peer-ops=")
+		"max-events=", "max-sge=", "ctx-mem-budget=", "ctx-max-allocs=", "hilink=", "link-name=", "max-peer-ops=")
 }
 
 func TestServeNeedsAGPU(t *testing.T) {

@@ -68,7 +68,7 @@ func TestFormats(t *testing.T) {
 		want []string
 	}{
 		{[]string{racks + "two-ib.yaml"}, []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `id="link-sw0-10"`, "rack ib sw1"}},
-		{[]string{racks + "two-hicain-gpu.yaml", "--view", "logical"}, []string{"logical view", `id="node-gpu_vm-b_1"`}},
+		{[]string{racks + "two-hicain-gpu.yaml", "--view", "logical"}, []string{"logical view", `id="node-gpu_vm-b_3"`}},
 		{[]string{racks + "two-racks-gpu.yaml", "--view", "flows"}, []string{"animateMotion", "prefers-reduced-motion", "RoCEv2 SEND: vm-a"}},
 		{[]string{racks + "two-ib.yaml", "--view", "logical", "--format", "mermaid"}, []string{"flowchart TB", `sw_sw0 ===|"sw0:10 - sw1:10"| sw_sw1`}},
 		{[]string{racks + "two-ib.yaml", "--view", "logical", "--format", "dot"}, []string{`graph "ib" {`, `"sw:sw0" -- "sw:sw1"`}},

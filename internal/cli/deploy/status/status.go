@@ -159,6 +159,35 @@ func writeGPUs(printer *cmdutil.Printer, out io.Writer, rs *deploy.RackStatus) e
 			return err
 		}
 	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return writeHiLink(printer, out, rs)
+}
+
+// writeHiLink prints the HiLink switches and the GPU on each port.
+func writeHiLink(printer *cmdutil.Printer, out io.Writer, rs *deploy.RackStatus) error {
+	if len(rs.HiLink) == 0 {
+		return nil
+	}
+	w := printer.Records("HILINK", "RACK", "STATE", "PORT", "PEER", "GPUS", "RX", "TX", "DROPS")
+	for _, h := range rs.HiLink {
+		if len(h.Ports) == 0 {
+			if err := w.Write(h, h.Name, h.Rack, h.State, "-", "", "", "", "", ""); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, p := range h.Ports {
+			if p.State != "up" && p.Counters.RxFrames == 0 {
+				continue
+			}
+			if err := w.Write(h, h.Name, h.Rack, h.State, fmt.Sprintf("%d %s", p.Num, p.State), p.Peer, fmt.Sprint(p.GPUs),
+				fmt.Sprint(p.Counters.RxFrames), fmt.Sprint(p.Counters.TxFrames), fmt.Sprint(p.Counters.DropsTotal())); err != nil {
+				return err
+			}
+		}
+	}
 	return w.Close()
 }
 

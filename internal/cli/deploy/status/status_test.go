@@ -42,14 +42,15 @@ func writeState(t *testing.T) string {
 }
 
 // TestStatusGPUs: the table and the JSON list every guest's GPUs from
-// the spec, with the state of a GPU backend that is not running.
+// the spec, with the state of a GPU backend that is not running, and
+// the rack's HiLink switch, stopped too.
 func TestStatusGPUs(t *testing.T) {
 	dir := writeState(t)
 	ios, _, out, errOut := cmdutil.Test()
 	if code := cli.Run(context.Background(), []string{"deploy", "status", "--run-dir", dir}, ios); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"GPU backend: stopped", "GUEST", "MEMORY", "vm-a", "128 MiB", "256 MiB"} {
+	for _, want := range []string{"GPU backend: stopped", "GUEST", "MEMORY", "vm-a", "128 MiB", "256 MiB", "HILINK", "hl-sw0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -69,5 +70,8 @@ func TestStatusGPUs(t *testing.T) {
 	if rs.GPU != "stopped" || len(rs.GPUs) != 3 || rs.GPUs[1].ID != 1 || rs.GPUs[1].MemoryMiB != 128 ||
 		rs.GPUs[2].Guest != "vm-b" || rs.GPUs[2].ID != 5 || rs.GPUs[2].State != "stopped" {
 		t.Errorf("status %+v", rs)
+	}
+	if len(rs.HiLink) != 1 || rs.HiLink[0].Name != "hl-sw0" || rs.HiLink[0].Rack != "sw0" || rs.HiLink[0].State != "stopped" {
+		t.Errorf("HiLink %+v", rs.HiLink)
 	}
 }

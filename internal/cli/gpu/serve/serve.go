@@ -77,6 +77,7 @@ A --gpu value is a comma-separated list of key=value:
   hilink=PATH       a HiLink switch port (hinic link serve's hilink-port<N>.sock):
                     peer access to the other GPUs of the rack; gpu_id is the
                     GPU's id on that fabric (default none)
+  link-name=NAME    the port's name in hinic link status (default the socket's file name)
   max-peer-ops=N    peer operations of the guest in flight (default 64, at most 256)
 
 The ABI is kernel/higpu_abi.h; docs/gpu.md describes the device. hinic gpu
@@ -177,6 +178,7 @@ func ParseGPU(spec string) (gpu.GPUConfig, error) {
 		"ctx-mem-budget": cmdutil.SizeKey(&c.CtxMemBudget),
 		"ctx-max-allocs": cmdutil.PositiveKey(&c.CtxMaxAllocs),
 		"hilink":         cmdutil.StringKey(&c.HiLink),
+		"link-name":      cmdutil.StringKey(&c.LinkName),
 		"max-peer-ops":   cmdutil.PositiveKey(&c.MaxPeerOps),
 	})
 	if err := cmdutil.ParseSpec(spec, keys); err != nil {

@@ -91,7 +91,13 @@ server guest gpus:, three GPU cases end the run on it: hicart_smi
 (hicart-smi --json against the spec's gpu_ids and memory), hicart_test
 (its TAP on every GPU) and hicart_bandwidth (H2D, D2H and D2D against
 the host memcpy measured in the same run; the figure is the lowest
-ratio, docs/verify.md). Unless given, iterations are
+ratio, docs/verify.md), then three HiLink cases: hicart_smi_topo (the
+topology matrix against the spec's HiLink cabling, and the HiLink
+switches' ports), hicart_p2p (hicart-p2p over every pair on the
+server's HiLink switch, in both guests at once when the client's GPUs
+are there, and hicart_test -p) and hicart_allreduce (f32 and bf16, 4 B
+to 256 KiB, 0 wrong elements), the rates against the raw HiLink
+ceiling measured on the host in the same run. Unless given, iterations are
 sized for TCG guests
 (pingpong 500, bandwidth 500, latency 500). When the rack was deployed with
 --pcap, a last case checks every RoCEv2 frame of the fabric's captures with

@@ -14,6 +14,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/hilink"
 	"github.com/PacketFive/hinic/internal/verify"
 )
 
@@ -136,6 +137,9 @@ func runRack(opts *Options) error {
 		}
 	}
 	o.GPUs = ServerGPUs(&st.Rack, srvG.Name)
+	o.ClientGPUs = ServerGPUs(&st.Rack, cliG.Name)
+	o.LinkCeiling = measureLinkCeiling
+	o.LinkPorts = func(ctx context.Context) ([]verify.LinkPort, error) { return linkPorts(ctx, st) }
 	cases := verify.SSHCases(hosts[0], hosts[1], o)
 	if len(opts.Only) > 0 {
 		var keep []verify.Case
@@ -171,10 +175,46 @@ func ServerGPUs(r *deploy.Rack, name string) []verify.GPU {
 			continue
 		}
 		for _, id := range g.GPUs.IDs {
-			gpus = append(gpus, verify.GPU{ID: id, MemoryMiB: g.GPUs.Memory})
+			x := verify.GPU{ID: id, MemoryMiB: g.GPUs.Memory}
+			if deploy.HiLinkPort(r, g, id) != "" {
+				x.HiLink = g.GPUs.HiLink
+			}
+			gpus = append(gpus, x)
 		}
 	}
 	return gpus
+}
+
+// ceilingFrames is how many frames the raw HiLink ceiling moves: 128
+// MiB of the GPU backend's 64 KiB frames, a fraction of a second.
+const ceilingFrames = 2048
+
+// measureLinkCeiling measures the raw HiLink ceiling on this host with
+// the frames the GPU backend sends: hilink.DefaultMaxFrame octets.
+func measureLinkCeiling(context.Context) (verify.LinkCeiling, error) {
+	c, err := hilink.MeasureCeiling(hilink.DefaultMaxFrame, ceilingFrames)
+	if err != nil {
+		return verify.LinkCeiling{}, err
+	}
+	return verify.LinkCeiling{GBps: c.GBps(), Detail: fmt.Sprintf("%d frames of %d B through a plain seqpacket relay in %v",
+		c.Frames, c.FrameSize, c.Elapsed.Round(time.Millisecond))}, nil
+}
+
+// linkPorts are the ports of the rack's HiLink switches that are up,
+// as the switches report them; an error when one does not answer.
+func linkPorts(ctx context.Context, st *deploy.State) ([]verify.LinkPort, error) {
+	var out []verify.LinkPort
+	for _, h := range deploy.HiLinkInfos(ctx, st) {
+		if h.State != "running" || h.Ports == nil {
+			return nil, fmt.Errorf("HiLink switch %s of rack %s is %s or does not answer (hinic deploy status)", h.Name, h.Rack, h.State)
+		}
+		for _, p := range h.Ports {
+			if p.State == "up" {
+				out = append(out, verify.LinkPort{Switch: h.Name, Peer: p.Peer, GPUs: p.GPUs})
+			}
+		}
+	}
+	return out, nil
 }
 
 // checkCaptures runs `hinic proto decode --check-icrc` on the capture of
