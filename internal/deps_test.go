@@ -28,14 +28,14 @@ const depsRules = `
 	# Leaves: the standard library and third-party libraries only.
 	NONE
 	< childproc, clock, godefs, guestmem, hilink/wire, image, ivshmem,
-	  metrics/metricstest, mmsg, pattern, pcapfile, pkg, proto, qmp,
+	  metrics/metricstest, mmsg, netns, pattern, pcapfile, pkg, proto, qmp,
 	  release, rundir, shmport, unixsock;
 
 	clock < clock/clocktest;
 	# The ABI mirrors' generator (go generate) and the tests that check
 	# the mirrors are current.
 	godefs < godefs/mkgodefs;
-	childproc, godefs < testutil;
+	childproc, godefs, netns, proto < testutil;
 	unixsock < ctlsock;
 	proto < ibsm;
 
