@@ -72,7 +72,7 @@ const depsRules = `
 
 	# Host tooling: deployment and its views. Only the CLI draws racks.
 	childproc, image < accel;
-	accel, device, fabric, gpu, qmp < deploy;
+	accel, device, fabric, gpu, netns, qmp < deploy;
 	deploy < rackview;
 	rackview < rackview/live;
 	device, fabric, gpu, hilink < metrics;

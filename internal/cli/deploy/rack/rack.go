@@ -25,6 +25,7 @@ type Options struct {
 	Image  string
 	Pcap   bool
 	Hinic  string
+	Host   string
 }
 
 const long = `Deploy a QEMU rack from a rack spec (YAML; see docs/deploy.md,
@@ -86,6 +87,7 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.StringVar(&opts.RunDir, "run-dir", "", "run directory (default /tmp/hinic-rack-NAME)")
 	fl.StringVar(&opts.Image, "image", "", "image directory for guests that name none (default .cache/images/hinic-guest)")
 	fl.BoolVar(&opts.Pcap, "pcap", false, "capture every fabric port to RUN-DIR/pcap")
+	fl.StringVar(&opts.Host, "host", "", "deploy only this host's part of a rack with hosts, in RUN-DIR/HOST (each machine of a rack across machines deploys its own)")
 	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the fabric and the device backend (default: this one)")
 	_ = fl.MarkHidden("hinic")
 	return cmd
@@ -108,7 +110,7 @@ func run(opts *Options) error {
 	progress := func(format string, a ...any) {
 		fmt.Fprintf(opts.IO.ErrOut, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
 	}
-	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: opts.Hinic, Progress: progress})
+	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: opts.Hinic, Progress: progress, Host: opts.Host})
 	if st != nil {
 		if printer.Format() == cmdutil.FormatJSON {
 			if perr := printer.Object(st); perr != nil && err == nil {
@@ -124,9 +126,13 @@ func run(opts *Options) error {
 			}
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("%w\n(what started keeps running: hinic deploy status --run-dir %s; hinic deploy down --run-dir %s)", err, r.RunDir, r.RunDir)
+	runDir := r.RunDir
+	if st != nil {
+		runDir = st.Rack.RunDir // a host's part: RUN-DIR/HOST
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "deploy: rack %s up in %.1f s (run dir %s)\n", r.Name, time.Since(start).Seconds(), r.RunDir)
+	if err != nil {
+		return fmt.Errorf("%w\n(what started keeps running: hinic deploy status --run-dir %s; hinic deploy down --run-dir %s)", err, runDir, runDir)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "deploy: rack %s up in %.1f s (run dir %s)\n", r.Name, time.Since(start).Seconds(), runDir)
 	return nil
 }
