@@ -125,17 +125,7 @@ func TestHostsSpecErrors(t *testing.T) {
 		"ssh twice":      {hosts + sw + "guests:\n  - {name: g, switch: s1}\n  - {name: h, switch: s1, ssh-port: 2222}\n", `x.yaml:9: guests[1].ssh-port: guest h: SSH 192.0.2.2:2222 is guest g's too`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			if err := os.WriteFile("x.yaml", []byte(tc.spec), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			r, err := ReadRack("x.yaml")
-			if err == nil {
-				r.RunDir = filepath.Join(dir, "run")
-				err = r.Defaults()
-			}
-			if err == nil || err.Error() != tc.want {
+			if err := specError(t, tc.spec); err == nil || err.Error() != tc.want {
 				t.Errorf("error\n  %v\nwant\n  %s", err, tc.want)
 			}
 		})

@@ -43,16 +43,7 @@ func TestSpecErrors(t *testing.T) {
 		"mixed layers": {"guests:\n  - {name: a, nic: hicain, link: ib}\n  - {name: b, nic: hicain}\n", `x.yaml:3: guests[1].link: switch sw0 has guests of link layers ib and eth; give each link layer its own switches`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			t.Chdir(dir)
-			if err := os.WriteFile("x.yaml", []byte(tc.spec), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			r, err := ReadRack("x.yaml")
-			if err == nil {
-				r.RunDir = filepath.Join(dir, "run")
-				err = r.Defaults()
-			}
+			err := specError(t, tc.spec)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("error\n  %v\nwant\n  %s", err, tc.want)
 			}
@@ -74,4 +65,21 @@ func TestSpecErrorWithoutFile(t *testing.T) {
 	if err := r.Defaults(); err == nil || err.Error() != `deploy: guests[0].nic: "foo" is not one of rxe, hicain (guest a)` {
 		t.Errorf("Defaults: %v", err)
 	}
+}
+
+// specError writes spec to x.yaml in a temporary working directory and
+// returns what ReadRack, then Defaults, say of it.
+func specError(t *testing.T, spec string) error {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("x.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadRack("x.yaml")
+	if err == nil {
+		r.RunDir = filepath.Join(dir, "run")
+		err = r.Defaults()
+	}
+	return err
 }

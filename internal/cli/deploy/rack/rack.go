@@ -54,6 +54,14 @@ guest's debs, must hold the hicain-modules and libhicain packages of
 hinic pkg build); with GPUs, modprobe higpu and /dev/higpuN for each GPU
 (libhicart1 and hicart-tools are needed too).
 
+A spec with hosts: spans machines (docs/deploy.md, "Across hosts"): each
+host's part (its switches, backends and guests) is deployed as a rack of
+its own in RUN-DIR/HOST, a link between two hosts' switches is a VXLAN
+link between their addresses, and guests' SSH forwards listen on their
+host's address. Hosts that are network namespaces of this machine
+(netns:) are all deployed here, each in its namespace; on separate
+machines each deploys its own part with --host NAME.
+
 Every step is idempotent: running it again keeps what runs and redoes the
 rest. The state, logs (fabric.log, device.log, gpu.log, GUEST/console.log,
 GUEST/qemu.log), the SSH key and known_hosts live in the run directory.
@@ -69,6 +77,8 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Example: `  hinic deploy rack
   hinic deploy rack testdata/racks/two-rxe.yaml --pcap
   hinic deploy rack testdata/racks/two-hicain.yaml --image .cache/images/hinic-hicain
+  sudo hinic deploy rack testdata/racks/two-hosts-netns.yaml --image .cache/images/hinic-hicain
+  hinic deploy rack rack.yaml --host b      # on machine b: its part of a rack across machines
   hinic deploy status && hinic verify e2e --rack rack0 && hinic deploy down`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
