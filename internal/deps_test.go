@@ -146,7 +146,7 @@ const depsRules = `
 const testRules = `
 	# Test helpers.
 	testutil
-	< accel, childproc, deploy, device, device/integration, fabric,
+	< accel, childproc, cli/verify/e2e, deploy, device, device/integration, fabric,
 	  faultsuite, gpu, guestmem, pkg, proto, rack, rackview/live, rdma;
 	clock/clocktest < fabric, fabric/ibsw, rdma;
 	rdma/rdmatest < rdma;

@@ -24,6 +24,19 @@ func requireTool(t *testing.T, msg string) {
 	t.Skip(msg)
 }
 
+// buildHinic builds the hinic binary of the module at root into the
+// test's temporary directory.
+func buildHinic(t *testing.T, root string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hinic")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hinic")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestSoftRoCERackE2E is `make e2e` as a Go test: the guest image (built
 // once, then cached in .cache/images/hinic-guest), two Soft-RoCE guests on
 // HiSwitch, the SSH gate with the capture check, and the rack torn down
@@ -46,12 +59,7 @@ func TestSoftRoCERackE2E(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
-	bin := filepath.Join(t.TempDir(), "hinic")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/hinic")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildHinic(t, root)
 
 	mirrors, err := image.HostMirrors("/", "bookworm")
 	if err != nil {
