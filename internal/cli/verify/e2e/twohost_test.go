@@ -107,23 +107,7 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	stopCapture := testutil.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
 
 	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: bin, Progress: t.Logf})
-	defer func() {
-		if err := deploy.Down(runDir, t.Logf); err != nil {
-			t.Error(err)
-		}
-		rs, err := deploy.Status(context.Background(), runDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rs.Fabric != "stopped" || rs.Device != "stopped" {
-			t.Errorf("after down: fabric %s, device backend %s", rs.Fabric, rs.Device)
-		}
-		for _, g := range rs.Guests {
-			if g.State != "stopped" {
-				t.Errorf("guest %s %s after down", g.Name, g.State)
-			}
-		}
-	}()
+	defer downAndCheck(t, runDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,15 +163,7 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	}
 
 	// The gate across: vm-a (host a) serves, vm-b (host b) is the client.
-	var hosts []verify.Host
-	for i := range st.Guests {
-		c, err := st.Connect(ctx, &st.Guests[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		hosts = append(hosts, &host{g: &st.Guests[i], c: c})
-	}
+	hosts := connectGuests(ctx, t, st)
 	o := verify.DefaultSSHOptions()
 	o.Save = t.TempDir()
 	o.Timeout = 10 * time.Minute
