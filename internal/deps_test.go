@@ -28,14 +28,14 @@ const depsRules = `
 	# Leaves: the standard library and third-party libraries only.
 	NONE
 	< childproc, clock, godefs, guestmem, hilink/wire, image, ivshmem,
-	  metrics/metricstest, mmsg, pattern, pcapfile, pkg, proto, qmp,
+	  metrics/metricstest, mmsg, netns, pattern, pcapfile, pkg, proto, qmp,
 	  release, rundir, shmport, unixsock;
 
 	clock < clock/clocktest;
 	# The ABI mirrors' generator (go generate) and the tests that check
 	# the mirrors are current.
 	godefs < godefs/mkgodefs;
-	childproc, godefs < testutil;
+	childproc, godefs, netns, proto < testutil;
 	unixsock < ctlsock;
 	proto < ibsm;
 
@@ -72,7 +72,7 @@ const depsRules = `
 
 	# Host tooling: deployment and its views. Only the CLI draws racks.
 	childproc, image < accel;
-	accel, device, fabric, gpu, qmp < deploy;
+	accel, device, fabric, gpu, netns, qmp < deploy;
 	deploy < rackview;
 	rackview < rackview/live;
 	device, fabric, gpu, hilink < metrics;
@@ -146,7 +146,7 @@ const depsRules = `
 const testRules = `
 	# Test helpers.
 	testutil
-	< accel, childproc, deploy, device, device/integration, fabric,
+	< accel, childproc, cli/verify/e2e, deploy, device, device/integration, fabric,
 	  faultsuite, gpu, guestmem, pkg, proto, rack, rackview/live, rdma;
 	clock/clocktest < fabric, fabric/ibsw, rdma;
 	rdma/rdmatest < rdma;

@@ -22,6 +22,23 @@ const userHZ = 100
 func (st *State) CPUSeconds() map[string]float64 {
 	r := &st.Rack
 	out := map[string]float64{}
+	if len(st.Hosts) > 0 {
+		// A rack across hosts: each host's part, its daemons as
+		// "backend@HOST"; guest names are the rack's own.
+		for _, h := range st.Hosts {
+			sub, err := ReadState(h.RunDir)
+			if err != nil {
+				continue
+			}
+			for k, v := range sub.CPUSeconds() {
+				if !strings.HasPrefix(k, "qemu:") {
+					k += "@" + h.Name
+				}
+				out[k] = v
+			}
+		}
+		return out
+	}
 	add := func(name string, pid int, p proc) {
 		if !alive(pid, p) {
 			return

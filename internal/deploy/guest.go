@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/PacketFive/hinic/internal/image"
+	"github.com/PacketFive/hinic/internal/netns"
 )
 
 func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh.Signer, pub string, p Progress) error {
@@ -81,7 +82,8 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 		}
 		args := QEMUArgs(r, g, m, imageDir, gs.Dir, gs.Accel, pub)
 		fmt.Fprintf(logf, "$ qemu-system-x86_64 %s\n", strings.Join(args, " "))
-		cmd := exec.Command("qemu-system-x86_64", args...)
+		argv := netns.Command(gs.Netns, append([]string{"qemu-system-x86_64"}, args...)...)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := cmd.Start(); err != nil {
@@ -103,7 +105,7 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 	}
 	wctx, cancel := context.WithTimeout(ctx, r.BootTimeout.Duration)
 	defer cancel()
-	c, err := WaitSSH(wctx, gs.SSHAddr, signer, filepath.Join(r.RunDir, FileKnownHosts))
+	c, err := waitSSHIn(wctx, gs.Netns, gs.SSHAddr, signer, filepath.Join(r.RunDir, FileKnownHosts))
 	if err != nil {
 		return fmt.Errorf("%w; %s", err, consoleHint(filepath.Join(gs.Dir, "console.log"), gs.Accel))
 	}

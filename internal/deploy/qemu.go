@@ -21,6 +21,9 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 			n = i + 1
 		}
 	}
+	// The forward listens where the guest's host is reached: its
+	// address on the underlay, or loopback on a rack without hosts.
+	sshFwd, _ := r.guestSSH(g)
 	data := []string{"-machine", string(QEMUMachine)}
 	if sharedRAM(g) {
 		data = ramQEMUArgs(r, g)
@@ -40,7 +43,7 @@ func QEMUArgs(r *Rack, g Guest, m *image.Manifest, imageDir, dir, accel, pubkey 
 		"-initrd", filepath.Join(imageDir, image.FileInitrd),
 		"-append", m.Cmdline + " systemd.hostname=" + g.Name,
 		"-drive", "file=" + filepath.Join(dir, "disk.qcow2") + ",if=virtio,format=qcow2",
-		"-netdev", fmt.Sprintf("user,id=mgmt,hostfwd=tcp:127.0.0.1:%d-:22", g.SSHPort),
+		"-netdev", "user,id=mgmt,hostfwd=tcp:" + sshFwd + "-:22",
 		"-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,mac=52:54:00:12:00:%02x", n),
 	}
 	args = append(args, data...)

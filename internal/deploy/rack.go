@@ -36,6 +36,13 @@ type UpOptions struct {
 	// Prober decides accel: auto and accel: kvm (default: the KVM probe
 	// with its cache in the user's cache directory).
 	Prober *accel.Prober
+	// Host, when set, deploys only that host's part of a rack that
+	// spans hosts (Rack.HostRack), on this machine, in RUN-DIR/HOST: the
+	// way each machine of a rack across machines deploys its own part.
+	Host string
+	// noMesh leaves out the guests' SSH mesh: a host's part of a rack
+	// that spans hosts, whose mesh upHosts makes across all of them.
+	noMesh bool
 }
 
 // Up deploys the rack: fabric, device backend (for hicain guests), guests,
@@ -45,6 +52,15 @@ type UpOptions struct {
 func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	if err := r.Defaults(); err != nil {
 		return nil, err
+	}
+	if o.Host != "" {
+		sub := r.HostRack(o.Host)
+		if sub == nil {
+			return nil, fmt.Errorf("deploy: the rack has no host %q (its hosts: %s)", o.Host, r.hostNames())
+		}
+		r = sub
+	} else if r.spansHosts() {
+		return upHosts(ctx, r, o)
 	}
 	p := o.Progress
 	if p == nil {
@@ -165,8 +181,9 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	for i := range r.Guests {
 		g := r.Guests[i]
 		gs := &st.Guests[i]
-		*gs = GuestState{Name: g.Name, PID: prev[g.Name].PID, BootSec: prev[g.Name].BootSec, SSHAddr: fmt.Sprintf("127.0.0.1:%d", g.SSHPort),
+		*gs = GuestState{Name: g.Name, PID: prev[g.Name].PID, BootSec: prev[g.Name].BootSec,
 			DataIP: g.IP, NIC: g.NIC, Link: g.Link, Accel: accels[g.Image], Dir: filepath.Join(runDir, g.Name)}
+		gs.SSHAddr, gs.Netns = r.guestSSH(g)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -187,6 +204,9 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return st, err
+	}
+	if o.noMesh {
+		return st, st.save()
 	}
 	if err := timed("mesh", func() error { return setupMesh(ctx, st, p) }); err != nil {
 		return st, err

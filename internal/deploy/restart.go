@@ -277,5 +277,8 @@ func runningRack(runDir string, o RestartOptions) (*State, Progress, error) {
 	if st.Down {
 		return st, p, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
 	}
+	if len(st.Hosts) > 0 {
+		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part with --run-dir %s", runDir, st.Hosts[0].RunDir)
+	}
 	return st, p, nil
 }

@@ -18,10 +18,12 @@
 // fabric's config and socket paths; qemu.go a guest's QEMU command line;
 // guest.go a guest's set-up over SSH; status.go what `deploy status`
 // shows; hicain.go and gpu.go the device and GPU backends and their
-// guests' drivers.
+// guests' drivers; vxlan.go links to a rack on another host; hosts.go
+// racks that span hosts (one part per host, a host that is a network
+// namespace of this machine run through internal/netns).
 //
 // deploy imports fabric, device and gpu (to query a running fabric and
-// backends), image (manifests) and accel (the KVM probe); it must not
+// backends), image (manifests), accel (the KVM probe) and netns; it must not
 // import verify or the CLI (internal/deps_test.go holds the rule).
 package deploy
 
@@ -97,7 +99,10 @@ type Rack struct {
 	Procs int `yaml:"procs" json:"procs"`
 	// Daemons is how the fabric and the device backend run: DaemonsJoined
 	// (the default) or DaemonsSplit.
-	Daemons  string   `yaml:"daemons" json:"daemons"`
+	Daemons string `yaml:"daemons" json:"daemons"`
+	// Hosts are the machines the rack spans (hosts.go); none is this
+	// machine alone, as it always was.
+	Hosts    []Host   `yaml:"hosts" json:"hosts,omitempty"`
 	Switches []Switch `yaml:"switches" json:"switches"`
 	Guests   []Guest  `yaml:"guests" json:"guests"`
 	Links    []Link   `yaml:"links" json:"links"`
@@ -122,6 +127,9 @@ type Switch struct {
 	// HiLink is the rack's HiLink switch; Defaults names it. It runs
 	// when a GPU cables to it.
 	HiLink HiLinkSwitch `yaml:"hilink" json:"hilink,omitzero"`
+	// Host is the host (Rack.Hosts) the switch runs on; the first when
+	// empty.
+	Host string `yaml:"host" json:"host,omitempty"`
 }
 
 // Guest is one QEMU VM.
@@ -139,6 +147,9 @@ type Guest struct {
 	Switch  string `yaml:"switch" json:"switch"`
 	Port    int    `yaml:"port" json:"port"`
 	SSHPort int    `yaml:"ssh-port" json:"ssh_port"`
+	// Host is the host the guest runs on: its switch's, which it may
+	// name again.
+	Host string `yaml:"host" json:"host,omitempty"`
 	// Debs are .deb files copied to the guest and installed with dpkg.
 	Debs []string `yaml:"debs" json:"debs"`
 	// Files are copied to the guest: "LOCAL:REMOTE".
@@ -361,6 +372,9 @@ func (r *Rack) Defaults() error {
 		if err := g.GPUs.defaults(); err != nil {
 			return r.src.errAt(key("gpus"), "guest %s: gpus: %v", g.Name, err)
 		}
+	}
+	if err := r.hostsDefaults(); err != nil {
+		return err
 	}
 	if err := r.ibDefaults(); err != nil {
 		return err

@@ -15,8 +15,8 @@ func TestSpecErrors(t *testing.T) {
 		spec string
 		want string
 	}{
-		"unknown top key":   {"name: x\nguets: []\n", `x.yaml:2: guets: unknown key (known here: name, run-dir, image, network, ssh-port-base, accel, pcap, boot-timeout, mtu, procs, daemons, switches, guests, links, opensm, metrics)`},
-		"unknown guest key": {head + "    colour: blue\n", `x.yaml:8: guests[1].colour: unknown key (known here: name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, debs, files, trust-pause, gpus)`},
+		"unknown top key":   {"name: x\nguets: []\n", `x.yaml:2: guets: unknown key (known here: name, run-dir, image, network, ssh-port-base, accel, pcap, boot-timeout, mtu, procs, daemons, hosts, switches, guests, links, opensm, metrics)`},
+		"unknown guest key": {head + "    colour: blue\n", `x.yaml:8: guests[1].colour: unknown key (known here: name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, host, debs, files, trust-pause, gpus)`},
 		"bad nic":           {head + "    nic: foo\n", `x.yaml:8: guests[1].nic: "foo" is not one of rxe, hicain`},
 		"bad link":          {head + "    link: fc\n", `x.yaml:8: guests[1].link: "fc" is not one of eth, ib`},
 		"bad accel":         {"accel: hvf\n", `x.yaml:1: accel: "hvf" is not one of tcg, kvm, auto`},
@@ -24,7 +24,7 @@ func TestSpecErrors(t *testing.T) {
 		"bool":              {"pcap: maybe\n", `x.yaml:1: pcap: "maybe" is not true or false`},
 		"duration":          {"boot-timeout: soon\n", `x.yaml:1: boot-timeout: "soon" is not a duration such as 90s or 5m`},
 		"list":              {"switches: sw0\n", `x.yaml:1: switches: want a list, not "sw0"`},
-		"mapping":           {"guests:\n  - a\n", `x.yaml:2: guests[0]: want a mapping of keys (name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, debs, files, trust-pause, gpus), not "a"`},
+		"mapping":           {"guests:\n  - a\n", `x.yaml:2: guests[0]: want a mapping of keys (name, memory, cpus, image, nic, link, ip, mac, switch, port, ssh-port, host, debs, files, trust-pause, gpus), not "a"`},
 		"twice":             {"name: x\nname: y\n", `x.yaml:2: name: given twice`},
 		"gpu count":         {head + "    gpus: {count: 9}\n", `x.yaml:8: guests[1].gpus.count: 9 is out of range 0 to 8`},
 		"gpu key":           {head + "    gpus:\n      count: 1\n      mem: 64\n", `x.yaml:10: guests[1].gpus.mem: unknown key (known here: count, memory, ids, hilink, hilink-ports)`},
@@ -50,16 +50,7 @@ func TestSpecErrors(t *testing.T) {
 // error must be want, and a *SpecError.
 func checkSpecError(t *testing.T, spec, want string) {
 	t.Helper()
-	dir := t.TempDir()
-	t.Chdir(dir)
-	if err := os.WriteFile("x.yaml", []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := ReadRack("x.yaml")
-	if err == nil {
-		r.RunDir = filepath.Join(dir, "run")
-		err = r.Defaults()
-	}
+	err := specError(t, spec)
 	if err == nil || err.Error() != want {
 		t.Errorf("error\n  %v\nwant\n  %s", err, want)
 	}
@@ -79,4 +70,21 @@ func TestSpecErrorWithoutFile(t *testing.T) {
 	if err := r.Defaults(); err == nil || err.Error() != `deploy: guests[0].nic: "foo" is not one of rxe, hicain (guest a)` {
 		t.Errorf("Defaults: %v", err)
 	}
+}
+
+// specError writes spec to x.yaml in a temporary working directory and
+// returns what ReadRack, then Defaults, say of it.
+func specError(t *testing.T, spec string) error {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("x.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadRack("x.yaml")
+	if err == nil {
+		r.RunDir = filepath.Join(dir, "run")
+		err = r.Defaults()
+	}
+	return err
 }

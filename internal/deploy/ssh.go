@@ -19,6 +19,8 @@ import (
 	scp "github.com/bramvdbogaerde/go-scp"
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/PacketFive/hinic/internal/netns"
 )
 
 // EnsureKey returns the signer of the rack's SSH key at path, generating an
@@ -120,6 +122,12 @@ type Client struct {
 
 // Dial connects once.
 func Dial(ctx context.Context, addr string, signer ssh.Signer, knownHosts string) (*Client, error) {
+	return dialIn(ctx, "", addr, signer, knownHosts)
+}
+
+// dialIn connects once to addr in network namespace ns ("" for this
+// process's own).
+func dialIn(ctx context.Context, ns, addr string, signer ssh.Signer, knownHosts string) (*Client, error) {
 	cb, err := hostKeyCallback(knownHosts)
 	if err != nil {
 		return nil, err
@@ -137,7 +145,7 @@ func Dial(ctx context.Context, addr string, signer ssh.Signer, knownHosts string
 		cfg.HostKeyAlgorithms = knownhosts.HostKeyAlgorithms(ssh.HostKeyCallback(kh), addr)
 	}
 	d := net.Dialer{Timeout: cfg.Timeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := netns.Dial(ctx, ns, &d, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -153,9 +161,14 @@ func Dial(ctx context.Context, addr string, signer ssh.Signer, knownHosts string
 
 // WaitSSH dials addr until it answers a command or the context ends.
 func WaitSSH(ctx context.Context, addr string, signer ssh.Signer, knownHosts string) (*Client, error) {
+	return waitSSHIn(ctx, "", addr, signer, knownHosts)
+}
+
+// waitSSHIn is WaitSSH for addr in network namespace ns.
+func waitSSHIn(ctx context.Context, ns, addr string, signer ssh.Signer, knownHosts string) (*Client, error) {
 	var last error
 	for {
-		c, err := Dial(ctx, addr, signer, knownHosts)
+		c, err := dialIn(ctx, ns, addr, signer, knownHosts)
 		if err == nil {
 			if _, err = c.Run(ctx, "true"); err == nil {
 				return c, nil

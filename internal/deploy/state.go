@@ -31,8 +31,12 @@ type State struct {
 	HiLinkPIDs map[string]int `json:"hilink_pids,omitempty"`
 	HiLinkExe  string         `json:"hilink_exe,omitempty"`
 	Guests     []GuestState   `json:"guests"`
-	Timings    []StepTiming   `json:"timings"`
-	Down       bool           `json:"down"`
+	// Hosts are the hosts' parts of a rack that spans hosts (hosts.go),
+	// each a rack with its own state in its run directory; the rack's
+	// own state then lists every guest and runs no daemon.
+	Hosts   []HostState  `json:"hosts,omitempty"`
+	Timings []StepTiming `json:"timings"`
+	Down    bool         `json:"down"`
 	// AccelWhy says why the guests run under their accelerator (the KVM
 	// probe's verdict, one line per guest kernel).
 	AccelWhy []string `json:"accel_why,omitempty"`
@@ -53,9 +57,12 @@ type State struct {
 
 // GuestState is a guest of a deployed rack.
 type GuestState struct {
-	Name    string  `json:"name"`
-	PID     int     `json:"pid"`
-	SSHAddr string  `json:"ssh_addr"`
+	Name    string `json:"name"`
+	PID     int    `json:"pid"`
+	SSHAddr string `json:"ssh_addr"`
+	// Netns is the network namespace SSHAddr is in: the guest's host's,
+	// when that is a namespace of this machine.
+	Netns   string  `json:"netns,omitempty"`
 	DataIP  string  `json:"data_ip"`
 	DataNIC string  `json:"data_nic"` // the guest's netdev name, e.g. ens4
 	RDMADev string  `json:"rdma_dev"` // e.g. rxe0
@@ -129,5 +136,5 @@ func (s *State) Connect(ctx context.Context, g *GuestState) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Dial(ctx, g.SSHAddr, signer, filepath.Join(s.Rack.RunDir, FileKnownHosts))
+	return dialIn(ctx, g.Netns, g.SSHAddr, signer, filepath.Join(s.Rack.RunDir, FileKnownHosts))
 }

@@ -49,6 +49,16 @@ type RackStatus struct {
 	HiLink   []HiLinkInfo   `json:"hilink,omitempty"`
 	Guests   []GuestStatus  `json:"guests"`
 	Switches *fabric.Status `json:"switches,omitempty"`
+	// Hosts are the statuses of the hosts' parts of a rack that spans
+	// hosts; the fields above then join them: a daemon is running when
+	// it runs on every host, and the lists hold every host's entries.
+	Hosts []HostStatus `json:"hosts,omitempty"`
+}
+
+// HostStatus is one host's part of a rack that spans hosts.
+type HostStatus struct {
+	HostState
+	*RackStatus
 }
 
 // Status looks at each process of the rack, asks each running guest for
@@ -58,6 +68,9 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 	st, err := ReadState(runDir)
 	if err != nil {
 		return nil, err
+	}
+	if len(st.Hosts) > 0 {
+		return hostsStatus(ctx, st)
 	}
 	rs := &RackStatus{Name: st.Rack.Name, RunDir: st.Rack.RunDir, Down: st.Down, Fabric: "stopped"}
 	if alive(st.FabricPID, fabricProc(&st.Rack, st.FabricExe)) {
@@ -148,4 +161,57 @@ func WriteLog(w io.Writer, path string, lines int) error {
 	}
 	_, err = io.WriteString(w, lastLines(string(b), lines)+"\n")
 	return err
+}
+
+// hostsStatus is the status of a rack that spans hosts: each host's, and
+// the join of them.
+func hostsStatus(ctx context.Context, st *State) (*RackStatus, error) {
+	rs := &RackStatus{Name: st.Rack.Name, RunDir: st.Rack.RunDir, Down: st.Down}
+	hs := make([]*RackStatus, len(st.Hosts))
+	errs := make([]error, len(st.Hosts))
+	_ = forEach(len(st.Hosts), func(i int) error {
+		hs[i], errs[i] = Status(ctx, st.Hosts[i].RunDir)
+		return nil
+	})
+	both := func(a, b string) string {
+		if a == "" || a == "running" {
+			return b
+		}
+		return a
+	}
+	guests := map[string]GuestStatus{}
+	for i, h := range st.Hosts {
+		if errs[i] != nil {
+			// A host whose part never started has no state.
+			hs[i] = &RackStatus{Name: h.Name, RunDir: h.RunDir, Down: true, Fabric: "stopped"}
+		}
+		x := hs[i]
+		rs.Hosts = append(rs.Hosts, HostStatus{HostState: h, RackStatus: x})
+		rs.Fabric = both(rs.Fabric, x.Fabric)
+		if x.Device != "" {
+			rs.Device = both(rs.Device, x.Device)
+		}
+		if x.GPU != "" {
+			rs.GPU = both(rs.GPU, x.GPU)
+		}
+		rs.VNICs = append(rs.VNICs, x.VNICs...)
+		rs.GPUs = append(rs.GPUs, x.GPUs...)
+		if x.Switches != nil {
+			if rs.Switches == nil {
+				rs.Switches = &fabric.Status{RunDir: st.Rack.RunDir}
+			}
+			rs.Switches.Switches = append(rs.Switches.Switches, x.Switches.Switches...)
+		}
+		for _, g := range x.Guests {
+			guests[g.Name] = g
+		}
+	}
+	for _, g := range st.Guests {
+		gs, ok := guests[g.Name]
+		if !ok {
+			gs = GuestStatus{Name: g.Name, State: "stopped", SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, Link: g.Link}
+		}
+		rs.Guests = append(rs.Guests, gs)
+	}
+	return rs, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/image"
+	"github.com/PacketFive/hinic/internal/netns"
 )
 
 func startFabric(ctx context.Context, st *State, hinic string, p Progress) error {
@@ -39,7 +40,7 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 		p("fabric: %d switch(es) in %s, served by the device backend (daemons: %s)", len(r.Switches), fabDir, DaemonsJoined)
 		return nil
 	}
-	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric", procs: r.Procs,
+	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric", procs: r.Procs, netns: r.netns(),
 		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
 		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
 		ready: func() bool {
@@ -64,6 +65,7 @@ type daemon struct {
 	logPath, pidPath string
 	ready            func() bool // its control socket answers
 	procs            int         // its GOMAXPROCS (Rack.Procs); 0 leaves Go's default
+	netns            string      // the network namespace it runs in (Rack.netns); "" for this one
 }
 
 // spawn starts d with the hinic binary (default: this executable) in its
@@ -82,11 +84,13 @@ func spawn(ctx context.Context, hinic string, d daemon) (int, string, error) {
 		return 0, "", err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "$ %s %s\n", exe, strings.Join(d.args, " "))
 	// The resolved path is run, not the name given: the kernel then
 	// shows exactly the recorded path as the child's /proc/PID/exe,
-	// whatever symlink or $PATH entry named it.
-	cmd := exec.Command(exe, d.args...)
+	// whatever symlink or $PATH entry named it. In a namespace, ip
+	// netns exec execs it in place: the pid is the backend's.
+	argv := netns.Command(d.netns, append([]string{exe}, d.args...)...)
+	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if d.procs > 0 {
@@ -255,6 +259,9 @@ func Down(runDir string, p Progress) error {
 	st, err := ReadState(runDir)
 	if err != nil {
 		return err
+	}
+	if len(st.Hosts) > 0 {
+		return downHosts(st, p)
 	}
 	var errs []error
 	for i := range st.Guests {

@@ -15,7 +15,9 @@ import (
 // other host as remote and the same VNI.
 
 // remote reports whether the link leaves the host.
-func (l Link) remote() bool { return l.Remote != "" || l.Local != "" || l.VNI != 0 }
+// A link with both ends and a vni joins switches of two hosts of the
+// rack (hosts.go), which HostRack makes a remote link on each side.
+func (l Link) remote() bool { return l.Remote != "" || l.Local != "" || (l.VNI != 0 && l.B == "") }
 
 // remotePort returns the port of switch sw that a remote link uses.
 func (l Link) remotePort(sw string) (int, bool) {

@@ -1,22 +1,14 @@
 package rack
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket/pcapgo"
-
 	"github.com/PacketFive/hinic/internal/fabric"
-	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/testutil"
 )
@@ -28,48 +20,6 @@ const (
 	vxlanVNI   = 4242
 	vxlanPortN = 10 // the uplink port of each rack's switch
 )
-
-// capture runs tshark on a veth end inside its namespace until stop.
-func capture(t *testing.T, tshark, ns, dev, file string) (stop func()) {
-	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, tshark, "-i", dev, "-f", "udp", "-w", file)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := false
-		for sc.Scan() {
-			if !once && strings.Contains(sc.Text(), "Capturing on") {
-				close(started)
-				once = true
-			}
-		}
-	}()
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatal("tshark did not start capturing")
-	}
-	done := false
-	stop = func() {
-		if done {
-			return
-		}
-		done = true
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		_ = cmd.Wait()
-	}
-	t.Cleanup(stop)
-	return stop
-}
 
 func tunnelOf(r *Rack) *fabric.TunnelStatus {
 	return r.Fabric.Switches()[0].Status().Ports[vxlanPortN-1].Tunnel
@@ -91,7 +41,7 @@ func TestVXLANTwoNamespaces(t *testing.T) {
 	if d := os.Getenv("HINIC_VXLAN_PCAP"); d != "" {
 		pcap = d
 	}
-	stopCapture := capture(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
+	stopCapture := testutil.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
 
 	ctx := context.Background()
 	racks := [2]*Rack{}
@@ -139,7 +89,7 @@ func TestVXLANTwoNamespaces(t *testing.T) {
 		}
 	}
 	stopCapture()
-	checkVXLANCapture(t, tshark, pcap, ha, hb)
+	testutil.CheckVXLANCapture(t, tshark, pcap, vxlanVNI, [2]string{ha.IP.String(), hb.IP.String()})
 }
 
 // bulkWriteRead WRITEs total bytes from a to b in messages of every size
@@ -185,81 +135,5 @@ func bulkWriteRead(t *testing.T, ha, hb *Host, total int) {
 		if size > 64<<10 {
 			size = 1
 		}
-	}
-}
-
-// checkVXLANCapture has tshark dissect the veth capture: VXLAN with VNI
-// 4242 carrying RoCEv2 both ways, the inner addresses the hosts', and
-// nothing malformed; then it checks every inner frame's ICRC.
-func checkVXLANCapture(t *testing.T, tshark, pcap string, ha, hb *Host) {
-	t.Helper()
-	run := func(args ...string) string {
-		t.Helper()
-		return testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), args...)...)
-	}
-	if m := strings.TrimSpace(run("-r", pcap, "-Y", "_ws.malformed || _ws.expert.severity == error")); m != "" {
-		t.Fatalf("tshark reports malformed frames:\n%s", m[:min(len(m), 2000)])
-	}
-	rows := strings.Split(strings.TrimSpace(run("-r", pcap, "-Y", "vxlan && infiniband", "-T", "fields",
-		"-e", "udp.dstport", "-e", "vxlan.vni", "-e", "ip.src", "-e", "infiniband.bth.opcode")), "\n")
-	dirs := map[string]int{}
-	for _, row := range rows {
-		col := strings.Split(row, "\t")
-		if len(col) != 4 || !strings.HasPrefix(col[0], "4789") || col[1] != strconv.Itoa(vxlanVNI) {
-			t.Fatalf("tshark row %q: want UDP 4789 and VNI %d", row, vxlanVNI)
-		}
-		// ip.src lists the outer source, then the inner one.
-		srcs := strings.Split(col[2], ",")
-		if len(srcs) != 2 {
-			t.Fatalf("tshark row %q: want an outer and an inner IP header", row)
-		}
-		dirs[srcs[1]]++
-	}
-	if dirs[ha.IP.String()] == 0 || dirs[hb.IP.String()] == 0 {
-		t.Fatalf("RoCEv2 in VXLAN by inner source: %v; want both hosts", dirs)
-	}
-	t.Logf("tshark: %d VXLAN datagrams with RoCEv2 inside (%v by inner source)", len(rows), dirs)
-
-	fh, err := os.Open(pcap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	pr, err := pcapgo.NewNgReader(fh, pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roce := 0
-	for {
-		data, _, err := pr.ReadPacketData()
-		if err != nil {
-			break
-		}
-		outer, err := proto.Parse(data, proto.LinkEthernet)
-		if err != nil || len(outer.UDP) == 0 || outer.UDP.DstPort() != proto.VXLANPort {
-			continue
-		}
-		off := len(data) - cap(outer.UDP) // the UDP header's offset
-		end := off + int(outer.UDP.Length())
-		if end > len(data) || end < off+proto.UDPHeaderSize {
-			t.Fatalf("UDP length %d in a %d-byte frame", outer.UDP.Length(), len(data))
-		}
-		_, inner, err := proto.ParseVXLAN(data[off+proto.UDPHeaderSize : end])
-		if err != nil {
-			t.Fatalf("VXLAN datagram: %v", err)
-		}
-		p, err := proto.Parse(inner, proto.LinkEthernet)
-		if err != nil {
-			t.Fatalf("inner frame: %v", err)
-		}
-		if p.Type == proto.FrameRoCEv2 {
-			roce++
-			if !p.ICRCValid() {
-				t.Errorf("inner %v PSN %d: bad ICRC", p.BTH.Opcode(), p.BTH.PSN())
-			}
-		}
-	}
-	if roce != len(rows) {
-		t.Errorf("%d inner RoCEv2 frames decoded, tshark saw %d", roce, len(rows))
 	}
 }

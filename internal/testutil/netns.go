@@ -1,17 +1,15 @@
 package testutil
 
 import (
-	"fmt"
+	"context"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/PacketFive/hinic/internal/netns"
 )
 
 // Two hosts on one machine: two network namespaces joined by a veth pair.
@@ -28,17 +26,26 @@ type NetnsPair struct {
 // without root or without ip.
 func NewNetnsPair(t testing.TB) *NetnsPair {
 	t.Helper()
+	id := strconv.Itoa(os.Getpid() % 100000)
+	return NewNetnsPairNamed(t, [2]string{"hvxa" + id, "hvxb" + id}, [2]string{"192.168.77.1", "192.168.77.2"})
+}
+
+// NewNetnsPairNamed is NewNetnsPair with the namespaces (and their veth
+// ends) named ns and the addresses addr. Namespaces of those names left
+// by an earlier run are removed first.
+func NewNetnsPairNamed(t testing.TB, ns, addr [2]string) *NetnsPair {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the test creates network namespaces and a veth pair")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2's ip to create network namespaces")
 	}
-	id := strconv.Itoa(os.Getpid() % 100000)
-	p := &NetnsPair{
-		NS:   [2]string{"hvxa" + id, "hvxb" + id},
-		Veth: [2]string{"hvxa" + id, "hvxb" + id},
-		Addr: [2]string{"192.168.77.1", "192.168.77.2"},
+	p := &NetnsPair{NS: ns, Veth: ns, Addr: addr}
+	for _, n := range ns {
+		if netns.Check(n) == nil {
+			_ = exec.Command("ip", "netns", "del", n).Run()
+		}
 	}
 	ip := func(args ...string) {
 		t.Helper()
@@ -65,31 +72,9 @@ func NewNetnsPair(t testing.TB) *NetnsPair {
 }
 
 // DialIn returns a fabric.Config DialTunnel that opens the socket in
-// namespace ns: the dialling goroutine's thread enters it for the
-// socket(2) call (a socket stays in the namespace it was made in) and
-// goes back before it is unlocked.
+// namespace ns (netns.Dial).
 func DialIn(ns string) func(d *net.Dialer, network, address string) (net.Conn, error) {
 	return func(d *net.Dialer, network, address string) (net.Conn, error) {
-		target, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			return nil, err
-		}
-		defer target.Close()
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			return nil, err
-		}
-		defer orig.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			return nil, fmt.Errorf("setns %s: %w", ns, err)
-		}
-		c, err := d.Dial(network, address)
-		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and ends with the goroutine
-		return c, err
+		return netns.Dial(context.Background(), ns, d, network, address)
 	}
 }

@@ -25,6 +25,7 @@ type Options struct {
 	Image  string
 	Pcap   bool
 	Hinic  string
+	Host   string
 }
 
 const long = `Deploy a QEMU rack from a rack spec (YAML; see docs/deploy.md,
@@ -53,6 +54,14 @@ guest's debs, must hold the hicain-modules and libhicain packages of
 hinic pkg build); with GPUs, modprobe higpu and /dev/higpuN for each GPU
 (libhicart1 and hicart-tools are needed too).
 
+A spec with hosts: spans machines (docs/deploy.md, "Across hosts"): each
+host's part (its switches, backends and guests) is deployed as a rack of
+its own in RUN-DIR/HOST, a link between two hosts' switches is a VXLAN
+link between their addresses, and guests' SSH forwards listen on their
+host's address. Hosts that are network namespaces of this machine
+(netns:) are all deployed here, each in its namespace; on separate
+machines each deploys its own part with --host NAME.
+
 Every step is idempotent: running it again keeps what runs and redoes the
 rest. The state, logs (fabric.log, device.log, gpu.log, GUEST/console.log,
 GUEST/qemu.log), the SSH key and known_hosts live in the run directory.
@@ -68,6 +77,8 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Example: `  hinic deploy rack
   hinic deploy rack testdata/racks/two-rxe.yaml --pcap
   hinic deploy rack testdata/racks/two-hicain.yaml --image .cache/images/hinic-hicain
+  sudo hinic deploy rack testdata/racks/two-hosts-netns.yaml --image .cache/images/hinic-hicain
+  hinic deploy rack rack.yaml --host b      # on machine b: its part of a rack across machines
   hinic deploy status && hinic verify e2e --rack rack0 && hinic deploy down`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,6 +97,7 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.StringVar(&opts.RunDir, "run-dir", "", "run directory (default /tmp/hinic-rack-NAME)")
 	fl.StringVar(&opts.Image, "image", "", "image directory for guests that name none (default .cache/images/hinic-guest)")
 	fl.BoolVar(&opts.Pcap, "pcap", false, "capture every fabric port to RUN-DIR/pcap")
+	fl.StringVar(&opts.Host, "host", "", "deploy only this host's part of a rack with hosts, in RUN-DIR/HOST (each machine of a rack across machines deploys its own)")
 	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the fabric and the device backend (default: this one)")
 	_ = fl.MarkHidden("hinic")
 	return cmd
@@ -108,7 +120,7 @@ func run(opts *Options) error {
 	progress := func(format string, a ...any) {
 		fmt.Fprintf(opts.IO.ErrOut, "[%5.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
 	}
-	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: opts.Hinic, Progress: progress})
+	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: opts.Hinic, Progress: progress, Host: opts.Host})
 	if st != nil {
 		if printer.Format() == cmdutil.FormatJSON {
 			if perr := printer.Object(st); perr != nil && err == nil {
@@ -124,9 +136,13 @@ func run(opts *Options) error {
 			}
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("%w\n(what started keeps running: hinic deploy status --run-dir %s; hinic deploy down --run-dir %s)", err, r.RunDir, r.RunDir)
+	runDir := r.RunDir
+	if st != nil {
+		runDir = st.Rack.RunDir // a host's part: RUN-DIR/HOST
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "deploy: rack %s up in %.1f s (run dir %s)\n", r.Name, time.Since(start).Seconds(), r.RunDir)
+	if err != nil {
+		return fmt.Errorf("%w\n(what started keeps running: hinic deploy status --run-dir %s; hinic deploy down --run-dir %s)", err, runDir, runDir)
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "deploy: rack %s up in %.1f s (run dir %s)\n", r.Name, time.Since(start).Seconds(), runDir)
 	return nil
 }

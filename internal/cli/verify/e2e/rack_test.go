@@ -24,6 +24,56 @@ func requireTool(t *testing.T, msg string) {
 	t.Skip(msg)
 }
 
+// buildHinic builds the hinic binary of the module at root into the
+// test's temporary directory.
+func buildHinic(t *testing.T, root string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hinic")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hinic")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// connectGuests opens SSH to every guest of a deployed rack, closed when
+// the test ends, as the gate's hosts.
+func connectGuests(ctx context.Context, t *testing.T, st *deploy.State) []verify.Host {
+	t.Helper()
+	var hosts []verify.Host
+	for i := range st.Guests {
+		c, err := st.Connect(ctx, &st.Guests[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		hosts = append(hosts, &host{g: &st.Guests[i], c: c})
+	}
+	return hosts
+}
+
+// downAndCheck takes the rack in runDir down and checks that its status
+// then shows nothing running.
+func downAndCheck(t *testing.T, runDir string) {
+	t.Helper()
+	if err := deploy.Down(runDir, t.Logf); err != nil {
+		t.Error(err)
+	}
+	rs, err := deploy.Status(context.Background(), runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.Fabric != "stopped" || (rs.Device != "" && rs.Device != "stopped") {
+		t.Errorf("after down: fabric %s, device backend %s", rs.Fabric, rs.Device)
+	}
+	for _, g := range rs.Guests {
+		if g.State != "stopped" {
+			t.Errorf("guest %s %s after down", g.Name, g.State)
+		}
+	}
+}
+
 // TestSoftRoCERackE2E is `make e2e` as a Go test: the guest image (built
 // once, then cached in .cache/images/hinic-guest), two Soft-RoCE guests on
 // HiSwitch, the SSH gate with the capture check, and the rack torn down
@@ -46,12 +96,7 @@ func TestSoftRoCERackE2E(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
-	bin := filepath.Join(t.TempDir(), "hinic")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/hinic")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildHinic(t, root)
 
 	mirrors, err := image.HostMirrors("/", "bookworm")
 	if err != nil {
@@ -80,36 +125,12 @@ func TestSoftRoCERackE2E(t *testing.T) {
 	defer os.RemoveAll(runDir)
 	r := &deploy.Rack{Name: "gotest", RunDir: runDir, Image: imgDir, Pcap: true, SSHPortBase: 2322}
 	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: bin, Progress: t.Logf})
-	defer func() {
-		if err := deploy.Down(runDir, t.Logf); err != nil {
-			t.Error(err)
-		}
-		rs, err := deploy.Status(context.Background(), runDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rs.Fabric != "stopped" {
-			t.Errorf("fabric %s after down", rs.Fabric)
-		}
-		for _, g := range rs.Guests {
-			if g.State != "stopped" {
-				t.Errorf("guest %s %s after down", g.Name, g.State)
-			}
-		}
-	}()
+	defer downAndCheck(t, runDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	var hosts []verify.Host
-	for i := range st.Guests {
-		c, err := st.Connect(ctx, &st.Guests[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		hosts = append(hosts, &host{g: &st.Guests[i], c: c})
-	}
+	hosts := connectGuests(ctx, t, st)
 	o := verify.DefaultSSHOptions()
 	o.Save = t.TempDir()
 	cases := verify.SSHCases(hosts[0], hosts[1], o)

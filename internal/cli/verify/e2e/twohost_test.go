@@ -1,0 +1,215 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/image"
+	"github.com/PacketFive/hinic/internal/testutil"
+	"github.com/PacketFive/hinic/internal/verify"
+)
+
+// twoHost is one rack of the two-host tests.
+type twoHost struct {
+	spec  string   // in testdata/racks
+	cases []string // the SSH gate's cases run across the hosts
+	// check checks the capture of the veth between the hosts.
+	check func(t *testing.T, tshark, pcap string) int
+}
+
+// TestTwoHostRack deploys testdata/racks/two-hosts-netns.yaml: two hosts
+// that are two network namespaces joined by a veth pair (192.0.2.1 and
+// .2), each with its own fabric, device backend and HiNIC guest, a VXLAN
+// link between their switches. It checks deploy status and exec across
+// the hosts, runs the RoCE gate's RC verbs, RDMA WRITE bandwidth, SEND
+// latency and rdma_cm cases from the guest on host b to the one on host
+// a, has tshark dissect the capture of the veth (VXLAN, VNI 5700,
+// RoCEv2 inside both ways, every inner ICRC valid), and takes the rack
+// down with nothing left running. It boots two QEMU guests under TCG and
+// runs only with HINIC_TWOHOST_IMAGE, an image with the HiNIC guest
+// packages (scripts/e2e.sh builds one).
+func TestTwoHostRack(t *testing.T) {
+	runTwoHost(t, twoHost{spec: "two-hosts-netns.yaml",
+		cases: []string{"ibv_rc_pingpong", "ib_write_bw", "ib_send_lat", "rping"},
+		check: func(t *testing.T, tshark, pcap string) int {
+			return testutil.CheckVXLANCapture(t, tshark, pcap, 5700, [2]string{"10.57.0.1", "10.57.0.2"})
+		}})
+}
+
+// TestTwoHostIBRack is TestTwoHostRack for native InfiniBand
+// (two-hosts-ib-netns.yaml): the link is IB-over-UDP (UDP 4792, VNI
+// 5701), OpenSM runs in the guest on host a and brings up host b's port
+// across the tunnel; the IB gate's management cases (ibstat, sminfo,
+// ibnetdiscover across both switches, ibping) and RC verbs, RDMA WRITE
+// bandwidth, SEND latency and rdma_cm over IPoIB run across, and every
+// IB packet in the veth's datagrams has a valid VCRC and ICRC.
+func TestTwoHostIBRack(t *testing.T) {
+	runTwoHost(t, twoHost{spec: "two-hosts-ib-netns.yaml",
+		cases: []string{"ibstat", "sminfo", "ibnetdiscover", "ibping", "ibv_rc_pingpong", "ib_write_bw", "ib_send_lat", "rping"},
+		check: func(t *testing.T, tshark, pcap string) int {
+			return testutil.CheckIBUDPCapture(t, tshark, pcap, 5701, [2]string{"192.0.2.1", "192.0.2.2"})
+		}})
+}
+
+// runTwoHost deploys tc's spec in two namespaces and checks it.
+func runTwoHost(t *testing.T, tc twoHost) {
+	img := os.Getenv("HINIC_TWOHOST_IMAGE")
+	if img == "" {
+		t.Skip("boots two QEMU guests for minutes; set HINIC_TWOHOST_IMAGE to an image with the HiNIC guest packages")
+	}
+	if _, err := image.ReadManifest(img); err != nil {
+		t.Skipf("HINIC_TWOHOST_IMAGE: %v", err)
+	}
+	if m := image.MissingTools("qemu-system-x86_64", "qemu-img"); len(m) > 0 {
+		requireTool(t, image.ErrMissingTools(m).Error())
+	}
+	tshark := testutil.Tshark(t)
+	nsp := testutil.NewNetnsPairNamed(t, [2]string{"hn-twohost-a", "hn-twohost-b"}, [2]string{"192.0.2.1", "192.0.2.2"})
+	// The rack's mtu 9000 in VXLAN takes 9050 bytes of underlay.
+	for i := range 2 {
+		if out, err := exec.Command("ip", "-n", nsp.NS[i], "link", "set", "dev", nsp.Veth[i], "mtu", "9100").CombinedOutput(); err != nil {
+			t.Fatalf("veth mtu: %v\n%s", err, out)
+		}
+	}
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	bin := buildHinic(t, root)
+
+	r, err := deploy.ReadRack(filepath.Join(root, "testdata", "racks", tc.spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Image = img
+	// Short: the fabric's socket paths must stay under 108 bytes.
+	runDir, err := os.MkdirTemp("", "hn2h-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(runDir)
+	r.RunDir = runDir
+	// Two TCG guests on a 2-core machine that other racks share boot
+	// in minutes; a boot is not what this test measures.
+	r.BootTimeout.Duration = 15 * time.Minute
+	pcap := filepath.Join(t.TempDir(), "veth.pcap")
+	stopCapture := testutil.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
+
+	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: bin, Progress: t.Logf})
+	defer downAndCheck(t, runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Hosts) != 2 || len(st.Guests) != 2 {
+		t.Fatalf("state: hosts %+v, guests %+v", st.Hosts, st.Guests)
+	}
+
+	// deploy status across the hosts: both fabrics and backends, both
+	// guests with an ACTIVE port, the VXLAN port of each switch up.
+	// A guest's port state is asked over SSH within 15 s, which a
+	// loaded host can miss ("absent"): up to three tries.
+	var rs deploy.RackStatus
+	for try := 1; ; try++ {
+		out := runHinic(t, bin, "deploy", "status", "--run-dir", runDir, "-o", "json")
+		rs = deploy.RackStatus{}
+		if err := json.Unmarshal(out, &rs); err != nil {
+			t.Fatalf("status: %v\n%s", err, out)
+		}
+		if try == 3 || !slices.ContainsFunc(rs.Guests, func(g deploy.GuestStatus) bool { return g.PortState != "ACTIVE" }) {
+			break
+		}
+		t.Logf("status, try %d: guests %+v", try, rs.Guests)
+	}
+	if rs.Fabric != "running" || rs.Device != "running" || len(rs.Hosts) != 2 {
+		t.Errorf("status: fabric %s, device %s, %d hosts", rs.Fabric, rs.Device, len(rs.Hosts))
+	}
+	for _, g := range rs.Guests {
+		if g.State != "running" || g.PortState != "ACTIVE" {
+			t.Errorf("status: guest %+v", g)
+		}
+	}
+	tunnels := 0
+	if rs.Switches != nil {
+		for _, s := range rs.Switches.Switches {
+			for _, p := range s.Ports {
+				if p.Tunnel != nil {
+					tunnels++
+					if p.Tunnel.Link != "up" {
+						t.Errorf("switch %s port %d: tunnel %+v", s.Name, p.Num, p.Tunnel)
+					}
+				}
+			}
+		}
+	}
+	if tunnels != 2 {
+		t.Errorf("status: %d tunnel ports, want one per host", tunnels)
+	}
+	// deploy exec on the guest of host b, which pings host a's over
+	// the tunnel.
+	out := runHinic(t, bin, "deploy", "exec", "--run-dir", runDir, "vm-b", "--", "hostname; ping -c 2 -W 5 "+st.Guests[0].DataIP+" >/dev/null && echo reached")
+	if got := string(out); !strings.Contains(got, "vm-b") || !strings.Contains(got, "reached") {
+		t.Errorf("deploy exec vm-b: %q", got)
+	}
+
+	// The gate across: vm-a (host a) serves, vm-b (host b) is the client.
+	hosts := connectGuests(ctx, t, st)
+	o := verify.DefaultSSHOptions()
+	o.Save = t.TempDir()
+	o.Timeout = 10 * time.Minute
+	o.ActiveMTU = map[string]int{}
+	for _, g := range st.Rack.Guests {
+		o.ActiveMTU[g.Name] = deploy.ActiveMTU(&st.Rack, g)
+	}
+	var cases []verify.Case
+	for _, c := range verify.SSHCases(hosts[0], hosts[1], o) {
+		for _, n := range tc.cases {
+			if c.Name == n {
+				cases = append(cases, c)
+			}
+		}
+	}
+	if len(cases) != len(tc.cases) {
+		t.Fatalf("the gate has %d of the cases %v", len(cases), tc.cases)
+	}
+	rep := verify.RunMetered(ctx, "rack:"+r.Name, cases, t.Logf, st.CPUSeconds)
+	for _, c := range rep.Cases {
+		t.Logf("%-16s %-6s %s  %s; CPU %v", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail, c.CPU)
+		if c.Result != verify.Pass {
+			t.Errorf("case %s: %s", c.Case, c.Result)
+		}
+		for _, p := range []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"} {
+			if _, ok := c.CPU[p]; !ok {
+				t.Errorf("case %s: no CPU for %s in %v", c.Case, p, c.CPU)
+			}
+		}
+	}
+	stopCapture()
+	if n := tc.check(t, tshark, pcap); n == 0 {
+		t.Error("no RDMA traffic in the tunnel on the veth")
+	}
+}
+
+// runHinic runs the hinic binary and returns its standard output; a
+// failure fails the test with its standard error.
+func runHinic(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hinic %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
