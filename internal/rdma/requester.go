@@ -182,26 +182,14 @@ func (qp *QP) canStart(w *sendWQE) bool {
 // transmitted.
 func (qp *QP) startWQE(w *sendWQE) bool {
 	r := &qp.req
-	d := qp.dev
 	r.startIdx++
 	w.errStatus = WCSuccess
-	if !w.isInline {
-		w.mrs = mrSlots(w.mrs, len(w.sge))
-		for i, s := range w.sge {
-			w.mrs[i] = nil
-			if s.Length == 0 {
-				continue
-			}
-			mr := d.lookupMR(s.LKey)
-			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) ||
-				(w.hasResponse() && w.opcode != WRAtomicWrite && mr.access&AccessLocalWrite == 0) {
-				w.errStatus = WCLocProtErr
-				break
-			}
-			w.mrs[i] = mr
-		}
+	need := Access(0)
+	if w.hasResponse() && w.opcode != WRAtomicWrite {
+		need = AccessLocalWrite // the response is written into the SGEs
 	}
-	if w.errStatus != WCSuccess {
+	if !qp.resolveSend(w, need) {
+		w.errStatus = WCLocProtErr
 		r.stalled = true
 		r.reqIdx = r.startIdx
 		qp.advanceCompletions()
@@ -258,12 +246,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		if w.length == 0 {
 			binary.LittleEndian.PutUint64(payload, w.compareAdd)
 		} else if !qp.gather(w, 0, payload) {
-			if qp.path.loopback {
-				d.eng.putBuf(fb)
-			}
-			w.errStatus = WCLocProtErr
-			r.stalled = true
-			qp.advanceCompletions()
+			qp.gatherFailed(w, fb)
 			return
 		}
 		qp.txEnd(&f, fb, payload)
@@ -308,12 +291,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		fb, po := qp.txBegin(&f, true)
 		payload := fb.b[po : po+n]
 		if !qp.gather(w, off, payload) {
-			if qp.path.loopback {
-				d.eng.putBuf(fb)
-			}
-			w.errStatus = WCLocProtErr
-			r.stalled = true
-			qp.advanceCompletions()
+			qp.gatherFailed(w, fb)
 			return
 		}
 		qp.txEnd(&f, fb, payload)
@@ -334,6 +312,18 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	if r.deadline.IsZero() {
 		qp.armTimer()
 	}
+}
+
+// gatherFailed abandons the packet being built for w, whose payload
+// could not be read from its SGEs: w fails with LocProtErr and nothing
+// after it is sent.
+func (qp *QP) gatherFailed(w *sendWQE, fb *frameBuf) {
+	if qp.path.loopback {
+		qp.dev.eng.putBuf(fb)
+	}
+	w.errStatus = WCLocProtErr
+	qp.req.stalled = true
+	qp.advanceCompletions()
 }
 
 // packetBytes estimates the size on the wire of w's next packet, for
@@ -371,48 +361,6 @@ func segmentOpcode(write, imm, first, last bool) proto.Opcode {
 		op += proto.OpRCWriteFirst - proto.OpRCSendFirst
 	}
 	return op
-}
-
-// gather copies len(dst) bytes of w's message at offset off into dst.
-func (qp *QP) gather(w *sendWQE, off int, dst []byte) bool {
-	if w.isInline {
-		copy(dst, w.inline[off:])
-		return true
-	}
-	for i, s := range w.sge {
-		if len(dst) == 0 {
-			break
-		}
-		if off >= int(s.Length) {
-			off -= int(s.Length)
-			continue
-		}
-		n := min(int(s.Length)-off, len(dst))
-		if w.mrs[i].read(s.Addr+uint64(off), dst[:n]) != nil {
-			return false
-		}
-		dst, off = dst[n:], 0
-	}
-	return true
-}
-
-// scatter writes data at offset off of w's local buffers (READ responses).
-func (qp *QP) scatter(sge []SGE, mrs []*MR, off int, data []byte) bool {
-	for i, s := range sge {
-		if len(data) == 0 {
-			break
-		}
-		if off >= int(s.Length) {
-			off -= int(s.Length)
-			continue
-		}
-		n := min(int(s.Length)-off, len(data))
-		if mrs[i].write(s.Addr+uint64(off), data[:n]) != nil {
-			return false
-		}
-		data, off = data[n:], 0
-	}
-	return true
 }
 
 // armTimer starts the local ACK timeout for the oldest outstanding packet,

@@ -58,33 +58,21 @@ type readRes struct {
 	atomicWrite bool   // an ATOMIC WRITE: answered again, never executed twice
 }
 
-// resolveRecv looks up the lkeys of a receive WR: every non-empty SGE
-// must name a live MR of the receive PD with LocalWrite that covers it.
-func (qp *QP) resolveRecv(w *recvWQE) bool {
-	d := qp.dev
-	pd := qp.recvPD()
-	w.mrs = mrSlots(w.mrs, len(w.sge))
-	for i, s := range w.sge {
-		w.mrs[i] = nil
-		if s.Length == 0 {
-			continue
-		}
-		mr := d.lookupMR(s.LKey)
-		if mr == nil || mr.pd != pd || mr.access&AccessLocalWrite == 0 || !mr.contains(s.Addr, uint64(s.Length)) {
-			return false
-		}
-		w.mrs[i] = mr
+// receiving reports whether the QP's state lets it receive (RTR and
+// after, IBA 10.3.1) and counts a packet that arrives in another.
+func (qp *QP) receiving() bool {
+	switch qp.State() {
+	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+		return true
 	}
-	return true
+	qp.dev.ctr.rxWrongState.Add(1)
+	return false
 }
 
 // onRequest handles a request packet (SEND, WRITE, READ request, atomic).
 func (qp *QP) onRequest(pkt *proto.Packet) {
 	d := qp.dev
-	switch qp.State() {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		d.ctr.rxWrongState.Add(1)
+	if !qp.receiving() {
 		return
 	}
 	rs := &qp.resp

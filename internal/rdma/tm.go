@@ -307,8 +307,7 @@ func (s *SRQ) execOp(op *TMOp) WC {
 			if g.Length == 0 {
 				continue
 			}
-			mr := s.dev.lookupMR(g.LKey)
-			if mr == nil || mr.pd != s.pd || mr.access&AccessLocalWrite == 0 || !mr.contains(g.Addr, uint64(g.Length)) {
+			if s.dev.localMR(g.LKey, g.Addr, uint64(g.Length), s.pd, AccessLocalWrite) == nil {
 				return fail(WCLocProtErr)
 			}
 			n += uint64(g.Length)

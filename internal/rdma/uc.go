@@ -64,21 +64,10 @@ func (qp *QP) ucStep(budget int) (progressed, more bool) {
 			w := qp.sqSlot(r.startIdx)
 			r.startIdx++
 			r.reqIdx = r.startIdx
-			if !w.isInline {
-				w.mrs = mrSlots(w.mrs, len(w.sge))
-				for i, s := range w.sge {
-					w.mrs[i] = nil
-					if s.Length == 0 {
-						continue
-					}
-					mr := d.lookupMR(s.LKey)
-					if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) {
-						qp.completeSend(w, WCLocProtErr)
-						qp.enterError()
-						return true, false
-					}
-					w.mrs[i] = mr
-				}
+			if !qp.resolveSend(w, 0) {
+				qp.completeSend(w, WCLocProtErr)
+				qp.enterError()
+				return true, false
 			}
 			npkts := 1
 			if w.length > 0 {
@@ -132,10 +121,7 @@ func (qp *QP) ucStep(budget int) (progressed, more bool) {
 // ucRequest handles a UC packet at the responder.
 func (qp *QP) ucRequest(pkt *proto.Packet) {
 	d := qp.dev
-	switch qp.State() {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		d.ctr.rxWrongState.Add(1)
+	if !qp.receiving() {
 		return
 	}
 	rs := &qp.resp

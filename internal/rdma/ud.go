@@ -126,7 +126,7 @@ func (qp *QP) udSend(w *sendWQE) WCStatus {
 	d := qp.dev
 	e := &d.eng
 	r := &qp.req
-	if !qp.resolveSend(w) {
+	if !qp.resolveSend(w, 0) {
 		return WCLocProtErr
 	}
 	p := &w.ah.path
@@ -264,10 +264,7 @@ func (qp *QP) udPlace(pkt *proto.Packet, payload []byte) {
 // fields; the rest is filled here.
 func (qp *QP) udDeliver(payload, grh []byte, wc WC, solicited bool) {
 	d := qp.dev
-	switch qp.State() {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		d.ctr.rxWrongState.Add(1)
+	if !qp.receiving() {
 		return
 	}
 	w := qp.recvTake()
@@ -279,21 +276,29 @@ func (qp *QP) udDeliver(payload, grh []byte, wc WC, solicited bool) {
 	if grh != nil {
 		wc.WCFlags |= WCGRH
 	}
-	total := GRHSize + len(payload)
-	wc.ByteLen = uint32(total)
-	fatal := false
+	wc.ByteLen = uint32(GRHSize + len(payload))
+	fatal := qp.placeDatagram(w, &wc, grh, GRHSize, payload, &d.ctr.udTooLong)
+	qp.completeRecv(&wc, &d.ctr.udReceived, solicited, fatal)
+}
+
+// placeDatagram writes a datagram (UD or raw packet) into receive WQE w:
+// head at offset 0 when it is not nil, body at bodyOff. A buffer whose
+// SGEs do not resolve or cannot be written sets wc.Status to LocProtErr
+// and reports a fatal error; one too small for the datagram sets
+// LocLenErr, counted in tooLong, and the QP goes on.
+func (qp *QP) placeDatagram(w *recvWQE, wc *WC, head []byte, bodyOff int, body []byte, tooLong *atomic.Uint64) (fatal bool) {
 	switch {
 	case !qp.resolveRecv(w):
-		wc.Status, fatal = WCLocProtErr, true
-	case uint64(total) > w.length:
+		wc.Status = WCLocProtErr
+		return true
+	case uint64(bodyOff+len(body)) > w.length:
 		wc.Status = WCLocLenErr
-		d.ctr.udTooLong.Add(1)
-	default:
-		if (grh != nil && !qp.scatter(w.sge, w.mrs, 0, grh)) || !qp.scatter(w.sge, w.mrs, GRHSize, payload) {
-			wc.Status, fatal = WCLocProtErr, true
-		}
+		tooLong.Add(1)
+	case (head != nil && !qp.scatter(w.sge, w.mrs, 0, head)) || !qp.scatter(w.sge, w.mrs, bodyOff, body):
+		wc.Status = WCLocProtErr
+		return true
 	}
-	qp.completeRecv(&wc, &d.ctr.udReceived, solicited, fatal)
+	return false
 }
 
 // completeRecv ends a datagram receive (UD or raw packet): the receive
