@@ -70,13 +70,14 @@ const (
 )
 
 // Tag-matching completion opcodes and flags (enum ibv_wc_opcode,
-// enum ibv_wc_flags).
+// enum ibv_wc_flags). An opcode's line comment is the text String
+// returns, libibverbs' name without IBV_WC_.
 const (
-	WCTMAdd   WCOpcode = 130 // IBV_WC_TM_ADD
-	WCTMDel   WCOpcode = 131 // IBV_WC_TM_DEL
-	WCTMSync  WCOpcode = 132 // IBV_WC_TM_SYNC
-	WCTMRecv  WCOpcode = 133 // IBV_WC_TM_RECV
-	WCTMNoTag WCOpcode = 134 // IBV_WC_TM_NO_TAG
+	WCTMAdd   WCOpcode = 130 // TM_ADD
+	WCTMDel   WCOpcode = 131 // TM_DEL
+	WCTMSync  WCOpcode = 132 // TM_SYNC
+	WCTMRecv  WCOpcode = 133 // TM_RECV
+	WCTMNoTag WCOpcode = 134 // TM_NO_TAG
 
 	WCTMSyncReq   WCFlags = 1 << 4 // IBV_WC_TM_SYNC_REQ
 	WCTMMatch     WCFlags = 1 << 5 // IBV_WC_TM_MATCH
