@@ -63,7 +63,7 @@ func (qp *QP) completeSend(w *sendWQE, status WCStatus) {
 	var wc WC
 	if signaled {
 		wc = WC{
-			WRID: w.wrID, Status: status, Opcode: wcOpcode(w.opcode), ByteLen: w.length,
+			WRID: w.wrID, Status: status, Opcode: wrInfo(w.opcode).wc, ByteLen: w.length,
 			QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum,
 		}
 	}
@@ -103,26 +103,6 @@ func (qp *QP) completeSend(w *sendWQE, status WCStatus) {
 // testHookSendCompleted, set only by tests, runs on the engine goroutine
 // right after a send completion became visible.
 var testHookSendCompleted atomic.Pointer[func(*QP)]
-
-func wcOpcode(op WROpcode) WCOpcode {
-	switch op {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
-		return WCRDMAWrite
-	case WRRDMARead:
-		return WCRDMARead
-	case WRAtomicCmpAndSwp:
-		return WCCompSwap
-	case WRAtomicFetchAndAdd:
-		return WCFetchAdd
-	case WRBindMW:
-		return WCBindMW
-	case WRLocalInv:
-		return WCLocalInv
-	case WRAtomicWrite:
-		return WCAtomicWrite
-	}
-	return WCSend
-}
 
 // onResponse handles an ACK, NAK or READ response for this QP's requester.
 func (qp *QP) onResponse(pkt *proto.Packet) {

@@ -129,20 +129,13 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 		}
 		return qp.checkUDSendWR(wr, length)
 	}
-	if qp.init.QPType == QPTypeUC {
-		if err := checkUCSendWR(wr); err != nil {
-			return err
-		}
+	if err := qp.checkOpcode(wr.Opcode); err != nil {
+		return err
 	}
-	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd,
-		WRSendWithInv, WRAtomicWrite:
-	case WRLocalInv, WRBindMW:
+	if wrInfo(wr.Opcode).local {
 		// Executed by the requester in order (mw.go); the operands are
 		// checked then and a bad one completes the WR with an error.
 		return nil
-	default:
-		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrInvalid)
 	}
 	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)

@@ -57,8 +57,8 @@ var rawTransitions = func() (t transitions) {
 // checkRawSendWR checks a raw QP's send WR at post: a SEND of one frame,
 // EthHeaderLen to MaxRawFrame bytes.
 func (qp *QP) checkRawSendWR(wr *SendWR) error {
-	if wr.Opcode != WRSend {
-		return fmt.Errorf("opcode %v on raw packet QP %#x (only SEND): %w", wr.Opcode, qp.qpn, ErrInvalid)
+	if err := qp.checkOpcode(wr.Opcode); err != nil {
+		return err
 	}
 	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)

@@ -1,10 +1,6 @@
 package rdma
 
-import (
-	"fmt"
-
-	"github.com/PacketFive/hinic/internal/proto"
-)
+import "github.com/PacketFive/hinic/internal/proto"
 
 // Unreliable connection (UC) service (IBA 9.7 without acknowledgements):
 // a UC QP is connected to one remote QP like RC and sends SEND and RDMA
@@ -37,15 +33,6 @@ var ucTransitions = func() (t transitions) {
 	t[QPStateSQE][QPStateRTS] = transition{valid: true, opt: QPAttrCurState | QPAttrAccessFlags}
 	return t
 }()
-
-// checkUCSendWR checks a UC work request at post time.
-func checkUCSendWR(wr *SendWR) error {
-	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
-		return nil
-	}
-	return fmt.Errorf("opcode %v on a UC QP (SEND and RDMA WRITE, with or without immediate): %w", wr.Opcode, ErrInvalid)
-}
 
 // ucStep sends up to budget packets of the send queue: the WQE at the
 // head is in progress while compIdx != startIdx.

@@ -71,8 +71,8 @@ func (d *Device) mcastPath(ah *AHAttr, sgid [16]byte) txPath {
 
 // checkUDSendWR checks a UD work request at post time.
 func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
-	if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
-		return fmt.Errorf("opcode %v on a UD QP (SEND and SEND_WITH_IMM only): %w", wr.Opcode, ErrInvalid)
+	if err := qp.checkOpcode(wr.Opcode); err != nil {
+		return err
 	}
 	ah := wr.AH
 	if ah == nil || ah.dead.Load() {
