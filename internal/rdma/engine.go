@@ -671,7 +671,7 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 			}
 			d.ctr.rxPackets.Add(1)
 			d.ctr.rxBytes.Add(uint64(len(frame)))
-			qp.ucRequest(pkt)
+			qp.onRequest(pkt)
 		} else if qp == nil {
 			d.ctr.rxUnknownQP.Add(1)
 		} else {

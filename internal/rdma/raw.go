@@ -55,18 +55,9 @@ var rawTransitions = func() (t transitions) {
 }()
 
 // checkRawSendWR checks a raw QP's send WR at post: a SEND of one frame,
-// EthHeaderLen to MaxRawFrame bytes.
-func (qp *QP) checkRawSendWR(wr *SendWR) error {
-	if err := qp.checkOpcode(wr.Opcode); err != nil {
-		return err
-	}
-	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
-		return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
-	}
-	var length uint64
-	for _, s := range wr.SGList {
-		length += uint64(s.Length)
-	}
+// EthHeaderLen to MaxRawFrame bytes (checkSendWR has checked the
+// opcode and the SGE count).
+func (qp *QP) checkRawSendWR(wr *SendWR, length uint64) error {
 	if length < EthHeaderLen || length > MaxRawFrame {
 		return fmt.Errorf("frame of %d bytes on raw packet QP %#x, outside %d..%d: %w", length, qp.qpn,
 			EthHeaderLen, MaxRawFrame, ErrInvalid)

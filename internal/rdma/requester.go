@@ -67,15 +67,10 @@ func LocalAckTimeout(timeout uint8) time.Duration {
 	return time.Duration(4096) << (timeout & 31) * time.Nanosecond
 }
 
-// reqStep transmits up to budget packets. progressed reports that it sent
-// something; more that it stopped only because of the budget.
+// reqStep transmits up to budget packets of the send queue, for every
+// QP type (service.go). progressed reports that it sent something; more
+// that it stopped only because of the budget.
 func (qp *QP) reqStep(budget int) (progressed, more bool) {
-	if qp.isUD() || qp.init.QPType == QPTypeRawPacket {
-		return qp.localStep(budget)
-	}
-	if qp.init.QPType == QPTypeUC {
-		return qp.ucStep(budget)
-	}
 	st := qp.State()
 	if st != QPStateRTS && st != QPStateSQD {
 		return false, false
@@ -84,6 +79,7 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 	if r.rnrWait {
 		return false, false
 	}
+	datagram := qp.svc().datagram
 	sent := 0
 	for sent < budget {
 		if r.reqIdx == r.startIdx {
@@ -92,6 +88,19 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 				return sent > 0, false
 			}
 			w := qp.sqSlot(r.startIdx)
+			if datagram {
+				// One packet, complete once on the wire (IBA 10.8.3).
+				r.startIdx++
+				r.reqIdx = r.startIdx
+				status := qp.sendDatagram(w)
+				qp.completeSend(w, status)
+				sent++
+				if status != WCSuccess {
+					qp.enterError()
+					return true, false
+				}
+				continue
+			}
 			if w.isLocal() {
 				if !qp.execLocal(w) {
 					return sent > 0, false
@@ -210,10 +219,12 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 }
 
 // sendRequest transmits the packet of w at w.nextPSN: one READ request
-// (covering the rest of the READ) or one SEND/WRITE segment.
+// (covering the rest of the READ), one atomic, or one SEND/WRITE segment
+// (RC, XRC or UC).
 func (qp *QP) sendRequest(w *sendWQE) {
 	r := &qp.req
 	d := qp.dev
+	svc := qp.svc()
 	psn := w.nextPSN
 	retrans := psn.Before(r.sqPSN)
 	f := qp.path.f
@@ -263,10 +274,9 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	} else {
 		n := min(qp.pmtu, int(w.length)-off)
 		first, last := idx == 0, psn == w.lastPSN
-		write := w.opcode == WRRDMAWrite || w.opcode == WRRDMAWriteWithImm
-		imm := w.opcode == WRSendWithImm || w.opcode == WRRDMAWriteWithImm
-		f.BTH.Opcode = segmentOpcode(write, imm, first, last)
-		if w.opcode == WRSendWithInv && last {
+		op := wrInfo(w.opcode)
+		f.BTH.Opcode = segmentOpcode(op.write, op.imm, first, last) + svc.opBase
+		if op.inv && last {
 			// SEND_LAST/ONLY_WITH_INVALIDATE carry the IETH (IBA 9.3.8).
 			f.BTH.Opcode = proto.OpRCSendLastInvalidate
 			if first {
@@ -274,7 +284,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 			}
 			f.InvalidateRKey = w.imm
 		}
-		if write && first {
+		if op.write && first {
 			f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: w.length}
 		}
 		if last {
@@ -283,8 +293,10 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		}
 		r.noAckPkts++
 		// Ask for an ACK at the end of each message, every ackReqInterval
-		// packets, and when the window is about to close.
-		if last || r.forceAck || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1 {
+		// packets, and when the window is about to close. Nothing
+		// acknowledges UC.
+		if svc.reliable &&
+			(last || r.forceAck || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1) {
 			f.BTH.AckReq = true
 			r.noAckPkts = 0
 		}
@@ -308,6 +320,15 @@ func (qp *QP) sendRequest(w *sendWQE) {
 			nw := qp.sqSlot(r.reqIdx)
 			nw.nextPSN = nw.firstPSN
 		}
+	}
+	if !svc.reliable {
+		// UC: nothing is outstanding once sent, and a WQE completes
+		// with its last packet.
+		r.una = r.sqPSN
+		if w.nextPSN == w.lastPSN.Next() {
+			qp.completeSend(w, WCSuccess)
+		}
+		return
 	}
 	if r.deadline.IsZero() {
 		qp.armTimer()

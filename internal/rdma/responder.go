@@ -78,6 +78,12 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 	rs := &qp.resp
 	bth := pkt.BTH
 	psn := bth.PSN()
+	if !qp.svc().reliable {
+		if qp.ucSequence(pkt, psn) {
+			qp.execute(pkt, psn)
+		}
+		return
+	}
 	switch diff := psn.Diff(rs.ePSN); {
 	case diff > 0:
 		// Out of sequence (IBA 9.7.5): NAK once per gap, drop the
@@ -96,7 +102,13 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 	if qp.isXRCTgt() && !qp.xrcSelect(pkt, psn) {
 		return
 	}
-	info := bth.Opcode().Info()
+	qp.execute(pkt, psn)
+}
+
+// execute carries out an in-sequence request, by kind.
+func (qp *QP) execute(pkt *proto.Packet, psn proto.PSN) {
+	d := qp.dev
+	info := pkt.BTH.Opcode().Info()
 	switch info.Kind {
 	case proto.KindSend:
 		qp.respSend(pkt, psn, info)
@@ -297,7 +309,7 @@ func (qp *QP) accepted(psn proto.PSN, npkts int, ackReq bool) {
 	rs := &qp.resp
 	rs.ePSN = psn.Add(npkts)
 	rs.nakSent = false
-	if ackReq {
+	if ackReq && qp.svc().reliable {
 		rs.ackPending, rs.ackPSN = true, psn.Add(npkts-1)
 		qp.dev.eng.queueAck(qp)
 	}
@@ -312,7 +324,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 	}
 	payload := pkt.Payload
 	tms := qp.rsrq()
-	if tms != nil && tms.tm == nil {
+	if tms != nil && (tms.tm == nil || !qp.svc().reliable) {
 		tms = nil
 	}
 	if pos == proto.PosFirst || pos == proto.PosOnly {
@@ -328,6 +340,10 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 			}
 		} else {
 			w = qp.recvTake()
+		}
+		if w == nil && !qp.svc().reliable {
+			d.ctr.ucDropped.Add(1) // no RNR on UC: the message is lost
+			return
 		}
 		if w == nil {
 			// Receiver not ready (IBA 9.7.5): NAK with our
@@ -440,7 +456,7 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		return
 	}
 	withImm := pkt.ImmDt != nil
-	if withImm && !qp.recvAvailable() {
+	if withImm && !qp.recvAvailable() && qp.svc().reliable {
 		if pos == proto.PosOnly {
 			// The retry comes as the same ONLY packet: the WRITE has
 			// not started (a LAST retry continues the one in progress).
@@ -463,11 +479,16 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		rs.wMR = nil
 		rs.msn++
 		if withImm {
-			w := qp.recvTake()
-			wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
-				WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-			qp.recvDone()
-			qp.rcq().push(&wc, pkt.BTH.SE())
+			if w := qp.recvTake(); w == nil {
+				// UC only (RC checked recvAvailable): the data is
+				// placed, the completion is lost.
+				d.ctr.ucDropped.Add(1)
+			} else {
+				wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
+					WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+				qp.recvDone()
+				qp.rcq().push(&wc, pkt.BTH.SE())
+			}
 		}
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
@@ -659,6 +680,10 @@ func (qp *QP) sendNAKSyndrome(psn proto.PSN, syndrome uint8) {
 func (qp *QP) respFatal(psn proto.PSN, nakCode uint8, recvStatus WCStatus) {
 	d := qp.dev
 	rs := &qp.resp
+	if !qp.svc().reliable {
+		qp.ucError(recvStatus)
+		return
+	}
 	qp.sendNAK(psn, nakCode)
 	d.ctr.errNAKsSent.Add(1)
 	if rs.op == respSend && qp.recvHeld() {

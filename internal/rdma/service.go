@@ -86,6 +86,10 @@ type service struct {
 	transport           proto.Transport
 	requests, responses bool
 
+	// windows: requests may name a memory window's R_Key (RC, XRC;
+	// UC's responder checks MR keys only, docs/rdma-engine.md).
+	windows bool
+
 	transitions *transitions // its column of ib_modify_qp_is_ok's table
 }
 
@@ -102,7 +106,7 @@ var (
 // list.
 var services = [QPTypeXRCTgt + 1]service{
 	QPTypeRC: {posts: rcPosts, reliable: true, transport: proto.TransportRC, requests: true, responses: true,
-		transitions: &rcTransitions},
+		windows: true, transitions: &rcTransitions},
 	QPTypeUC: {
 		posts:     wrSet(WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm),
 		postsText: "on a UC QP (SEND and RDMA WRITE, with or without immediate)",
@@ -116,8 +120,9 @@ var services = [QPTypeXRCTgt + 1]service{
 	QPTypeRawPacket: {posts: wrSet(WRSend), postsText: "on a raw packet QP (only SEND)", datagram: true,
 		transitions: &rawTransitions},
 	QPTypeXRCIni: {posts: rcPosts, reliable: true, transport: proto.TransportXRC, responses: true,
-		transitions: &xrcIniTransitions},
-	QPTypeXRCTgt: {transport: proto.TransportXRC, requests: true, transitions: &xrcTgtTransitions},
+		windows: true, transitions: &xrcIniTransitions},
+	QPTypeXRCTgt: {reliable: true, transport: proto.TransportXRC, requests: true, windows: true,
+		transitions: &xrcTgtTransitions},
 }
 
 func withTransitions(s service, t *transitions) service {

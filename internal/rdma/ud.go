@@ -69,10 +69,11 @@ func (d *Device) mcastPath(ah *AHAttr, sgid [16]byte) txPath {
 	return p
 }
 
-// checkUDSendWR checks a UD work request at post time.
+// checkUDSendWR checks a UD work request at post time (checkSendWR has
+// checked the opcode and the SGE count).
 func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
-	if err := qp.checkOpcode(wr.Opcode); err != nil {
-		return err
+	if wr.SendFlags&SendInline != 0 && length > uint64(qp.init.Cap.MaxInlineData) {
+		return fmt.Errorf("%d bytes of inline data, QP %#x allows %d: %w", length, qp.qpn, qp.init.Cap.MaxInlineData, ErrInvalid)
 	}
 	ah := wr.AH
 	if ah == nil || ah.dead.Load() {
@@ -90,35 +91,14 @@ func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
 	return nil
 }
 
-// localStep sends up to budget datagrams, or a raw packet QP's frames;
-// each completes as soon as it is on the wire (IBA 10.8.3: UD sends
-// complete locally).
-func (qp *QP) localStep(budget int) (progressed, more bool) {
-	st := qp.State()
-	if st != QPStateRTS && st != QPStateSQD {
-		return false, false
+// sendDatagram transmits the WQE of a datagram service (a UD or
+// special QP's datagram, a raw packet QP's frame) and returns its
+// completion status.
+func (qp *QP) sendDatagram(w *sendWQE) WCStatus {
+	if qp.init.QPType == QPTypeRawPacket {
+		return qp.rawSend(w)
 	}
-	r := &qp.req
-	for sent := 0; sent < budget; sent++ {
-		if st == QPStateSQD || r.startIdx == qp.sqProd.Load() {
-			return sent > 0, false
-		}
-		w := qp.sqSlot(r.startIdx)
-		r.startIdx++
-		r.reqIdx = r.startIdx
-		var status WCStatus
-		if qp.init.QPType == QPTypeRawPacket {
-			status = qp.rawSend(w)
-		} else {
-			status = qp.udSend(w)
-		}
-		qp.completeSend(w, status)
-		if status != WCSuccess {
-			qp.enterError()
-			return true, false
-		}
-	}
-	return true, true
+	return qp.udSend(w)
 }
 
 // udSend transmits one datagram; it returns the completion status.
