@@ -40,10 +40,13 @@
 // responder (responder.go, rxe_resp.c) executes requests and answers
 // them, and the completer (completer.go, rxe_comp.c) handles
 // acknowledgements and READ and atomic responses and retires send WQEs.
+// Every QP type (RC, UC, UD, XRC, the special QPs, raw packet) goes
+// through the same three, led by the per-type and per-opcode tables of
+// service.go; sge.go resolves every work request's SGEs.
 //
 // # Files over 800 lines
 //
-// engine.go (824 lines) holds the engine loop and its queues: the
+// engine.go (803 lines) holds the engine loop and its queues: the
 // goroutine that owns every QP's transport state, kept in one file so
 // that the single-owner invariant can be read in one place.
 //
