@@ -11,6 +11,7 @@
 #   make release-check  goreleaser check, with goreleaser installed in .cache/bin
 #   make docs-img       redraw the docs' pictures (docs/img) with hinic deploy graph
 #   make abi            regenerate the Go mirrors of kernel/hicain_abi.h and higpu_abi.h (cgo -godefs)
+#   make strings        regenerate the engine's enum String methods (stringer, a tool in go.mod)
 #   make build | clean | deps
 
 SHELL := bash
@@ -40,7 +41,7 @@ GORELEASER_VERSION := v2.15.1
 GORELEASER_DIR := $(CURDIR)/.cache/bin
 GORELEASER := $(GORELEASER_DIR)/goreleaser
 
-.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz docs-img abi
+.PHONY: build test lint bench demo e2e release-check clean deps check-go fuzz docs-img abi strings
 
 check-go:
 	@if ! command -v "$(GO)" >/dev/null 2>&1; then \
@@ -69,6 +70,12 @@ docs-img: check-go
 # TestABIGenerated checks that the committed zabi.go files are current.
 abi: check-go
 	$(GO) generate ./internal/device ./internal/gpu
+
+# The engine's enum String methods (internal/rdma/zstring.go), made by
+# stringer (the tool directive of go.mod), whose TestStringerGenerated
+# checks that the committed file is current.
+strings: check-go
+	$(GO) generate ./internal/rdma
 
 build: check-go
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hinic

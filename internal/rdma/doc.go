@@ -33,13 +33,22 @@
 // import internal/fabric or internal/device: the device backend depends
 // on it, never the reverse, and the fabric meets it only at the Port.
 //
+// # Layout
+//
+// The transport is split as Linux rxe splits it: the requester
+// (requester.go, rxe_req.c) turns send WQEs into request packets, the
+// responder (responder.go, rxe_resp.c) executes requests and answers
+// them, and the completer (completer.go, rxe_comp.c) handles
+// acknowledgements and READ and atomic responses and retires send WQEs.
+// Every QP type (RC, UC, UD, XRC, the special QPs, raw packet) goes
+// through the same three, led by the per-type and per-opcode tables of
+// service.go; sge.go resolves every work request's SGEs.
+//
 // # Files over 800 lines
 //
-// requester.go (995 lines) holds the requester and, still, the
-// completer (ACK, NAK and READ response handling, completions); engine.go
-// (813) the engine loop and its queues. The rxe split of issue 22 item 6
-// moves the completer into its own file, as rxe_comp.c is, and brings
-// both under 800; until then they stay whole rather than split twice.
+// engine.go (803 lines) holds the engine loop and its queues: the
+// goroutine that owns every QP's transport state, kept in one file so
+// that the single-owner invariant can be read in one place.
 //
 // docs/rdma-engine.md describes the engine in full: what is implemented,
 // defaults and limits, counters, and what is still to come.

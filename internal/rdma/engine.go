@@ -664,14 +664,14 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		}
 		return false
 	case tr == proto.TransportUC && !mcast:
-		if qp := e.qps[bth.DestQP()]; qp != nil && qp.init.QPType == QPTypeUC {
+		if qp := e.qps[bth.DestQP()]; qp != nil && qp.takes(op) {
 			if !qp.fromPeer(pkt) {
 				d.ctr.rxAddrMismatch.Add(1)
 				return false
 			}
 			d.ctr.rxPackets.Add(1)
 			d.ctr.rxBytes.Add(uint64(len(frame)))
-			qp.ucRequest(pkt)
+			qp.onRequest(pkt)
 		} else if qp == nil {
 			d.ctr.rxUnknownQP.Add(1)
 		} else {
@@ -735,27 +735,6 @@ func (e *engine) dispatch(b *frameBuf, pkt *proto.Packet, frame []byte, mcast bo
 		qp.onResponse(pkt)
 	default:
 		d.ctr.rxUnsupported.Add(1)
-	}
-	return false
-}
-
-// takes reports whether an RC or XRC packet with opcode op is for a QP
-// of this type: RC packets for an RC QP; XRC requests for an XRC target
-// and XRC responses for an XRC initiator (IBA 9.8: each side of XRC is
-// half a connection).
-func (qp *QP) takes(op proto.Opcode) bool {
-	switch qp.init.QPType {
-	case QPTypeRC:
-		return op.Transport() == proto.TransportRC
-	case QPTypeXRCTgt, QPTypeXRCIni:
-		if op.Transport() != proto.TransportXRC {
-			return false
-		}
-		switch op.Info().Kind {
-		case proto.KindSend, proto.KindWrite, proto.KindReadRequest, proto.KindAtomic:
-			return qp.init.QPType == QPTypeXRCTgt
-		}
-		return qp.init.QPType == QPTypeXRCIni
 	}
 	return false
 }

@@ -1,41 +1,22 @@
 package rdma
 
-import "strconv"
-
 // AsyncEventType is the kind of an asynchronous event (enum
 // ibv_event_type; the values are libibverbs').
 type AsyncEventType uint32
 
-// Asynchronous events the engine raises.
+// Asynchronous events the engine raises. The line comments are the texts
+// String returns (stringer -linecomment): libibverbs' names without
+// IBV_EVENT_.
 const (
-	EventCQErr            AsyncEventType = 0  // IBV_EVENT_CQ_ERR: a completion was lost (CQ overrun)
-	EventQPFatal          AsyncEventType = 1  // IBV_EVENT_QP_FATAL
-	EventSQDrained        AsyncEventType = 5  // IBV_EVENT_SQ_DRAINED
-	EventPortActive       AsyncEventType = 9  // IBV_EVENT_PORT_ACTIVE
-	EventPortErr          AsyncEventType = 10 // IBV_EVENT_PORT_ERR
-	EventSRQLimitReached  AsyncEventType = 15 // IBV_EVENT_SRQ_LIMIT_REACHED
-	EventQPLastWQEReached AsyncEventType = 16 // IBV_EVENT_QP_LAST_WQE_REACHED
+	// EventCQErr: a completion was lost (CQ overrun).
+	EventCQErr            AsyncEventType = 0  // CQ_ERR
+	EventQPFatal          AsyncEventType = 1  // QP_FATAL
+	EventSQDrained        AsyncEventType = 5  // SQ_DRAINED
+	EventPortActive       AsyncEventType = 9  // PORT_ACTIVE
+	EventPortErr          AsyncEventType = 10 // PORT_ERR
+	EventSRQLimitReached  AsyncEventType = 15 // SRQ_LIMIT_REACHED
+	EventQPLastWQEReached AsyncEventType = 16 // QP_LAST_WQE_REACHED
 )
-
-func (t AsyncEventType) String() string {
-	switch t {
-	case EventCQErr:
-		return "CQ_ERR"
-	case EventQPFatal:
-		return "QP_FATAL"
-	case EventSQDrained:
-		return "SQ_DRAINED"
-	case EventPortActive:
-		return "PORT_ACTIVE"
-	case EventPortErr:
-		return "PORT_ERR"
-	case EventSRQLimitReached:
-		return "SRQ_LIMIT_REACHED"
-	case EventQPLastWQEReached:
-		return "QP_LAST_WQE_REACHED"
-	}
-	return "AsyncEventType(" + strconv.Itoa(int(t)) + ")"
-}
 
 // AsyncEvent is one asynchronous event (struct ibv_async_event): the
 // element it concerns is set according to Type.

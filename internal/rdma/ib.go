@@ -34,15 +34,15 @@ const (
 const (
 	// EventLIDChange is IBV_EVENT_LID_CHANGE: the SM gave the port a
 	// new LID.
-	EventLIDChange AsyncEventType = 11
+	EventLIDChange AsyncEventType = 11 // LID_CHANGE
 	// EventSMChange is IBV_EVENT_SM_CHANGE: another SM (a new master
 	// SM LID) now manages the port.
-	EventSMChange AsyncEventType = 13
+	EventSMChange AsyncEventType = 13 // SM_CHANGE
 	// EventClientReregister is IBV_EVENT_CLIENT_REREGISTER: the SM set
 	// PortInfo.ClientReregister, asking the port's SA clients to
 	// register again (multicast joins, event subscriptions), as a new
 	// master does after its first sweep.
-	EventClientReregister AsyncEventType = 17
+	EventClientReregister AsyncEventType = 17 // CLIENT_REREGISTER
 )
 
 // ibPort is the IB state of port 1: PortInfo and the P_Key table. Only

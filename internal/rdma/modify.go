@@ -128,21 +128,7 @@ func (qp *QP) modify(a *QPAttr, mask QPAttrMask) error {
 			return fail("CurQPState %v is not the QP's state %v", a.CurQPState, cur)
 		}
 	}
-	tr := rcTransitions[cur][next]
-	switch {
-	case qp.init.QPType == QPTypeSMI || qp.init.QPType == QPTypeGSI:
-		tr = specialTransitions[cur][next]
-	case qp.isUD():
-		tr = udTransitions[cur][next]
-	case qp.init.QPType == QPTypeUC:
-		tr = ucTransitions[cur][next]
-	case qp.init.QPType == QPTypeXRCIni:
-		tr = xrcIniTransitions[cur][next]
-	case qp.init.QPType == QPTypeXRCTgt:
-		tr = xrcTgtTransitions[cur][next]
-	case qp.init.QPType == QPTypeRawPacket:
-		tr = rawTransitions[cur][next]
-	}
+	tr := qp.svc().transitions[cur][next]
 	if !tr.valid {
 		return fail("illegal state transition")
 	}

@@ -145,16 +145,13 @@ func (d *Device) lookupMW(key uint32) *MW {
 // 10.6.7.2 and 9.7.5.1.3): an MR's key must name a live region of the
 // QP's PD; a window's key must be its current R_Key, the window bound (to
 // this QP for type 2) and of the QP's PD. The region or window must grant
-// need and hold [va, va+n). It returns the MR to access, or nil.
+// need and hold [va, va+n). A QP whose service takes no windows (UC)
+// reads every key as an MR's. It returns the MR to access, or nil.
 func (qp *QP) remoteMR(rkey uint32, va, n uint64, need Access) *MR {
 	d := qp.dev
 	pd := qp.respPD() // an XRC target's is its SRQ's
-	if rkey&mwKeyBit == 0 {
-		mr := d.lookupMR(rkey)
-		if mr == nil || mr.pd != pd || mr.access&need == 0 || !mr.contains(va, n) {
-			return nil
-		}
-		return mr
+	if rkey&mwKeyBit == 0 || !qp.svc().windows {
+		return d.localMR(rkey, va, n, pd, need)
 	}
 	mw := d.lookupMW(rkey)
 	if mw == nil || mw.pd != pd {

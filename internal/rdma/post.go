@@ -112,37 +112,16 @@ func (qp *QP) PostSend(wrs []SendWR) error {
 	return perr
 }
 
+// checkSendWR checks a send WR at post time: the opcode against the QP
+// type's table (service.go), the SGE count, then what the type needs.
 func (qp *QP) checkSendWR(wr *SendWR) error {
-	if qp.init.QPType == QPTypeRawPacket {
-		return qp.checkRawSendWR(wr)
+	if err := qp.checkOpcode(wr.Opcode); err != nil {
+		return err
 	}
-	if qp.isUD() {
-		if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
-			return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
-		}
-		var length uint64
-		for _, s := range wr.SGList {
-			length += uint64(s.Length)
-		}
-		if wr.SendFlags&SendInline != 0 && length > uint64(qp.init.Cap.MaxInlineData) {
-			return fmt.Errorf("%d bytes of inline data, QP %#x allows %d: %w", length, qp.qpn, qp.init.Cap.MaxInlineData, ErrInvalid)
-		}
-		return qp.checkUDSendWR(wr, length)
-	}
-	if qp.init.QPType == QPTypeUC {
-		if err := checkUCSendWR(wr); err != nil {
-			return err
-		}
-	}
-	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead, WRAtomicCmpAndSwp, WRAtomicFetchAndAdd,
-		WRSendWithInv, WRAtomicWrite:
-	case WRLocalInv, WRBindMW:
+	if wrInfo(wr.Opcode).local {
 		// Executed by the requester in order (mw.go); the operands are
 		// checked then and a bad one completes the WR with an error.
 		return nil
-	default:
-		return fmt.Errorf("opcode %v: %w", wr.Opcode, ErrInvalid)
 	}
 	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
 		return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
@@ -150,6 +129,12 @@ func (qp *QP) checkSendWR(wr *SendWR) error {
 	var length uint64
 	for _, s := range wr.SGList {
 		length += uint64(s.Length)
+	}
+	switch {
+	case qp.init.QPType == QPTypeRawPacket:
+		return qp.checkRawSendWR(wr, length)
+	case qp.isUD():
+		return qp.checkUDSendWR(wr, length)
 	}
 	if length > MaxMsgSize {
 		return fmt.Errorf("message of %d bytes exceeds %d: %w", length, MaxMsgSize, ErrInvalid)

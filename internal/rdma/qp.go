@@ -178,7 +178,7 @@ func (w *sendWQE) isRead() bool { return w.opcode == WRRDMARead }
 
 // isLocal reports whether w is a local operation (BIND_MW, LOCAL_INV):
 // it sends nothing and has no PSN.
-func (w *sendWQE) isLocal() bool { return w.opcode == WRBindMW || w.opcode == WRLocalInv }
+func (w *sendWQE) isLocal() bool { return wrInfo(w.opcode).local }
 
 func (w *sendWQE) isAtomic() bool {
 	return w.opcode == WRAtomicCmpAndSwp || w.opcode == WRAtomicFetchAndAdd
@@ -189,7 +189,7 @@ func (w *sendWQE) isAtomic() bool {
 // without data) rather than a plain ACK: such
 // requests count against max_rd_atomic and are reissued when an ACK shows
 // their responses were lost (IBA 9.7.4.1).
-func (w *sendWQE) hasResponse() bool { return w.isRead() || w.isAtomic() || w.opcode == WRAtomicWrite }
+func (w *sendWQE) hasResponse() bool { return wrInfo(w.opcode).response }
 
 // recvWQE is one receive-queue slot; same ownership rule as sendWQE.
 type recvWQE struct {

@@ -55,18 +55,9 @@ var rawTransitions = func() (t transitions) {
 }()
 
 // checkRawSendWR checks a raw QP's send WR at post: a SEND of one frame,
-// EthHeaderLen to MaxRawFrame bytes.
-func (qp *QP) checkRawSendWR(wr *SendWR) error {
-	if wr.Opcode != WRSend {
-		return fmt.Errorf("opcode %v on raw packet QP %#x (only SEND): %w", wr.Opcode, qp.qpn, ErrInvalid)
-	}
-	if len(wr.SGList) > qp.init.Cap.MaxSendSGE {
-		return fmt.Errorf("%d SGEs, QP %#x allows %d: %w", len(wr.SGList), qp.qpn, qp.init.Cap.MaxSendSGE, ErrInvalid)
-	}
-	var length uint64
-	for _, s := range wr.SGList {
-		length += uint64(s.Length)
-	}
+// EthHeaderLen to MaxRawFrame bytes (checkSendWR has checked the
+// opcode and the SGE count).
+func (qp *QP) checkRawSendWR(wr *SendWR, length uint64) error {
 	if length < EthHeaderLen || length > MaxRawFrame {
 		return fmt.Errorf("frame of %d bytes on raw packet QP %#x, outside %d..%d: %w", length, qp.qpn,
 			EthHeaderLen, MaxRawFrame, ErrInvalid)
@@ -77,34 +68,13 @@ func (qp *QP) checkRawSendWR(wr *SendWR) error {
 	return nil
 }
 
-// resolveSend finds the MR of each SGE of w, of the QP's PD and holding
-// the SGE's range; false if one does not (LocProtErr).
-func (qp *QP) resolveSend(w *sendWQE) bool {
-	if w.isInline {
-		return true
-	}
-	w.mrs = mrSlots(w.mrs, len(w.sge))
-	for i, s := range w.sge {
-		w.mrs[i] = nil
-		if s.Length == 0 {
-			continue
-		}
-		mr := qp.dev.lookupMR(s.LKey)
-		if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) {
-			return false
-		}
-		w.mrs[i] = mr
-	}
-	return true
-}
-
 // rawSend gathers one frame and sends it: to a raw QP of this device
 // when a flow matches it, else to the port. It returns the completion
 // status.
 func (qp *QP) rawSend(w *sendWQE) WCStatus {
 	d := qp.dev
 	e := &d.eng
-	if !qp.resolveSend(w) {
+	if !qp.resolveSend(w, 0) {
 		return WCLocProtErr
 	}
 	frame := e.tx.b[:w.length]
@@ -168,16 +138,7 @@ func (qp *QP) rawDeliver(frame []byte) {
 		return
 	}
 	wc := WC{WRID: w.wrID, Opcode: WCRecv, QPNum: qp.qpn, SrcQP: qp.qpn, ByteLen: uint32(len(frame))}
-	fatal := false
-	switch {
-	case !qp.resolveRecv(w):
-		wc.Status, fatal = WCLocProtErr, true
-	case uint64(len(frame)) > w.length:
-		wc.Status = WCLocLenErr
-		d.ctr.rawTooLong.Add(1)
-	case !qp.scatter(w.sge, w.mrs, 0, frame):
-		wc.Status, fatal = WCLocProtErr, true
-	}
+	fatal := qp.placeDatagram(w, &wc, nil, 0, frame, &d.ctr.rawTooLong)
 	qp.completeRecv(&wc, &d.ctr.rawReceived, false, fatal)
 }
 

@@ -2,7 +2,6 @@ package rdma
 
 import (
 	"encoding/binary"
-	"sync/atomic"
 	"time"
 
 	"github.com/PacketFive/hinic/internal/clock"
@@ -68,15 +67,10 @@ func LocalAckTimeout(timeout uint8) time.Duration {
 	return time.Duration(4096) << (timeout & 31) * time.Nanosecond
 }
 
-// reqStep transmits up to budget packets. progressed reports that it sent
-// something; more that it stopped only because of the budget.
+// reqStep transmits up to budget packets of the send queue, for every
+// QP type (service.go). progressed reports that it sent something; more
+// that it stopped only because of the budget.
 func (qp *QP) reqStep(budget int) (progressed, more bool) {
-	if qp.isUD() || qp.init.QPType == QPTypeRawPacket {
-		return qp.localStep(budget)
-	}
-	if qp.init.QPType == QPTypeUC {
-		return qp.ucStep(budget)
-	}
 	st := qp.State()
 	if st != QPStateRTS && st != QPStateSQD {
 		return false, false
@@ -85,6 +79,7 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 	if r.rnrWait {
 		return false, false
 	}
+	datagram := qp.svc().datagram
 	sent := 0
 	for sent < budget {
 		if r.reqIdx == r.startIdx {
@@ -93,6 +88,19 @@ func (qp *QP) reqStep(budget int) (progressed, more bool) {
 				return sent > 0, false
 			}
 			w := qp.sqSlot(r.startIdx)
+			if datagram {
+				// One packet, complete once on the wire (IBA 10.8.3).
+				r.startIdx++
+				r.reqIdx = r.startIdx
+				status := qp.sendDatagram(w)
+				qp.completeSend(w, status)
+				sent++
+				if status != WCSuccess {
+					qp.enterError()
+					return true, false
+				}
+				continue
+			}
 			if w.isLocal() {
 				if !qp.execLocal(w) {
 					return sent > 0, false
@@ -183,26 +191,14 @@ func (qp *QP) canStart(w *sendWQE) bool {
 // transmitted.
 func (qp *QP) startWQE(w *sendWQE) bool {
 	r := &qp.req
-	d := qp.dev
 	r.startIdx++
 	w.errStatus = WCSuccess
-	if !w.isInline {
-		w.mrs = mrSlots(w.mrs, len(w.sge))
-		for i, s := range w.sge {
-			w.mrs[i] = nil
-			if s.Length == 0 {
-				continue
-			}
-			mr := d.lookupMR(s.LKey)
-			if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) ||
-				(w.hasResponse() && w.opcode != WRAtomicWrite && mr.access&AccessLocalWrite == 0) {
-				w.errStatus = WCLocProtErr
-				break
-			}
-			w.mrs[i] = mr
-		}
+	need := Access(0)
+	if w.hasResponse() && w.opcode != WRAtomicWrite {
+		need = AccessLocalWrite // the response is written into the SGEs
 	}
-	if w.errStatus != WCSuccess {
+	if !qp.resolveSend(w, need) {
+		w.errStatus = WCLocProtErr
 		r.stalled = true
 		r.reqIdx = r.startIdx
 		qp.advanceCompletions()
@@ -223,10 +219,12 @@ func (qp *QP) startWQE(w *sendWQE) bool {
 }
 
 // sendRequest transmits the packet of w at w.nextPSN: one READ request
-// (covering the rest of the READ) or one SEND/WRITE segment.
+// (covering the rest of the READ), one atomic, or one SEND/WRITE segment
+// (RC, XRC or UC).
 func (qp *QP) sendRequest(w *sendWQE) {
 	r := &qp.req
 	d := qp.dev
+	svc := qp.svc()
 	psn := w.nextPSN
 	retrans := psn.Before(r.sqPSN)
 	f := qp.path.f
@@ -259,12 +257,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		if w.length == 0 {
 			binary.LittleEndian.PutUint64(payload, w.compareAdd)
 		} else if !qp.gather(w, 0, payload) {
-			if qp.path.loopback {
-				d.eng.putBuf(fb)
-			}
-			w.errStatus = WCLocProtErr
-			r.stalled = true
-			qp.advanceCompletions()
+			qp.gatherFailed(w, fb)
 			return
 		}
 		qp.txEnd(&f, fb, payload)
@@ -281,10 +274,9 @@ func (qp *QP) sendRequest(w *sendWQE) {
 	} else {
 		n := min(qp.pmtu, int(w.length)-off)
 		first, last := idx == 0, psn == w.lastPSN
-		write := w.opcode == WRRDMAWrite || w.opcode == WRRDMAWriteWithImm
-		imm := w.opcode == WRSendWithImm || w.opcode == WRRDMAWriteWithImm
-		f.BTH.Opcode = segmentOpcode(write, imm, first, last)
-		if w.opcode == WRSendWithInv && last {
+		op := wrInfo(w.opcode)
+		f.BTH.Opcode = segmentOpcode(op.write, op.imm, first, last) + svc.opBase
+		if op.inv && last {
 			// SEND_LAST/ONLY_WITH_INVALIDATE carry the IETH (IBA 9.3.8).
 			f.BTH.Opcode = proto.OpRCSendLastInvalidate
 			if first {
@@ -292,7 +284,7 @@ func (qp *QP) sendRequest(w *sendWQE) {
 			}
 			f.InvalidateRKey = w.imm
 		}
-		if write && first {
+		if op.write && first {
 			f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: w.length}
 		}
 		if last {
@@ -301,20 +293,17 @@ func (qp *QP) sendRequest(w *sendWQE) {
 		}
 		r.noAckPkts++
 		// Ask for an ACK at the end of each message, every ackReqInterval
-		// packets, and when the window is about to close.
-		if last || r.forceAck || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1 {
+		// packets, and when the window is about to close. Nothing
+		// acknowledges UC.
+		if svc.reliable &&
+			(last || r.forceAck || r.noAckPkts >= ackReqInterval || int(r.sqPSN.Diff(r.una)) >= qp.window()-1) {
 			f.BTH.AckReq = true
 			r.noAckPkts = 0
 		}
 		fb, po := qp.txBegin(&f, true)
 		payload := fb.b[po : po+n]
 		if !qp.gather(w, off, payload) {
-			if qp.path.loopback {
-				d.eng.putBuf(fb)
-			}
-			w.errStatus = WCLocProtErr
-			r.stalled = true
-			qp.advanceCompletions()
+			qp.gatherFailed(w, fb)
 			return
 		}
 		qp.txEnd(&f, fb, payload)
@@ -332,9 +321,30 @@ func (qp *QP) sendRequest(w *sendWQE) {
 			nw.nextPSN = nw.firstPSN
 		}
 	}
+	if !svc.reliable {
+		// UC: nothing is outstanding once sent, and a WQE completes
+		// with its last packet.
+		r.una = r.sqPSN
+		if w.nextPSN == w.lastPSN.Next() {
+			qp.completeSend(w, WCSuccess)
+		}
+		return
+	}
 	if r.deadline.IsZero() {
 		qp.armTimer()
 	}
+}
+
+// gatherFailed abandons the packet being built for w, whose payload
+// could not be read from its SGEs: w fails with LocProtErr and nothing
+// after it is sent.
+func (qp *QP) gatherFailed(w *sendWQE, fb *frameBuf) {
+	if qp.path.loopback {
+		qp.dev.eng.putBuf(fb)
+	}
+	w.errStatus = WCLocProtErr
+	qp.req.stalled = true
+	qp.advanceCompletions()
 }
 
 // packetBytes estimates the size on the wire of w's next packet, for
@@ -372,48 +382,6 @@ func segmentOpcode(write, imm, first, last bool) proto.Opcode {
 		op += proto.OpRCWriteFirst - proto.OpRCSendFirst
 	}
 	return op
-}
-
-// gather copies len(dst) bytes of w's message at offset off into dst.
-func (qp *QP) gather(w *sendWQE, off int, dst []byte) bool {
-	if w.isInline {
-		copy(dst, w.inline[off:])
-		return true
-	}
-	for i, s := range w.sge {
-		if len(dst) == 0 {
-			break
-		}
-		if off >= int(s.Length) {
-			off -= int(s.Length)
-			continue
-		}
-		n := min(int(s.Length)-off, len(dst))
-		if w.mrs[i].read(s.Addr+uint64(off), dst[:n]) != nil {
-			return false
-		}
-		dst, off = dst[n:], 0
-	}
-	return true
-}
-
-// scatter writes data at offset off of w's local buffers (READ responses).
-func (qp *QP) scatter(sge []SGE, mrs []*MR, off int, data []byte) bool {
-	for i, s := range sge {
-		if len(data) == 0 {
-			break
-		}
-		if off >= int(s.Length) {
-			off -= int(s.Length)
-			continue
-		}
-		n := min(int(s.Length)-off, len(data))
-		if mrs[i].write(s.Addr+uint64(off), data[:n]) != nil {
-			return false
-		}
-		data, off = data[n:], 0
-	}
-	return true
 }
 
 // armTimer starts the local ACK timeout for the oldest outstanding packet,
@@ -589,407 +557,4 @@ func (qp *QP) retransmitFrom(psn proto.PSN) {
 		}
 	}
 	qp.restartTimer()
-}
-
-// failHead completes the oldest WQE with status, which moves the QP to ERR.
-func (qp *QP) failHead(status WCStatus) {
-	r := &qp.req
-	if r.compIdx == r.startIdx {
-		qp.enterError()
-		return
-	}
-	qp.sqSlot(r.compIdx).errStatus = status
-	qp.advanceCompletions()
-}
-
-// advanceCompletions completes the WQE at the head if it carries an error
-// status: the QP then goes to ERR, which flushes the rest (IBA 10.8).
-func (qp *QP) advanceCompletions() {
-	r := &qp.req
-	if r.compIdx == r.startIdx {
-		return
-	}
-	w := qp.sqSlot(r.compIdx)
-	if w.errStatus == WCSuccess {
-		return
-	}
-	qp.completeSend(w, w.errStatus)
-	qp.enterError()
-}
-
-// completeSend retires the WQE at the head of the send queue.
-func (qp *QP) completeSend(w *sendWQE, status WCStatus) {
-	r := &qp.req
-	if w.readOut {
-		w.readOut = false
-		r.outReads--
-	}
-	// The completion is built now but pushed only after the slot is
-	// published as free (sqCons): an application that polls it and posts
-	// at once must find room in the send queue, as on a real NIC.
-	signaled := w.tm == tmSendNone && (status != WCSuccess || qp.init.SQSigAll || w.flags&SendSignaled != 0)
-	tm := w.tm
-	var wc WC
-	if signaled {
-		wc = WC{
-			WRID: w.wrID, Status: status, Opcode: wcOpcode(w.opcode), ByteLen: w.length,
-			QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum,
-		}
-	}
-	w.errStatus = WCSuccess
-	r.compIdx++
-	if int32(r.startIdx-r.compIdx) < 0 { // a flushed WQE that never started
-		r.startIdx = r.compIdx
-	}
-	if int32(r.reqIdx-r.compIdx) < 0 {
-		// A (re)transmission was behind what has now been acknowledged:
-		// go on from the oldest unacknowledged packet.
-		r.reqIdx = r.compIdx
-		if r.reqIdx != r.startIdx {
-			nw := qp.sqSlot(r.reqIdx)
-			switch {
-			case nw.hasResponse():
-				nw.nextPSN = nw.respPSN
-			case r.una.After(nw.firstPSN) && !r.una.After(nw.lastPSN):
-				nw.nextPSN = r.una
-			default:
-				nw.nextPSN = nw.firstPSN
-			}
-		}
-	}
-	qp.sqCons.Store(r.compIdx)
-	if tm != tmSendNone {
-		qp.tmComplete(w, status)
-	}
-	if signaled {
-		qp.sendCQ.push(&wc, false)
-		if hook := testHookSendCompleted.Load(); hook != nil {
-			(*hook)(qp)
-		}
-	}
-}
-
-// testHookSendCompleted, set only by tests, runs on the engine goroutine
-// right after a send completion became visible.
-var testHookSendCompleted atomic.Pointer[func(*QP)]
-
-func wcOpcode(op WROpcode) WCOpcode {
-	switch op {
-	case WRRDMAWrite, WRRDMAWriteWithImm:
-		return WCRDMAWrite
-	case WRRDMARead:
-		return WCRDMARead
-	case WRAtomicCmpAndSwp:
-		return WCCompSwap
-	case WRAtomicFetchAndAdd:
-		return WCFetchAdd
-	case WRBindMW:
-		return WCBindMW
-	case WRLocalInv:
-		return WCLocalInv
-	case WRAtomicWrite:
-		return WCAtomicWrite
-	}
-	return WCSend
-}
-
-// onResponse handles an ACK, NAK or READ response for this QP's requester.
-func (qp *QP) onResponse(pkt *proto.Packet) {
-	d := qp.dev
-	st := qp.State()
-	if st != QPStateRTS && st != QPStateSQD && st != QPStateSQE {
-		d.ctr.rxWrongState.Add(1)
-		return
-	}
-	r := &qp.req
-	psn := pkt.BTH.PSN()
-	// A response must be for a PSN we sent and that is not yet
-	// acknowledged; anything else is a duplicate or a ghost.
-	if n := r.sqPSN.Diff(r.una); n <= 0 || !psn.InWindow(r.una, int(n)) {
-		d.ctr.staleResponses.Add(1)
-		return
-	}
-	switch rcOpcode(pkt.BTH.Opcode()) {
-	case proto.OpRCAcknowledge:
-		qp.onAETH(psn, pkt.AETH)
-	case proto.OpRCAtomicAcknowledge:
-		qp.onAtomicAck(psn, pkt)
-	default:
-		qp.onReadResponse(psn, pkt)
-	}
-}
-
-// onAtomicAck completes a CMP_AND_SWP or FETCH_AND_ADD: the original value
-// at the target goes into the WQE's 8-byte local buffer, in the byte order
-// of memory (little-endian, like the target word).
-func (qp *QP) onAtomicAck(psn proto.PSN, pkt *proto.Packet) {
-	r := &qp.req
-	w := qp.responseWQE(psn)
-	if w == nil {
-		return
-	}
-	if psn != w.respPSN || !w.isAtomic() {
-		qp.failAt(psn, WCBadRespErr)
-		return
-	}
-	if pkt.AETH.Type() != proto.AckTypeACK {
-		qp.failAt(psn, WCBadRespErr)
-		return
-	}
-	var orig [8]byte
-	binary.LittleEndian.PutUint64(orig[:], pkt.AtomicAckETH.OrigRemoteData())
-	if !qp.scatter(w.sge, w.mrs, 0, orig[:]) {
-		qp.failAt(psn, WCLocProtErr)
-		return
-	}
-	w.respPSN = psn.Next()
-	r.una = w.respPSN
-	qp.completeSend(w, WCSuccess)
-	qp.progress()
-	qp.advanceCompletions()
-}
-
-// onAETH handles an ACK or NAK (IBA 9.7.5).
-func (qp *QP) onAETH(psn proto.PSN, aeth proto.AETH) {
-	d := qp.dev
-	r := &qp.req
-	switch aeth.Type() {
-	case proto.AckTypeACK:
-		d.ctr.acksReceived.Add(1)
-		qp.ackUpTo(psn)
-	case proto.AckTypeRNRNAK:
-		d.ctr.rnrNAKsReceived.Add(1)
-		if r.rnrWait {
-			return
-		}
-		qp.ackUpTo(psn.Add(-1))
-		if qp.State() == QPStateErr {
-			return
-		}
-		if r.rnrLeft == 0 {
-			d.ctr.rnrRetryExceeded.Add(1)
-			qp.failAt(psn, WCRNRRetryExcErr)
-			return
-		}
-		if qp.attr.RNRRetry != 7 { // 7 means retry forever (IBA 9.7.5)
-			r.rnrLeft--
-		}
-		r.rnrWait, r.rnrPSN = true, psn
-		r.deadline = zeroTime // the ACK timer does not run during the RNR wait
-		e := &d.eng
-		r.rnrTimer = d.clock.AfterFunc(RNRTimerDuration(aeth.Value()), func() { e.signal(qp, evRNR) })
-	case proto.AckTypeNAK:
-		qp.ackUpTo(psn.Add(-1))
-		if qp.State() == QPStateErr {
-			return
-		}
-		switch aeth.Value() {
-		case proto.NAKPSNSequenceError:
-			d.ctr.seqNAKsReceived.Add(1)
-			if r.rnrWait {
-				return // the RNR timer will resend from the same point
-			}
-			if r.retryLeft == 0 {
-				d.ctr.retryExceeded.Add(1)
-				qp.failAt(psn, WCRetryExcErr)
-				return
-			}
-			r.retryLeft--
-			// Go back to the oldest unacknowledged PSN: that is psn,
-			// unless a READ before it lost responses (ackUpTo found the
-			// gap), which must be reissued first.
-			qp.retransmitFrom(r.una)
-		case proto.NAKInvalidRequest, proto.NAKInvalidRDRequest:
-			d.ctr.errNAKsReceived.Add(1)
-			qp.failAt(psn, WCRemInvReqErr)
-		case proto.NAKRemoteAccessError:
-			d.ctr.errNAKsReceived.Add(1)
-			qp.failAt(psn, WCRemAccessErr)
-		case proto.NAKRemoteOperationalError:
-			d.ctr.errNAKsReceived.Add(1)
-			qp.failAt(psn, WCRemOpErr)
-		default: // reserved codes
-			d.ctr.errNAKsReceived.Add(1)
-			qp.failAt(psn, WCBadRespErr)
-		}
-	default: // reserved syndrome
-		d.ctr.staleResponses.Add(1)
-	}
-}
-
-// failAt gives the WQE holding psn an error status. It completes (and the
-// QP goes to ERR) as soon as the WQEs before it have; nothing new starts
-// meanwhile.
-func (qp *QP) failAt(psn proto.PSN, status WCStatus) {
-	r := &qp.req
-	for i := r.compIdx; i != r.startIdx; i++ {
-		w := qp.sqSlot(i)
-		if w.errStatus != 0 {
-			break
-		}
-		if !psn.After(w.lastPSN) {
-			w.errStatus = status
-			r.stalled = true
-			if r.reqIdx-i < 1<<31 { // do not transmit it or anything after it
-				r.reqIdx = i
-			}
-			break
-		}
-	}
-	qp.advanceCompletions()
-}
-
-// ackUpTo processes an acknowledgement of every PSN up to and including p:
-// SEND and WRITE WQEs that end at or before p complete. An ACK that covers
-// a READ whose responses have not all arrived means they were lost: the
-// READ is reissued for the missing part.
-func (qp *QP) ackUpTo(p proto.PSN) {
-	r := &qp.req
-	progressed := false
-	for r.compIdx != r.startIdx {
-		w := qp.sqSlot(r.compIdx)
-		if w.errStatus != 0 {
-			break
-		}
-		if w.hasResponse() {
-			if !p.Before(w.firstPSN) {
-				qp.readGap(w)
-			}
-			break
-		}
-		if p.Before(w.lastPSN) {
-			if !p.Before(r.una) {
-				r.una = p.Next()
-				progressed = true
-			}
-			break
-		}
-		if w.lastPSN.Next().After(r.una) {
-			r.una = w.lastPSN.Next()
-		}
-		qp.completeSend(w, WCSuccess)
-		progressed = true
-	}
-	if progressed {
-		qp.progress()
-	}
-	qp.advanceCompletions()
-}
-
-// progress resets the retry counters (they count retries without forward
-// progress) and lets the requester use the room it got.
-func (qp *QP) progress() {
-	r := &qp.req
-	r.retryLeft, r.rnrLeft = qp.attr.RetryCnt, qp.attr.RNRRetry
-	r.readRetried = false
-	r.probes = 0
-	qp.restartTimer()
-	qp.dev.eng.schedule(qp)
-}
-
-// readGap reissues READ w from its first missing response, once per gap.
-func (qp *QP) readGap(w *sendWQE) {
-	r := &qp.req
-	if r.readRetried && r.readRetryPSN == w.respPSN {
-		return
-	}
-	r.readRetried, r.readRetryPSN = true, w.respPSN
-	if w.respPSN.After(r.una) {
-		r.una = w.respPSN
-	}
-	qp.dev.ctr.readGapRetries.Add(1)
-	qp.retransmitFrom(w.respPSN)
-}
-
-// responseWQE returns the READ or atomic WQE a response with PSN psn
-// belongs to, completing the SENDs and WRITEs before it, which the
-// response implicitly acknowledges; nil when the response is stale or a
-// gap was found (a READ or atomic before it lost its own responses, and
-// is reissued); stale responses are counted here.
-func (qp *QP) responseWQE(psn proto.PSN) *sendWQE {
-	d := qp.dev
-	r := &qp.req
-	for r.compIdx != r.startIdx {
-		c := qp.sqSlot(r.compIdx)
-		if c.errStatus != 0 {
-			return nil
-		}
-		if !c.hasResponse() {
-			if !psn.After(c.lastPSN) { // a response inside a SEND/WRITE: ghost
-				d.ctr.staleResponses.Add(1)
-				return nil
-			}
-			if c.lastPSN.Next().After(r.una) {
-				r.una = c.lastPSN.Next()
-			}
-			qp.completeSend(c, WCSuccess)
-			qp.progress()
-			continue
-		}
-		if psn.After(c.lastPSN) { // a later response overtook this one's
-			qp.readGap(c)
-			return nil
-		}
-		if psn.Before(c.firstPSN) {
-			d.ctr.staleResponses.Add(1)
-			return nil
-		}
-		return c
-	}
-	d.ctr.staleResponses.Add(1) // nothing outstanding answers to it
-	return nil
-}
-
-// onReadResponse places one READ response packet (IBA 9.7.5 for the
-// requester's checks).
-func (qp *QP) onReadResponse(psn proto.PSN, pkt *proto.Packet) {
-	d := qp.dev
-	r := &qp.req
-	w := qp.responseWQE(psn)
-	if w == nil {
-		return
-	}
-	if psn != w.respPSN {
-		if psn.Before(w.respPSN) {
-			d.ctr.staleResponses.Add(1) // duplicate
-		} else {
-			qp.readGap(w)
-		}
-		return
-	}
-	idx := int(psn.Diff(w.firstPSN))
-	off := idx * qp.pmtu
-	want := min(qp.pmtu, int(w.length)-off)
-	first, last := psn == w.firstPSN, psn == w.lastPSN
-	var op proto.Opcode
-	switch {
-	case first && last:
-		op = proto.OpRCReadResponseOnly
-	case first:
-		op = proto.OpRCReadResponseFirst
-	case last:
-		op = proto.OpRCReadResponseLast
-	default:
-		op = proto.OpRCReadResponseMiddle
-	}
-	if w.opcode == WRAtomicWrite {
-		// Answered by one READ RESPONSE ONLY without data (IBA 1.5).
-		want, op = 0, proto.OpRCReadResponseOnly
-	}
-	if (!w.isRead() && w.opcode != WRAtomicWrite) || rcOpcode(pkt.BTH.Opcode()) != op || len(pkt.Payload) != want ||
-		(pkt.AETH != nil && pkt.AETH.Type() != proto.AckTypeACK) {
-		qp.failAt(psn, WCBadRespErr)
-		return
-	}
-	if !qp.scatter(w.sge, w.mrs, off, pkt.Payload) {
-		qp.failAt(psn, WCLocProtErr)
-		return
-	}
-	w.respPSN = psn.Next()
-	r.una = w.respPSN
-	if last {
-		qp.completeSend(w, WCSuccess)
-	}
-	qp.progress()
-	qp.advanceCompletions()
 }

@@ -58,38 +58,32 @@ type readRes struct {
 	atomicWrite bool   // an ATOMIC WRITE: answered again, never executed twice
 }
 
-// resolveRecv looks up the lkeys of a receive WR: every non-empty SGE
-// must name a live MR of the receive PD with LocalWrite that covers it.
-func (qp *QP) resolveRecv(w *recvWQE) bool {
-	d := qp.dev
-	pd := qp.recvPD()
-	w.mrs = mrSlots(w.mrs, len(w.sge))
-	for i, s := range w.sge {
-		w.mrs[i] = nil
-		if s.Length == 0 {
-			continue
-		}
-		mr := d.lookupMR(s.LKey)
-		if mr == nil || mr.pd != pd || mr.access&AccessLocalWrite == 0 || !mr.contains(s.Addr, uint64(s.Length)) {
-			return false
-		}
-		w.mrs[i] = mr
+// receiving reports whether the QP's state lets it receive (RTR and
+// after, IBA 10.3.1) and counts a packet that arrives in another.
+func (qp *QP) receiving() bool {
+	switch qp.State() {
+	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
+		return true
 	}
-	return true
+	qp.dev.ctr.rxWrongState.Add(1)
+	return false
 }
 
 // onRequest handles a request packet (SEND, WRITE, READ request, atomic).
 func (qp *QP) onRequest(pkt *proto.Packet) {
 	d := qp.dev
-	switch qp.State() {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		d.ctr.rxWrongState.Add(1)
+	if !qp.receiving() {
 		return
 	}
 	rs := &qp.resp
 	bth := pkt.BTH
 	psn := bth.PSN()
+	if !qp.svc().reliable {
+		if qp.ucSequence(pkt, psn) {
+			qp.execute(pkt, psn)
+		}
+		return
+	}
 	switch diff := psn.Diff(rs.ePSN); {
 	case diff > 0:
 		// Out of sequence (IBA 9.7.5): NAK once per gap, drop the
@@ -108,7 +102,13 @@ func (qp *QP) onRequest(pkt *proto.Packet) {
 	if qp.isXRCTgt() && !qp.xrcSelect(pkt, psn) {
 		return
 	}
-	info := bth.Opcode().Info()
+	qp.execute(pkt, psn)
+}
+
+// execute carries out an in-sequence request, by kind.
+func (qp *QP) execute(pkt *proto.Packet, psn proto.PSN) {
+	d := qp.dev
+	info := pkt.BTH.Opcode().Info()
 	switch info.Kind {
 	case proto.KindSend:
 		qp.respSend(pkt, psn, info)
@@ -309,7 +309,7 @@ func (qp *QP) accepted(psn proto.PSN, npkts int, ackReq bool) {
 	rs := &qp.resp
 	rs.ePSN = psn.Add(npkts)
 	rs.nakSent = false
-	if ackReq {
+	if ackReq && qp.svc().reliable {
 		rs.ackPending, rs.ackPSN = true, psn.Add(npkts-1)
 		qp.dev.eng.queueAck(qp)
 	}
@@ -324,7 +324,7 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 	}
 	payload := pkt.Payload
 	tms := qp.rsrq()
-	if tms != nil && tms.tm == nil {
+	if tms != nil && (tms.tm == nil || !qp.svc().reliable) {
 		tms = nil
 	}
 	if pos == proto.PosFirst || pos == proto.PosOnly {
@@ -340,6 +340,10 @@ func (qp *QP) respSend(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo)
 			}
 		} else {
 			w = qp.recvTake()
+		}
+		if w == nil && !qp.svc().reliable {
+			d.ctr.ucDropped.Add(1) // no RNR on UC: the message is lost
+			return
 		}
 		if w == nil {
 			// Receiver not ready (IBA 9.7.5): NAK with our
@@ -452,7 +456,7 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		return
 	}
 	withImm := pkt.ImmDt != nil
-	if withImm && !qp.recvAvailable() {
+	if withImm && !qp.recvAvailable() && qp.svc().reliable {
 		if pos == proto.PosOnly {
 			// The retry comes as the same ONLY packet: the WRITE has
 			// not started (a LAST retry continues the one in progress).
@@ -475,11 +479,16 @@ func (qp *QP) respWrite(pkt *proto.Packet, psn proto.PSN, info *proto.OpcodeInfo
 		rs.wMR = nil
 		rs.msn++
 		if withImm {
-			w := qp.recvTake()
-			wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
-				WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-			qp.recvDone()
-			qp.rcq().push(&wc, pkt.BTH.SE())
+			if w := qp.recvTake(); w == nil {
+				// UC only (RC checked recvAvailable): the data is
+				// placed, the completion is lost.
+				d.ctr.ucDropped.Add(1)
+			} else {
+				wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
+					WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
+				qp.recvDone()
+				qp.rcq().push(&wc, pkt.BTH.SE())
+			}
 		}
 	}
 	qp.accepted(psn, 1, pkt.BTH.AckReq())
@@ -671,6 +680,10 @@ func (qp *QP) sendNAKSyndrome(psn proto.PSN, syndrome uint8) {
 func (qp *QP) respFatal(psn proto.PSN, nakCode uint8, recvStatus WCStatus) {
 	d := qp.dev
 	rs := &qp.resp
+	if !qp.svc().reliable {
+		qp.ucError(recvStatus)
+		return
+	}
 	qp.sendNAK(psn, nakCode)
 	d.ctr.errNAKsSent.Add(1)
 	if rs.op == respSend && qp.recvHeld() {

@@ -70,13 +70,14 @@ const (
 )
 
 // Tag-matching completion opcodes and flags (enum ibv_wc_opcode,
-// enum ibv_wc_flags).
+// enum ibv_wc_flags). An opcode's line comment is the text String
+// returns, libibverbs' name without IBV_WC_.
 const (
-	WCTMAdd   WCOpcode = 130 // IBV_WC_TM_ADD
-	WCTMDel   WCOpcode = 131 // IBV_WC_TM_DEL
-	WCTMSync  WCOpcode = 132 // IBV_WC_TM_SYNC
-	WCTMRecv  WCOpcode = 133 // IBV_WC_TM_RECV
-	WCTMNoTag WCOpcode = 134 // IBV_WC_TM_NO_TAG
+	WCTMAdd   WCOpcode = 130 // TM_ADD
+	WCTMDel   WCOpcode = 131 // TM_DEL
+	WCTMSync  WCOpcode = 132 // TM_SYNC
+	WCTMRecv  WCOpcode = 133 // TM_RECV
+	WCTMNoTag WCOpcode = 134 // TM_NO_TAG
 
 	WCTMSyncReq   WCFlags = 1 << 4 // IBV_WC_TM_SYNC_REQ
 	WCTMMatch     WCFlags = 1 << 5 // IBV_WC_TM_MATCH
@@ -307,8 +308,7 @@ func (s *SRQ) execOp(op *TMOp) WC {
 			if g.Length == 0 {
 				continue
 			}
-			mr := s.dev.lookupMR(g.LKey)
-			if mr == nil || mr.pd != s.pd || mr.access&AccessLocalWrite == 0 || !mr.contains(g.Addr, uint64(g.Length)) {
+			if s.dev.localMR(g.LKey, g.Addr, uint64(g.Length), s.pd, AccessLocalWrite) == nil {
 				return fail(WCLocProtErr)
 			}
 			n += uint64(g.Length)

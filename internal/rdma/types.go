@@ -5,6 +5,8 @@ import (
 	"strings"
 )
 
+//go:generate go tool stringer -type=QPType,WROpcode,WCOpcode,AsyncEventType -linecomment -output zstring.go
+
 // The enumerations below use the numeric values of libibverbs
 // (infiniband/verbs.h, rdma-core v44) so that the device backend can copy
 // guest ring entries into them without translation tables.
@@ -77,47 +79,30 @@ func (s QPState) String() string {
 type QPType uint32
 
 // QP types (the kernel's enum ib_qp_type, which libibverbs' shares from RC
-// on). CreateQP accepts RC, UC, UD, the XRC initiator and target, and the special QPs SMI (QP0, on
-// an InfiniBand port) and GSI (QP1).
+// on). CreateQP accepts RC, UC, UD, the XRC initiator and target, and the
+// special QPs SMI (QP0, on an InfiniBand port) and GSI (QP1). The line
+// comments are the texts String returns (stringer -linecomment), the
+// constants' names in the kernel without IB_QPT_ (or IBV_QPT_).
 const (
-	QPTypeSMI QPType = 0 // IB_QPT_SMI: QP0, the subnet management interface (InfiniBand only)
-	QPTypeGSI QPType = 1 // IB_QPT_GSI: QP1, the general services interface
-	QPTypeRC  QPType = 2 // IBV_QPT_RC
-	QPTypeUC  QPType = 3 // IBV_QPT_UC
-	QPTypeUD  QPType = 4 // IBV_QPT_UD
+	// QPTypeSMI is QP0, the subnet management interface (InfiniBand
+	// only).
+	QPTypeSMI QPType = 0 // SMI
+	// QPTypeGSI is QP1, the general services interface.
+	QPTypeGSI QPType = 1 // GSI
+	QPTypeRC  QPType = 2 // RC
+	QPTypeUC  QPType = 3 // UC
+	QPTypeUD  QPType = 4 // UD
 	// QPTypeRawPacket sends and receives whole Ethernet frames
 	// (IB_QPT_RAW_PACKET, IBV_QPT_RAW_PACKET; Ethernet ports only):
 	// raw.go.
-	QPTypeRawPacket QPType = 8
+	QPTypeRawPacket QPType = 8 // RAW_PACKET
 	// QPTypeXRCIni is the sending side of XRC (IB_QPT_XRC_INI,
 	// IBV_QPT_XRC_SEND): a send queue only.
-	QPTypeXRCIni QPType = 9
+	QPTypeXRCIni QPType = 9 // XRC_INI
 	// QPTypeXRCTgt is the receiving side of XRC (IB_QPT_XRC_TGT,
 	// IBV_QPT_XRC_RECV): no queues, CQs or PD of its own.
-	QPTypeXRCTgt QPType = 10
+	QPTypeXRCTgt QPType = 10 // XRC_TGT
 )
-
-func (t QPType) String() string {
-	switch t {
-	case QPTypeRC:
-		return "RC"
-	case QPTypeUC:
-		return "UC"
-	case QPTypeUD:
-		return "UD"
-	case QPTypeRawPacket:
-		return "RAW_PACKET"
-	case QPTypeXRCIni:
-		return "XRC_INI"
-	case QPTypeXRCTgt:
-		return "XRC_TGT"
-	case QPTypeSMI:
-		return "SMI"
-	case QPTypeGSI:
-		return "GSI"
-	}
-	return "QPType(" + strconv.Itoa(int(t)) + ")"
-}
 
 // MTU is an IB path MTU code (enum ibv_mtu): 1 = 256 bytes ... 5 = 4096.
 type MTU uint32
@@ -160,51 +145,24 @@ func MTUFromBytes(n int) (MTU, bool) {
 type WROpcode uint32
 
 // Send work request opcodes. SEND_WITH_INV, LOCAL_INV and BIND_MW are RC
-// only (memory windows, mw.go).
+// only (memory windows, mw.go). The line comments are the texts String
+// returns (stringer -linecomment): libibverbs' names without IBV_WR_.
 const (
-	WRRDMAWrite         WROpcode = 0 // IBV_WR_RDMA_WRITE
-	WRRDMAWriteWithImm  WROpcode = 1 // IBV_WR_RDMA_WRITE_WITH_IMM
-	WRSend              WROpcode = 2 // IBV_WR_SEND
-	WRSendWithImm       WROpcode = 3 // IBV_WR_SEND_WITH_IMM
-	WRRDMARead          WROpcode = 4 // IBV_WR_RDMA_READ
-	WRAtomicCmpAndSwp   WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
-	WRAtomicFetchAndAdd WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
-	WRLocalInv          WROpcode = 7 // IBV_WR_LOCAL_INV
-	WRBindMW            WROpcode = 8 // IBV_WR_BIND_MW
-	WRSendWithInv       WROpcode = 9 // IBV_WR_SEND_WITH_INV
+	WRRDMAWrite         WROpcode = 0 // RDMA_WRITE
+	WRRDMAWriteWithImm  WROpcode = 1 // RDMA_WRITE_WITH_IMM
+	WRSend              WROpcode = 2 // SEND
+	WRSendWithImm       WROpcode = 3 // SEND_WITH_IMM
+	WRRDMARead          WROpcode = 4 // RDMA_READ
+	WRAtomicCmpAndSwp   WROpcode = 5 // ATOMIC_CMP_AND_SWP
+	WRAtomicFetchAndAdd WROpcode = 6 // ATOMIC_FETCH_AND_ADD
+	WRLocalInv          WROpcode = 7 // LOCAL_INV
+	WRBindMW            WROpcode = 8 // BIND_MW
+	WRSendWithInv       WROpcode = 9 // SEND_WITH_INV
 	// WRAtomicWrite is RDMA ATOMIC WRITE (IBA 1.5): 8 bytes of local data
 	// (one SGE or inline; with no SGE, CompareAdd in memory byte order)
 	// written at once to an 8-byte-aligned remote address. RC only.
-	WRAtomicWrite WROpcode = 15 // IBV_WR_ATOMIC_WRITE
+	WRAtomicWrite WROpcode = 15 // ATOMIC_WRITE
 )
-
-func (o WROpcode) String() string {
-	switch o {
-	case WRRDMAWrite:
-		return "RDMA_WRITE"
-	case WRRDMAWriteWithImm:
-		return "RDMA_WRITE_WITH_IMM"
-	case WRSend:
-		return "SEND"
-	case WRSendWithImm:
-		return "SEND_WITH_IMM"
-	case WRRDMARead:
-		return "RDMA_READ"
-	case WRAtomicCmpAndSwp:
-		return "ATOMIC_CMP_AND_SWP"
-	case WRAtomicFetchAndAdd:
-		return "ATOMIC_FETCH_AND_ADD"
-	case WRLocalInv:
-		return "LOCAL_INV"
-	case WRBindMW:
-		return "BIND_MW"
-	case WRSendWithInv:
-		return "SEND_WITH_INV"
-	case WRAtomicWrite:
-		return "ATOMIC_WRITE"
-	}
-	return "WROpcode(" + strconv.Itoa(int(o)) + ")"
-}
 
 // SendFlags modify a send work request (enum ibv_send_flags).
 type SendFlags uint32
@@ -276,48 +234,22 @@ func (s WCStatus) String() string {
 // WCOpcode is the operation of a work completion (enum ibv_wc_opcode).
 type WCOpcode uint32
 
-// Work completion opcodes.
+// Work completion opcodes (the tag-matching ones are in tm.go). The line
+// comments are the texts String returns (stringer -linecomment):
+// libibverbs' names without IBV_WC_.
 const (
-	WCSend            WCOpcode = 0   // IBV_WC_SEND
-	WCRDMAWrite       WCOpcode = 1   // IBV_WC_RDMA_WRITE
-	WCRDMARead        WCOpcode = 2   // IBV_WC_RDMA_READ
-	WCCompSwap        WCOpcode = 3   // IBV_WC_COMP_SWAP
-	WCFetchAdd        WCOpcode = 4   // IBV_WC_FETCH_ADD
-	WCBindMW          WCOpcode = 5   // IBV_WC_BIND_MW
-	WCLocalInv        WCOpcode = 6   // IBV_WC_LOCAL_INV
-	WCTSO             WCOpcode = 7   // IBV_WC_TSO
-	WCAtomicWrite     WCOpcode = 9   // IBV_WC_ATOMIC_WRITE
-	WCRecv            WCOpcode = 128 // IBV_WC_RECV
-	WCRecvRDMAWithImm WCOpcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
+	WCSend            WCOpcode = 0   // SEND
+	WCRDMAWrite       WCOpcode = 1   // RDMA_WRITE
+	WCRDMARead        WCOpcode = 2   // RDMA_READ
+	WCCompSwap        WCOpcode = 3   // COMP_SWAP
+	WCFetchAdd        WCOpcode = 4   // FETCH_ADD
+	WCBindMW          WCOpcode = 5   // BIND_MW
+	WCLocalInv        WCOpcode = 6   // LOCAL_INV
+	WCTSO             WCOpcode = 7   // TSO
+	WCAtomicWrite     WCOpcode = 9   // ATOMIC_WRITE
+	WCRecv            WCOpcode = 128 // RECV
+	WCRecvRDMAWithImm WCOpcode = 129 // RECV_RDMA_WITH_IMM
 )
-
-func (o WCOpcode) String() string {
-	switch o {
-	case WCSend:
-		return "SEND"
-	case WCRDMAWrite:
-		return "RDMA_WRITE"
-	case WCRDMARead:
-		return "RDMA_READ"
-	case WCCompSwap:
-		return "COMP_SWAP"
-	case WCFetchAdd:
-		return "FETCH_ADD"
-	case WCBindMW:
-		return "BIND_MW"
-	case WCLocalInv:
-		return "LOCAL_INV"
-	case WCTSO:
-		return "TSO"
-	case WCAtomicWrite:
-		return "ATOMIC_WRITE"
-	case WCRecv:
-		return "RECV"
-	case WCRecvRDMAWithImm:
-		return "RECV_RDMA_WITH_IMM"
-	}
-	return "WCOpcode(" + strconv.Itoa(int(o)) + ")"
-}
 
 // WCFlags are work completion flags (enum ibv_wc_flags).
 type WCFlags uint32

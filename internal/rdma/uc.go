@@ -1,10 +1,6 @@
 package rdma
 
-import (
-	"fmt"
-
-	"github.com/PacketFive/hinic/internal/proto"
-)
+import "github.com/PacketFive/hinic/internal/proto"
 
 // Unreliable connection (UC) service (IBA 9.7 without acknowledgements):
 // a UC QP is connected to one remote QP like RC and sends SEND and RDMA
@@ -38,110 +34,16 @@ var ucTransitions = func() (t transitions) {
 	return t
 }()
 
-// checkUCSendWR checks a UC work request at post time.
-func checkUCSendWR(wr *SendWR) error {
-	switch wr.Opcode {
-	case WRSend, WRSendWithImm, WRRDMAWrite, WRRDMAWriteWithImm:
-		return nil
-	}
-	return fmt.Errorf("opcode %v on a UC QP (SEND and RDMA WRITE, with or without immediate): %w", wr.Opcode, ErrInvalid)
-}
-
-// ucStep sends up to budget packets of the send queue: the WQE at the
-// head is in progress while compIdx != startIdx.
-func (qp *QP) ucStep(budget int) (progressed, more bool) {
-	st := qp.State()
-	if st != QPStateRTS && st != QPStateSQD {
-		return false, false
-	}
-	r := &qp.req
+// ucSequence is the responder's PSN check for UC, which has no NAK
+// (IBA 9.7.5 without 9.7.5.1.1's NAKs): a gap drops the message in
+// progress and the responder resumes at the next FIRST or ONLY packet; a
+// new message drops an unfinished one. It reports whether pkt goes on to
+// be executed (execute, through the same code as RC's) after its payload
+// size is checked against the path MTU.
+func (qp *QP) ucSequence(pkt *proto.Packet, psn proto.PSN) bool {
 	d := qp.dev
-	for sent := 0; sent < budget; sent++ {
-		if r.compIdx == r.startIdx {
-			if st == QPStateSQD || r.startIdx == qp.sqProd.Load() {
-				return sent > 0, false
-			}
-			w := qp.sqSlot(r.startIdx)
-			r.startIdx++
-			r.reqIdx = r.startIdx
-			if !w.isInline {
-				w.mrs = mrSlots(w.mrs, len(w.sge))
-				for i, s := range w.sge {
-					w.mrs[i] = nil
-					if s.Length == 0 {
-						continue
-					}
-					mr := d.lookupMR(s.LKey)
-					if mr == nil || mr.pd != qp.pd || !mr.contains(s.Addr, uint64(s.Length)) {
-						qp.completeSend(w, WCLocProtErr)
-						qp.enterError()
-						return true, false
-					}
-					w.mrs[i] = mr
-				}
-			}
-			npkts := 1
-			if w.length > 0 {
-				npkts = (int(w.length) + qp.pmtu - 1) / qp.pmtu
-			}
-			w.firstPSN = r.sqPSN
-			w.lastPSN = r.sqPSN.Add(npkts - 1)
-			w.nextPSN = w.firstPSN
-		}
-		w := qp.sqSlot(r.compIdx)
-		if qp.dev.cfg.DCQCN != nil && !qp.dcqcnPace(qp.packetBytes(w)) {
-			return sent > 0, false
-		}
-		psn := w.nextPSN
-		idx := int(psn.Diff(w.firstPSN))
-		off := idx * qp.pmtu
-		n := min(qp.pmtu, int(w.length)-off)
-		first, last := idx == 0, psn == w.lastPSN
-		write := w.opcode == WRRDMAWrite || w.opcode == WRRDMAWriteWithImm
-		imm := w.opcode == WRSendWithImm || w.opcode == WRRDMAWriteWithImm
-		f := qp.path.f
-		f.BTH.PSN = psn
-		f.BTH.Opcode = segmentOpcode(write, imm, first, last) + (proto.OpUCSendFirst - proto.OpRCSendFirst)
-		if write && first {
-			f.RETH = proto.RETHFields{VA: w.remoteAddr, RKey: w.rkey, DMALength: w.length}
-		}
-		if last {
-			f.Imm = w.imm
-			f.BTH.SE = w.flags&SendSolicited != 0 && w.opcode != WRRDMAWrite
-		}
-		fb, po := qp.txBegin(&f, true)
-		payload := fb.b[po : po+n]
-		if !qp.gather(w, off, payload) {
-			if qp.path.loopback {
-				d.eng.putBuf(fb)
-			}
-			qp.completeSend(w, WCLocProtErr)
-			qp.enterError()
-			return true, false
-		}
-		qp.txEnd(&f, fb, payload)
-		w.nextPSN = psn.Next()
-		r.sqPSN = w.nextPSN
-		if last {
-			qp.completeSend(w, WCSuccess)
-		}
-	}
-	return true, true
-}
-
-// ucRequest handles a UC packet at the responder.
-func (qp *QP) ucRequest(pkt *proto.Packet) {
-	d := qp.dev
-	switch qp.State() {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		d.ctr.rxWrongState.Add(1)
-		return
-	}
 	rs := &qp.resp
-	psn := pkt.BTH.PSN()
-	info := pkt.BTH.Opcode().Info()
-	pos := info.Position
+	pos := pkt.BTH.Opcode().Info().Position
 	start := pos == proto.PosFirst || pos == proto.PosOnly
 	if psn != rs.ePSN {
 		// Packets were lost: the message in progress is gone.
@@ -151,104 +53,34 @@ func (qp *QP) ucRequest(pkt *proto.Packet) {
 	rs.ePSN = psn.Next()
 	if rs.op == respIdle && !start {
 		d.ctr.ucDropped.Add(1) // the rest of a dropped message
-		return
+		return false
 	}
 	if rs.op != respIdle && start {
 		qp.ucDrop() // a new message while one was unfinished
 	}
-	payload := pkt.Payload
-	if !qp.checkSegment(pos, len(payload)) {
-		qp.ucDrop()
-		d.ctr.ucDropped.Add(1)
+	if !qp.checkSegment(pos, len(pkt.Payload)) {
+		qp.ucError(WCRemInvReqErr)
+		return false
+	}
+	return true
+}
+
+// ucError is respFatal for UC, where nothing is NAKed: an unusable or too
+// small receive buffer of a SEND (a local error) completes its WR with
+// the error and moves the QP to ERR, as on RC; any other error (a bad
+// R_Key, a WRITE without remote write access, a broken opcode sequence)
+// drops the message, silently, and the QP goes on. The drop is counted
+// once.
+func (qp *QP) ucError(status WCStatus) {
+	rs := &qp.resp
+	if rs.op == respSend && qp.recvHeld() && (status == WCLocProtErr || status == WCLocLenErr) {
+		qp.ucFail(qp.recvTake(), status)
 		return
 	}
-	end := pos == proto.PosLast || pos == proto.PosOnly
-	switch info.Kind {
-	case proto.KindSend:
-		if start {
-			w := qp.recvTake()
-			if w == nil {
-				d.ctr.ucDropped.Add(1) // no RNR on UC: the message is lost
-				return
-			}
-			if !qp.resolveRecv(w) {
-				qp.ucFail(w, WCLocProtErr)
-				return
-			}
-			rs.op, rs.recvOff = respSend, 0
-		}
-		if rs.op != respSend {
-			qp.ucDrop()
-			return
-		}
-		w := qp.recvTake()
-		if rs.recvOff+uint64(len(payload)) > w.length {
-			qp.ucFail(w, WCLocLenErr)
-			return
-		}
-		if !qp.scatter(w.sge, w.mrs, int(rs.recvOff), payload) {
-			qp.ucFail(w, WCLocProtErr)
-			return
-		}
-		rs.recvOff += uint64(len(payload))
-		if end {
-			wc := WC{WRID: w.wrID, Opcode: WCRecv, ByteLen: uint32(rs.recvOff), QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-			if pkt.ImmDt != nil {
-				wc.ImmData, wc.WCFlags = pkt.ImmDt.Value(), WCWithImm
-			}
-			qp.recvDone()
-			rs.op = respIdle
-			qp.recvCQ.push(&wc, pkt.BTH.SE())
-		}
-	case proto.KindWrite:
-		if qp.attr.QPAccessFlags&AccessRemoteWrite == 0 {
-			d.ctr.ucDropped.Add(1)
-			return
-		}
-		if start {
-			reth := pkt.RETH
-			va, rkey, n := reth.VA(), reth.RKey(), reth.DMALength()
-			var mr *MR
-			if n > 0 {
-				mr = d.lookupMR(rkey)
-				if mr == nil || mr.pd != qp.pd || mr.access&AccessRemoteWrite == 0 || !mr.contains(va, uint64(n)) {
-					d.ctr.ucDropped.Add(1) // UC drops a bad WRITE silently
-					return
-				}
-			}
-			rs.op, rs.wMR, rs.wVA, rs.wLen, rs.wOff = respWrite, mr, va, n, 0
-		}
-		if rs.op != respWrite || uint64(rs.wOff)+uint64(len(payload)) > uint64(rs.wLen) ||
-			(end && rs.wOff+uint32(len(payload)) != rs.wLen) {
-			qp.ucDrop()
-			d.ctr.ucDropped.Add(1)
-			return
-		}
-		if len(payload) > 0 {
-			if rs.wMR.write(rs.wVA+uint64(rs.wOff), payload) != nil {
-				qp.ucDrop()
-				d.ctr.ucDropped.Add(1)
-				return
-			}
-			rs.wOff += uint32(len(payload))
-		}
-		if end {
-			rs.op, rs.wMR = respIdle, nil
-			if pkt.ImmDt != nil {
-				w := qp.recvTake()
-				if w == nil {
-					d.ctr.ucDropped.Add(1)
-					return
-				}
-				wc := WC{WRID: w.wrID, Opcode: WCRecvRDMAWithImm, ByteLen: rs.wLen, ImmData: pkt.ImmDt.Value(),
-					WCFlags: WCWithImm, QPNum: qp.qpn, SrcQP: qp.attr.DestQPNum}
-				qp.recvDone()
-				qp.recvCQ.push(&wc, pkt.BTH.SE())
-			}
-		}
-	default:
-		d.ctr.rxUnsupported.Add(1)
+	if rs.op == respIdle {
+		qp.dev.ctr.ucDropped.Add(1)
 	}
+	qp.ucDrop()
 }
 
 // ucDrop abandons the message in progress; a SEND's receive WR stays for

@@ -69,10 +69,11 @@ func (d *Device) mcastPath(ah *AHAttr, sgid [16]byte) txPath {
 	return p
 }
 
-// checkUDSendWR checks a UD work request at post time.
+// checkUDSendWR checks a UD work request at post time (checkSendWR has
+// checked the opcode and the SGE count).
 func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
-	if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
-		return fmt.Errorf("opcode %v on a UD QP (SEND and SEND_WITH_IMM only): %w", wr.Opcode, ErrInvalid)
+	if wr.SendFlags&SendInline != 0 && length > uint64(qp.init.Cap.MaxInlineData) {
+		return fmt.Errorf("%d bytes of inline data, QP %#x allows %d: %w", length, qp.qpn, qp.init.Cap.MaxInlineData, ErrInvalid)
 	}
 	ah := wr.AH
 	if ah == nil || ah.dead.Load() {
@@ -90,35 +91,14 @@ func (qp *QP) checkUDSendWR(wr *SendWR, length uint64) error {
 	return nil
 }
 
-// localStep sends up to budget datagrams, or a raw packet QP's frames;
-// each completes as soon as it is on the wire (IBA 10.8.3: UD sends
-// complete locally).
-func (qp *QP) localStep(budget int) (progressed, more bool) {
-	st := qp.State()
-	if st != QPStateRTS && st != QPStateSQD {
-		return false, false
+// sendDatagram transmits the WQE of a datagram service (a UD or
+// special QP's datagram, a raw packet QP's frame) and returns its
+// completion status.
+func (qp *QP) sendDatagram(w *sendWQE) WCStatus {
+	if qp.init.QPType == QPTypeRawPacket {
+		return qp.rawSend(w)
 	}
-	r := &qp.req
-	for sent := 0; sent < budget; sent++ {
-		if st == QPStateSQD || r.startIdx == qp.sqProd.Load() {
-			return sent > 0, false
-		}
-		w := qp.sqSlot(r.startIdx)
-		r.startIdx++
-		r.reqIdx = r.startIdx
-		var status WCStatus
-		if qp.init.QPType == QPTypeRawPacket {
-			status = qp.rawSend(w)
-		} else {
-			status = qp.udSend(w)
-		}
-		qp.completeSend(w, status)
-		if status != WCSuccess {
-			qp.enterError()
-			return true, false
-		}
-	}
-	return true, true
+	return qp.udSend(w)
 }
 
 // udSend transmits one datagram; it returns the completion status.
@@ -126,7 +106,7 @@ func (qp *QP) udSend(w *sendWQE) WCStatus {
 	d := qp.dev
 	e := &d.eng
 	r := &qp.req
-	if !qp.resolveSend(w) {
+	if !qp.resolveSend(w, 0) {
 		return WCLocProtErr
 	}
 	p := &w.ah.path
@@ -264,10 +244,7 @@ func (qp *QP) udPlace(pkt *proto.Packet, payload []byte) {
 // fields; the rest is filled here.
 func (qp *QP) udDeliver(payload, grh []byte, wc WC, solicited bool) {
 	d := qp.dev
-	switch qp.State() {
-	case QPStateRTR, QPStateRTS, QPStateSQD, QPStateSQE:
-	default:
-		d.ctr.rxWrongState.Add(1)
+	if !qp.receiving() {
 		return
 	}
 	w := qp.recvTake()
@@ -279,21 +256,29 @@ func (qp *QP) udDeliver(payload, grh []byte, wc WC, solicited bool) {
 	if grh != nil {
 		wc.WCFlags |= WCGRH
 	}
-	total := GRHSize + len(payload)
-	wc.ByteLen = uint32(total)
-	fatal := false
+	wc.ByteLen = uint32(GRHSize + len(payload))
+	fatal := qp.placeDatagram(w, &wc, grh, GRHSize, payload, &d.ctr.udTooLong)
+	qp.completeRecv(&wc, &d.ctr.udReceived, solicited, fatal)
+}
+
+// placeDatagram writes a datagram (UD or raw packet) into receive WQE w:
+// head at offset 0 when it is not nil, body at bodyOff. A buffer whose
+// SGEs do not resolve or cannot be written sets wc.Status to LocProtErr
+// and reports a fatal error; one too small for the datagram sets
+// LocLenErr, counted in tooLong, and the QP goes on.
+func (qp *QP) placeDatagram(w *recvWQE, wc *WC, head []byte, bodyOff int, body []byte, tooLong *atomic.Uint64) (fatal bool) {
 	switch {
 	case !qp.resolveRecv(w):
-		wc.Status, fatal = WCLocProtErr, true
-	case uint64(total) > w.length:
+		wc.Status = WCLocProtErr
+		return true
+	case uint64(bodyOff+len(body)) > w.length:
 		wc.Status = WCLocLenErr
-		d.ctr.udTooLong.Add(1)
-	default:
-		if (grh != nil && !qp.scatter(w.sge, w.mrs, 0, grh)) || !qp.scatter(w.sge, w.mrs, GRHSize, payload) {
-			wc.Status, fatal = WCLocProtErr, true
-		}
+		tooLong.Add(1)
+	case (head != nil && !qp.scatter(w.sge, w.mrs, 0, head)) || !qp.scatter(w.sge, w.mrs, bodyOff, body):
+		wc.Status = WCLocProtErr
+		return true
 	}
-	qp.completeRecv(&wc, &d.ctr.udReceived, solicited, fatal)
+	return false
 }
 
 // completeRecv ends a datagram receive (UD or raw packet): the receive
