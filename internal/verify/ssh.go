@@ -370,13 +370,26 @@ func (g *sshGate) pairOn(ctx context.Context, name, srvCmd, cliCmd string, ready
 	}
 	g.save(name, "server", r.out)
 	if cliErr != nil {
-		return r.out, cliOut, fmt.Errorf("client: %v: %s", cliErr, lastLine(cliOut))
+		return r.out, cliOut, &pairError{side: "client", err: cliErr, last: lastLine(cliOut), srvErr: r.err}
 	}
 	if r.err != nil {
-		return r.out, cliOut, fmt.Errorf("server: %v: %s", r.err, lastLine(r.out))
+		return r.out, cliOut, &pairError{side: "server", err: r.err, last: lastLine(r.out)}
 	}
 	return r.out, cliOut, nil
 }
+
+// pairError is a pair run whose client or server failed: side, its
+// error and the last line it printed. A failed client's server may have
+// failed as well (srvErr).
+type pairError struct {
+	side   string
+	err    error
+	last   string
+	srvErr error
+}
+
+func (e *pairError) Error() string { return fmt.Sprintf("%s: %v: %s", e.side, e.err, e.last) }
+func (e *pairError) Unwrap() error { return e.err }
 
 // gidFlag is a tool's GID index option, or nothing for -1 (InfiniBand:
 // the tools then address the peer by LID).
@@ -630,8 +643,12 @@ func (g *sshGate) rping(n int) func(context.Context) (Outcome, error) {
 		srvOut, cliOut, err := g.pairOn(ctx, "rping",
 			timed(fmt.Sprintf("rping -s -a %s -p {port} -C %d -V", g.srv.DataIP(), n)),
 			timed(fmt.Sprintf("rping -c -a %s -p {port} -C %d -V -v", g.srv.DataIP(), n)), cmListening)
+		note := ""
 		if err != nil {
-			return Outcome{}, unsupportedIf(err, srvOut+cliOut)
+			if !rpingExitRace(err, cliOut, n) {
+				return Outcome{}, unsupportedIf(err, srvOut+cliOut)
+			}
+			note = "; " + rpingRaceNote
 		}
 		if got := strings.Count(cliOut, "ping data: "); got != n {
 			return Outcome{}, fmt.Errorf("the client verified %d pings, want %d: %s", got, n, lastLine(cliOut))
@@ -641,8 +658,27 @@ func (g *sshGate) rping(n int) func(context.Context) (Outcome, error) {
 			return Outcome{}, err
 		}
 		return Outcome{Figure: float64(n) / secs, Unit: "pings/s",
-			Detail: fmt.Sprintf("%d pings validated in %.2f s, connection set-up and teardown included", n, secs)}, nil
+			Detail: fmt.Sprintf("%d pings validated in %.2f s, connection set-up and teardown included%s", n, secs, note)}, nil
 	}
+}
+
+// rpingRaceNote is the detail of an rping run whose client failed only
+// in rping's own exit race.
+const rpingRaceNote = "the client's exit status is rping's exit race (its CM event thread read the channel main had closed; fixed in rdma-core after v44)"
+
+// rpingExitRace says whether err is only rping's exit race: rping of
+// rdma-core 44 lets its CM event thread call rdma_get_cm_event once more
+// after main, done with every ping, has destroyed the event channel; the
+// thread then prints "rdma_get_cm_event: Bad file descriptor" and exits
+// the process with a failure although the test passed (rdma-core fixed
+// it in 2025, "rping: Fix spurious failure return codes"). Only a client
+// that failed that way after verifying all n pings, beside a server that
+// did not fail, counts.
+func rpingExitRace(err error, cliOut string, n int) bool {
+	var pe *pairError
+	return errors.As(err, &pe) && pe.side == "client" && pe.srvErr == nil &&
+		strings.Contains(cliOut, "rdma_get_cm_event: Bad file descriptor") &&
+		strings.Count(cliOut, "ping data: ") == n
 }
 
 // cmatose runs ucmatose (RC, connected through the RDMA CM) or udaddy
