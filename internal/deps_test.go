@@ -35,7 +35,9 @@ const depsRules = `
 	# The ABI mirrors' generator (go generate) and the tests that check
 	# the mirrors are current.
 	godefs < godefs/mkgodefs;
-	childproc, godefs, netns, proto < testutil;
+	childproc, godefs, netns < testutil;
+	# Captures of namespaced links, above proto (whose tests use testutil).
+	proto, testutil < testutil/capture;
 	unixsock < ctlsock;
 	proto < ibsm;
 
@@ -148,6 +150,7 @@ const testRules = `
 	testutil
 	< accel, childproc, cli/verify/e2e, deploy, device, device/integration, fabric,
 	  faultsuite, gpu, guestmem, pkg, proto, rack, rackview/live, rdma;
+	testutil/capture < cli/verify/e2e, rack;
 	clock/clocktest < fabric, fabric/ibsw, rdma;
 	rdma/rdmatest < rdma;
 	fabric/ibsw/ibswtest < fabric/ibsw;

@@ -11,6 +11,7 @@ import (
 	"github.com/PacketFive/hinic/internal/fabric"
 	"github.com/PacketFive/hinic/internal/rdma"
 	"github.com/PacketFive/hinic/internal/testutil"
+	"github.com/PacketFive/hinic/internal/testutil/capture"
 )
 
 // Two hosts on one machine: two network namespaces joined by a veth pair,
@@ -41,7 +42,7 @@ func TestVXLANTwoNamespaces(t *testing.T) {
 	if d := os.Getenv("HINIC_VXLAN_PCAP"); d != "" {
 		pcap = d
 	}
-	stopCapture := testutil.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
+	stopCapture := capture.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
 
 	ctx := context.Background()
 	racks := [2]*Rack{}
@@ -89,7 +90,7 @@ func TestVXLANTwoNamespaces(t *testing.T) {
 		}
 	}
 	stopCapture()
-	testutil.CheckVXLANCapture(t, tshark, pcap, vxlanVNI, [2]string{ha.IP.String(), hb.IP.String()})
+	capture.CheckVXLANCapture(t, tshark, pcap, vxlanVNI, [2]string{ha.IP.String(), hb.IP.String()})
 }
 
 // bulkWriteRead WRITEs total bytes from a to b in messages of every size

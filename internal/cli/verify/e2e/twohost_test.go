@@ -15,6 +15,7 @@ import (
 	"github.com/PacketFive/hinic/internal/deploy"
 	"github.com/PacketFive/hinic/internal/image"
 	"github.com/PacketFive/hinic/internal/testutil"
+	"github.com/PacketFive/hinic/internal/testutil/capture"
 	"github.com/PacketFive/hinic/internal/verify"
 )
 
@@ -41,7 +42,7 @@ func TestTwoHostRack(t *testing.T) {
 	runTwoHost(t, twoHost{spec: "two-hosts-netns.yaml",
 		cases: []string{"ibv_rc_pingpong", "ib_write_bw", "ib_send_lat", "rping"},
 		check: func(t *testing.T, tshark, pcap string) int {
-			return testutil.CheckVXLANCapture(t, tshark, pcap, 5700, [2]string{"10.57.0.1", "10.57.0.2"})
+			return capture.CheckVXLANCapture(t, tshark, pcap, 5700, [2]string{"10.57.0.1", "10.57.0.2"})
 		}})
 }
 
@@ -56,7 +57,7 @@ func TestTwoHostIBRack(t *testing.T) {
 	runTwoHost(t, twoHost{spec: "two-hosts-ib-netns.yaml",
 		cases: []string{"ibstat", "sminfo", "ibnetdiscover", "ibping", "ibv_rc_pingpong", "ib_write_bw", "ib_send_lat", "rping"},
 		check: func(t *testing.T, tshark, pcap string) int {
-			return testutil.CheckIBUDPCapture(t, tshark, pcap, 5701, [2]string{"192.0.2.1", "192.0.2.2"})
+			return capture.CheckIBUDPCapture(t, tshark, pcap, 5701, [2]string{"192.0.2.1", "192.0.2.2"})
 		}})
 }
 
@@ -104,7 +105,7 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	// in minutes; a boot is not what this test measures.
 	r.BootTimeout.Duration = 15 * time.Minute
 	pcap := filepath.Join(t.TempDir(), "veth.pcap")
-	stopCapture := testutil.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
+	stopCapture := capture.CaptureIn(t, tshark, nsp.NS[0], nsp.Veth[0], pcap)
 
 	st, err := deploy.Up(ctx, r, deploy.UpOptions{Hinic: bin, Progress: t.Logf})
 	defer downAndCheck(t, runDir)

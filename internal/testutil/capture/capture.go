@@ -1,4 +1,8 @@
-package testutil
+// Package capture checks captures of a link between two network
+// namespaces (testutil.NetnsPair): tshark on the veth, VXLAN and
+// IB-over-UDP datagrams with valid RoCEv2 and IB inside. It sits above
+// testutil because it imports proto, whose own tests use testutil.
+package capture
 
 import (
 	"bufio"
@@ -13,9 +17,8 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/PacketFive/hinic/internal/proto"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
-
-// Captures of a link between two network namespaces (NetnsPair).
 
 // CaptureIn runs tshark on device dev inside network namespace ns,
 // writing the UDP datagrams it sees to file, until stop (or the test's
@@ -157,12 +160,12 @@ func CheckIBUDPCapture(t testing.TB, tshark, pcap string, vni int, src [2]string
 }
 
 // tsharkClean fails t when tshark finds a malformed frame or an error in
-// pcap, and returns a function that runs tshark with TsharkArgs.
+// pcap, and returns a function that runs tshark with testutil.TsharkArgs.
 func tsharkClean(t testing.TB, tshark, pcap string) func(args ...string) string {
 	t.Helper()
 	run := func(args ...string) string {
 		t.Helper()
-		return RunTshark(t, tshark, append(append([]string{}, TsharkArgs...), args...)...)
+		return testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), args...)...)
 	}
 	// Frames tshark reads as SSH are left out: guests' own SSH across
 	// the tunnel (the rack's mesh) has key exchanges that tshark 4.0
