@@ -54,10 +54,13 @@ def main():
         conn, _ = ls.accept()
     else:
         conn = socket.create_connection((server_ip, port), timeout=60)
-    f = conn.makefile("rw")
+    # One file to read and one to write: a text file that does both
+    # drops what it has read ahead when it is written to, and the peer's
+    # "ready" can arrive in the same read as its JSON.
+    r, f = conn.makefile("r"), conn.makefile("w")
     f.write(json.dumps(mine) + "\n")
     f.flush()
-    peer = json.loads(f.readline())
+    peer = json.loads(r.readline())
 
     attr = QPAttr(port_num=1)
     attr.qp_access_flags = access
@@ -80,12 +83,12 @@ def main():
     qp.to_rts(attr)  # RESET -> INIT -> RTR -> RTS
     f.write("ready\n")
     f.flush()
-    if f.readline().strip() != "ready":
+    if r.readline().strip() != "ready":
         sys.exit("peer not ready")
 
     if server_ip is None:
         # Wait for the client's digest, then check what landed.
-        digest = f.readline().strip()
+        digest = r.readline().strip()
         got = hashlib.sha256(mr.read(size, 0)).hexdigest()
         ok = got == digest
         f.write(("ok" if ok else "mismatch " + got) + "\n")
@@ -117,7 +120,7 @@ def main():
     secs = time.time() - start
     f.write(digest + "\n")
     f.flush()
-    verdict = f.readline().strip()
+    verdict = r.readline().strip()
     if verdict != "ok":
         sys.exit("integrity: server says " + verdict)
     back_digest = hashlib.sha256(back.read(size, 0)).hexdigest()
