@@ -199,7 +199,7 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 	}
 	// The control socket listens once every GPU has its RAM mapped and
 	// its ivshmem socket listening.
-	pid, exe, err := spawn(ctx, hinic, daemon{what: "GPU backend", procs: r.Procs, netns: r.netns(), args: args, logPath: logPath,
+	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "GPU backend", args: args, logPath: logPath,
 		pidPath: filepath.Join(r.RunDir, FileGPUPID), ready: func() bool {
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()

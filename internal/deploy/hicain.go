@@ -262,7 +262,7 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 	}
 	// The control socket listens once every vNIC has its RAM file, its
 	// ivshmem socket and its fabric port.
-	pid, exe, err := spawn(ctx, hinic, daemon{what: "device backend", procs: r.Procs, netns: r.netns(), args: args, logPath: logPath,
+	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "device backend", args: args, logPath: logPath,
 		pidPath: filepath.Join(r.RunDir, FileDevicePID), ready: func() bool {
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()

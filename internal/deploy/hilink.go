@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -276,7 +277,7 @@ func startHiLinks(ctx context.Context, st *State, hinic string, p Progress) (boo
 				return fresh, err
 			}
 		}
-		pid, exe, err := spawn(ctx, hinic, daemon{what: "HiLink switch " + name, procs: r.Procs, args: args,
+		pid, exe, err := r.spawn(ctx, hinic, daemon{what: "HiLink switch " + name, args: args,
 			logPath: hilinkLog(r, name), pidPath: hilinkPIDFile(r.RunDir, name), ready: func() bool {
 				// The control socket is created last: every port listens.
 				_, err := os.Stat(HiLinkControl(r, name))
@@ -310,13 +311,7 @@ func stopHiLinks(st *State, drop func(name string) bool, p Progress) error {
 		names[s.HiLink.Name] = true
 	}
 	var errs []error
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range names {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		if !drop(name) {
 			continue
 		}

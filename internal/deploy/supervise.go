@@ -40,7 +40,7 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 		p("fabric: %d switch(es) in %s, served by the device backend (daemons: %s)", len(r.Switches), fabDir, DaemonsJoined)
 		return nil
 	}
-	pid, exe, err := spawn(ctx, hinic, daemon{what: "fabric", procs: r.Procs, netns: r.netns(),
+	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "fabric",
 		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
 		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
 		ready: func() bool {
@@ -64,8 +64,16 @@ type daemon struct {
 	args             []string // after the binary
 	logPath, pidPath string
 	ready            func() bool // its control socket answers
-	procs            int         // its GOMAXPROCS (Rack.Procs); 0 leaves Go's default
-	netns            string      // the network namespace it runs in (Rack.netns); "" for this one
+	procs            int         // its GOMAXPROCS (Rack.Procs, set by Rack.spawn); 0 leaves Go's default
+	netns            string      // the network namespace it runs in (Rack.netns, set by Rack.spawn); "" for this one
+}
+
+// spawn starts d, one of the rack's daemons, as spawn does, with the
+// rack's GOMAXPROCS and in its host's network namespace: every daemon of
+// a host runs where its host is.
+func (r *Rack) spawn(ctx context.Context, hinic string, d daemon) (int, string, error) {
+	d.procs, d.netns = r.Procs, r.netns()
+	return spawn(ctx, hinic, d)
 }
 
 // spawn starts d with the hinic binary (default: this executable) in its
