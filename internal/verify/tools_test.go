@@ -98,6 +98,16 @@ func TestParseBW(t *testing.T) {
 	if _, err := ParseBW(sendLat); !errors.Is(err, ErrNoResult) {
 		t.Errorf("latency table as BW: err %v", err)
 	}
+	// 8-byte atomics at 532 op/s print an average of 0.00 MB/s: the
+	// message rate is the figure then. With both zero, nothing moved.
+	slow := strings.Replace(strings.Replace(writeBW, " 65536      50               7.03               6.53\t\t   0.000104",
+		" 8          100              0.00               0.00\t\t   0.000532", 1), "RDMA_Write", "Atomic FETCH_AND_ADD", 1)
+	if b, err := ParseBW(slow); err != nil || b.MsgRateMpps != 0.000532 || b.AverageMiBs != 0 {
+		t.Errorf("slow atomics: %+v, %v", b, err)
+	}
+	if _, err := ParseBW(strings.Replace(slow, "0.000532", "0.000000", 1)); err == nil {
+		t.Error("a row with no bandwidth and no message rate was accepted")
+	}
 }
 
 func TestParseLat(t *testing.T) {
