@@ -18,6 +18,8 @@ type Poller struct {
 	n, next int
 	// Timeout bounds the wait for one completion; default 30 s.
 	Timeout time.Duration
+	// deadline and tick are made on the first wait and reused.
+	deadline, tick *time.Timer
 }
 
 // NewPoller returns a Poller for cq, waiting on events if it is not nil.
@@ -42,35 +44,46 @@ func (p *Poller) Next(ctx context.Context) (rdma.WC, error) {
 }
 
 func (p *Poller) fill(ctx context.Context) error {
-	deadline := time.NewTimer(p.Timeout)
-	defer deadline.Stop()
+	// A CQ that has completions costs no timer: the timers are made once,
+	// and only armed when the Poller is about to wait.
+	if p.n, p.next = p.cq.Poll(p.wc), 0; p.n > 0 {
+		return nil
+	}
+	if p.deadline == nil {
+		p.deadline, p.tick = time.NewTimer(p.Timeout), time.NewTimer(time.Hour)
+		p.tick.Stop()
+	} else {
+		p.deadline.Reset(p.Timeout)
+	}
+	defer p.deadline.Stop()
 	for {
-		if p.n, p.next = p.cq.Poll(p.wc), 0; p.n > 0 {
-			return nil
-		}
 		if p.events == nil {
+			p.tick.Reset(20 * time.Microsecond)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-deadline.C:
+			case <-p.deadline.C:
 				return fmt.Errorf("no completion within %v", p.Timeout)
-			case <-time.After(20 * time.Microsecond):
+			case <-p.tick.C:
 			}
-			continue
+		} else {
+			if err := p.cq.ReqNotify(false); err != nil {
+				return err
+			}
+			// A completion may have landed between Poll and ReqNotify.
+			if p.n, p.next = p.cq.Poll(p.wc), 0; p.n > 0 {
+				return nil
+			}
+			select {
+			case <-p.events.Events():
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-p.deadline.C:
+				return fmt.Errorf("no completion within %v", p.Timeout)
+			}
 		}
-		if err := p.cq.ReqNotify(false); err != nil {
-			return err
-		}
-		// A completion may have landed between Poll and ReqNotify.
 		if p.n, p.next = p.cq.Poll(p.wc), 0; p.n > 0 {
 			return nil
-		}
-		select {
-		case <-p.events.Events():
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("no completion within %v", p.Timeout)
 		}
 	}
 }
