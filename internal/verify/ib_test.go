@@ -168,7 +168,7 @@ func TestSSHGateInfiniBand(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	want := "ibv_devices ibv_devinfo ibstat sminfo ibnetdiscover smpquery perfquery ibping ipoib_ping ibv_rc_pingpong"
-	if got := strings.Join(names, " "); !strings.HasPrefix(got, want) || len(cases) != 42 || names[26] != "pyverbs" || names[len(names)-1] != "mpi_allreduce" {
+	if got := strings.Join(names, " "); !strings.HasPrefix(got, want) || len(cases) != 43 || names[27] != "pyverbs" || names[len(names)-1] != "mpi_allreduce" {
 		t.Fatalf("%d cases: %s", len(cases), got)
 	}
 	g := &sshGate{srv: srv, cli: cli, o: o, ib: true, port: o.BasePort, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1}

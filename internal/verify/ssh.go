@@ -179,6 +179,7 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "rping", Run: g.rping(o.CMIters)},
 		{Name: "ucmatose", Run: g.cmatose("ucmatose", o.CMIters)},
 		{Name: "udaddy", Run: g.cmatose("udaddy", o.CMIters)},
+		{Name: "cmtime", Run: g.cmtime(CMTimeRuns)},
 		{Name: "ib_send_bw_rdma_cm", Run: g.perfCM("ib_send_bw", bw)},
 		{Name: "pyverbs", Run: g.pyverbs},
 	}...), append(append(g.consumerCases(), g.gpuCases()...), g.linkCases()...)...)

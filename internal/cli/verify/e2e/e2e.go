@@ -79,9 +79,9 @@ GID of the data IP, which the other cases then use), ibv_rc_pingpong,
 ibv_ud_pingpong, ibv_srq_pingpong, ib_send_bw, ib_write_bw, ib_read_bw,
 ib_atomic_bw, ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat, UD
 multicast (ib_send_bw -c UD -g), data integrity (random bytes written and
-read back, sha256 compared), and four cases that connect through the RDMA
-CM (librdmacm, CM MADs on QP1) by IP address: rping, ucmatose, udaddy and
-ib_send_bw -R. Between two native InfiniBand guests (link: ib in the rack
+read back, sha256 compared), and five cases that connect through the RDMA
+CM (librdmacm, CM MADs on QP1) by IP address: rping, ucmatose, udaddy,
+cmtime (the CM's own timer of one connection's steps) and ib_send_bw -R. Between two native InfiniBand guests (link: ib in the rack
 spec) the tools address each other by LID, the out-of-band exchange and
 the RDMA CM run over IPoIB, UD multicast joins its group through the SA,
 and seven cases look at the subnet with infiniband-diags and iputils:
