@@ -139,14 +139,21 @@ func RawPingPong(ctx context.Context, a, b *rack.Host, iters int) (BenchRow, err
 		Avg: sum / float64(len(lat)), P99: lat[len(lat)*99/100]}, nil
 }
 
+// DefaultMaxIters is the most iterations of a bandwidth test by default:
+// perftest's default -n for its bandwidth tests.
+const DefaultMaxIters = 5000
+
 // BenchConfig sizes `hinic bench rdma`.
 type BenchConfig struct {
 	MTU int // path MTU; default 4096
 	// Port is the hosts' port kind, rack.PortSocket (default) or
 	// rack.PortShm; the raw ceiling uses the same.
-	Port     string
-	Sizes    []int // bandwidth message sizes; default 64 B to 1 MiB
-	Bytes    int   // bytes per bandwidth test (iterations = Bytes/size, 100 to 5000); default 64 MiB
+	Port  string
+	Sizes []int // bandwidth message sizes; default 64 B to 1 MiB
+	Bytes int   // bytes per bandwidth test (iterations = Bytes/size, 100 to MaxIters); default 64 MiB
+	// MaxIters bounds a bandwidth test's iterations; default 5000,
+	// perftest's. Small messages need more for a steady-state rate.
+	MaxIters int
 	LatSizes []int // latency message sizes; default 2 and 4096
 	LatIters int   // round trips per latency test; default 1000
 	// Progress receives a line per test; nil discards.
@@ -193,6 +200,9 @@ func (c *BenchConfig) defaults() {
 	if c.Bytes == 0 {
 		c.Bytes = 64 << 20
 	}
+	if c.MaxIters == 0 {
+		c.MaxIters = DefaultMaxIters
+	}
 	if len(c.LatSizes) == 0 {
 		c.LatSizes = []int{2, 4096}
 	}
@@ -227,7 +237,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	a, b := r.Hosts[0], r.Hosts[1]
 	err = func() error {
 		for _, size := range cfg.Sizes {
-			iters := min(max(cfg.Bytes/size, 100), 5000)
+			iters := min(max(cfg.Bytes/size, 100), cfg.MaxIters)
 			for _, t := range []struct {
 				name string
 				run  func(context.Context, *rack.Host, *rack.Host, int, int) (Result, error)
@@ -268,7 +278,7 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		// UD: datagrams of 64 B and of the MTU (ib_send_bw -c UD), and
 		// the UD ping-pong's half round trip.
 		for _, size := range []int{64, cfg.MTU} {
-			iters := min(max(cfg.Bytes/size, 100), 5000)
+			iters := min(max(cfg.Bytes/size, 100), cfg.MaxIters)
 			res, err := UDSendBW(ctx, a, b, size, iters)
 			if err != nil {
 				return fmt.Errorf("ud_send_bw %d B: %w", size, err)

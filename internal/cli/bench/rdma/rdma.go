@@ -99,6 +99,9 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 			if bytesMiB < 1 || opts.Config.LatIters < 1 {
 				return cmdutil.UsageErrorf("--mib and --lat-iters must be at least 1")
 			}
+			if opts.Config.MaxIters < 100 || opts.Config.MaxIters > 1000000 {
+				return cmdutil.UsageErrorf("invalid --max-iters %d: 100 to 1000000", opts.Config.MaxIters)
+			}
 			opts.Config.Bytes = bytesMiB << 20
 			if runF != nil {
 				return runF(opts)
@@ -110,7 +113,8 @@ func NewCmdRDMA(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	fl.IntVar(&opts.Config.MTU, "mtu", 4096, "path MTU of the emulated NICs")
 	fl.StringVar(&opts.Config.Port, "port", "socket", "how hosts reach the switch: socket (SOCK_SEQPACKET) or shm (shared-memory rings); the raw ceiling uses the same")
 	fl.IntSliceVar(&opts.Config.Sizes, "sizes", []int{64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20}, "bandwidth message sizes, bytes")
-	fl.IntVar(&bytesMiB, "mib", 64, "MiB moved by each bandwidth test (iterations are clamped to 100..5000)")
+	fl.IntVar(&bytesMiB, "mib", 64, "MiB moved by each bandwidth test (iterations are clamped to 100..--max-iters)")
+	fl.IntVar(&opts.Config.MaxIters, "max-iters", perf.DefaultMaxIters, "most iterations of a bandwidth test (perftest's default); raise it with --mib for a steady small-message rate")
 	fl.IntSliceVar(&opts.Config.LatSizes, "lat-sizes", []int{2, 4096}, "latency message sizes, bytes")
 	fl.IntVar(&opts.Config.LatIters, "lat-iters", 1000, "round trips of each latency test")
 	fl.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (go tool pprof FILE)")

@@ -51,6 +51,39 @@ func TestBenchRDMAJSON(t *testing.T) {
 	}
 }
 
+// TestBenchRDMAMaxIters: --max-iters bounds the bandwidth tests'
+// iterations (4 MiB of 4 KiB messages would be 1024).
+func TestBenchRDMAMaxIters(t *testing.T) {
+	ios, _, out, errOut := cmdutil.Test()
+	code := cli.Run(context.Background(), []string{"bench", "rdma", "-o", "json", "--sizes", "4096",
+		"--mib", "4", "--max-iters", "200", "--lat-sizes", "2", "--lat-iters", "20"}, ios)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Results []struct {
+			Test  string `json:"test"`
+			Size  int    `json:"size"`
+			Iters int    `json:"iters"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	n := 0
+	for _, r := range rep.Results {
+		if strings.HasSuffix(r.Test, "_bw") && r.Test != "ib_atomic_bw" {
+			n++
+			if r.Iters != 200 {
+				t.Errorf("%s %d B: %d iterations, want 200", r.Test, r.Size, r.Iters)
+			}
+		}
+	}
+	if n != 5 { // ib_send/write/read_bw, ud_send_bw at 64 B and the MTU
+		t.Errorf("%d bandwidth rows: %+v", n, rep.Results)
+	}
+}
+
 // TestBenchRDMATable: the table has a row per result and the raw
 // ceiling's, every one with all the columns.
 func TestBenchRDMATable(t *testing.T) {
@@ -78,6 +111,8 @@ func TestBenchRDMAUsage(t *testing.T) {
 		{"bench", "rdma", "--sizes", "0"},
 		{"bench", "rdma", "--mtu", "9000"},
 		{"bench", "rdma", "--mib", "0"},
+		{"bench", "rdma", "--max-iters", "99"},
+		{"bench", "rdma", "--max-iters", "1000001"},
 		{"bench", "rdma", "--faults", "--hosts", "3"},
 		{"bench", "rdma", "--faults", "--ops", "0"},
 		{"bench", "rdma", "--faults", "--drop", "0.9"},
