@@ -203,3 +203,93 @@ func TestDomainXMLGolden(t *testing.T) {
 		})
 	}
 }
+
+// fakeVirsh puts a stand-in virsh first on PATH that knows one domain,
+// dom, in state, with the metadata of the rack in runDir (owner "" for
+// none), and logs its calls to the file it returns.
+func fakeVirsh(t *testing.T, dom, state, owner, guest string) string {
+	t.Helper()
+	bin := t.TempDir()
+	calls := filepath.Join(bin, "calls")
+	meta := ""
+	if owner != "" {
+		meta = `<metadata><hinic:rack xmlns:hinic="urn:hinic:deploy:1" run-dir="` + owner + `" name="r" guest="` + guest + `"/></metadata>`
+	}
+	script := `#!/bin/sh
+echo "$*" >> ` + calls + `
+shift 3 # -q -c URI
+case "$1 $2" in
+"domstate ` + dom + `") echo "` + state + `" ;;
+"dumpxml --inactive") echo '<domain type="qemu"><name>` + dom + `</name>` + meta + `</domain>' ;;
+"destroy ` + dom + `"|"undefine ` + dom + `") ;;
+*) echo "error: failed to get domain '$2'" >&2; exit 1 ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "virsh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	return calls
+}
+
+// TestLibvirtStatusDown: status reads a libvirt guest's state from its
+// domain, and down destroys and undefines a domain with the rack's
+// metadata but leaves one of another's alone, with an error that names
+// it.
+func TestLibvirtStatusDown(t *testing.T) {
+	runDir := filepath.Join(t.TempDir(), "run")
+	if err := ensurePrivateDir(runDir); err != nil {
+		t.Fatal(err)
+	}
+	write := func(down bool) {
+		r := Rack{Name: "r", RunDir: runDir, Hosts: []Host{{Name: "h1", Address: "127.0.0.1", Libvirt: "qemu:///system"}},
+			Guests: []Guest{{Name: "vm-a"}}}
+		if err := r.Defaults(); err != nil {
+			t.Fatal(err)
+		}
+		st := &State{Rack: r, Down: down, path: filepath.Join(runDir, FileState), Guests: []GuestState{
+			{Name: "vm-a", Dir: filepath.Join(runDir, "vm-a"), Libvirt: "qemu:///system", Domain: "hinic-r-vm-a"}}}
+		if err := st.save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func() GuestStatus {
+		t.Helper()
+		rs, err := Status(t.Context(), runDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs.Guests[0]
+	}
+
+	write(false)
+	fakeVirsh(t, "hinic-r-vm-a", "shut off", runDir, "vm-a")
+	if g := status(); g.State != "crashed" || g.Domain != "hinic-r-vm-a" || !strings.Contains(g.Error, "libvirt domain hinic-r-vm-a: shut off") {
+		t.Errorf("own domain shut off: %+v", g)
+	}
+	calls := fakeVirsh(t, "hinic-r-vm-a", "running", "/elsewhere", "vm-a")
+	if g := status(); g.State != "unknown" || !strings.Contains(g.Error, "it is guest vm-a of the rack in /elsewhere") {
+		t.Errorf("another rack's domain: %+v", g)
+	}
+	err := Down(runDir, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "deploy leaves it alone") {
+		t.Errorf("down with another rack's domain: %v", err)
+	}
+	if b, _ := os.ReadFile(calls); strings.Contains(string(b), "destroy") || strings.Contains(string(b), "undefine") {
+		t.Errorf("down touched another rack's domain:\n%s", b)
+	}
+
+	write(false)
+	calls = fakeVirsh(t, "hinic-r-vm-a", "running", runDir, "vm-a")
+	if err := Down(runDir, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(calls)
+	if !strings.Contains(string(b), "destroy hinic-r-vm-a\n") || !strings.Contains(string(b), "undefine hinic-r-vm-a\n") {
+		t.Errorf("down did not destroy and undefine the rack's domain:\n%s", b)
+	}
+	fakeVirsh(t, "other", "running", "", "")
+	if g := status(); g.State != "stopped" || g.Error != "" {
+		t.Errorf("after down, no domain: %+v", g)
+	}
+}
