@@ -36,6 +36,10 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 		if running, err = domainRunning(ctx, r.RunDir, gs); err != nil {
 			return err
 		}
+		if running {
+			// libvirt may have started it since the state was saved.
+			gs.PID = domainPID(gs.Libvirt, gs.Domain)
+		}
 	}
 	if running && ((g.NIC == NICHicain && st.deviceFresh) || (g.GPUs.Count > 0 && st.gpuFresh)) {
 		p("%s: booting again: a device backend was restarted", g.Name)
