@@ -19,7 +19,7 @@ import (
 // GuestStatus is one guest line of Status.
 type GuestStatus struct {
 	Name      string `json:"name"`
-	State     string `json:"state"` // running, stopped, crashed, unreachable
+	State     string `json:"state"` // running, stopped, crashed, unreachable; unknown when libvirt does not say
 	PID       int    `json:"pid"`
 	SSH       string `json:"ssh"`
 	DataIP    string `json:"data_ip"`
