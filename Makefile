@@ -146,7 +146,8 @@ clean:
 # HiSwitch, the SSH gate with the fabric capture's ICRCs checked, rack down;
 # then HiNIC's packages, an image with them, a two-guest HiNIC rack, the
 # same gate, the packages removed and installed again in a guest, rack
-# down; then both gates side by side (hinic verify compare). Needs root and
-# the tools `hinic doctor` lists; runs under TCG.
+# down; then both gates side by side (hinic verify compare); and the mixed
+# rack placed through a libvirtd the test starts (TestLibvirtRack). Needs
+# root and the tools `hinic doctor` lists; runs under TCG.
 e2e: build
-	HINIC=./$(BIN) ./scripts/e2e.sh
+	HINIC=./$(BIN) GO=$(GO) ./scripts/e2e.sh

@@ -26,6 +26,7 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
+	libvirt.org/go/libvirtxml v1.12008.0
 )
 
 require (

@@ -31,6 +31,8 @@ PACKAGES=(
 	rdmacm-utils        # the QEMU verbs test: rping, ucmatose, udaddy (librdmacm over ib_cm/rdma_cm) in the guests
 	infiniband-diags    # the QEMU OpenSM test: ibstat, ibnetdiscover, smpquery, perfquery in the guests
 	chromium            # internal/rackview/live: the live rack page in headless chromium (DevTools protocol)
+	libvirt-daemon-system # TestLibvirtRack: libvirtd and virtlogd, which the test starts (no systemd on CI)
+	libvirt-clients       # deploy through libvirt (hosts[].libvirt): virsh -c URI
 	# The QEMU OpenSM test's subnet manager: the libraries of Debian's
 	# opensm package (its binary comes from opensm_extract below).
 	libopensm9

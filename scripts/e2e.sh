@@ -21,6 +21,10 @@
 #      ib_write_bw, ib_read_bw, ib_atomic_bw, ib_send_lat) with the HiNIC
 #      guest as client (requester) and the Soft-RoCE guest as server
 #      (responder), then the other way round -> rack down;
+#   6b. the libvirt rack: mixed.yaml's two guests as libvirt domains
+#      (testdata/racks/libvirt.yaml) through a libvirtd the test starts,
+#      three gate cases, deploy down, no domain left (go test -run
+#      TestLibvirtRack ./internal/cli/verify/e2e, about 5 minutes);
 #   7. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
 #      ratio of every case, and HiNIC's RoCEv2 and InfiniBand figures in
 #      another (hinic verify compare).
@@ -58,8 +62,9 @@
 #                vm-a has the HiNIC vNIC, its vm-b Soft-RoCE
 #   E2E_GRACK    GPU rack spec (default testdata/racks/two-hicain-gpu.yaml)
 #   E2E_GPU      1: the GPU stage (the default), 0: none; outputs in gpu/
-#   E2E_ONLY     rxe, hicain, ib, roce2, mixed or gpu: run one rack only (no
-#                comparison); gpu implies E2E_GPU=1
+#   E2E_ONLY     rxe, hicain, ib, roce2, mixed, libvirt or gpu: run one rack
+#                only (no comparison); gpu implies E2E_GPU=1
+#   GO           the go command of the libvirt stage (default go)
 set -euo pipefail
 
 HINIC=${HINIC:-bin/hinic}
@@ -74,7 +79,7 @@ MSPEC=${E2E_MRACK:-testdata/racks/mixed.yaml}
 GSPEC=${E2E_GRACK:-testdata/racks/two-hicain-gpu.yaml}
 ONLY=${E2E_ONLY:-}
 GPU=${E2E_GPU:-1}
-case $ONLY in "" | rxe | hicain | ib | roce2 | mixed) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, roce2, mixed or gpu, not $ONLY" >&2; exit 2 ;; esac
+case $ONLY in "" | rxe | hicain | ib | roce2 | mixed | libvirt) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, roce2, mixed, libvirt or gpu, not $ONLY" >&2; exit 2 ;; esac
 case $GPU in 0 | 1) ;; *) echo "e2e: E2E_GPU is 0 or 1, not $GPU" >&2; exit 2 ;; esac
 # The cases of the GPU rack: its NICs are the HiNIC rack's, checked there.
 GPU_CASES=(hicart_smi hicart_test hicart_bandwidth hicart_smi_topo hicart_p2p hicart_allreduce)
@@ -272,6 +277,21 @@ fi
 
 if [[ -z $ONLY || $ONLY == mixed ]]; then
 	interop "$MSPEC" "$HIMAGE"
+fi
+
+if [[ -z $ONLY || $ONLY == libvirt ]]; then
+	mkdir -p "$OUT/libvirt"
+	t=$(now)
+	set +e
+	HINIC_LIBVIRT_IMAGE=$(cd "$HIMAGE" && pwd) "${GO:-go}" test -count=1 -timeout 30m -v -run 'TestLibvirtRack$' \
+		./internal/cli/verify/e2e 2>&1 | tee "$OUT/libvirt/test.log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	stage "libvirt" "$t"
+	if ((rc != 0)); then
+		echo "e2e: the libvirt rack failed (exit $rc)" >&2
+		fail "the libvirt rack (exit $rc), $OUT/libvirt/test.log"
+	fi
 fi
 
 if [[ -z $ONLY ]]; then

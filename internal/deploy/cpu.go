@@ -61,7 +61,8 @@ func (st *State) CPUSeconds() map[string]float64 {
 		add("hilink:"+name, pid, hilinkProc(r, name, st.HiLinkExe))
 	}
 	for _, g := range st.Guests {
-		add("qemu:"+g.Name, g.PID, qemuProc(GuestDir(r, g.Name)))
+		g.Dir = GuestDir(r, g.Name)
+		add("qemu:"+g.Name, g.PID, guestProc(&g))
 	}
 	return out
 }

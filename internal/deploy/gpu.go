@@ -149,27 +149,6 @@ func GPUArgs(r *Rack) []string {
 	return args
 }
 
-// ramQEMUArgs puts guest g's RAM in its shared file: the machine option
-// that names the backend and the memory-backend-file object.
-func ramQEMUArgs(r *Rack, g Guest) []string {
-	return []string{
-		"-machine", string(QEMUMachine) + ",memory-backend=ram0",
-		"-object", fmt.Sprintf("memory-backend-file,id=ram0,size=%dM,mem-path=%s,share=on", g.Memory, GuestRAM(r, g)),
-	}
-}
-
-// gpuQEMUArgs are the ivshmem-doorbell functions of guest g's GPUs, one
-// chardev gpu<id> each.
-func gpuQEMUArgs(r *Rack, g Guest) []string {
-	var args []string
-	for _, id := range g.GPUs.IDs {
-		args = append(args,
-			"-chardev", fmt.Sprintf("socket,path=%s,id=gpu%d", GPUSocket(r, g, id), id),
-			"-device", fmt.Sprintf("ivshmem-doorbell,chardev=gpu%d,vectors=%d", id, gpuVectors))
-	}
-	return args
-}
-
 // startGPU starts the rack's GPU backend, or keeps the one running if it
 // serves exactly these GPUs. It reports whether it started a new one:
 // the guests with GPUs then need a new QEMU, which reads the ivshmem

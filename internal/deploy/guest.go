@@ -32,9 +32,23 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 	}
 	t0 := time.Now()
 	running := alive(gs.PID, qemuProc(gs.Dir))
+	if gs.Domain != "" {
+		if running, err = domainRunning(ctx, r.RunDir, gs); err != nil {
+			return err
+		}
+		if running {
+			// libvirt may have started it since the state was saved.
+			gs.PID = domainPID(gs.Libvirt, gs.Domain)
+		}
+	}
 	if running && ((g.NIC == NICHicain && st.deviceFresh) || (g.GPUs.Count > 0 && st.gpuFresh)) {
 		p("%s: booting again: a device backend was restarted", g.Name)
-		if err := stop(gs.PID, qemuProc(gs.Dir), g.Name, p); err != nil {
+		if gs.Domain != "" {
+			err = virsh{uri: gs.Libvirt}.remove(ctx, gs.Domain)
+		} else {
+			err = stop(gs.PID, qemuProc(gs.Dir), g.Name, p)
+		}
+		if err != nil {
 			return err
 		}
 		running = false
@@ -76,31 +90,14 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 				return err
 			}
 		}
-		logf, err := openPrivate(filepath.Join(gs.Dir, "qemu.log"), os.O_APPEND)
-		if err != nil {
+		if gs.Domain != "" {
+			if err := startDomain(ctx, r, g, gs, m, imageDir, pub); err != nil {
+				return err
+			}
+			p("%s: libvirt domain %s started through %s (pid %d, %s, SSH %s, console %s)", g.Name, gs.Domain, gs.Libvirt,
+				gs.PID, gs.Accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))
+		} else if err := startQEMU(r, g, gs, m, imageDir, pub, p); err != nil {
 			return err
-		}
-		args := QEMUArgs(r, g, m, imageDir, gs.Dir, gs.Accel, pub)
-		fmt.Fprintf(logf, "$ qemu-system-x86_64 %s\n", strings.Join(args, " "))
-		argv := netns.Command(gs.Netns, append([]string{"qemu-system-x86_64"}, args...)...)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return err
-		}
-		logf.Close()
-		gs.PID = cmd.Process.Pid
-		gs.HicainGen = 0 // QEMUArgs' function: hicain0 on ivs0
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		p("%s: QEMU started (pid %d, %s, SSH %s, console %s)", g.Name, gs.PID, gs.Accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(filepath.Join(gs.Dir, "qemu.log"))
-			return fmt.Errorf("QEMU exited at once: %s", lastLines(string(b), 3))
-		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, r.BootTimeout.Duration)
@@ -118,6 +115,38 @@ func upGuest(ctx context.Context, st *State, g Guest, gs *GuestState, signer ssh
 		return err
 	}
 	gs.Ready = true
+	return nil
+}
+
+// startQEMU starts guest g's QEMU as deploy's own child (QEMUArgs), in
+// its host's network namespace.
+func startQEMU(r *Rack, g Guest, gs *GuestState, m *image.Manifest, imageDir, pub string, p Progress) error {
+	logf, err := openPrivate(filepath.Join(gs.Dir, "qemu.log"), os.O_APPEND)
+	if err != nil {
+		return err
+	}
+	args := QEMUArgs(r, g, m, imageDir, gs.Dir, gs.Accel, pub)
+	fmt.Fprintf(logf, "$ qemu-system-x86_64 %s\n", strings.Join(args, " "))
+	argv := netns.Command(gs.Netns, append([]string{"qemu-system-x86_64"}, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	logf.Close()
+	gs.PID = cmd.Process.Pid
+	gs.HicainGen = 0 // QEMUArgs' function: hicain0 on ivs0
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p("%s: QEMU started (pid %d, %s, SSH %s, console %s)", g.Name, gs.PID, gs.Accel, gs.SSHAddr, filepath.Join(gs.Dir, "console.log"))
+	select {
+	case <-exited:
+		b, _ := os.ReadFile(filepath.Join(gs.Dir, "qemu.log"))
+		return fmt.Errorf("QEMU exited at once: %s", lastLines(string(b), 3))
+	case <-time.After(500 * time.Millisecond):
+	}
 	return nil
 }
 

@@ -171,16 +171,6 @@ func DeviceArgs(r *Rack) []string {
 	return args
 }
 
-// hicainQEMUArgs is the part of a hicain guest's QEMU command line that
-// replaces the virtio data NIC: the ivshmem-doorbell function the
-// backend serves (the guest's RAM is in its shared file: ramQEMUArgs).
-func hicainQEMUArgs(r *Rack, g Guest) []string {
-	return []string{
-		"-chardev", "socket,path=" + IvshmemSocket(r, g) + ",id=" + hicainChardev,
-		"-device", fmt.Sprintf("ivshmem-doorbell,chardev=%s,vectors=%d,id=%s", hicainChardev, hicainVectors, HicainQdevID),
-	}
-}
-
 // HicainQdevID is the qdev id of a hicain guest's ivshmem function as
 // QEMU starts, and hicainChardev that of its ivshmem server's chardev:
 // the names `deploy restart device` finds them by, through QMP. Each
@@ -262,7 +252,7 @@ func startDevice(ctx context.Context, st *State, hinic string, p Progress) (bool
 	}
 	// The control socket listens once every vNIC has its RAM file, its
 	// ivshmem socket and its fabric port.
-	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "device backend", args: args, logPath: logPath,
+	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "device backend", unit: UnitDevice, args: args, logPath: logPath,
 		pidPath: filepath.Join(r.RunDir, FileDevicePID), ready: func() bool {
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,11 @@ type Host struct {
 	// Netns, when set, is the network namespace of this machine that
 	// stands in for the host (ip netns add NAME).
 	Netns string `yaml:"netns" json:"netns,omitempty"`
+	// Libvirt, when set, is the libvirt connection URI the host's
+	// guests are defined and started through (libvirt.go): qemu:///system
+	// or qemu+ssh://[USER@]HOST/system. Without it deploy runs QEMU
+	// itself.
+	Libvirt string `yaml:"libvirt" json:"libvirt,omitempty"`
 }
 
 // HostState is a host of a deployed rack that spans hosts: where its
@@ -55,6 +61,7 @@ type HostState struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
 	Netns   string `json:"netns,omitempty"`
+	Libvirt string `json:"libvirt,omitempty"`
 	RunDir  string `json:"run_dir"`
 }
 
@@ -102,6 +109,17 @@ func (r *Rack) hostsDefaults() error {
 			}
 			nss[h.Netns] = true
 		}
+		if h.Libvirt != "" {
+			if err := checkLibvirtURI(h.Libvirt); err != nil {
+				return r.src.errAt(key("libvirt"), "host %s: %v", h.Name, err)
+			}
+			if h.Netns != "" {
+				return r.src.errAt(key("libvirt"), "host %s: a libvirt host is a machine, and its guests run where its libvirtd does: give it no netns", h.Name)
+			}
+		}
+	}
+	if slices.ContainsFunc(r.Hosts, func(h Host) bool { return h.Libvirt != "" }) && strings.ContainsAny(r.Name, "/ \t\n") {
+		return r.src.errAt("name", "%q: the rack's libvirt domains are named hinic-NAME-GUEST, which has no '/' or spaces", r.Name)
 	}
 	used := map[string]bool{}
 	for i := range r.Switches {
@@ -304,7 +322,7 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	var wg sync.WaitGroup
 	for i, h := range r.Hosts {
 		sub := r.HostRack(h.Name)
-		st.Hosts = append(st.Hosts, HostState{Name: h.Name, Address: h.Address, Netns: h.Netns, RunDir: sub.RunDir})
+		st.Hosts = append(st.Hosts, HostState{Name: h.Name, Address: h.Address, Netns: h.Netns, Libvirt: h.Libvirt, RunDir: sub.RunDir})
 		// Every host's guests take the rack's key: one key reaches them
 		// all, as the gate and the mesh need.
 		if err := ensurePrivateDir(sub.RunDir); err != nil {

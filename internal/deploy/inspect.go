@@ -45,7 +45,7 @@ func Inspect(runDir string) ([]GuestRow, error) {
 			}
 			row.PID = g.PID
 			switch {
-			case alive(g.PID, qemuProc(g.Dir)):
+			case alive(g.PID, guestProc(&g)):
 				row.State = "running"
 			case st.Down:
 				row.State = "stopped"

@@ -69,6 +69,11 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	if missing := image.MissingTools("qemu-system-x86_64", "qemu-img"); len(missing) > 0 {
 		return nil, image.ErrMissingTools(missing)
 	}
+	if r.libvirt() != "" {
+		if missing := image.MissingTools("virsh"); len(missing) > 0 {
+			return nil, fmt.Errorf("deploy: host %s places its guests through libvirt: %w (Debian's libvirt-clients)", r.placed().Name, image.ErrMissingTools(missing))
+		}
+	}
 	runDir, err := filepath.Abs(r.RunDir)
 	if err != nil {
 		return nil, err
@@ -76,6 +81,14 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	r.RunDir = runDir
 	if err := checkPaths(r); err != nil {
 		return nil, err
+	}
+	if r.libvirt() != "" {
+		if ok, why := r.useUnits(); ok {
+			p("host %s: guests through libvirt %s, the fabric and the device backend as %s and %s (/usr/bin/hinic)",
+				r.placed().Name, r.libvirt(), unitName(UnitFabric, runDir), unitName(UnitDevice, runDir))
+		} else {
+			p("host %s: guests through libvirt %s, the fabric and the backends as deploy's own processes: %s", r.placed().Name, r.libvirt(), why)
+		}
 	}
 	// The run dir holds the SSH key and the guests' memory: it must be
 	// private before anything is read from it or written to it.
@@ -184,6 +197,9 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		*gs = GuestState{Name: g.Name, PID: prev[g.Name].PID, BootSec: prev[g.Name].BootSec,
 			DataIP: g.IP, NIC: g.NIC, Link: g.Link, Accel: accels[g.Image], Dir: filepath.Join(runDir, g.Name)}
 		gs.SSHAddr, gs.Netns = r.guestSSH(g)
+		if uri := r.libvirt(); uri != "" {
+			gs.Libvirt, gs.Domain = uri, DomainName(r, g)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

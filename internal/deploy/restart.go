@@ -141,6 +141,10 @@ func replugTargets(ctx context.Context, st *State, p Progress) ([]replugTarget, 
 	var ts []replugTarget
 	for _, g := range r.hicainGuests() {
 		gs := st.Guest(g.Name)
+		if gs != nil && gs.Domain != "" {
+			return nil, fmt.Errorf("deploy: guest %s runs under libvirt (domain %s), whose monitor deploy does not own: "+
+				"restarting the device backend under it is not supported; deploy down and deploy rack instead", g.Name, gs.Domain)
+		}
 		if gs == nil || !alive(gs.PID, qemuProc(gs.Dir)) {
 			p("%s: not running (deploy rack boots it on the new backend)", g.Name)
 			continue

@@ -153,7 +153,7 @@ func TestSpecKeysCoverRack(t *testing.T) {
 	}
 }
 
-var updateDocs = flag.Bool("update", false, "rewrite docs/deploy.md's key table from SpecKeys")
+var updateDocs = flag.Bool("update", false, "rewrite docs/deploy.md's key table from SpecKeys and the golden domain XML in testdata/libvirt")
 
 const (
 	deployDoc = "../../docs/deploy.md"

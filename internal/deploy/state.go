@@ -74,9 +74,14 @@ type GuestState struct {
 	// HicainGen counts the HiNIC functions deploy restart device gave
 	// the running QEMU: the current one is hicainQdevID(HicainGen) on
 	// chardev hicainChardevID(HicainGen); 0 is QEMUArgs' own.
-	HicainGen int    `json:"hicain_gen,omitempty"`
-	Ready     bool   `json:"ready"`
-	Error     string `json:"error,omitempty"`
+	HicainGen int `json:"hicain_gen,omitempty"`
+	// Libvirt and Domain are the URI and the domain of a guest placed
+	// through libvirt (libvirt.go); PID is then its QEMU's when
+	// libvirtd runs on this machine.
+	Libvirt string `json:"libvirt,omitempty"`
+	Domain  string `json:"domain,omitempty"`
+	Ready   bool   `json:"ready"`
+	Error   string `json:"error,omitempty"`
 }
 
 // StepTiming records how long a deploy step took.

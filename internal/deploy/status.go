@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,7 +19,7 @@ import (
 // GuestStatus is one guest line of Status.
 type GuestStatus struct {
 	Name      string `json:"name"`
-	State     string `json:"state"` // running, stopped, crashed, unreachable
+	State     string `json:"state"` // running, stopped, crashed, unreachable; unknown when libvirt does not say
 	PID       int    `json:"pid"`
 	SSH       string `json:"ssh"`
 	DataIP    string `json:"data_ip"`
@@ -27,7 +29,10 @@ type GuestStatus struct {
 	Accel     string `json:"accel"` // tcg or kvm
 	PortState string `json:"port_state"`
 	LID       string `json:"lid,omitempty"` // an InfiniBand port's LID, e.g. 0x3`
-	Error     string `json:"error,omitempty"`
+	// Domain is the guest's libvirt domain, if it was placed through
+	// libvirt; State is then the domain's.
+	Domain string `json:"domain,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // RackStatus is what `hinic deploy status` shows.
@@ -111,7 +116,22 @@ func Status(ctx context.Context, runDir string) (*RackStatus, error) {
 		gs := &rs.Guests[i]
 		*gs = GuestStatus{Name: g.Name, PID: g.PID, SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, RDMADev: g.RDMADev, Link: g.Link,
 			Accel: g.Accel, State: "stopped"}
-		if !alive(g.PID, qemuProc(g.Dir)) {
+		if g.Domain != "" {
+			gs.Domain = g.Domain
+			dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			ds, err := virsh{uri: g.Libvirt}.claim(dctx, g.Domain, st.Rack.RunDir, g.Name)
+			cancel()
+			switch {
+			case err != nil:
+				gs.State, gs.Error = "unknown", err.Error()
+				continue
+			case ds != "running":
+				if !st.Down {
+					gs.State, gs.Error = "crashed", fmt.Sprintf("libvirt domain %s: %s", g.Domain, cmp.Or(ds, "not defined"))
+				}
+				continue
+			}
+		} else if !alive(g.PID, qemuProc(g.Dir)) {
 			if !st.Down {
 				gs.State = "crashed"
 				if b, err := os.ReadFile(filepath.Join(g.Dir, "qemu.log")); err == nil {

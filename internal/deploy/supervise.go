@@ -40,7 +40,7 @@ func startFabric(ctx context.Context, st *State, hinic string, p Progress) error
 		p("fabric: %d switch(es) in %s, served by the device backend (daemons: %s)", len(r.Switches), fabDir, DaemonsJoined)
 		return nil
 	}
-	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "fabric",
+	pid, exe, err := r.spawn(ctx, hinic, daemon{what: "fabric", unit: UnitFabric,
 		args:    []string{"fabric", "serve", "--config", filepath.Join(r.RunDir, FileFabricConf)},
 		logPath: filepath.Join(r.RunDir, FileFabricLog), pidPath: filepath.Join(r.RunDir, FileFabricPID),
 		ready: func() bool {
@@ -66,6 +66,9 @@ type daemon struct {
 	ready            func() bool // its control socket answers
 	procs            int         // its GOMAXPROCS (Rack.Procs, set by Rack.spawn); 0 leaves Go's default
 	netns            string      // the network namespace it runs in (Rack.netns, set by Rack.spawn); "" for this one
+	// unit is the host package's template unit that runs it on a
+	// libvirt host with systemd (units.go): UnitFabric or UnitDevice.
+	unit string
 }
 
 // spawn starts d, one of the rack's daemons, as spawn does, with the
@@ -73,6 +76,14 @@ type daemon struct {
 // a host runs where its host is.
 func (r *Rack) spawn(ctx context.Context, hinic string, d daemon) (int, string, error) {
 	d.procs, d.netns = r.Procs, r.netns()
+	if ok, _ := r.useUnits(); ok && d.unit != "" {
+		name := unitName(d.unit, r.RunDir)
+		if logf, err := openPrivate(d.logPath, os.O_APPEND); err == nil {
+			fmt.Fprintf(logf, "$ systemctl start %s (its log: journalctl -u %s)\n", name, name)
+			logf.Close()
+		}
+		return spawnUnit(ctx, r.RunDir, d)
+	}
 	return spawn(ctx, hinic, d)
 }
 
@@ -274,6 +285,12 @@ func Down(runDir string, p Progress) error {
 	var errs []error
 	for i := range st.Guests {
 		g := &st.Guests[i]
+		if g.Domain != "" {
+			if err := downDomain(runDir, g, p); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if g.PID == 0 {
 			// A deploy interrupted before it saved the state: QEMU's
 			// own pid file still names the process.
@@ -312,6 +329,7 @@ func Down(runDir string, p Progress) error {
 	if err := stop(st.FabricPID, fabricProc(&st.Rack, st.FabricExe), "fabric", p); err != nil {
 		errs = append(errs, err)
 	}
+	stopUnits(&st.Rack)
 	if len(errs) == 0 {
 		// Guest RAM is worth nothing once QEMU and the backends are
 		// gone, and the file is as large as the RAM the guest touched.

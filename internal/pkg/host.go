@@ -62,11 +62,15 @@ type HostFile struct {
 const GrafanaDashboard = "/usr/share/hinic/grafana/hinic.json"
 
 // HostFiles lists the repository files of the hinic package: the
-// systemd unit, its config file, the Grafana dashboard, the example rack
+// systemd units, the switch unit's config file, the Grafana dashboard, the example rack
 // specs.
 func HostFiles(repo string) ([]HostFile, error) {
 	out := []HostFile{
 		{Src: "packaging/hinic/hinic-fabric.service", Dst: "/lib/systemd/system/hinic-fabric.service", Mode: modeFile},
+		// The template units deploy runs a libvirt host's fabric and
+		// device backend as (internal/deploy/units.go).
+		{Src: "packaging/hinic/hinic-fabric@.service", Dst: "/lib/systemd/system/hinic-fabric@.service", Mode: modeFile},
+		{Src: "packaging/hinic/hinic-device@.service", Dst: "/lib/systemd/system/hinic-device@.service", Mode: modeFile},
 		{Src: "packaging/hinic/fabric.yaml", Dst: "/etc/hinic/fabric.yaml", Mode: modeFile, Config: true},
 		{Src: "packaging/grafana/hinic.json", Dst: GrafanaDashboard, Mode: modeFile},
 	}

@@ -87,6 +87,15 @@ func run(opts *Options) error {
 	if err := w.Close(); err != nil {
 		return err
 	}
+	var domains []string
+	for _, g := range rs.Guests {
+		if g.Domain != "" {
+			domains = append(domains, g.Name+" "+g.Domain)
+		}
+	}
+	if len(domains) > 0 {
+		fmt.Fprintf(opts.IO.Out, "libvirt domains: %s\n", strings.Join(domains, ", "))
+	}
 	if rs.Device != "" {
 		fmt.Fprintln(opts.IO.Out)
 		if len(rs.VNICs) == 0 {

@@ -164,6 +164,18 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	}
 
 	// The gate across: vm-a (host a) serves, vm-b (host b) is the client.
+	runGateCases(ctx, t, st, tc.cases, []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"})
+	stopCapture()
+	if n := tc.check(t, tshark, pcap); n == 0 {
+		t.Error("no RDMA traffic in the tunnel on the veth")
+	}
+}
+
+// runGateCases runs the named cases of the SSH gate with the rack's
+// first guest as server and its second as client, metered, and checks
+// that each passes and that the CPU meter found each of procs.
+func runGateCases(ctx context.Context, t *testing.T, st *deploy.State, names, procs []string) {
+	t.Helper()
 	hosts := connectGuests(ctx, t, st)
 	o := verify.DefaultSSHOptions()
 	o.Save = t.TempDir()
@@ -174,30 +186,24 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	}
 	var cases []verify.Case
 	for _, c := range verify.SSHCases(hosts[0], hosts[1], o) {
-		for _, n := range tc.cases {
-			if c.Name == n {
-				cases = append(cases, c)
-			}
+		if slices.Contains(names, c.Name) {
+			cases = append(cases, c)
 		}
 	}
-	if len(cases) != len(tc.cases) {
-		t.Fatalf("the gate has %d of the cases %v", len(cases), tc.cases)
+	if len(cases) != len(names) {
+		t.Fatalf("the gate has %d of the cases %v", len(cases), names)
 	}
-	rep := verify.RunMetered(ctx, "rack:"+r.Name, cases, t.Logf, st.CPUSeconds)
+	rep := verify.RunMetered(ctx, "rack:"+st.Rack.Name, cases, t.Logf, st.CPUSeconds)
 	for _, c := range rep.Cases {
 		t.Logf("%-16s %-6s %s  %s; CPU %v", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail, c.CPU)
 		if c.Result != verify.Pass {
 			t.Errorf("case %s: %s", c.Case, c.Result)
 		}
-		for _, p := range []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"} {
+		for _, p := range procs {
 			if _, ok := c.CPU[p]; !ok {
 				t.Errorf("case %s: no CPU for %s in %v", c.Case, p, c.CPU)
 			}
 		}
-	}
-	stopCapture()
-	if n := tc.check(t, tshark, pcap); n == 0 {
-		t.Error("no RDMA traffic in the tunnel on the veth")
 	}
 }
 
