@@ -88,11 +88,16 @@ type answer struct {
 	n      uint64
 }
 
-// link is a GPU's HiLink port. Safe for concurrent use.
+// link is a GPU's HiLink port. Safe for concurrent use. When its
+// session with the switch ends (the switch restarted or crashed), the
+// operations waiting for an answer fail with EHOSTUNREACH, the half-done
+// incoming writes and the owed answers are dropped (their requesters'
+// operations fail alike), and the link dials the port again, every
+// relinkMax at the latest, until it is closed.
 type link struct {
 	g       *GPU
-	ep      *hilink.Endpoint
-	chunk   uint64 // payload octets per frame
+	ep      atomic.Pointer[hilink.Endpoint] // the current session's
+	chunk   uint64                          // payload octets per frame
 	timeout time.Duration
 	ctx     context.Context
 	stop    context.CancelFunc
@@ -114,33 +119,102 @@ type linkStats struct {
 	opsOut, errorsOut, bytesOut, bytesIn    atomic.Uint64
 	maxInflight                             atomic.Uint64
 	writesIn, readsIn, refusedIn, droppedIn atomic.Uint64
+	relinks                                 atomic.Uint64 // sessions after the first
 }
+
+// Redial back-off of a link whose switch went away.
+const (
+	relinkMin = 50 * time.Millisecond
+	relinkMax = 2 * time.Second
+)
 
 // openLink dials the switch port of g's configuration.
 func openLink(g *GPU) (*link, error) {
 	c := g.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ep, err := hilink.Dial(ctx, hilink.EndpointConfig{Path: c.HiLink, GPUs: []uint16{uint16(c.ID)},
-		Name: c.LinkName})
+	ep, err := dialLink(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	l := &link{g: g, ep: ep, timeout: c.PeerTimeout, kick: make(chan struct{}, 1),
+	l := &link{g: g, timeout: c.PeerTimeout, kick: make(chan struct{}, 1),
 		chunk:   uint64(min(ep.MaxFrame(), hilink.DefaultMaxFrame) - wire.HeaderSize),
 		pending: map[uint32]*peerOp{}, writes: map[uint64]*openWrite{}, queued: map[uint16]int{}}
+	l.ep.Store(ep)
 	l.ctx, l.stop = context.WithCancel(context.Background())
-	l.wg.Add(2)
-	go l.recvLoop()
-	go l.answerLoop()
+	l.wg.Add(1)
+	go l.serve()
 	return l, nil
+}
+
+func dialLink(ctx context.Context, c GPUConfig) (*hilink.Endpoint, error) {
+	return hilink.Dial(ctx, hilink.EndpointConfig{Path: c.HiLink, GPUs: []uint16{uint16(c.ID)}, Name: c.LinkName})
+}
+
+// serve serves one session with the switch after the other: the
+// receive goroutine is this one, the response goroutine runs beside it,
+// and when the session ends (and the link is not closing) the port is
+// dialled again.
+func (l *link) serve() {
+	defer l.wg.Done()
+	for {
+		ep := l.ep.Load()
+		sess, end := context.WithCancel(l.ctx)
+		var answers sync.WaitGroup
+		answers.Add(1)
+		go func() {
+			defer answers.Done()
+			l.answerLoop(sess, ep)
+		}()
+		l.recvLoop(ep)
+		end()
+		answers.Wait()
+		ep.Close()
+		l.failPending()
+		l.mu.Lock()
+		clear(l.writes)
+		clear(l.queued)
+		l.answers = nil
+		l.mu.Unlock()
+		if !l.redial() {
+			return
+		}
+	}
+}
+
+// redial dials the switch port again with a growing back-off until it
+// answers (true) or the link closes (false). A switch that now takes
+// shorter frames than the link's operations are cut into is not used.
+func (l *link) redial() bool {
+	wait := relinkMin
+	for {
+		select {
+		case <-l.ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, relinkMax)
+		ctx, cancel := context.WithTimeout(l.ctx, 10*time.Second)
+		ep, err := dialLink(ctx, l.g.cfg)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if uint64(ep.MaxFrame()-wire.HeaderSize) < l.chunk {
+			ep.Close()
+			continue
+		}
+		l.ep.Store(ep)
+		l.stats.relinks.Add(1)
+		return true
+	}
 }
 
 // close ends the port and joins its goroutines; operations waiting for
 // an answer fail with EHOSTUNREACH.
 func (l *link) close() {
 	l.stop()
-	l.ep.Close()
+	l.ep.Load().Close()
 	l.wg.Wait()
 	l.failPending()
 }
@@ -164,15 +238,14 @@ func (l *link) session() *session {
 	return l.g.sess
 }
 
-// recvLoop takes every frame the switch delivers: answers to this GPU's
-// operations, and requests of the others. It never waits for the
-// fabric, so that the credits of this port keep coming back.
-func (l *link) recvLoop() {
-	defer l.wg.Done()
+// recvLoop takes every frame the switch delivers on ep: answers to
+// this GPU's operations, and requests of the others, until the session
+// ends. It never waits for the fabric, so that the credits of this port
+// keep coming back.
+func (l *link) recvLoop(ep *hilink.Endpoint) {
 	for {
-		f, err := l.ep.Recv(l.ctx)
+		f, err := ep.Recv(l.ctx)
 		if err != nil {
-			l.failPending()
 			return
 		}
 		h, err := wire.Parse(f)
@@ -288,9 +361,9 @@ func (l *link) queue(a answer) {
 	}
 }
 
-// answerLoop sends the queued answers in order.
-func (l *link) answerLoop() {
-	defer l.wg.Done()
+// answerLoop sends the queued answers in order on ep until the session
+// (sess) ends.
+func (l *link) answerLoop(sess context.Context, ep *hilink.Endpoint) {
 	buf := make([]byte, wire.HeaderSize+l.chunk)
 	for {
 		l.mu.Lock()
@@ -300,7 +373,7 @@ func (l *link) answerLoop() {
 			select {
 			case <-l.kick:
 				continue
-			case <-l.ctx.Done():
+			case <-sess.Done():
 				return
 			}
 		}
@@ -309,9 +382,9 @@ func (l *link) answerLoop() {
 		l.mu.Unlock()
 		var err error
 		if a.read {
-			err = l.sendRead(buf, a)
+			err = l.sendRead(sess, ep, buf, a)
 		} else {
-			err = l.ep.Send(l.ctx, wire.Append(buf[:0], &wire.Fields{Type: wire.TypeWriteResp, Status: a.status,
+			err = ep.Send(sess, wire.Append(buf[:0], &wire.Fields{Type: wire.TypeWriteResp, Status: a.status,
 				SrcGPU: uint16(l.g.cfg.ID), DstGPU: a.src, Tag: a.tag, Length: uint32(min(a.n, maxPeerLen))}, nil))
 		}
 		l.mu.Lock()
@@ -328,31 +401,31 @@ func (l *link) answerLoop() {
 // sendRead answers a read request: the data in frames of at most chunk
 // octets, each checked when it is read, the last with L; or one
 // response with the error status.
-func (l *link) sendRead(buf []byte, a answer) error {
+func (l *link) sendRead(sess context.Context, ep *hilink.Endpoint, buf []byte, a answer) error {
 	f := wire.Fields{Type: wire.TypeReadResp, SrcGPU: uint16(l.g.cfg.ID), DstGPU: a.src, Tag: a.tag}
-	sess := l.session()
+	gs := l.session()
 	for off := uint64(0); off < a.n; {
 		k := min(a.n-off, l.chunk)
 		f.Address = a.addr + off
 		var st uint8 = wire.StatusUnreachable
 		var frame []byte
-		if sess != nil {
-			sess.memMu.RLock()
+		if gs != nil {
+			gs.memMu.RLock()
 			var doff uint64
-			if doff, st = l.access(sess, a.src, f.Address, k); st == wire.StatusOK {
+			if doff, st = l.access(gs, a.src, f.Address, k); st == wire.StatusOK {
 				if off+k == a.n {
 					f.Flags = wire.FlagLast
 				}
 				frame = wire.Append(buf[:0], &f, l.g.devMem[doff:doff+k])
 			}
-			sess.memMu.RUnlock()
+			gs.memMu.RUnlock()
 		}
 		if st != wire.StatusOK {
 			l.stats.refusedIn.Add(1)
 			f.Flags, f.Status = wire.FlagLast, st
-			return l.ep.Send(l.ctx, wire.Append(buf[:0], &f, nil))
+			return ep.Send(sess, wire.Append(buf[:0], &f, nil))
 		}
-		if err := l.ep.Send(l.ctx, frame); err != nil {
+		if err := ep.Send(sess, frame); err != nil {
 			return err
 		}
 		l.stats.bytesIn.Add(k)
@@ -568,7 +641,7 @@ func (l *link) run(op *peerOp, w *work, peer uint16) uint16 {
 		err = l.push(op, &f)
 	} else {
 		f.Type, f.Length, f.Address = wire.TypeReadReq, uint32(op.n), op.remote
-		err = l.ep.Send(l.ctx, wire.Append(nil, &f, nil))
+		err = l.ep.Load().Send(l.ctx, wire.Append(nil, &f, nil))
 	}
 	if err != nil {
 		return StEHOSTUNREACH
@@ -601,6 +674,7 @@ func (l *link) run(op *peerOp, w *work, peer uint16) uint16 {
 func (l *link) push(op *peerOp, f *wire.Fields) error {
 	s := op.s
 	f.Type = wire.TypeWrite
+	ep := l.ep.Load() // one session carries the whole write
 	buf := make([]byte, wire.HeaderSize+min(op.n, l.chunk))
 	bad := false
 	for off := uint64(0); off < op.n; {
@@ -621,7 +695,7 @@ func (l *link) push(op *peerOp, f *wire.Fields) error {
 			clear(p)
 		}
 		s.memMu.RUnlock()
-		if err := l.ep.Send(l.ctx, frame); err != nil {
+		if err := ep.Send(l.ctx, frame); err != nil {
 			return err
 		}
 		l.stats.bytesOut.Add(k)

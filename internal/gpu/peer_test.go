@@ -490,3 +490,45 @@ func FuzzPeerFrames(f *testing.F) {
 		}
 	})
 }
+
+// TestPeerSwitchRestart: when the HiLink switch goes away, both GPUs'
+// links show down and a peer copy fails with EHOSTUNREACH; a switch
+// started again on the same run directory is dialled again by both
+// (relinks 1), and copies each way move every byte as before.
+func TestPeerSwitchRestart(t *testing.T) {
+	r := newPeerRig(t, nil)
+	r.enable(t, 0)
+	r.enable(t, 1)
+	const n = 100_000
+	copyBoth := func(seed uint64) {
+		t.Helper()
+		for i := range 2 {
+			src, data := r.fill(t, i, n, seed+uint64(i))
+			dst := must[uint64](t)(r.g[1-i].MemAlloc(r.ctx, r.ctxs[1-i], n, 0))
+			if st := r.peerCopy(t, i, dst, src, n); st != gpu.StOK {
+				t.Fatalf("GPU %d to %d: status %d", i, 1-i, st)
+			}
+			if !bytes.Equal(r.read(t, 1-i, dst, n), data) {
+				t.Fatalf("GPU %d to %d: the peer's memory differs", i, 1-i)
+			}
+		}
+	}
+	copyBoth(1)
+	cfg := r.sw.Config()
+	if err := r.sw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		waitGPU(t, r.srv[i], func(s gpu.GPUStatus) bool { return s.Link != nil && !s.Link.Up })
+	}
+	src, _ := r.fill(t, 0, n, 5)
+	dst := must[uint64](t)(r.g[1].MemAlloc(r.ctx, r.ctxs[1], n, 0))
+	if st := r.peerCopy(t, 0, dst, src, n); st != gpu.StEHOSTUNREACH {
+		t.Fatalf("copy with the switch gone: status %d, want EHOSTUNREACH", st)
+	}
+	r.sw = startSwitch(t, cfg)
+	for i := range 2 {
+		waitGPU(t, r.srv[i], func(s gpu.GPUStatus) bool { return s.Link != nil && s.Link.Up && s.Link.Relinks == 1 })
+	}
+	copyBoth(7)
+}

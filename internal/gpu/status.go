@@ -41,6 +41,9 @@ type LinkStatus struct {
 	Path       string `json:"path"`        // the switch port's socket
 	SwitchPort int    `json:"switch_port"` // its number
 	Up         bool   `json:"up"`
+	// Relinks counts the sessions with the switch after the first: the
+	// link dials again when its switch restarts.
+	Relinks uint64 `json:"relinks"`
 	// This GPU's peer operations: run, failed, bytes moved each way.
 	Ops      uint64 `json:"ops"`
 	OpErrors uint64 `json:"op_errors"`
@@ -93,7 +96,8 @@ func (g *GPU) Status(uptime time.Duration) GPUStatus {
 	}
 	if l := g.link; l != nil {
 		x := &l.stats
-		st.Link = &LinkStatus{Path: c.HiLink, SwitchPort: l.ep.Port(), Up: l.ep.Err() == nil,
+		ep := l.ep.Load()
+		st.Link = &LinkStatus{Path: c.HiLink, SwitchPort: ep.Port(), Up: ep.Err() == nil, Relinks: x.relinks.Load(),
 			Ops: x.opsOut.Load(), OpErrors: x.errorsOut.Load(), BytesOut: x.bytesOut.Load(),
 			MaxInflight: x.maxInflight.Load(), WritesIn: x.writesIn.Load(), ReadsIn: x.readsIn.Load(),
 			RefusedIn: x.refusedIn.Load(), BytesIn: x.bytesIn.Load(), DroppedIn: x.droppedIn.Load()}
