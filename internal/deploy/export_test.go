@@ -1,7 +1,5 @@
 package deploy
 
-import "context"
-
 // What the external tests drive directly.
 var (
 	StartGPU     = startGPU
@@ -14,13 +12,7 @@ var (
 	HiLinkAlive  = func(st *State, name string) bool {
 		return alive(st.HiLinkPIDs[name], hilinkProc(&st.Rack, name, st.HiLinkExe))
 	}
-	// StartGPUAfterHiLink is startGPU in an Up whose HiLink switch
-	// started afresh.
-	StartGPUAfterHiLink = func(ctx context.Context, st *State, hinic string, p Progress) (bool, error) {
-		st.hilinkFresh = true
-		defer func() { st.hilinkFresh = false }()
-		return startGPU(ctx, st, hinic, p)
-	}
+	WaitGPULinks = waitGPULinks
 )
 
 // quiet discards progress.

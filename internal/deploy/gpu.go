@@ -158,10 +158,9 @@ func startGPU(ctx context.Context, st *State, hinic string, p Progress) (bool, e
 	args := GPUArgs(r)
 	logPath := filepath.Join(r.RunDir, FileGPULog)
 	if alive(st.GPUPID, gpuProc(r, st.GPUExe)) {
+		// A HiLink switch started afresh is no reason: the backend's
+		// GPU ports dial their switch again (docs/gpu.md).
 		why := gpuReusable(ctx, st.GPUPID, args, GPUControl(r), r.gpuCount())
-		if why == "" && st.hilinkFresh {
-			why = "a HiLink switch started afresh"
-		}
 		if why == "" {
 			p("gpu: already running (pid %d)", st.GPUPID)
 			return false, nil

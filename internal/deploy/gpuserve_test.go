@@ -31,8 +31,9 @@ func TestMain(m *testing.M) {
 // `hinic gpu serve` as deploy does (no QEMU): every GPU of the spec is
 // served on its socket and the guest's RAM file and has its port up on
 // the rack's HiLink switch, deploy's status lines them up, a second
-// start keeps both, a changed spec restarts the backend, a restarted
-// HiLink switch restarts it too, and down ends them.
+// start keeps both, a changed spec restarts the backend, a HiLink switch
+// started afresh (by a changed spec, then by deploy restart hilink)
+// keeps it while its GPU ports dial the new switch, and down ends them.
 func TestGPUBackendServes(t *testing.T) {
 	t.Setenv(asHinic, "1")
 	dir, err := os.MkdirTemp("", "hr-gpu-")
@@ -161,23 +162,40 @@ func TestGPUBackendServes(t *testing.T) {
 	if fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p); err != nil || !fresh || st.GPUPID == pid {
 		t.Fatalf("changed spec: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
 	}
-	// A HiLink switch with more ports: it restarts, and so does the
-	// backend, whose ports went with the old one.
+	// A HiLink switch with more ports: it restarts; the backend stays,
+	// and each of its four GPU ports dials the new switch.
 	st.Rack.Switches[0].HiLink.Ports = 6
 	hlPID, pid := st.HiLinkPIDs["hl-sw0"], st.GPUPID
 	if fresh, err := deploy.StartHiLinks(ctx, st, os.Args[0], p); err != nil || !fresh || st.HiLinkPIDs["hl-sw0"] == hlPID {
 		t.Fatalf("changed HiLink switch: fresh %v, pid %d (was %d), %v", fresh, st.HiLinkPIDs["hl-sw0"], hlPID, err)
 	}
-	if fresh, err := deploy.StartGPUAfterHiLink(ctx, st, os.Args[0], p); err != nil || !fresh || st.GPUPID == pid {
+	if fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p); err != nil || fresh || st.GPUPID != pid {
 		t.Fatalf("after the HiLink switch restarted: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
 	}
-	// deploy down, from the state on disk: the backend stops and the
-	// guests' RAM files go.
-	b, err := json.Marshal(st)
+	if n, err := deploy.WaitGPULinks(ctx, st, 30*time.Second); err != nil || n != 4 {
+		t.Fatalf("GPU ports after the HiLink switch restarted: %d dialled again, %v", n, err)
+	}
+	// deploy restart hilink, killed as a crash would: the same again.
+	if err := writeState(dir, st); err != nil {
+		t.Fatal(err)
+	}
+	hlPID = st.HiLinkPIDs["hl-sw0"]
+	st, err = deploy.RestartHiLink(ctx, dir, deploy.RestartOptions{Hinic: os.Args[0], Kill: true, Progress: p})
+	if err != nil || st.HiLinkPIDs["hl-sw0"] == hlPID || st.GPUPID != pid || !deploy.GPUAlive(st) {
+		t.Fatalf("restart hilink: switch pid %d (was %d), backend pid %d (was %d), %v", st.HiLinkPIDs["hl-sw0"], hlPID, st.GPUPID, pid, err)
+	}
+	gs, err := gpu.QueryStatus(ctx, deploy.GPUControl(&st.Rack))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, deploy.FileState), b, 0o600); err != nil {
+	for _, x := range gs.GPUs {
+		if x.Link == nil || !x.Link.Up || x.Link.Relinks != 2 {
+			t.Errorf("GPU %d after two switch restarts: link %+v", x.ID, x.Link)
+		}
+	}
+	// deploy down, from the state on disk: the backend stops and the
+	// guests' RAM files go.
+	if err := writeState(dir, st); err != nil {
 		t.Fatal(err)
 	}
 	if err := deploy.Down(dir, p); err != nil || deploy.GPUAlive(st) || deploy.HiLinkAlive(st, "hl-sw0") {
@@ -188,4 +206,13 @@ func TestGPUBackendServes(t *testing.T) {
 			t.Errorf("%s: RAM file after down: %v", g.Name, err)
 		}
 	}
+}
+
+// writeState saves st as the rack's state in dir, as deploy rack would.
+func writeState(dir string, st *deploy.State) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, deploy.FileState), b, 0o600)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/PacketFive/hinic/internal/gpu"
 	"github.com/PacketFive/hinic/internal/hilink"
 )
 
@@ -240,8 +241,8 @@ func hilinkProc(r *Rack, name, exe string) proc {
 
 // startHiLinks starts the rack's HiLink switches, keeping one that runs
 // with the same command line, and stops those the rack no longer has.
-// It reports whether it started one: the GPU backend's ports on it are
-// then gone and the backend must start again.
+// It reports whether it started one; a running GPU backend's ports dial
+// a switch started afresh again.
 func startHiLinks(ctx context.Context, st *State, hinic string, p Progress) (bool, error) {
 	r := &st.Rack
 	want := HiLinkSwitches(r)
@@ -352,4 +353,61 @@ func HiLinkInfos(ctx context.Context, st *State) []HiLinkInfo {
 		out = append(out, hi)
 	}
 	return out
+}
+
+// gpuLinkTimeout bounds the wait for the GPU backend's ports to dial a
+// HiLink switch started afresh (they retry at most every 2 s).
+const gpuLinkTimeout = 30 * time.Second
+
+// waitGPULinks waits until every GPU of the rack cabled to HiLink shows
+// its port up in the GPU backend's status, and returns how many of them
+// dialled again (relinks) since the backend started.
+func waitGPULinks(ctx context.Context, st *State, timeout time.Duration) (int, error) {
+	r := &st.Rack
+	want := map[string]bool{}
+	for _, g := range r.gpuGuests() {
+		if g.GPUs.HiLink == "" || g.GPUs.HiLink == HiLinkNone {
+			continue
+		}
+		for _, id := range g.GPUs.IDs {
+			want[GPUSocket(r, g, id)] = true
+		}
+	}
+	if len(want) == 0 {
+		return 0, nil
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s, err := gpu.QueryStatus(qctx, GPUControl(r))
+		cancel()
+		up, relinked, down := 0, 0, ""
+		if err == nil {
+			for _, x := range s.GPUs {
+				if !want[x.Socket] {
+					continue
+				}
+				if x.Link != nil && x.Link.Up {
+					up++
+					if x.Link.Relinks > 0 {
+						relinked++
+					}
+				} else if down == "" {
+					down = fmt.Sprintf("GPU %d (%s)", x.ID, x.Socket)
+				}
+			}
+			if up == len(want) {
+				return relinked, nil
+			}
+			err = fmt.Errorf("%s has no HiLink port up", down)
+		}
+		if time.Now().After(deadline) {
+			return relinked, fmt.Errorf("deploy: the GPU backend's HiLink ports after %v: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return relinked, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -150,10 +150,10 @@ func Up(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		st.DevicePID, st.DeviceExe = 0, ""
 	}
 	// The HiLink switches before the GPU backend, which dials their
-	// ports when it starts; a switch started afresh has lost the
-	// backend's ports, so the backend starts again too.
+	// ports when it starts; a running backend redials a switch started
+	// afresh.
 	if err := timed("hilink", func() (err error) {
-		st.hilinkFresh, err = startHiLinks(ctx, st, o.Hinic, p)
+		_, err = startHiLinks(ctx, st, o.Hinic, p)
 		return err
 	}); err != nil {
 		_ = st.save()

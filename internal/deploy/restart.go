@@ -52,6 +52,48 @@ func RestartFabric(ctx context.Context, runDir string, o RestartOptions) (*State
 	return st, st.save()
 }
 
+// RestartHiLink stops the rack's HiLink switches (`hinic link serve`:
+// SIGTERM, or SIGKILL with Kill) and starts them again on the same
+// configuration, leaving the guests and the GPU backend running: the
+// backend's GPU ports dial their switch again, and RestartHiLink waits
+// until every one is up. Peer copies running meanwhile fail with
+// EHOSTUNREACH (docs/deploy.md, "Restarting a HiLink switch").
+func RestartHiLink(ctx context.Context, runDir string, o RestartOptions) (*State, error) {
+	st, p, err := runningRack(runDir, o)
+	if err != nil {
+		return st, err
+	}
+	r := &st.Rack
+	sws := HiLinkSwitches(r)
+	if len(sws) == 0 {
+		return st, fmt.Errorf("deploy: the rack in %s runs no HiLink switch (no GPU cables to one)", runDir)
+	}
+	for _, sw := range sws {
+		name := sw.HiLink.Name
+		if err := halt(st.HiLinkPIDs[name], hilinkProc(r, name, st.HiLinkExe), "hilink "+name, o.Kill, p); err != nil {
+			return st, err
+		}
+		delete(st.HiLinkPIDs, name)
+	}
+	if _, err := startHiLinks(ctx, st, o.Hinic, p); err != nil {
+		_ = st.save()
+		return st, err
+	}
+	if err := st.save(); err != nil {
+		return st, err
+	}
+	if !alive(st.GPUPID, gpuProc(r, st.GPUExe)) {
+		p("gpu: the GPU backend is not running (deploy rack starts it)")
+		return st, nil
+	}
+	n, err := waitGPULinks(ctx, st, gpuLinkTimeout)
+	if err != nil {
+		return st, err
+	}
+	p("gpu: every HiLink port of the GPU backend is up again (%d dialled again)", n)
+	return st, nil
+}
+
 // Bounds of RestartDevice. The guest's driver finds the dead backend
 // within 3 s (its heartbeat watchdog) and its removal then runs no admin
 // command to its timeout; under TCG on a loaded host the ACPI hotplug

@@ -110,6 +110,26 @@ func TestRestartDeviceNeedsQMP(t *testing.T) {
 	}
 }
 
+// TestRestartHiLinkWithoutSwitch: a rack whose GPUs cable to no HiLink
+// switch (or that has no GPUs) has none to restart, and says so.
+func TestRestartHiLinkWithoutSwitch(t *testing.T) {
+	runDir := t.TempDir()
+	for _, g := range []Guest{{Name: "vm-a", NIC: NICHicain, Memory: 64}, {Name: "vm-g", Memory: 64, GPUs: GPUs{Count: 1, Memory: 32, HiLink: HiLinkNone}}} {
+		r := &Rack{RunDir: runDir, Guests: []Guest{g}}
+		if err := r.Defaults(); err != nil {
+			t.Fatal(err)
+		}
+		st := &State{Rack: *r, path: filepath.Join(runDir, FileState)}
+		if err := st.save(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := RestartHiLink(context.Background(), runDir, RestartOptions{}); err == nil ||
+			!strings.Contains(err.Error(), "runs no HiLink switch") {
+			t.Errorf("%s: %v", g.Name, err)
+		}
+	}
+}
+
 // TestReleaseScript runs the guest script that lets the old function
 // go against a sysfs of files: it sets driver_override to none and
 // writes the function's address to its driver's unbind, and fails for a

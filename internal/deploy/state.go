@@ -50,9 +50,6 @@ type State struct {
 	// gpuFresh is the same for the GPU backend and the guests with
 	// GPUs.
 	gpuFresh bool
-	// hilinkFresh is set when this Up started a HiLink switch: the GPU
-	// backend's ports on it went with the one before.
-	hilinkFresh bool
 }
 
 // GuestState is a guest of a deployed rack.

@@ -27,8 +27,8 @@ func NewCmdRestart(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command
 	opts := &Options{IO: f.IOStreams}
 	var rackDir func() string
 	cmd := &cobra.Command{
-		Use:   "restart fabric|device",
-		Short: "Restart the fabric or the device backend of a deployed rack under running guests",
+		Use:   "restart fabric|device|hilink",
+		Short: "Restart the fabric, the device backend or the HiLink switches of a deployed rack under running guests",
 		Long: `fabric: stop the rack's hinic fabric serve (SIGTERM, or SIGKILL with --kill,
 as a crash would) and start it again on the same configuration. The
 guests and the device backend keep running: the backend redials its
@@ -46,12 +46,19 @@ backend is plugged in beside it through the guest's QEMU monitor (QMP
 chardev-add, device_add), and its data NIC is set up again. The guests' verbs processes lose
 their device as after a hardware reset: their QPs fail and they must
 open the device again (docs/deploy.md, "Restarting the device
-backend").`,
+backend").
+
+hilink: stop the rack's HiLink switches (hinic link serve) the same way
+and start them again on the same configuration. The guests and the GPU
+backend keep running: the backend's GPU ports dial their switch again,
+and the command waits until every one is up. Peer copies that run
+meanwhile fail with EHOSTUNREACH (docs/deploy.md, "Restarting a HiLink
+switch").`,
 		Example: "  hinic deploy restart fabric\n  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 --kill fabric\n" +
-			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device",
+			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device\n  hinic deploy restart --kill hilink",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || (args[0] != "fabric" && args[0] != "device") {
-				return cmdutil.UsageErrorf("restart what? fabric or device")
+			if len(args) != 1 || (args[0] != "fabric" && args[0] != "device" && args[0] != "hilink") {
+				return cmdutil.UsageErrorf("restart what? fabric, device or hilink")
 			}
 			return nil
 		},
@@ -80,9 +87,12 @@ func run(opts *Options) error {
 	o := deploy.RestartOptions{Hinic: opts.Hinic, Kill: opts.Kill,
 		Progress: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }}
 	var err error
-	if opts.Component == "device" {
+	switch opts.Component {
+	case "device":
 		_, err = deploy.RestartDevice(ctx, opts.RunDir, o)
-	} else {
+	case "hilink":
+		_, err = deploy.RestartHiLink(ctx, opts.RunDir, o)
+	default:
 		_, err = deploy.RestartFabric(ctx, opts.RunDir, o)
 	}
 	return err
