@@ -173,7 +173,7 @@ const testRules = `
 	# real packages, and parse deploy's argv with the serve commands'
 	# own parsers.
 	cli
-	< cli/bench/rdma, cli/deploy/exec, cli/deploy/graph, cli/deploy/inspect,
+	< cli/bench/rdma, cli/deploy/exec, cli/deploy/graph, cli/deploy/inspect, cli/deploy/restart,
 	  cli/deploy/status, cli/proto/decode, cli/verify/compare, cli/verify/e2e,
 	  deploy, pkg;
 `
