@@ -175,6 +175,16 @@ func setupGuest(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState
 			return fmt.Errorf("installing packages: %w\n%s", err, lastLines(out, 10))
 		}
 		p("%s: installed %d package(s)", g.Name, len(remote))
+		// The image's own copies of these modules were loaded at boot
+		// (udev, by the devices' modaliases): let them go, so that the
+		// data NIC's and the GPUs' set-up below load the new files.
+		out, err := c.Run(ctx, unloadScript("/sys/module", "rmmod", remote))
+		if err != nil {
+			return fmt.Errorf("unloading the modules the packages replace: %w\n%s", err, lastLines(out, 10))
+		}
+		if s := strings.TrimSpace(out); s != "" {
+			p("%s: %s", g.Name, s)
+		}
 	}
 	if err := setupDataNIC(ctx, c, r, g, gs, p); err != nil {
 		return err
@@ -262,4 +272,28 @@ func setupRxe(ctx context.Context, c *Client, r *Rack, g Guest, gs *GuestState) 
 		return fmt.Errorf("data NIC: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// unloadScript is the guest shell script that unloads every module that
+// the .deb files debs ship and that is loaded (a directory under
+// sysmodule), with rmmod, dependents first: it tries each in turn and
+// repeats while one goes. It prints what it unloaded, and fails naming
+// the modules still loaded (one in use).
+func unloadScript(sysmodule, rmmod string, debs []string) string {
+	return `set -e
+mods=$(for d in ` + strings.Join(debs, " ") + `; do dpkg-deb -c "$d"; done | sed -n 's#.*/\([^/]*\)\.ko\(\.[gx]z\)\{0,1\}$#\1#p' | tr - _ | sort -u)
+left=
+for m in $mods; do [ -d ` + sysmodule + `/$m ] && left="$left $m"; done
+[ -z "$left" ] && exit 0
+gone=
+while [ -n "$left" ]; do
+	again=
+	for m in $left; do
+		if ` + rmmod + ` "$m" 2>/dev/null; then gone="$gone $m"; else again="$again $m"; fi
+	done
+	[ "$again" = "$left" ] && { echo "modules still loaded (in use):$left"; exit 1; }
+	left=$again
+done
+echo "unloaded the image's modules:$gone"
+`
 }
