@@ -13,6 +13,7 @@ var (
 		return alive(st.HiLinkPIDs[name], hilinkProc(&st.Rack, name, st.HiLinkExe))
 	}
 	WaitGPULinks = waitGPULinks
+	GPURelinks   = gpuRelinks
 )
 
 // quiet discards progress.

@@ -166,13 +166,17 @@ func TestGPUBackendServes(t *testing.T) {
 	// and each of its four GPU ports dials the new switch.
 	st.Rack.Switches[0].HiLink.Ports = 6
 	hlPID, pid := st.HiLinkPIDs["hl-sw0"], st.GPUPID
+	before := deploy.GPURelinks(ctx, st)
+	if len(before) != 4 {
+		t.Fatalf("GPU ports before the switch restarted: %v", before)
+	}
 	if fresh, err := deploy.StartHiLinks(ctx, st, os.Args[0], p); err != nil || !fresh || st.HiLinkPIDs["hl-sw0"] == hlPID {
 		t.Fatalf("changed HiLink switch: fresh %v, pid %d (was %d), %v", fresh, st.HiLinkPIDs["hl-sw0"], hlPID, err)
 	}
 	if fresh, err := deploy.StartGPU(ctx, st, os.Args[0], p); err != nil || fresh || st.GPUPID != pid {
 		t.Fatalf("after the HiLink switch restarted: fresh %v, pid %d (was %d), %v", fresh, st.GPUPID, pid, err)
 	}
-	if n, err := deploy.WaitGPULinks(ctx, st, 30*time.Second); err != nil || n != 4 {
+	if n, err := deploy.WaitGPULinks(ctx, st, before, 30*time.Second); err != nil || n != 4 {
 		t.Fatalf("GPU ports after the HiLink switch restarted: %d dialled again, %v", n, err)
 	}
 	// deploy restart hilink, killed as a crash would: the same again.

@@ -359,10 +359,31 @@ func HiLinkInfos(ctx context.Context, st *State) []HiLinkInfo {
 // HiLink switch started afresh (they retry at most every 2 s).
 const gpuLinkTimeout = 30 * time.Second
 
+// gpuRelinks returns the sessions after the first of each GPU's HiLink
+// port (by its ivshmem socket), as the GPU backend reports them now;
+// nil when the backend does not answer.
+func gpuRelinks(ctx context.Context, st *State) map[string]uint64 {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := gpu.QueryStatus(qctx, GPUControl(&st.Rack))
+	if err != nil {
+		return nil
+	}
+	m := map[string]uint64{}
+	for _, x := range s.GPUs {
+		if x.Link != nil {
+			m[x.Socket] = x.Link.Relinks
+		}
+	}
+	return m
+}
+
 // waitGPULinks waits until every GPU of the rack cabled to HiLink shows
-// its port up in the GPU backend's status, and returns how many of them
-// dialled again (relinks) since the backend started.
-func waitGPULinks(ctx context.Context, st *State, timeout time.Duration) (int, error) {
+// its port up in the GPU backend's status on a session newer than the
+// one it had in before (gpuRelinks, taken before the switch stopped: a
+// port that has not yet noticed its old switch is gone still shows up),
+// and returns how many dialled again.
+func waitGPULinks(ctx context.Context, st *State, before map[string]uint64, timeout time.Duration) (int, error) {
 	r := &st.Rack
 	want := map[string]bool{}
 	for _, g := range r.gpuGuests() {
@@ -387,11 +408,9 @@ func waitGPULinks(ctx context.Context, st *State, timeout time.Duration) (int, e
 				if !want[x.Socket] {
 					continue
 				}
-				if x.Link != nil && x.Link.Up {
+				if x.Link != nil && x.Link.Up && x.Link.Relinks > before[x.Socket] {
 					up++
-					if x.Link.Relinks > 0 {
-						relinked++
-					}
+					relinked++
 				} else if down == "" {
 					down = fmt.Sprintf("GPU %d (%s)", x.ID, x.Socket)
 				}
@@ -399,7 +418,7 @@ func waitGPULinks(ctx context.Context, st *State, timeout time.Duration) (int, e
 			if up == len(want) {
 				return relinked, nil
 			}
-			err = fmt.Errorf("%s has no HiLink port up", down)
+			err = fmt.Errorf("%s has not dialled its switch again", down)
 		}
 		if time.Now().After(deadline) {
 			return relinked, fmt.Errorf("deploy: the GPU backend's HiLink ports after %v: %w", timeout, err)

@@ -68,6 +68,7 @@ func RestartHiLink(ctx context.Context, runDir string, o RestartOptions) (*State
 	if len(sws) == 0 {
 		return st, fmt.Errorf("deploy: the rack in %s runs no HiLink switch (no GPU cables to one)", runDir)
 	}
+	before := gpuRelinks(ctx, st)
 	for _, sw := range sws {
 		name := sw.HiLink.Name
 		if err := halt(st.HiLinkPIDs[name], hilinkProc(r, name, st.HiLinkExe), "hilink "+name, o.Kill, p); err != nil {
@@ -82,11 +83,11 @@ func RestartHiLink(ctx context.Context, runDir string, o RestartOptions) (*State
 	if err := st.save(); err != nil {
 		return st, err
 	}
-	if !alive(st.GPUPID, gpuProc(r, st.GPUExe)) {
-		p("gpu: the GPU backend is not running (deploy rack starts it)")
+	if !alive(st.GPUPID, gpuProc(r, st.GPUExe)) || before == nil {
+		p("gpu: the GPU backend is not running or not answering (deploy rack starts it)")
 		return st, nil
 	}
-	n, err := waitGPULinks(ctx, st, gpuLinkTimeout)
+	n, err := waitGPULinks(ctx, st, before, gpuLinkTimeout)
 	if err != nil {
 		return st, err
 	}

@@ -76,7 +76,7 @@ var SpecKeys = []SpecKey{
 	{Path: "guests[].port", Default: "next free", Desc: "the switch port the data NIC is on", Bounded: true, Min: 0, Max: 4096},
 	{Path: "guests[].ssh-port", Default: "`ssh-port-base`+N-1", Desc: "management SSH port on 127.0.0.1 (on the host's `address` in a rack with `hosts`)", Bounded: true, Min: 0, Max: 65535},
 	{Path: "guests[].host", Default: "its switch's host", Desc: "the host the guest runs on: its switch's, which it may name again; only with `hosts`"},
-	{Path: "guests[].debs", Desc: "`.deb` files copied to the guest and installed with `dpkg -i`"},
+	{Path: "guests[].debs", Desc: "`.deb` files copied to the guest and installed with `dpkg -i`; then every kernel module they ship that the guest has loaded (the image's own copy, loaded at boot) is unloaded, dependents first, so that the data NIC's and GPUs' set-up loads the new one; a module still in use fails the deploy with its name"},
 	{Path: "guests[].files", Desc: "files copied to the guest, `LOCAL:REMOTE`", Pattern: `^[^:]+:.+$`},
 	{Path: "guests[].trust-pause", Default: "false", Desc: "false: the guest's PAUSE/PFC frames are dropped and counted; true sets `trust-pause` on its switch port for rxe, on its vNIC for hicain"},
 	{Path: "guests[].gpus", Default: "none", Desc: "the guest's HiGPUs ([GPUs](#gpus)), block or flow form"},
