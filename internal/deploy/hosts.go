@@ -55,14 +55,11 @@ type Host struct {
 	Libvirt string `yaml:"libvirt" json:"libvirt,omitempty"`
 }
 
-// HostState is a host of a deployed rack that spans hosts: where its
-// part of the rack keeps its state.
+// HostState is a host of a deployed rack that spans hosts, and where
+// its part of the rack keeps its state.
 type HostState struct {
-	Name    string `json:"name"`
-	Address string `json:"address"`
-	Netns   string `json:"netns,omitempty"`
-	Libvirt string `json:"libvirt,omitempty"`
-	RunDir  string `json:"run_dir"`
+	Host
+	RunDir string `json:"run_dir"`
 }
 
 // hostsDefaults checks hosts and places switches and guests on them: a
@@ -322,7 +319,7 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	var wg sync.WaitGroup
 	for i, h := range r.Hosts {
 		sub := r.HostRack(h.Name)
-		st.Hosts = append(st.Hosts, HostState{Name: h.Name, Address: h.Address, Netns: h.Netns, Libvirt: h.Libvirt, RunDir: sub.RunDir})
+		st.Hosts = append(st.Hosts, HostState{Host: h, RunDir: sub.RunDir})
 		// Every host's guests take the rack's key: one key reaches them
 		// all, as the gate and the mesh need.
 		if err := ensurePrivateDir(sub.RunDir); err != nil {

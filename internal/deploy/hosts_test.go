@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,5 +201,51 @@ func TestUpUnknownHost(t *testing.T) {
 	}
 	if _, serr := os.Stat(r.RunDir); serr == nil {
 		t.Error("the refused deploy made the run directory")
+	}
+}
+
+// TestHostsStatusJSON: in the status of a rack that spans hosts, each
+// host's entry keeps its own name, address and run directory beside its
+// part's status (an embedded part's name and run_dir would collide with
+// the host's, and encoding/json would drop both).
+func TestHostsStatusJSON(t *testing.T) {
+	dir := t.TempDir()
+	st := &State{Rack: Rack{Name: "two", RunDir: dir}, Hosts: []HostState{
+		{Host: Host{Name: "h1", Address: "10.0.0.1", Netns: "ns1"}, RunDir: filepath.Join(dir, "h1")},
+		{Host: Host{Name: "h2", Address: "10.0.0.2"}, RunDir: filepath.Join(dir, "h2")},
+	}}
+	rs, err := hostsStatus(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Hosts []struct {
+			Name    string `json:"name"`
+			Address string `json:"address"`
+			Netns   string `json:"netns"`
+			RunDir  string `json:"run_dir"`
+			Status  struct {
+				Name   string `json:"name"`
+				Down   bool   `json:"down"`
+				Fabric string `json:"fabric"`
+			} `json:"status"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Hosts) != 2 {
+		t.Fatalf("%s", b)
+	}
+	for i, h := range got.Hosts {
+		want := st.Hosts[i]
+		if h.Name != want.Name || h.Address != want.Address || h.Netns != want.Netns || h.RunDir != want.RunDir ||
+			!h.Status.Down || h.Status.Fabric != "stopped" {
+			t.Errorf("host %d: %+v\n%s", i, h, b)
+		}
 	}
 }

@@ -60,10 +60,13 @@ type RackStatus struct {
 	Hosts []HostStatus `json:"hosts,omitempty"`
 }
 
-// HostStatus is one host's part of a rack that spans hosts.
+// HostStatus is one host's part of a rack that spans hosts: the host
+// (name, address, run directory) and its part's status. The part is a
+// named field: embedded, its name and run_dir would collide with the
+// host's, and encoding/json drops both.
 type HostStatus struct {
 	HostState
-	*RackStatus
+	Part *RackStatus `json:"status"`
 }
 
 // Status looks at each process of the rack, asks each running guest for
@@ -206,7 +209,7 @@ func hostsStatus(ctx context.Context, st *State) (*RackStatus, error) {
 			hs[i] = &RackStatus{Name: h.Name, RunDir: h.RunDir, Down: true, Fabric: "stopped"}
 		}
 		x := hs[i]
-		rs.Hosts = append(rs.Hosts, HostStatus{HostState: h, RackStatus: x})
+		rs.Hosts = append(rs.Hosts, HostStatus{HostState: h, Part: x})
 		rs.Fabric = both(rs.Fabric, x.Fabric)
 		if x.Device != "" {
 			rs.Device = both(rs.Device, x.Device)
