@@ -152,35 +152,25 @@ func (g *sshGate) cmtimeRun(ctx context.Context) (string, string, error) {
 	g.port++
 	port := g.port
 	secs := int(g.o.Timeout.Seconds())
-	srvDone := make(chan string, 1)
+	srvDone := make(chan runResult, 1)
 	go func() {
-		out, _ := g.srv.Run(ctx, fmt.Sprintf("timeout -s KILL %d cmtime -b %s -p %d", secs, g.srv.DataIP(), port))
-		srvDone <- out
+		out, err := g.srv.Run(ctx, fmt.Sprintf("timeout -s KILL %d cmtime -b %s -p %d", secs, g.srv.DataIP(), port))
+		srvDone <- runResult{out, err}
 	}()
 	stop := func() string {
 		_, _ = g.srv.Run(context.WithoutCancel(ctx), "pkill -x cmtime; true")
 		select {
-		case out := <-srvDone:
-			return out
+		case r := <-srvDone:
+			return r.out
 		case <-time.After(10 * time.Second):
 			return ""
 		}
 	}
-	for i := 0; ; i++ {
-		out, _ := g.srv.Run(ctx, cmListening.cmd(port))
-		if cmListening.listen(out, port) {
-			break
+	if exited, err := g.awaitListening(ctx, port, cmListening, srvDone); err != nil {
+		if exited != nil {
+			return exited.out, "", fmt.Errorf("cmtime: %w", err)
 		}
-		if i == 100 {
-			return stop(), "", fmt.Errorf("cmtime: server did not listen on port %d in 20 s", port)
-		}
-		select {
-		case out := <-srvDone:
-			return out, "", fmt.Errorf("cmtime: server exited before listening: %s", lastLine(out))
-		case <-ctx.Done():
-			return stop(), "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return stop(), "", fmt.Errorf("cmtime: %w", err)
 	}
 	cliOut, err := g.cli.Run(ctx, fmt.Sprintf("timeout -s KILL %d cmtime -s %s -b %s -p %d -c 1", secs, g.srv.DataIP(), g.cli.DataIP(), port))
 	srvOut := stop()

@@ -323,41 +323,26 @@ func (g *sshGate) pairOn(ctx context.Context, name, srvCmd, cliCmd string, ready
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.o.Timeout+15*time.Second)
 	defer cancel()
-	type result struct {
-		out string
-		err error
-	}
-	srvDone := make(chan result, 1)
+	srvDone := make(chan runResult, 1)
 	go func() {
 		out, err := g.srv.Run(ctx, wrap(srvCmd))
-		srvDone <- result{out, err}
+		srvDone <- runResult{out, err}
 	}()
-	// Wait for the server's listener.
-	listening := false
-	for i := 0; i < 100 && !listening; i++ {
-		out, _ := g.srv.Run(ctx, ready.cmd(port))
-		if ready.listen(out, port) {
-			listening = true
-			break
+	if exited, err := g.awaitListening(ctx, port, ready, srvDone); err != nil {
+		if exited == nil && ctx.Err() == nil {
+			cancel()
+			r := <-srvDone
+			exited = &r
 		}
-		select {
-		case r := <-srvDone:
-			g.save(name, "server", r.out)
-			return r.out, "", fmt.Errorf("server exited before listening: %v: %s", r.err, lastLine(r.out))
-		case <-ctx.Done():
-			return "", "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if exited != nil {
+			g.save(name, "server", exited.out)
+			return exited.out, "", err
 		}
-	}
-	if !listening {
-		cancel()
-		r := <-srvDone
-		g.save(name, "server", r.out)
-		return r.out, "", fmt.Errorf("server did not listen on port %d in 20 s", port)
+		return "", "", err
 	}
 	cliOut, cliErr := g.cli.Run(ctx, wrap(cliCmd))
 	g.save(name, "client", cliOut)
-	var r result
+	var r runResult
 	if cliErr != nil {
 		// The server may wait forever for a client that gave up.
 		select {
@@ -377,6 +362,33 @@ func (g *sshGate) pairOn(ctx context.Context, name, srvCmd, cliCmd string, ready
 		return r.out, cliOut, &pairError{side: "server", err: r.err, last: lastLine(r.out)}
 	}
 	return r.out, cliOut, nil
+}
+
+// runResult is a command's output and error, from a goroutine.
+type runResult struct {
+	out string
+	err error
+}
+
+// awaitListening polls the server until ready says it listens on port
+// (nil, nil), for at most 20 s. A server that exited first (srvDone)
+// is returned with the error; a timeout or a done ctx returns only the
+// error.
+func (g *sshGate) awaitListening(ctx context.Context, port int, ready listening, srvDone <-chan runResult) (*runResult, error) {
+	for range 100 {
+		out, _ := g.srv.Run(ctx, ready.cmd(port))
+		if ready.listen(out, port) {
+			return nil, nil
+		}
+		select {
+		case r := <-srvDone:
+			return &r, fmt.Errorf("server exited before listening: %v: %s", r.err, lastLine(r.out))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("server did not listen on port %d in 20 s", port)
 }
 
 // pairError is a pair run whose client or server failed: side, its
