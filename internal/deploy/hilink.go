@@ -318,9 +318,7 @@ func stopHiLinks(st *State, drop func(name string) bool, p Progress) error {
 		}
 		pid := st.HiLinkPIDs[name]
 		if pid == 0 {
-			if b, err := os.ReadFile(hilinkPIDFile(r.RunDir, name)); err == nil {
-				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-			}
+			pid = readPIDFile(hilinkPIDFile(r.RunDir, name))
 		}
 		if err := stop(pid, hilinkProc(r, name, st.HiLinkExe), "hilink "+name, p); err != nil {
 			errs = append(errs, err)

@@ -52,7 +52,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -349,11 +348,7 @@ func domainPID(uri, dom string) int {
 	if u.Path == "/session" {
 		dir = filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "libvirt", "qemu", "run")
 	}
-	b, err := os.ReadFile(filepath.Join(dir, dom+".pid"))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid := readPIDFile(filepath.Join(dir, dom+".pid"))
 	if !alive(pid, domainProc(dom)) {
 		return 0
 	}

@@ -294,18 +294,14 @@ func Down(runDir string, p Progress) error {
 		if g.PID == 0 {
 			// A deploy interrupted before it saved the state: QEMU's
 			// own pid file still names the process.
-			if b, err := os.ReadFile(filepath.Join(g.Dir, "qemu.pid")); err == nil {
-				g.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-			}
+			g.PID = readPIDFile(filepath.Join(g.Dir, "qemu.pid"))
 		}
 		if err := stop(g.PID, qemuProc(g.Dir), g.Name, p); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if st.DevicePID == 0 {
-		if b, err := os.ReadFile(filepath.Join(runDir, FileDevicePID)); err == nil {
-			st.DevicePID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
+		st.DevicePID = readPIDFile(filepath.Join(runDir, FileDevicePID))
 	}
 	if st.DevicePID != 0 || len(st.Rack.hicainGuests()) > 0 {
 		if err := stop(st.DevicePID, deviceProc(&st.Rack, st.DeviceExe), "device", p); err != nil {
@@ -313,9 +309,7 @@ func Down(runDir string, p Progress) error {
 		}
 	}
 	if st.GPUPID == 0 {
-		if b, err := os.ReadFile(filepath.Join(runDir, FileGPUPID)); err == nil {
-			st.GPUPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
+		st.GPUPID = readPIDFile(filepath.Join(runDir, FileGPUPID))
 	}
 	if st.GPUPID != 0 || len(st.Rack.gpuGuests()) > 0 {
 		if err := stop(st.GPUPID, gpuProc(&st.Rack, st.GPUExe), "gpu", p); err != nil {
@@ -372,4 +366,15 @@ func stop(pid int, want proc, name string, p Progress) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("deploy: %s (pid %d) did not stop", name, pid)
+}
+
+// readPIDFile is the pid a pid file holds (a daemon's, QEMU's, libvirt's),
+// 0 when the file is missing or holds no number.
+func readPIDFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
 }
