@@ -118,6 +118,24 @@ fail() {
 		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(awk '$2 == "fail" || $2 == "error"' "$2")
 	fi
 }
+# step NAME LOG WHAT CMD...: runs CMD (standard input passed on; its
+# output also into LOG) as the stage NAME; a failure is recorded as WHAT
+# with the log's last lines, not fatal.
+step() {
+	local name=$1 log=$2 what=$3 t rc line
+	shift 3
+	t=$(now)
+	set +e
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	stage "$name" "$t"
+	if ((rc != 0)); then
+		echo "e2e: $what failed (exit $rc)" >&2
+		fail "$what (exit $rc), $log ends:"
+		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(tail -n 5 "$log")
+	fi
+}
 # rack NAME SPEC IMAGE [GATE-ARGS...]: deploy, status, gate (with the
 # extra arguments of verify e2e, e.g. --case), leaving the rack up; the
 # gate's failure is recorded, not fatal, so that down and the comparison
@@ -227,19 +245,10 @@ fi
 
 if [[ -z $ONLY || $ONLY == hicain ]]; then
 	rack hicain "$HSPEC" "$HIMAGE"
-	t=$(now)
-	set +e
-	"$HINIC" deploy exec --run-dir "$RUN_DIR" vm-b --upload "${debs[0]}:/root/hicain-modules.deb" \
+	step "pkg cycle" "$OUT/pkg-cycle.txt" "the packages' life cycle in vm-b" \
+		"$HINIC" deploy exec --run-dir "$RUN_DIR" vm-b --upload "${debs[0]}:/root/hicain-modules.deb" \
 		--upload "${debs[1]}:/root/libhicain.deb" -- "mkdir -p /root/hicain-debs && mv /root/hicain-modules.deb /root/libhicain.deb /root/hicain-debs/ && KVER=$KVER DEBS=/root/hicain-debs sh -s" \
-		< scripts/guest-pkg-cycle.sh 2>&1 | tee "$OUT/pkg-cycle.txt"
-	rc=${PIPESTATUS[0]}
-	set -e
-	stage "pkg cycle" "$t"
-	if ((rc != 0)); then
-		echo "e2e: the packages' life cycle in vm-b failed (exit $rc)" >&2
-		fail "the packages' life cycle in vm-b (exit $rc), $OUT/pkg-cycle.txt ends:"
-		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(tail -n 5 "$OUT/pkg-cycle.txt")
-	fi
+		< scripts/guest-pkg-cycle.sh
 	rack_down hicain
 fi
 
@@ -249,19 +258,10 @@ if ((GPU)) && [[ -z $ONLY || $ONLY == gpu ]]; then
 	for c in "${GPU_CASES[@]}"; do cases+=(--case "$c"); done
 	rack gpu "$GSPEC" "$HIMAGE" "${cases[@]}"
 	# The runtime packages' life cycle in vm-b, as the NIC's above.
-	t=$(now)
-	set +e
-	"$HINIC" deploy exec --run-dir "$RUN_DIR" vm-b --upload "${debs[2]}:/root/libhicart1.deb" \
+	step "gpu pkg cycle" "$OUT/gpu-pkg-cycle.txt" "the runtime packages' life cycle in vm-b" \
+		"$HINIC" deploy exec --run-dir "$RUN_DIR" vm-b --upload "${debs[2]}:/root/libhicart1.deb" \
 		--upload "${debs[3]}:/root/hicart-tools.deb" --upload "$devdeb:/root/libhicart-dev.deb" -- "mkdir -p /root/hicart-debs && for p in libhicart1 hicart-tools libhicart-dev; do mv /root/\$p.deb /root/hicart-debs/\${p}_.deb; done && DEBS=/root/hicart-debs sh -s" \
-		< scripts/guest-gpu-pkg-cycle.sh 2>&1 | tee "$OUT/gpu-pkg-cycle.txt"
-	rc=${PIPESTATUS[0]}
-	set -e
-	stage "gpu pkg cycle" "$t"
-	if ((rc != 0)); then
-		echo "e2e: the runtime packages' life cycle in vm-b failed (exit $rc)" >&2
-		fail "the runtime packages' life cycle in vm-b (exit $rc), $OUT/gpu-pkg-cycle.txt ends:"
-		while IFS= read -r line; do failures+=("    ${line:0:400}"); done < <(tail -n 5 "$OUT/gpu-pkg-cycle.txt")
-	fi
+		< scripts/guest-gpu-pkg-cycle.sh
 	rack_down gpu
 fi
 
@@ -281,17 +281,9 @@ fi
 
 if [[ -z $ONLY || $ONLY == libvirt ]]; then
 	mkdir -p "$OUT/libvirt"
-	t=$(now)
-	set +e
-	HINIC_LIBVIRT_IMAGE=$(cd "$HIMAGE" && pwd) "${GO:-go}" test -count=1 -timeout 30m -v -run 'TestLibvirtRack$' \
-		./internal/cli/verify/e2e 2>&1 | tee "$OUT/libvirt/test.log"
-	rc=${PIPESTATUS[0]}
-	set -e
-	stage "libvirt" "$t"
-	if ((rc != 0)); then
-		echo "e2e: the libvirt rack failed (exit $rc)" >&2
-		fail "the libvirt rack (exit $rc), $OUT/libvirt/test.log"
-	fi
+	step libvirt "$OUT/libvirt/test.log" "the libvirt rack" \
+		env HINIC_LIBVIRT_IMAGE="$(cd "$HIMAGE" && pwd)" "${GO:-go}" test -count=1 -timeout 30m -v -run 'TestLibvirtRack$' \
+		./internal/cli/verify/e2e
 fi
 
 if [[ -z $ONLY ]]; then
