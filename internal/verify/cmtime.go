@@ -75,19 +75,6 @@ func ParseCMTime(out string) ([]CMTime, error) {
 	return runs, nil
 }
 
-// median is the median of vs (which it sorts), 0 for none.
-func median(vs []float64) float64 {
-	n := len(vs)
-	if n == 0 {
-		return 0
-	}
-	slices.Sort(vs)
-	if n%2 == 0 {
-		return (vs[n/2-1] + vs[n/2]) / 2
-	}
-	return vs[n/2]
-}
-
 // cmtime runs rdmacm-utils' cmtime, the RDMA CM's own timing test, runs
 // times, one RC connection each: the time from rdma_connect to
 // ESTABLISHED (CM REQ, REP and RTU, with the QPs' transitions on both

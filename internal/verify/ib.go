@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -406,13 +405,7 @@ func ParsePing(out string) (Ping, error) {
 			rtts = append(rtts, v)
 		}
 	}
-	if n := len(rtts); n > 0 {
-		slices.Sort(rtts)
-		p.MedianMs = rtts[n/2]
-		if n%2 == 0 {
-			p.MedianMs = (rtts[n/2-1] + rtts[n/2]) / 2
-		}
-	}
+	p.MedianMs = median(rtts)
 	return p, nil
 }
 

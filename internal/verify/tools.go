@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -293,4 +294,17 @@ func RoCEv2LinkLocalGID(gids []GID) int {
 		}
 	}
 	return -1
+}
+
+// median is the median of vs (which it sorts), 0 for none.
+func median(vs []float64) float64 {
+	n := len(vs)
+	if n == 0 {
+		return 0
+	}
+	slices.Sort(vs)
+	if n%2 == 0 {
+		return (vs[n/2-1] + vs[n/2]) / 2
+	}
+	return vs[n/2]
 }
