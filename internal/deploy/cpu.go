@@ -26,6 +26,10 @@ func (st *State) CPUSeconds() map[string]float64 {
 		// A rack across hosts: each host's part, its daemons as
 		// "backend@HOST"; guest names are the rack's own.
 		for _, h := range st.Hosts {
+			if h.SSH != "" {
+				// Another machine's processes are not this one's to read.
+				continue
+			}
 			sub, err := ReadState(h.RunDir)
 			if err != nil {
 				continue

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -31,10 +32,12 @@ import (
 // A host with netns is a network namespace of this machine (two hosts on
 // one machine, for tests): its part runs in it through `ip netns exec`
 // and deploy reaches its guests' SSH forwards by opening the socket in
-// it (netns.Dial). A host without netns is this machine itself when
-// deploy runs every host (at most one may lack a netns then), or
-// another machine, which deploys its own part there (UpOptions.Host,
-// `deploy rack --host NAME`).
+// it (netns.Dial). A host with ssh is another machine, whose own hinic
+// deploy runs over SSH to deploy, show and take down its part there
+// (remote.go). A host with neither is this machine itself when deploy
+// runs every host (at most one may lack both then), or another machine,
+// which deploys its own part there (UpOptions.Host, `deploy rack --host
+// NAME`).
 // A guest's SSH forward listens on its host's address, so that the
 // other hosts (and the gate) reach it over the underlay.
 
@@ -53,6 +56,18 @@ type Host struct {
 	// or qemu+ssh://[USER@]HOST/system. Without it deploy runs QEMU
 	// itself.
 	Libvirt string `yaml:"libvirt" json:"libvirt,omitempty"`
+	// SSH, when set, makes the host another machine that the machine
+	// running deploy reaches with the system ssh client,
+	// "[USER@]HOST[:PORT]": deploy, status and down run that machine's
+	// own hinic there (remote.go).
+	SSH string `yaml:"ssh" json:"ssh,omitempty"`
+	// Hinic is the hinic binary of an ssh host (default hinic, on the
+	// remote user's PATH).
+	Hinic string `yaml:"hinic" json:"hinic,omitempty"`
+	// RemoteRunDir is the rack's run directory on an ssh host, which
+	// keeps its part in RemoteRunDir/NAME (default: the same absolute
+	// path as the rack's run directory here).
+	RemoteRunDir string `yaml:"run-dir" json:"remote_run_dir,omitempty"`
 }
 
 // HostState is a host of a deployed rack that spans hosts, and where
@@ -113,6 +128,25 @@ func (r *Rack) hostsDefaults() error {
 			if h.Netns != "" {
 				return r.src.errAt(key("libvirt"), "host %s: a libvirt host is a machine, and its guests run where its libvirtd does: give it no netns", h.Name)
 			}
+			if h.SSH != "" && !localLibvirt(h.Libvirt) {
+				return r.src.errAt(key("libvirt"), "host %s: %s: the hinic of an ssh host drives the libvirtd of that machine itself: give it its local URI, libvirt: qemu:///system", h.Name, h.Libvirt)
+			}
+		}
+		if h.SSH != "" {
+			if _, err := parseSSHDest(h.SSH); err != nil {
+				return r.src.errAt(key("ssh"), "host %s: %v", h.Name, err)
+			}
+			if h.Netns != "" {
+				return r.src.errAt(key("ssh"), "host %s: an ssh host is another machine, a netns one is a namespace of this one: give it one of ssh and netns", h.Name)
+			}
+		}
+		for _, kv := range [][2]string{{"hinic", h.Hinic}, {"run-dir", h.RemoteRunDir}} {
+			if kv[1] != "" && h.SSH == "" {
+				return r.src.errAt(key(kv[0]), "host %s: %s is for a host reached over ssh: give it ssh: [USER@]HOST[:PORT]", h.Name, kv[0])
+			}
+		}
+		if h.RemoteRunDir != "" && (!filepath.IsAbs(h.RemoteRunDir) || strings.ContainsAny(h.RemoteRunDir, "\n")) {
+			return r.src.errAt(key("run-dir"), "host %s: %q is not an absolute path", h.Name, h.RemoteRunDir)
 		}
 	}
 	if slices.ContainsFunc(r.Hosts, func(h Host) bool { return h.Libvirt != "" }) && strings.ContainsAny(r.Name, "/ \t\n") {
@@ -284,12 +318,17 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	r.RunDir = runDir
 	var here []string
 	for _, h := range r.Hosts {
-		if h.Netns == "" {
+		if h.Netns == "" && h.SSH == "" {
 			here = append(here, h.Name)
 		}
 	}
 	if len(here) > 1 {
-		return nil, fmt.Errorf("deploy: hosts %s have no netns, and one machine cannot be them all: deploy each host's part on its own machine with --host NAME (docs/deploy.md, \"Across hosts\")", strings.Join(here, ", "))
+		return nil, fmt.Errorf("deploy: hosts %s have no netns and no ssh, and one machine cannot be them all: give the other machines ssh: [USER@]HOST, or deploy each host's part on its own machine with --host NAME (docs/deploy.md, \"Across hosts\")", strings.Join(here, ", "))
+	}
+	if slices.ContainsFunc(r.Hosts, func(h Host) bool { return h.SSH != "" }) {
+		if _, err := exec.LookPath(sshBase()[0]); err != nil {
+			return nil, fmt.Errorf("deploy: hosts with ssh: are reached with %s: %w (Debian's openssh-client, or set %s)", sshBase()[0], err, EnvSSH)
+		}
 	}
 	for _, h := range r.Hosts {
 		if h.Netns != "" {
@@ -315,9 +354,21 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	}
 	st := &State{path: filepath.Join(runDir, FileState), Rack: *r, Started: time.Now().UTC().Truncate(time.Second)}
 	subs := make([]*State, len(r.Hosts))
+	knowns := make([][]byte, len(r.Hosts))
 	errs := make([]error, len(r.Hosts))
 	var wg sync.WaitGroup
 	for i, h := range r.Hosts {
+		hp := func(format string, a ...any) { p(h.Name+": "+format, a...) }
+		if h.SSH != "" {
+			// Another machine: its own hinic deploys its part there.
+			st.Hosts = append(st.Hosts, HostState{Host: h, RunDir: h.partDir(runDir)})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				subs[i], knowns[i], errs[i] = upRemote(ctx, r, h, key, pub, hp)
+			}()
+			continue
+		}
 		sub := r.HostRack(h.Name)
 		st.Hosts = append(st.Hosts, HostState{Host: h, RunDir: sub.RunDir})
 		// Every host's guests take the rack's key: one key reaches them
@@ -333,7 +384,7 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		}
 		so := o
 		so.noMesh = true
-		so.Progress = func(format string, a ...any) { p(h.Name+": "+format, a...) }
+		so.Progress = hp
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -355,9 +406,13 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 		for _, g := range s.Guests {
 			byName[g.Name] = g
 		}
-		b, err := os.ReadFile(filepath.Join(st.Hosts[i].RunDir, FileKnownHosts))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return st, err
+		b := knowns[i]
+		if st.Hosts[i].SSH == "" {
+			var err error
+			b, err = os.ReadFile(filepath.Join(st.Hosts[i].RunDir, FileKnownHosts))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return st, err
+			}
 		}
 		known = append(known, b...)
 		st.Timings = append(st.Timings, s.Timings...)
@@ -365,7 +420,7 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	for _, g := range r.Guests {
 		gs, ok := byName[g.Name]
 		if !ok {
-			gs = GuestState{Name: g.Name, NIC: g.NIC, Link: g.Link, DataIP: g.IP, Dir: filepath.Join(runDir, g.Host, g.Name)}
+			gs = GuestState{Name: g.Name, NIC: g.NIC, Link: g.Link, DataIP: g.IP, Dir: filepath.Join(st.hostDir(g.Host), g.Name)}
 			gs.SSHAddr, gs.Netns = r.guestSSH(g)
 		}
 		st.Guests = append(st.Guests, gs)
@@ -388,11 +443,28 @@ func upHosts(ctx context.Context, r *Rack, o UpOptions) (*State, error) {
 	return st, st.save()
 }
 
+// hostDir is the run directory of host name's part: on that machine
+// for an ssh host.
+func (s *State) hostDir(name string) string {
+	for _, h := range s.Hosts {
+		if h.Name == name {
+			return h.RunDir
+		}
+	}
+	return filepath.Join(s.Rack.RunDir, name)
+}
+
 // downHosts stops every host's part of a rack that spans hosts.
 func downHosts(st *State, p Progress) error {
 	var errs []error
 	for _, h := range st.Hosts {
 		hp := func(format string, a ...any) { p(h.Name+": "+format, a...) }
+		if h.SSH != "" {
+			if err := remoteDown(context.Background(), h, hp); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if err := Down(h.RunDir, hp); err != nil && !errors.Is(err, ErrNotDeployed) {
 			errs = append(errs, fmt.Errorf("host %s: %w", h.Name, err))
 		}

@@ -102,6 +102,17 @@ func checkLibvirtURI(s string) error {
 	return nil
 }
 
+// localLibvirt reports whether a checked libvirt URI names the libvirtd
+// of the machine that uses it: no remote transport.
+func localLibvirt(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	_, transport, _ := strings.Cut(u.Scheme, "+")
+	return transport == "" || transport == "unix"
+}
+
 // libvirt is the libvirt URI the rack's guests are placed through: its
 // host's (a one-host rack or a host's part), "" when deploy runs QEMU.
 func (r *Rack) libvirt() string { return r.placed().Libvirt }

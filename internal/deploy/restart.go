@@ -325,7 +325,15 @@ func runningRack(runDir string, o RestartOptions) (*State, Progress, error) {
 		return st, p, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
 	}
 	if len(st.Hosts) > 0 {
-		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part with --run-dir %s", runDir, st.Hosts[0].RunDir)
+		var how []string
+		for _, h := range st.Hosts {
+			if h.SSH != "" {
+				how = append(how, fmt.Sprintf("host %s: on that machine, ssh %s %s deploy restart ... --run-dir %s", h.Name, h.SSH, h.hinic(), h.RunDir))
+			} else {
+				how = append(how, fmt.Sprintf("host %s: --run-dir %s", h.Name, h.RunDir))
+			}
+		}
+		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part: %s", runDir, strings.Join(how, "; "))
 	}
 	return st, p, nil
 }

@@ -20,7 +20,8 @@
 // shows; hicain.go and gpu.go the device and GPU backends and their
 // guests' drivers; vxlan.go links to a rack on another host; hosts.go
 // racks that span hosts (one part per host, a host that is a network
-// namespace of this machine run through internal/netns); libvirt.go a
+// namespace of this machine run through internal/netns); remote.go a
+// host's part on another machine, run there over SSH; libvirt.go a
 // host's guests as libvirt domains (virsh, libvirtxml); units.go the
 // daemons of such a host as the host package's systemd units.
 //

@@ -193,7 +193,11 @@ func hostsStatus(ctx context.Context, st *State) (*RackStatus, error) {
 	hs := make([]*RackStatus, len(st.Hosts))
 	errs := make([]error, len(st.Hosts))
 	_ = forEach(len(st.Hosts), func(i int) error {
-		hs[i], errs[i] = Status(ctx, st.Hosts[i].RunDir)
+		if h := st.Hosts[i]; h.SSH != "" {
+			hs[i], errs[i] = remoteStatus(ctx, h)
+		} else {
+			hs[i], errs[i] = Status(ctx, h.RunDir)
+		}
 		return nil
 	})
 	both := func(a, b string) string {
@@ -203,10 +207,15 @@ func hostsStatus(ctx context.Context, st *State) (*RackStatus, error) {
 		return a
 	}
 	guests := map[string]GuestStatus{}
+	hostErr := map[string]string{}
 	for i, h := range st.Hosts {
 		if errs[i] != nil {
-			// A host whose part never started has no state.
+			// A host whose part never started has no state; one over
+			// SSH may not answer.
 			hs[i] = &RackStatus{Name: h.Name, RunDir: h.RunDir, Down: true, Fabric: "stopped"}
+			if h.SSH != "" {
+				hostErr[h.Name] = errs[i].Error()
+			}
 		}
 		x := hs[i]
 		rs.Hosts = append(rs.Hosts, HostStatus{HostState: h, Part: x})
@@ -233,6 +242,9 @@ func hostsStatus(ctx context.Context, st *State) (*RackStatus, error) {
 		gs, ok := guests[g.Name]
 		if !ok {
 			gs = GuestStatus{Name: g.Name, State: "stopped", SSH: g.SSHAddr, DataIP: g.DataIP, NIC: g.NIC, Link: g.Link}
+			if rg := st.Rack.guestsWhere(func(x Guest) bool { return x.Name == g.Name }); len(rg) == 1 && hostErr[rg[0].Host] != "" {
+				gs.State, gs.Error = "unknown", hostErr[rg[0].Host]
+			}
 		}
 		rs.Guests = append(rs.Guests, gs)
 	}

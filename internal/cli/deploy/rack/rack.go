@@ -59,8 +59,11 @@ host's part (its switches, backends and guests) is deployed as a rack of
 its own in RUN-DIR/HOST, a link between two hosts' switches is a VXLAN
 link between their addresses, and guests' SSH forwards listen on their
 host's address. Hosts that are network namespaces of this machine
-(netns:) are all deployed here, each in its namespace; on separate
-machines each deploys its own part with --host NAME.
+(netns:) are all deployed here, each in its namespace; a host with
+ssh: [USER@]HOST[:PORT] is another machine, whose part deploy rack
+deploys there by running that machine's hinic over ssh (batch mode;
+HINIC_SSH replaces the ssh command); or each machine deploys its own
+part with --host NAME.
 
 Every step is idempotent: running it again keeps what runs and redoes the
 rest. The state, logs (fabric.log, device.log, gpu.log, GUEST/console.log,
@@ -78,6 +81,7 @@ func NewCmdRack(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
   hinic deploy rack testdata/racks/two-rxe.yaml --pcap
   hinic deploy rack testdata/racks/two-hicain.yaml --image .cache/images/hinic-hicain
   sudo hinic deploy rack testdata/racks/two-hosts-netns.yaml --image .cache/images/hinic-hicain
+  hinic deploy rack rack.yaml               # hosts with ssh: deployed over SSH from here
   hinic deploy rack rack.yaml --host b      # on machine b: its part of a rack across machines
   hinic deploy status && hinic verify e2e --rack rack0 && hinic deploy down`,
 		Args: cobra.MaximumNArgs(1),
