@@ -33,6 +33,8 @@ PACKAGES=(
 	chromium            # internal/rackview/live: the live rack page in headless chromium (DevTools protocol)
 	libvirt-daemon-system # TestLibvirtRack: libvirtd and virtlogd, which the test starts (no systemd on CI)
 	libvirt-clients       # deploy through libvirt (hosts[].libvirt): virsh -c URI
+	openssh-server        # TestTwoHostRack: the sshd in host b's namespace that deploy reaches hosts[].ssh through
+	openssh-client        # deploy to hosts[].ssh: the system ssh client in batch mode
 	# The QEMU OpenSM test's subnet manager: the libraries of Debian's
 	# opensm package (its binary comes from opensm_extract below).
 	libopensm9
