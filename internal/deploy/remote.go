@@ -6,7 +6,7 @@ package deploy
 // client, in batch mode, so that the user's ~/.ssh/config, agent and
 // known_hosts apply:
 //
-//	ssh -o BatchMode=yes [-p PORT] [USER@]HOST 'umask 077 && mkdir -p PART'
+//	ssh -o BatchMode=yes -o ConnectTimeout=30 [-p PORT] [USER@]HOST 'umask 077 && mkdir -p PART'
 //	ssh ... 'umask 077 && cat > PART/id_ed25519'       (stdin: the rack's key)
 //	ssh ... 'umask 077 && cat > PART/id_ed25519.pub'
 //	ssh ... 'umask 077 && cat > PART/rack.yaml'         (stdin: the rack, defaults filled in)
@@ -112,10 +112,14 @@ func sshBase() []string {
 }
 
 // sshArgv is the command line that runs the shell command remote on
-// host h: ssh -o BatchMode=yes [-p PORT] [USER@]HOST REMOTE.
+// host h: ssh -o BatchMode=yes -o ConnectTimeout=30 [-p PORT]
+// [USER@]HOST REMOTE.
 func (h Host) sshArgv(remote string) []string {
 	d, _ := parseSSHDest(h.SSH) // checked with the spec
-	argv := append(sshBase(), "-o", "BatchMode=yes")
+	// A host that does not answer fails in 30 s rather than after the
+	// kernel's TCP timeout (HINIC_SSH's own -o ConnectTimeout comes
+	// first and wins).
+	argv := append(sshBase(), "-o", "BatchMode=yes", "-o", "ConnectTimeout=30")
 	if d.Port != 0 {
 		argv = append(argv, "-p", strconv.Itoa(d.Port))
 	}
@@ -213,8 +217,9 @@ func (h Host) sshRun(ctx context.Context, stdin []byte, p Progress, remote strin
 
 // remoteSpec is the rack as an ssh host's part is deployed from: the
 // whole rack with its defaults filled in (so that the command line's
-// --name, --image and --pcap and every default hold there too), image
-// paths absolute, which must hold the same image on that host.
+// --name, --image and --pcap and every default hold there too), the
+// paths of images, debs and files absolute, where that host must hold
+// the same files.
 func remoteSpec(r *Rack) ([]byte, error) {
 	c := *r
 	var err error
@@ -223,8 +228,23 @@ func remoteSpec(r *Rack) ([]byte, error) {
 	}
 	c.Guests = append([]Guest(nil), r.Guests...)
 	for i := range c.Guests {
-		if c.Guests[i].Image, err = filepath.Abs(c.Guests[i].Image); err != nil {
+		g := &c.Guests[i]
+		if g.Image, err = filepath.Abs(g.Image); err != nil {
 			return nil, err
+		}
+		g.Debs = append([]string(nil), g.Debs...)
+		for j := range g.Debs {
+			if g.Debs[j], err = filepath.Abs(g.Debs[j]); err != nil {
+				return nil, err
+			}
+		}
+		g.Files = append([]string(nil), g.Files...)
+		for j, f := range g.Files {
+			local, dst, _ := strings.Cut(f, ":")
+			if local, err = filepath.Abs(local); err != nil {
+				return nil, err
+			}
+			g.Files[j] = local + ":" + dst
 		}
 	}
 	var n yaml.Node

@@ -50,12 +50,12 @@ func TestSSHArgv(t *testing.T) {
 	if remote != `hinic deploy status --run-dir '/tmp/it'\''s here' -o json` {
 		t.Errorf("remote command %s", remote)
 	}
-	want := []string{"ssh", "-o", "BatchMode=yes", "-p", "2522", "root@192.0.2.2", remote}
+	want := []string{"ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-p", "2522", "root@192.0.2.2", remote}
 	if d := cmp.Diff(want, h.sshArgv(remote)); d != "" {
 		t.Errorf("argv (-want +got):\n%s", d)
 	}
 	t.Setenv(EnvSSH, "ssh -F /tmp/x/ssh_config  -o ConnectTimeout=5")
-	want = []string{"ssh", "-F", "/tmp/x/ssh_config", "-o", "ConnectTimeout=5", "-o", "BatchMode=yes", "b", "true"}
+	want = []string{"ssh", "-F", "/tmp/x/ssh_config", "-o", "ConnectTimeout=5", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "b", "true"}
 	if d := cmp.Diff(want, Host{Name: "b", SSH: "b"}.sshArgv("true")); d != "" {
 		t.Errorf("argv with %s (-want +got):\n%s", EnvSSH, d)
 	}
@@ -106,6 +106,8 @@ func TestRemoteSpecRoundTrip(t *testing.T) {
 		r.Hosts[1].Netns, r.Hosts[1].SSH, r.Hosts[1].RemoteRunDir = "", "root@192.0.2.2:2522", "/srv/hinic"
 		r.RunDir = "/run/x"
 		r.Guests[0].Image = "img/other"
+		r.Guests[1].Debs = []string{"debs/x.deb"}
+		r.Guests[1].Files = []string{"f.conf:/etc/f.conf"}
 		if err := r.Defaults(); err != nil {
 			t.Fatal(err)
 		}
@@ -126,6 +128,8 @@ func TestRemoteSpecRoundTrip(t *testing.T) {
 		for i := range want.Guests {
 			want.Guests[i].Image = filepath.Join(wd, want.Guests[i].Image)
 		}
+		want.Guests[0].Debs = []string{filepath.Join(wd, "debs/x.deb")}
+		want.Guests[0].Files = []string{filepath.Join(wd, "f.conf") + ":/etc/f.conf"}
 		if d := cmp.Diff(want, back.HostRack("b"), cmp.AllowUnexported(Rack{}), cmp.FilterPath(func(p cmp.Path) bool {
 			return p.Last().String() == ".src"
 		}, cmp.Ignore())); d != "" {
@@ -232,7 +236,7 @@ guests: [{name: vm-a, nic: hicain, switch: sw-a}, {name: vm-b, nic: hicain, swit
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCall := fmt.Sprintf("-o BatchMode=yes -p 2201 root@192.0.2.1 %s deploy rack %s/a/rack.yaml --host a --run-dir %s -o json", hinic, remoteDir, remoteDir)
+	wantCall := fmt.Sprintf("-o BatchMode=yes -o ConnectTimeout=30 -p 2201 root@192.0.2.1 %s deploy rack %s/a/rack.yaml --host a --run-dir %s -o json", hinic, remoteDir, remoteDir)
 	if !strings.Contains(string(calls), wantCall+"\n") {
 		t.Errorf("ssh calls lack %q:\n%s", wantCall, calls)
 	}
