@@ -64,6 +64,13 @@ func downAndCheck(t *testing.T, runDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkStopped(t, rs)
+}
+
+// checkStopped checks a rack's status after down: the fabric, the
+// device backend and every guest stopped.
+func checkStopped(t *testing.T, rs *deploy.RackStatus) {
+	t.Helper()
 	if rs.Fabric != "stopped" || (rs.Device != "" && rs.Device != "stopped") {
 		t.Errorf("after down: fabric %s, device backend %s", rs.Fabric, rs.Device)
 	}

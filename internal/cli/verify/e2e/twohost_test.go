@@ -63,21 +63,25 @@ func TestTwoHostIBRack(t *testing.T) {
 		}})
 }
 
-// runTwoHost deploys tc's spec in two namespaces and checks it.
-func runTwoHost(t *testing.T, tc twoHost) {
-	img := os.Getenv("HINIC_TWOHOST_IMAGE")
+// twoHostSetup skips the test without HINIC_TWOHOST_IMAGE, QEMU or
+// tools, makes the two namespaces named ns joined by a veth with
+// 192.0.2.1 and .2 and an MTU for the rack's mtu 9000 in VXLAN (9050
+// bytes of underlay), and returns the image, tshark, the namespaces
+// and the repository's root.
+func twoHostSetup(t *testing.T, ns [2]string, tools ...string) (img, tshark string, nsp *testutil.NetnsPair, root string) {
+	t.Helper()
+	img = os.Getenv("HINIC_TWOHOST_IMAGE")
 	if img == "" {
 		t.Skip("boots two QEMU guests for minutes; set HINIC_TWOHOST_IMAGE to an image with the HiNIC guest packages")
 	}
 	if _, err := image.ReadManifest(img); err != nil {
 		t.Skipf("HINIC_TWOHOST_IMAGE: %v", err)
 	}
-	if m := image.MissingTools("qemu-system-x86_64", "qemu-img"); len(m) > 0 {
+	if m := image.MissingTools(append([]string{"qemu-system-x86_64", "qemu-img"}, tools...)...); len(m) > 0 {
 		requireTool(t, image.ErrMissingTools(m).Error())
 	}
-	tshark := testutil.Tshark(t)
-	nsp := testutil.NewNetnsPairNamed(t, [2]string{"hn-twohost-a", "hn-twohost-b"}, [2]string{"192.0.2.1", "192.0.2.2"})
-	// The rack's mtu 9000 in VXLAN takes 9050 bytes of underlay.
+	tshark = testutil.Tshark(t)
+	nsp = testutil.NewNetnsPairNamed(t, ns, [2]string{"192.0.2.1", "192.0.2.2"})
 	for i := range 2 {
 		if out, err := exec.Command("ip", "-n", nsp.NS[i], "link", "set", "dev", nsp.Veth[i], "mtu", "9100").CombinedOutput(); err != nil {
 			t.Fatalf("veth mtu: %v\n%s", err, out)
@@ -87,6 +91,12 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return img, tshark, nsp, root
+}
+
+// runTwoHost deploys tc's spec in two namespaces and checks it.
+func runTwoHost(t *testing.T, tc twoHost) {
+	img, tshark, nsp, root := twoHostSetup(t, [2]string{"hn-twohost-a", "hn-twohost-b"})
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	bin := buildHinic(t, root)
@@ -118,13 +128,29 @@ func runTwoHost(t *testing.T, tc twoHost) {
 		t.Fatalf("state: hosts %+v, guests %+v", st.Hosts, st.Guests)
 	}
 
-	// deploy status across the hosts: both fabrics and backends, both
-	// guests with an ACTIVE port, the VXLAN port of each switch up.
-	// A guest's port state is asked over SSH within 15 s, which a
-	// loaded host can miss ("absent"): up to three tries.
+	checkTwoHostStatus(t, func() []byte { return runHinic(t, bin, "deploy", "status", "--run-dir", runDir, "-o", "json") })
+	// deploy exec on the guest of host b, which pings host a's over
+	// the tunnel.
+	checkExecAcross(t, runHinic(t, bin, "deploy", "exec", "--run-dir", runDir, "vm-b", "--", execAcross(st.Guests[0].DataIP))...)
+
+	// The gate across: vm-a (host a) serves, vm-b (host b) is the client.
+	runGateCases(ctx, t, st, tc.cases, []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"})
+	stopCapture()
+	if n := tc.check(t, tshark, pcap); n == 0 {
+		t.Error("no RDMA traffic in the tunnel on the veth")
+	}
+}
+
+// checkTwoHostStatus checks deploy status -o json (what status prints)
+// across the hosts: both fabrics and backends, both guests with an
+// ACTIVE port, the VXLAN port of each switch up. A guest's port state
+// is asked over SSH within 15 s, which a loaded host can miss
+// ("absent"): up to three tries.
+func checkTwoHostStatus(t *testing.T, status func() []byte) deploy.RackStatus {
+	t.Helper()
 	var rs deploy.RackStatus
 	for try := 1; ; try++ {
-		out := runHinic(t, bin, "deploy", "status", "--run-dir", runDir, "-o", "json")
+		out := status()
 		rs = deploy.RackStatus{}
 		if err := json.Unmarshal(out, &rs); err != nil {
 			t.Fatalf("status: %v\n%s", err, out)
@@ -158,18 +184,20 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	if tunnels != 2 {
 		t.Errorf("status: %d tunnel ports, want one per host", tunnels)
 	}
-	// deploy exec on the guest of host b, which pings host a's over
-	// the tunnel.
-	out := runHinic(t, bin, "deploy", "exec", "--run-dir", runDir, "vm-b", "--", "hostname; ping -c 2 -W 5 "+st.Guests[0].DataIP+" >/dev/null && echo reached")
+	return rs
+}
+
+// execAcross is the command deploy exec runs on the guest of host b:
+// it pings host a's guest, at ip, over the tunnel.
+func execAcross(ip string) string {
+	return "hostname; ping -c 2 -W 5 " + ip + " >/dev/null && echo reached"
+}
+
+// checkExecAcross checks execAcross's output on vm-b.
+func checkExecAcross(t *testing.T, out ...byte) {
+	t.Helper()
 	if got := string(out); !strings.Contains(got, "vm-b") || !strings.Contains(got, "reached") {
 		t.Errorf("deploy exec vm-b: %q", got)
-	}
-
-	// The gate across: vm-a (host a) serves, vm-b (host b) is the client.
-	runGateCases(ctx, t, st, tc.cases, []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"})
-	stopCapture()
-	if n := tc.check(t, tshark, pcap); n == 0 {
-		t.Error("no RDMA traffic in the tunnel on the veth")
 	}
 }
 

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/deploy"
-	"github.com/PacketFive/hinic/internal/image"
-	"github.com/PacketFive/hinic/internal/testutil"
 	"github.com/PacketFive/hinic/internal/testutil/capture"
 	"github.com/PacketFive/hinic/internal/verify"
 )
@@ -107,28 +105,7 @@ StrictModes no
 // runTwoHostSSH deploys two-hosts-netns.yaml with host b over SSH from
 // a controller in host a's namespace, and checks it (TestTwoHostRack).
 func runTwoHostSSH(t *testing.T, cases []string) {
-	img := os.Getenv("HINIC_TWOHOST_IMAGE")
-	if img == "" {
-		t.Skip("boots two QEMU guests for minutes; set HINIC_TWOHOST_IMAGE to an image with the HiNIC guest packages")
-	}
-	if _, err := image.ReadManifest(img); err != nil {
-		t.Skipf("HINIC_TWOHOST_IMAGE: %v", err)
-	}
-	if m := image.MissingTools("qemu-system-x86_64", "qemu-img", "ssh", "ssh-keygen"); len(m) > 0 {
-		requireTool(t, image.ErrMissingTools(m).Error())
-	}
-	tshark := testutil.Tshark(t)
-	nsp := testutil.NewNetnsPairNamed(t, [2]string{"hn-ssh2h-a", "hn-ssh2h-b"}, [2]string{"192.0.2.1", "192.0.2.2"})
-	// The rack's mtu 9000 in VXLAN takes 9050 bytes of underlay.
-	for i := range 2 {
-		if out, err := exec.Command("ip", "-n", nsp.NS[i], "link", "set", "dev", nsp.Veth[i], "mtu", "9100").CombinedOutput(); err != nil {
-			t.Fatalf("veth mtu: %v\n%s", err, out)
-		}
-	}
-	root, err := filepath.Abs("../../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, tshark, nsp, root := twoHostSetup(t, [2]string{"hn-ssh2h-a", "hn-ssh2h-b"}, "ssh", "ssh-keygen")
 	bin := buildHinic(t, root)
 	// Short: the fabric's socket paths must stay under 108 bytes.
 	tmp := func(prefix string) string {
@@ -204,53 +181,13 @@ func runTwoHostSSH(t *testing.T, cases []string) {
 		t.Errorf("host b's part made %s here", filepath.Join(runDir, "b"))
 	}
 
-	// deploy status across the hosts: both fabrics and backends (host
-	// b's asked over ssh), both guests with an ACTIVE port, the VXLAN
-	// port of each switch up. A guest's port state is asked over SSH
-	// within 15 s, which a loaded host can miss ("absent"): up to three
-	// tries.
-	var rs deploy.RackStatus
-	for try := 1; ; try++ {
-		out := must("deploy", "status", "--run-dir", runDir, "-o", "json")
-		rs = deploy.RackStatus{}
-		if err := json.Unmarshal(out, &rs); err != nil {
-			t.Fatalf("status: %v\n%s", err, out)
-		}
-		if try == 3 || !slices.ContainsFunc(rs.Guests, func(g deploy.GuestStatus) bool { return g.PortState != "ACTIVE" }) {
-			break
-		}
-		t.Logf("status, try %d: guests %+v", try, rs.Guests)
+	// deploy status across the hosts, host b's part asked over ssh;
+	// deploy exec on host b's guest, over the underlay.
+	rs := checkTwoHostStatus(t, func() []byte { return must("deploy", "status", "--run-dir", runDir, "-o", "json") })
+	if rs.Hosts[1].Part == nil || rs.Hosts[1].Part.Device != "running" || rs.Hosts[1].RunDir != filepath.Join(remoteDir, "b") {
+		t.Errorf("status of host b: %+v", rs.Hosts[1])
 	}
-	if rs.Fabric != "running" || rs.Device != "running" || len(rs.Hosts) != 2 || rs.Hosts[1].Part == nil || rs.Hosts[1].Part.Device != "running" {
-		t.Errorf("status: fabric %s, device %s, hosts %+v", rs.Fabric, rs.Device, rs.Hosts)
-	}
-	for _, g := range rs.Guests {
-		if g.State != "running" || g.PortState != "ACTIVE" {
-			t.Errorf("status: guest %+v", g)
-		}
-	}
-	tunnels := 0
-	if rs.Switches != nil {
-		for _, s := range rs.Switches.Switches {
-			for _, p := range s.Ports {
-				if p.Tunnel != nil {
-					tunnels++
-					if p.Tunnel.Link != "up" {
-						t.Errorf("switch %s port %d: tunnel %+v", s.Name, p.Num, p.Tunnel)
-					}
-				}
-			}
-		}
-	}
-	if tunnels != 2 {
-		t.Errorf("status: %d tunnel ports, want one per host", tunnels)
-	}
-	// deploy exec on the guest of host b, over the underlay, which
-	// pings host a's over the tunnel.
-	out = must("deploy", "exec", "--run-dir", runDir, "vm-b", "--", "hostname; ping -c 2 -W 5 "+st.Guests[0].DataIP+" >/dev/null && echo reached")
-	if got := string(out); !strings.Contains(got, "vm-b") || !strings.Contains(got, "reached") {
-		t.Errorf("deploy exec vm-b: %q", got)
-	}
+	checkExecAcross(t, must("deploy", "exec", "--run-dir", runDir, "vm-b", "--", execAcross(st.Guests[0].DataIP))...)
 
 	// The gate across, from the controller: vm-a (host a) serves, vm-b
 	// (host b) is the client.
@@ -299,18 +236,11 @@ func downSSHAndCheck(t *testing.T, hinic func(...string) ([]byte, error), runDir
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rs deploy.RackStatus
-	if err := json.Unmarshal(out, &rs); err != nil {
+	rs := &deploy.RackStatus{}
+	if err := json.Unmarshal(out, rs); err != nil {
 		t.Fatal(err)
 	}
-	if rs.Fabric != "stopped" || (rs.Device != "" && rs.Device != "stopped") {
-		t.Errorf("after down: fabric %s, device backend %s", rs.Fabric, rs.Device)
-	}
-	for _, g := range rs.Guests {
-		if g.State != "stopped" {
-			t.Errorf("guest %s %s after down", g.Name, g.State)
-		}
-	}
+	checkStopped(t, rs)
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
