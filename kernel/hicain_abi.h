@@ -28,7 +28,7 @@
 
 #define HICAIN_MAGIC		0x4e494348U	/* "HCIN" little-endian */
 #define HICAIN_ABI_MAJOR	1
-#define HICAIN_ABI_MINOR	17	/* 1.1: SRQ, UD, multicast, device_attr tail;
+#define HICAIN_ABI_MINOR	18	/* 1.1: SRQ, UD, multicast, device_attr tail;
 				 * 1.2: QUERY_COUNTERS;
 				 * 1.3: address vectors in UD send WQEs;
 				 * 1.4: MAD_IFC, LID_CHANGE (InfiniBand);
@@ -55,7 +55,9 @@
 				 *       (HICAIN_CAP_RAW, CREATE_FLOW,
 				 *       DESTROY_FLOW), receive work queues
 				 *       and RSS QPs (SET_RSS);
-				 * 1.17: QUERY_CLOCK */
+				 * 1.17: QUERY_CLOCK;
+				 * 1.18: hicain_wq_dbrec.no_db (receive
+				 *       doorbells the device does not need) */
 #define HICAIN_VENDOR_ID	0x1ED5
 #define HICAIN_DEVICE_ID	0xCA10
 
@@ -741,10 +743,27 @@ struct hicain_l2_desc {
 	__le16 rsvd;
 };
 
-/* Work queues in guest memory. */
+/*
+ * Work queues in guest memory.
+ *
+ * ABI 1.18: no_db, in the dbrec of an RQ or SRQ, is the device's word
+ * (a driver of 1.17 or before has 8-byte dbrecs, and the device leaves
+ * it alone). Non-zero says the device holds enough of the queue's
+ * receive WQEs and will fetch the ring again by itself before it runs
+ * short: a driver that posts receives may then leave out the
+ * HICAIN_DB_QP doorbell. The driver stores prod (release), then a full
+ * barrier, then reads no_db, and rings while it reads 0. The device
+ * stores 0 before it fetches the ring and whenever it wants every
+ * doorbell again (a queue running short, a QP in ERR or RESET, an SRQ
+ * with its limit armed); it stores non-zero only after a fetch, so that
+ * a WQE posted without a doorbell is fetched before the device needs it.
+ * Zero, as after allocation, is always safe: the driver rings.
+ */
 struct hicain_wq_dbrec {		/* SQ, RQ or SRQ, 8-byte aligned */
 	__le32 prod;			/* driver: WQEs posted */
 	__le32 cons;			/* device: WQEs taken */
+	__le32 no_db;			/* 1.18, device: receive doorbells not needed */
+	__le32 rsvd;
 };
 
 /*
@@ -966,7 +985,7 @@ HINIC_ABI_SIZE(hicain_port_attr, 48);
 HINIC_ABI_SIZE(hicain_port_counters, 128);
 HINIC_ABI_SIZE(hicain_eqe, 16);
 HINIC_ABI_SIZE(hicain_l2_desc, 16);
-HINIC_ABI_SIZE(hicain_wq_dbrec, 8);
+HINIC_ABI_SIZE(hicain_wq_dbrec, 16);
 HINIC_ABI_SIZE(hicain_tm_dbrec, 16);
 HINIC_ABI_SIZE(hicain_cq_dbrec, 16);
 HINIC_ABI_SIZE(hicain_sge, 16);

@@ -510,7 +510,9 @@ static int hicain_mr_cmd(struct hicain_ibdev *hidev, u16 opcode, u32 handle, str
 	npages = pgsz ? ib_umem_num_dma_blocks(umem, pgsz) : 0;
 	if (!npages || npages > HICAIN_MR_MAX_PAGES)
 		return -EINVAL;
-	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma, GFP_KERNEL);
+	/* Sized by the caller: a failure is ENOMEM, not a kernel warning. */
+	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma,
+				  GFP_KERNEL | __GFP_NOWARN);
 	if (!list)
 		return -ENOMEM;
 	rdma_umem_for_each_dma_block(umem, &biter, pgsz)
@@ -662,7 +664,8 @@ struct ib_mr *hicain_get_dma_mr(struct ib_pd *ibpd, int access)
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->epoch = atomic_read(&hidev->epoch);
-	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma, GFP_KERNEL);
+	list = dma_alloc_coherent(dma_dev, npages * sizeof(*list), &list_dma,
+				  GFP_KERNEL | __GFP_NOWARN);
 	if (!list) {
 		ret = -ENOMEM;
 		goto err_free;
@@ -924,7 +927,12 @@ static int hicain_cq_alloc_ring(struct hicain_ibdev *hidev, struct hicain_cq *cq
 		cq->dbrec_dma = cq->uq.dbrec_dma;
 		return 0;
 	}
-	cq->ring = dma_alloc_coherent(dma_dev, ring, &cq->ring_dma, GFP_KERNEL);
+	/*
+	 * One contiguous ring, its size the caller's (ibv_create_cq of up to
+	 * max_cqe on a context without mapped queues): a size the allocator
+	 * cannot give is ENOMEM, not a kernel warning.
+	 */
+	cq->ring = dma_alloc_coherent(dma_dev, ring, &cq->ring_dma, GFP_KERNEL | __GFP_NOWARN);
 	if (!cq->ring)
 		return -ENOMEM;
 	cq->dbrec = dma_alloc_coherent(dma_dev, sizeof(*cq->dbrec), &cq->dbrec_dma, GFP_KERNEL);
@@ -1251,7 +1259,7 @@ static int hicain_wq_alloc(struct device *dma_dev, struct hicain_wq *wq,
 	wq->dbrec = dbrec;
 	wq->dbrec_dma = dbrec_dma;
 	wq->ring = dma_alloc_coherent(dma_dev, (size_t)wq->depth * wq->stride, &wq->ring_dma,
-				      GFP_KERNEL);
+				      GFP_KERNEL | __GFP_NOWARN); /* sized by the caller */
 	return wq->ring ? 0 : -ENOMEM;
 }
 

@@ -73,7 +73,7 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 		if a.RQStride%16 != 0 || uint64(a.RQStride) < recvHdrSize+uint64(a.MaxRecvSGE)*sgeSize || a.RQDBRecGPA%8 != 0 {
 			return StEINVAL
 		}
-		if !s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) || !s.ramRange(a.RQDBRecGPA, 8) {
+		if !s.ramRange(a.RQGPA, uint64(a.RQDepth)*uint64(a.RQStride)) || !s.ramRange(a.RQDBRecGPA, s.wqDBRecLen()) {
 			return StEFAULT
 		}
 	}
@@ -98,12 +98,19 @@ func (s *session) createQP(a *CmdCreateQPArgs, out *AdminCQE) uint16 {
 	if !s.mem.charge(cost) {
 		return StENOMEM
 	}
+	q := &gqp{typ: typ, pd: a.PD, scq: scq, rcq: rcq, srq: srq, noSQ: noSQ, cost: cost}
+	if srq == nil && !ini && !rss {
+		if low := q.rqNotify.init(s, a.RQDBRecGPA, a.RQDepth); low > 0 {
+			attr.RecvLow, attr.OnRecvLow = low, func() { q.rqNotify.want(s) }
+		}
+		attr.OnRecvEmpty = func() bool { return s.refillRQ(q) }
+	}
 	qp, err := s.dev.CreateQP(pd, attr)
 	if err != nil {
 		s.mem.refund(cost)
 		return status(err)
 	}
-	q := &gqp{qp: qp, typ: typ, pd: a.PD, scq: scq, rcq: rcq, srq: srq, noSQ: noSQ, cost: cost}
+	q.qp = qp
 	if !noSQ {
 		// The guest's indices start where the dbrec says, so a driver
 		// may reuse memory without zeroing it.
@@ -158,6 +165,7 @@ func (s *session) modifyQP(a *CmdModifyQPArgs) uint16 {
 		if q.srq == nil && !q.noRQ {
 			q.rqCons, _ = s.v.ram.Load32(q.rqDB)
 			s.v.ram.Store32(q.rqDB+4, q.rqCons)
+			q.rqNotify.off(s) // the engine's RQ is empty again
 		}
 		q.fatal = false
 	}
@@ -207,7 +215,7 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	if a.Stride%16 != 0 || uint64(a.Stride) < recvHdrSize+uint64(a.MaxSGE)*sgeSize || a.DBRecGPA%8 != 0 {
 		return StEINVAL
 	}
-	if !s.ramRange(a.RingGPA, uint64(a.Depth)*uint64(a.Stride)) || !s.ramRange(a.DBRecGPA, 8) {
+	if !s.ramRange(a.RingGPA, uint64(a.Depth)*uint64(a.Stride)) || !s.ramRange(a.DBRecGPA, s.wqDBRecLen()) {
 		return StEFAULT
 	}
 	cost := srqCost(a.Depth, a.MaxSGE)
@@ -221,8 +229,17 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	if x != nil {
 		sa.XRCD, sa.CQ = x.xrcd, xcq.cq
 	}
+	q := &gsrq{pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth, stride: a.Stride, maxSGE: a.MaxSGE,
+		cost: cost, xrcd: x, cq: xcq}
 	if a.SRQType == SRQTTM {
 		sa.CQ, sa.TM = xcq.cq, &rdma.TMAttr{MaxNumTags: int(a.MaxNumTags), MaxOps: int(a.MaxOps)}
+	} else {
+		// A TM SRQ's receives are also tag operations' buffers, fetched
+		// in order with its ops ring: it rings, and the engine waits.
+		if low := q.notify.init(s, a.DBRecGPA, a.Depth); low > 0 {
+			sa.Low, sa.OnLow = low, func() { q.notify.want(s) }
+		}
+		sa.OnEmpty = func() bool { return s.refillSRQ(q) }
 	}
 	srq, err := s.dev.CreateSRQ(pd, sa)
 	if err != nil {
@@ -244,8 +261,7 @@ func (s *session) createSRQ(a *CmdCreateSRQArgs, out *AdminCQE) uint16 {
 	}
 	prod, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, prod)
-	q := &gsrq{srqn: n, srq: srq, pd: a.PD, ring: a.RingGPA, db: a.DBRecGPA, depth: a.Depth,
-		stride: a.Stride, maxSGE: a.MaxSGE, cons: prod, cost: cost, xrcd: x, cq: xcq}
+	q.srqn, q.srq, q.cons = n, srq, prod
 	if a.SRQType == SRQTTM {
 		q.ops, q.opsDB, q.opsDepth = a.OpsRingGPA, a.OpsDBRecGPA, a.OpsDepth
 		q.opsCons, _ = s.v.ram.Load32(a.OpsDBRecGPA)
@@ -278,6 +294,15 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 	mask := rdma.SRQAttrMask(0)
 	if a.AttrMask&SRQLimit != 0 {
 		mask |= rdma.SRQAttrLimit
+		if a.Limit != 0 && q.notify.at.Load() != 0 {
+			// The limit event counts what the guest posted, so the
+			// engine must hold it all before the limit is armed, and
+			// from then on every doorbell again.
+			q.notify.off(s)
+			if prod, err := s.v.ram.Load32(q.db); err == nil && !q.fatal {
+				s.takeSRQ(q, prod)
+			}
+		}
 	}
 	if a.AttrMask&SRQMaxWR == 0 {
 		return status(q.srq.Modify(attr, mask))
@@ -288,7 +313,7 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 	if !isPow2(a.MaxWR) || a.DBRecGPA%8 != 0 {
 		return StEINVAL
 	}
-	if !s.ramRange(a.RingGPA, uint64(a.MaxWR)*uint64(q.stride)) || !s.ramRange(a.DBRecGPA, 8) {
+	if !s.ramRange(a.RingGPA, uint64(a.MaxWR)*uint64(q.stride)) || !s.ramRange(a.DBRecGPA, s.wqDBRecLen()) {
 		return StEFAULT
 	}
 	// Every WQE of the old ring must fit the resized SRQ: the device
@@ -318,6 +343,11 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 	newProd, _ := s.v.ram.Load32(a.DBRecGPA)
 	s.v.ram.Store32(a.DBRecGPA+4, newProd)
 	q.ring, q.db, q.depth, q.cons, q.blocked = a.RingGPA, a.DBRecGPA, a.MaxWR, newProd, false
+	if q.notify.at.Load() != 0 {
+		q.notify.off(s) // the old ring's word
+		q.notify.at.Store(a.DBRecGPA + 8)
+		s.v.ram.Store32(a.DBRecGPA+8, 0)
+	}
 	return StOK
 }
 

@@ -2,6 +2,7 @@ package device
 
 import (
 	"errors"
+	"github.com/PacketFive/hinic/internal/ivshmem"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -237,17 +238,34 @@ func (s *session) serviceRQ(q *gqp) {
 	if q.srq != nil || q.noRQ {
 		return
 	}
+	s.fetchRQ(q, false)
+	q.rqNotify.settle(s, q.qp.RecvHeld, q.rqReady)
+}
+
+// rqReady reports whether the QP's RQ may go without doorbells: the QP
+// takes receives and flushes none (recvnotify.go).
+func (q *gqp) rqReady() bool {
+	st := q.qp.State()
+	return !q.fatal && st != rdma.QPStateReset && st != rdma.QPStateErr
+}
+
+// fetchRQ takes the receive WQEs the guest posted on the QP's RQ ring.
+// From the engine's goroutine (engine, refillRQ) it must not move the
+// QP to ERR, which waits for the engine: a broken ring or a WQE the
+// engine refuses stops the fetch there and leaves it to the epoll
+// goroutine, which a kick sends to fetch again and finds the same.
+func (s *session) fetchRQ(q *gqp, engine bool) {
 	ram := s.v.ram
 	prod, err := ram.Load32(q.rqDB)
 	if err != nil {
-		s.qpFatal(q, QPFatalRing)
+		s.rqFault(q, engine, QPFatalRing)
 		return
 	}
 	if prod == q.rqCons && !q.rqBlocked {
 		return
 	}
 	if prod-q.rqCons > q.rqDepth {
-		s.qpFatal(q, QPFatalRQIndex)
+		s.rqFault(q, engine, QPFatalRQIndex)
 		return
 	}
 	sc := &s.scratch
@@ -264,16 +282,16 @@ func (s *session) serviceRQ(q *gqp) {
 		at := q.rq + uint64(q.rqCons&(q.rqDepth-1))*uint64(q.rqStride)
 		w := &sc.recv
 		if err := ram.ReadAt(AsBytes(w), at); err != nil {
-			s.qpFatal(q, QPFatalRing)
+			s.rqFault(q, engine, QPFatalRing)
 			return
 		}
 		n := w.NumSGE
 		if n > q.maxRecvSGE || n > uint32(len(sges)) {
-			s.qpFatal(q, QPFatalWQE)
+			s.rqFault(q, engine, QPFatalWQE)
 			return
 		}
 		if err := ram.ReadAt(raw[:n*16], at+recvHdrSize); err != nil {
-			s.qpFatal(q, QPFatalRing)
+			s.rqFault(q, engine, QPFatalRing)
 			return
 		}
 		for i := range n {
@@ -289,6 +307,61 @@ func (s *session) serviceRQ(q *gqp) {
 				QPNum: q.qp.QPN()})
 		}
 	}
+}
+
+// rqFault is fetchRQ's broken ring: QP fatal, or from the engine's
+// goroutine a kick that has the epoll goroutine find it.
+func (s *session) rqFault(q *gqp, engine bool, reason uint32) {
+	if engine {
+		ivshmem.Signal(s.bar.DB[DBQP])
+		return
+	}
+	s.qpFatal(q, reason)
+}
+
+// refillRQ is the engine's OnRecvEmpty: a message found the engine's RQ
+// empty. While s.work is free it fetches what the guest posted and the
+// device has not taken (no doorbell asked for it, or the epoll goroutine
+// has not run it yet), so the message is taken rather than answered
+// with an RNR NAK (RC) or lost (UD). It reports whether it took any.
+func (s *session) refillRQ(q *gqp) bool {
+	return s.refill(func() bool {
+		if q.fatal {
+			return false
+		}
+		before := q.rqCons
+		s.fetchRQ(q, true)
+		return q.rqCons != before
+	})
+}
+
+// refillSRQ is refillRQ for an SRQ (its OnEmpty). A broken ring is SRQ_ERR
+// (an event, nothing the engine waits for) from any goroutine.
+func (s *session) refillSRQ(q *gsrq) bool {
+	return s.refill(func() bool {
+		prod, err := s.v.ram.Load32(q.db)
+		if q.fatal || err != nil {
+			return false
+		}
+		before := q.cons
+		s.takeSRQ(q, prod)
+		return q.cons != before
+	})
+}
+
+// refill runs fetch, which reports whether it took a WQE, under s.work
+// when no one holds it: the engine's goroutine must not wait for the
+// epoll goroutine, which may be waiting for the engine.
+func (s *session) refill(fetch func() bool) bool {
+	if !s.work.TryLock() {
+		return false
+	}
+	defer s.work.Unlock()
+	if !s.live() || !fetch() {
+		return false
+	}
+	s.v.stats.recvRefills.Add(1)
+	return true
 }
 
 // srqFatal stops taking WQEs from an SRQ whose ring the guest broke and
@@ -311,6 +384,14 @@ func (s *session) serviceSRQ(q *gsrq) {
 		return
 	}
 	s.takeSRQ(q, prod)
+	q.notify.settle(s, q.srq.Held, q.ready)
+}
+
+// ready reports whether the SRQ may go without doorbells: the guest did
+// not break its ring, and no limit is armed (the limit event counts
+// every WQE the guest posted, so the engine must hold them all).
+func (q *gsrq) ready() bool {
+	return !q.fatal && q.srq.Query().Limit == 0
 }
 
 // tmOpSize is sizeof(struct hicain_tm_op_wqe).

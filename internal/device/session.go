@@ -209,10 +209,11 @@ type gqp struct {
 	sqBlocked        bool   // the engine's send queue was full
 	rqBlocked        bool
 	fatal            bool
-	flows            int    // raw packet QP: its flows (DESTROY_QP is EBUSY while it has any)
-	rssTable         []*gqp // RSS QP: its work queues (SET_RSS)
-	rssUsers         int    // work queue: the RSS QPs whose table has it
-	cost             int64  // budget charged
+	flows            int        // raw packet QP: its flows (DESTROY_QP is EBUSY while it has any)
+	rssTable         []*gqp     // RSS QP: its work queues (SET_RSS)
+	rssUsers         int        // work queue: the RSS QPs whose table has it
+	cost             int64      // budget charged
+	rqNotify         recvNotify // the RQ's no_db word (recvnotify.go)
 }
 
 // gah is a guest address handle: an engine AH of the guest PD pd.
@@ -243,6 +244,7 @@ type gsrq struct {
 	// TM SRQ: the ops ring (ABI 1.13), 0 otherwise.
 	ops, opsDB        uint64
 	opsDepth, opsCons uint32
+	notify            recvNotify // the ring's no_db word (recvnotify.go)
 }
 
 // gxrcd is a guest XRC domain.

@@ -61,9 +61,17 @@ type QPStatus struct {
 
 // VNICCounters are the backend's counters of a vNIC, since it started.
 type VNICCounters struct {
-	Sessions    uint64 `json:"sessions"`
-	Rejected    uint64 `json:"rejected_connections"`
-	Doorbells   uint64 `json:"doorbells"`
+	Sessions  uint64 `json:"sessions"`
+	Rejected  uint64 `json:"rejected_connections"`
+	Doorbells uint64 `json:"doorbells"`
+	// RecvFetches counts the receive rings the device fetched by
+	// itself, with a doorbell of its own (counted in Doorbells too),
+	// because the guest posted receives without one (ABI 1.18 no_db).
+	RecvFetches uint64 `json:"recv_fetches"`
+	// RecvRefills counts messages that found the engine's receive queue
+	// empty and were taken after the device fetched the guest's ring on
+	// the spot, instead of an RNR NAK or a drop.
+	RecvRefills uint64 `json:"recv_refills"`
 	Interrupts  uint64 `json:"interrupts"`
 	AdminCmds   uint64 `json:"admin_cmds"`
 	AdminErrors uint64 `json:"admin_errors"`
@@ -126,7 +134,8 @@ func (v *VNIC) Status() VNICStatus {
 	}
 	x := &v.stats
 	st.Counters = VNICCounters{Sessions: x.sessions.Load(), Rejected: x.rejected.Load(),
-		Doorbells: x.doorbells.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
+		Doorbells: x.doorbells.Load(), RecvFetches: x.recvFetches.Load(),
+		RecvRefills: x.recvRefills.Load(), Interrupts: x.interrupts.Load(), AdminCmds: x.adminCmds.Load(),
 		AdminErrors: x.adminErrors.Load(), L2Tx: x.l2Tx.Load(), L2Rx: x.l2Rx.Load(),
 		L2RxDropped: x.l2RxDropped.Load(), L2TxSpoofed: x.l2TxSpoofed.Load(), L2TxMACControl: x.l2TxMACControl.Load(),
 		L2TxIPSpoofed: x.l2TxIPSpoofed.Load(), SetAddrRefused: x.setAddrRefused.Load(),

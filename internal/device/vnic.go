@@ -229,6 +229,14 @@ type vnicStats struct {
 	cqOverflows    atomic.Uint64
 	eventsLost     atomic.Uint64
 	lastFatal      atomic.Uint32
+	// Receive rings fetched because the engine ran short while the
+	// guest posted without doorbells (recvnotify.go); each is also a
+	// doorbell the device rang itself.
+	recvFetches atomic.Uint64
+	// Receive rings fetched on the engine's goroutine because a message
+	// found the engine's queue empty (refillRQ): each a message taken
+	// that would have had an RNR NAK or been lost.
+	recvRefills atomic.Uint64
 }
 
 // Config is a device backend process: one or more vNICs.

@@ -396,6 +396,8 @@ type L2Desc struct {
 type WQDBRec struct {
 	Prod uint32 `c:"prod"`
 	Cons uint32 `c:"cons"`
+	NoDb uint32 `c:"no_db"`
+	_    uint32 `c:"rsvd"`
 }
 
 // CQDBRec is struct hicain_cq_dbrec.
@@ -467,7 +469,7 @@ type TMDBRec struct {
 const (
 	Magic              = 0x4e494348
 	ABIMajor           = 0x1
-	ABIMinor           = 0x11
+	ABIMinor           = 0x12
 	VendorID           = 0x1ed5
 	DeviceID           = 0xca10
 	BAR2Min            = 0x100000

@@ -11,6 +11,12 @@ func (qp *QP) SendRoom() bool {
 	return qp.sqProd.Load()-qp.sqCons.Load() < uint32(qp.init.Cap.MaxSendWR)
 }
 
+// RecvHeld is the number of receive WRs posted to the QP's own receive
+// queue and not yet retired.
+func (qp *QP) RecvHeld() int {
+	return int(qp.rqProd.Load() - qp.rqCons.Load())
+}
+
 // RecvRoom is SendRoom for PostRecv.
 func (qp *QP) RecvRoom() bool {
 	return qp.rqProd.Load()-qp.rqCons.Load() < uint32(qp.init.Cap.MaxRecvWR)

@@ -35,6 +35,21 @@ type QPInitAttr struct {
 	// domain). An XRC initiator (QPTypeXRCIni) has a PD and a send CQ
 	// only.
 	XRCD *XRCD
+	// OnRecvLow, when set, runs on the engine's goroutine whenever a
+	// receive WR of the QP's own receive queue is retired and fewer than
+	// RecvLow remain posted, and when the QP enters ERR. A device that
+	// feeds the queue from a ring of its own fetches the ring again then
+	// (device: receive doorbells it does not need). It must not block or
+	// call back into the QP but for PostRecv.
+	OnRecvLow func()
+	RecvLow   int
+	// OnRecvEmpty, when set, runs on the engine's goroutine when a
+	// message finds the QP's own receive queue empty. It may post
+	// receives (PostRecv, nothing else of the QP) and reports whether it
+	// did; the engine then looks again before it answers RNR or drops
+	// the message. A device that feeds the queue from a ring of its own
+	// fetches what was posted there and not yet taken.
+	OnRecvEmpty func() bool
 }
 
 // GlobalRoute is the GRH part of an address vector (struct ibv_global_route).
@@ -602,6 +617,9 @@ func (qp *QP) enterError() {
 	qp.resp.op = respIdle
 	qp.flushSQ()
 	qp.flushRQ()
+	if f := qp.init.OnRecvLow; f != nil {
+		f() // receives posted from now on need the engine to flush them
+	}
 	if qp.srq != nil {
 		// IBA 11.6.3.1: no more WQEs will be taken from the SRQ.
 		qp.dev.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
@@ -679,12 +697,18 @@ func (qp *QP) reset() {
 // (engine).
 func (qp *QP) recvAvailable() bool {
 	if s := qp.rsrq(); s != nil {
-		return qp.srqHeld || !s.empty()
+		return qp.srqHeld || !s.empty() || (s.refill() && !s.empty())
 	}
 	if qp.isXRC() {
 		return false
 	}
-	return qp.rqCons.Load() != qp.rqProd.Load()
+	return qp.rqCons.Load() != qp.rqProd.Load() || (qp.recvRefill() && qp.rqCons.Load() != qp.rqProd.Load())
+}
+
+// recvRefill asks the QP's OnRecvEmpty for receives (engine).
+func (qp *QP) recvRefill() bool {
+	f := qp.init.OnRecvEmpty
+	return f != nil && f()
 }
 
 // recvHeld reports whether the QP holds a receive WR it is filling or is
@@ -701,7 +725,7 @@ func (qp *QP) recvHeld() bool {
 func (qp *QP) recvTake() *recvWQE {
 	if s := qp.rsrq(); s != nil {
 		if !qp.srqHeld {
-			if !s.take(&qp.srqWQE) {
+			if !s.take(&qp.srqWQE) && !(s.refill() && s.take(&qp.srqWQE)) {
 				return nil
 			}
 			qp.srqHeld = true
@@ -709,7 +733,7 @@ func (qp *QP) recvTake() *recvWQE {
 		return &qp.srqWQE
 	}
 	c := qp.rqCons.Load()
-	if c == qp.rqProd.Load() {
+	if c == qp.rqProd.Load() && !(qp.recvRefill() && c != qp.rqProd.Load()) {
 		return nil
 	}
 	return qp.rq.at(c)
@@ -722,7 +746,10 @@ func (qp *QP) recvDone() {
 		qp.srqHeld = false
 		return
 	}
-	qp.rqCons.Add(1) // free the slot before the completion is visible
+	c := qp.rqCons.Add(1) // free the slot before the completion is visible
+	if f := qp.init.OnRecvLow; f != nil && qp.rqProd.Load()-c < uint32(qp.init.RecvLow) {
+		f()
+	}
 }
 
 // recvPD is the protection domain of the receive WRs' lkeys.

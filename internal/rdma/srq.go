@@ -24,6 +24,13 @@ type SRQInitAttr struct {
 	// TM, when set, makes this a tag-matching SRQ (IBV_SRQT_TM, tm.go):
 	// CQ (required then) gets the completions of its tag operations.
 	TM *TMAttr
+	// OnLow, when set, runs on the engine's goroutine whenever a WR is
+	// taken and fewer than Low remain, as QPInitAttr.OnRecvLow.
+	OnLow func()
+	Low   int
+	// OnEmpty is QPInitAttr.OnRecvEmpty for the SRQ: it may PostRecv
+	// to the SRQ and reports whether it did.
+	OnEmpty func() bool
 }
 
 // SRQAttr are the attributes of an SRQ (struct ibv_srq_attr).
@@ -62,6 +69,10 @@ type SRQ struct {
 	prod   uint32 // WRs posted (free-running)
 	cons   uint32 // WRs taken by QPs
 	limit  int    // armed limit, 0 = disarmed
+	onLow  func() // SRQInitAttr.OnLow
+	low    int
+	// onEmpty is SRQInitAttr.OnEmpty.
+	onEmpty func() bool
 
 	refs atomic.Int32 // QPs using the SRQ
 	dead atomic.Bool
@@ -126,7 +137,8 @@ func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {
 			return nil, fmt.Errorf("rdma: create TM SRQ: MaxOps %d outside 1..%d: %w", tm.MaxOps, TMMaxOps, ErrInvalid)
 		}
 	}
-	s := &SRQ{dev: d, pd: pd, maxWR: attr.MaxWR, maxSGE: max(attr.MaxSGE, 1), limit: attr.Limit}
+	s := &SRQ{dev: d, pd: pd, maxWR: attr.MaxWR, maxSGE: max(attr.MaxSGE, 1), limit: attr.Limit,
+		onLow: attr.OnLow, low: attr.Low, onEmpty: attr.OnEmpty}
 	if tm := attr.TM; tm != nil {
 		s.tm = &tmState{maxTags: tm.MaxNumTags, maxOps: tm.MaxOps, tags: make([]tmTag, tm.MaxNumTags),
 			order: make([]uint32, 0, tm.MaxNumTags)}
@@ -325,7 +337,8 @@ func (s *SRQ) take(dst *recvWQE) bool {
 	dst.sge = dst.sgeBuf[:len(w.sge)]
 	copy(dst.sge, w.sge)
 	s.cons++
-	fire := s.limit > 0 && int(s.prod-s.cons) < s.limit
+	left := int(s.prod - s.cons)
+	fire := s.limit > 0 && left < s.limit
 	if fire {
 		s.limit = 0 // one event per arming (IBA 11.5.2.4)
 	}
@@ -333,7 +346,22 @@ func (s *SRQ) take(dst *recvWQE) bool {
 	if fire {
 		s.dev.raise(AsyncEvent{Type: EventSRQLimitReached, SRQ: s})
 	}
+	if s.onLow != nil && left < s.low {
+		s.onLow()
+	}
 	return true
+}
+
+// refill asks the SRQ's OnEmpty for WRs (engine).
+func (s *SRQ) refill() bool {
+	return s.onEmpty != nil && s.onEmpty()
+}
+
+// Held is the number of WRs posted to the SRQ and not yet taken.
+func (s *SRQ) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int(s.prod - s.cons)
 }
 
 // empty reports whether the SRQ holds no WR (engine).

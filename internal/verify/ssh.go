@@ -556,8 +556,6 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 			srvCmd = fmt.Sprintf("sh -c '%s & J=$!; until ip -6 maddr show | grep -q %s; do sleep 0.2; done; %s -p {port}; rc=$?; kill $J; exit $rc'",
 				strings.ReplaceAll(join, "'", `'\''`), mgidIPv6, srvCmd)
 		}
-		// The server's row counts what reached the group member; the
-		// client's stands in when the server printed none.
 		var srvOut, cliOut string
 		run := func() (string, error) {
 			var err error
@@ -569,16 +567,15 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 			return srvOut, nil
 		}
 		var b BW
+		var sides string
 		note, err := rerunOnCalibration(run, func(string) (err error) {
-			if b, err = ParseBW(srvOut); err != nil {
-				b, err = ParseBW(cliOut)
-			}
+			b, sides, err = multicastBW(srvOut, cliOut)
 			return err
 		})
 		if err != nil {
 			return Outcome{}, err
 		}
-		detail := fmt.Sprintf("UD multicast %d B x %d to %s%s", b.Bytes, b.Iters, mgidIPv6, note)
+		detail := fmt.Sprintf("UD multicast %d B x %d to %s%s%s", b.Bytes, b.Iters, mgidIPv6, sides, note)
 		if g.ib {
 			detail += " (joined through the SA)"
 		}
@@ -587,6 +584,31 @@ func (g *sshGate) multicast(args string) func(context.Context) (Outcome, error) 
 		}
 		return Outcome{Figure: b.AverageMiBs, Unit: "MiB/s", Detail: detail}, nil
 	}
+}
+
+// multicastBW is ud_multicast's figure from the two sides' rows. The
+// receiver (the group member) times from its first completion to its
+// last, so datagrams that queued on the way and arrived in a burst read
+// faster than the sender sent them; the sender's row is the rate it sent
+// at. What was delivered is bounded by both: the figure is the lower,
+// and sides names both. Either side alone stands in when the other
+// printed no row.
+func multicastBW(srvOut, cliOut string) (BW, string, error) {
+	srv, serr := ParseBW(srvOut)
+	cli, cerr := ParseBW(cliOut)
+	switch {
+	case serr != nil && cerr != nil:
+		return BW{}, "", serr
+	case serr != nil:
+		return cli, "", nil
+	case cerr != nil:
+		return srv, "", nil
+	}
+	sides := fmt.Sprintf(": received %.1f MiB/s, sent %.1f MiB/s, the lower counts", srv.AverageMiBs, cli.AverageMiBs)
+	if cli.AverageMiBs < srv.AverageMiBs {
+		return cli, sides, nil
+	}
+	return srv, sides, nil
 }
 
 // integrityScript is the two-host check run with python3-pyverbs: random

@@ -34,6 +34,9 @@ type Config struct {
 	RAMSize uint64         // -m
 	Machine device.Machine // pc or q35
 	Vectors int            // ivshmem-doorbell vectors=N; 0 = 8
+	// DriverMinor is the ABI minor the driver announces; 0 announces
+	// this build's (device.ABIMinor).
+	DriverMinor uint16
 }
 
 // Guest is one simulated VM with the HiNIC PCI function.
@@ -60,6 +63,15 @@ type Guest struct {
 
 	evMu      sync.Mutex
 	evBacklog []device.EQE // read from the ring, not yet returned
+
+	// RingAllRecv makes PostRecv ring for every receive WQE, as a driver
+	// before ABI 1.18 does; set it before posting. RecvSkipped counts the
+	// receive doorbells left out because the device's no_db said so.
+	RingAllRecv bool
+	RecvSkipped atomic.Uint64
+	// NoRecvDoorbells leaves out every receive doorbell, whatever no_db
+	// says: the device finds the WQEs only when a message needs one.
+	NoRecvDoorbells bool
 }
 
 // Connect plays QEMU's start-up: it opens (creating when missing) the RAM
@@ -180,7 +192,11 @@ func (g *Guest) Handshake(ctx context.Context) error {
 		return fmt.Errorf("guestsim: ABI %d, id %04x:%04x", h.ABIMajor, h.VendorID, h.DeviceID)
 	}
 	g.EnableMSIX()
-	atomic.StoreUint32(&h.DriverABI, device.ABIMajor<<16|device.ABIMinor)
+	minor := uint32(device.ABIMinor)
+	if g.cfg.DriverMinor != 0 {
+		minor = uint32(g.cfg.DriverMinor)
+	}
+	atomic.StoreUint32(&h.DriverABI, device.ABIMajor<<16|minor)
 	atomic.StoreUint32(&h.DriverStatus, device.DrvOK|device.DrvMSIXOn)
 	g.Ring(device.DBCtrl)
 	return g.waitStatus(ctx, device.DevLive)

@@ -62,7 +62,7 @@ func (g *Guest) CreateSRQ(ctx context.Context, c SRQConfig) (*SRQ, error) {
 	if q.ring, err = g.Alloc(uint64(q.depth*q.stride), 4096, false); err != nil {
 		return nil, err
 	}
-	if q.db, err = g.Alloc(8, 8, false); err != nil {
+	if q.db, err = g.Alloc(wqDBRecSize, 8, false); err != nil {
 		return nil, err
 	}
 	cmd := device.AdminCmd{Opcode: device.CmdCreateSRQ}
@@ -104,7 +104,7 @@ func (q *SRQ) PostRecv(wrID uint64, sges []device.SGE) {
 	ram.WriteAt(device.AsBytes(&w), at)
 	q.prod++
 	ram.Store32(q.db, q.prod) // release
-	q.g.Ring(device.DBQP)
+	q.g.ringRecv(q.db)
 }
 
 // PostOp writes a tag operation to a TM SRQ's ops ring and rings the
@@ -129,6 +129,12 @@ func (q *SRQ) TagsBusy() uint64 {
 	var b [8]byte
 	q.g.ram.ReadAt(b[:], q.opsDB+8)
 	return binary.LittleEndian.Uint64(b[:])
+}
+
+// NoDB returns the device's no_db word of the SRQ's dbrec (ABI 1.18).
+func (q *SRQ) NoDB() uint32 {
+	v, _ := q.g.ram.Load32(q.db + 8)
+	return v
 }
 
 // OpsTaken returns the device's consumer index of the ops ring.
@@ -169,7 +175,7 @@ func (q *SRQ) Resize(ctx context.Context, maxWR uint32) error {
 	if err != nil {
 		return err
 	}
-	db, err := q.g.Alloc(8, 8, false)
+	db, err := q.g.Alloc(wqDBRecSize, 8, false)
 	if err != nil {
 		return err
 	}

@@ -449,14 +449,14 @@ func (g *Guest) CreateQP(ctx context.Context, c QPConfig) (*QP, error) {
 		q.sqDepth = 0
 	} else if q.sq, err = g.Alloc(uint64(c.SQDepth*sqStride), 4096, false); err != nil {
 		return nil, err
-	} else if q.sqDB, err = g.Alloc(8, 8, false); err != nil {
+	} else if q.sqDB, err = g.Alloc(wqDBRecSize, 8, false); err != nil {
 		return nil, err
 	}
 	if !noRQ {
 		if q.rq, err = g.Alloc(uint64(c.RQDepth*rqStride), 4096, false); err != nil {
 			return nil, err
 		}
-		if q.rqDB, err = g.Alloc(8, 8, false); err != nil {
+		if q.rqDB, err = g.Alloc(wqDBRecSize, 8, false); err != nil {
 			return nil, err
 		}
 	}
@@ -554,7 +554,8 @@ func (q *QP) PostSendAV(w device.SendWQE, av device.AHAttr, sges []device.SGE, i
 	q.g.Ring(device.DBQP)
 }
 
-// PostRecv writes a receive WQE and rings the QP doorbell.
+// PostRecv writes a receive WQE and rings the QP doorbell unless the
+// device said it does not need it (ABI 1.18 no_db), as libhicain does.
 func (q *QP) PostRecv(wrID uint64, sges []device.SGE) {
 	ram := q.g.ram
 	at := q.rq + uint64(q.rqProd&(q.rqDepth-1))*uint64(q.rqStride)
@@ -565,7 +566,30 @@ func (q *QP) PostRecv(wrID uint64, sges []device.SGE) {
 	ram.WriteAt(device.AsBytes(&w), at)
 	q.rqProd++
 	ram.Store32(q.rqDB, q.rqProd)
-	q.g.Ring(device.DBQP)
+	q.g.ringRecv(q.rqDB)
+}
+
+// wqDBRecSize is sizeof(struct hicain_wq_dbrec).
+const wqDBRecSize = uint64(unsafe.Sizeof(device.WQDBRec{}))
+
+// ringRecv rings the QP doorbell for receive WQEs just published in the
+// dbrec at db, unless its no_db word says the device will fetch them
+// itself. The store of prod and this load are sequentially consistent,
+// the full barrier the driver puts between them.
+func (g *Guest) ringRecv(db uint64) {
+	if g.NoRecvDoorbells {
+		g.RecvSkipped.Add(1)
+		return
+	}
+	if g.RingAllRecv || (g.cfg.DriverMinor != 0 && g.cfg.DriverMinor < 18) {
+		g.Ring(device.DBQP) // a driver before 1.18 knows no no_db
+		return
+	}
+	if v, _ := g.ram.Load32(db + 8); v == 0 {
+		g.Ring(device.DBQP)
+	} else {
+		g.RecvSkipped.Add(1)
+	}
 }
 
 // SetSQProd writes a raw SQ producer index (bad-guest tests).
@@ -606,6 +630,17 @@ func (q *QP) RQTaken() uint32 {
 	v, _ := q.g.ram.Load32(q.rqDB + 4)
 	return v
 }
+
+// RQNoDB returns the device's no_db word of the RQ's dbrec (ABI 1.18):
+// non-zero while receives may be posted without a doorbell.
+func (q *QP) RQNoDB() uint32 {
+	v, _ := q.g.ram.Load32(q.rqDB + 8)
+	return v
+}
+
+// SetRQNoDB writes the RQ dbrec's no_db word (bad-guest and old-driver
+// tests: the word is the device's).
+func (q *QP) SetRQNoDB(v uint32) { q.g.ram.Store32(q.rqDB+8, v) }
 
 // RQPosted returns the RQ producer index.
 func (q *QP) RQPosted() uint32 { return q.rqProd }

@@ -50,6 +50,13 @@ func newTestbed(t testing.TB, n int) *testbed {
 // newTestbedConfig is newTestbed with vNIC i's configuration passed
 // through edit(i, cfg) first.
 func newTestbedConfig(t testing.TB, n int, edit func(int, *device.VNICConfig)) *testbed {
+	return newTestbedGuests(t, n, edit, nil)
+}
+
+// newTestbedGuests is newTestbedConfig whose guest i connects with the
+// configuration guest(i, c) edits (nil: as QEMU and the driver of this
+// build).
+func newTestbedGuests(t testing.TB, n int, edit func(int, *device.VNICConfig), guest func(int, *guestsim.Config)) *testbed {
 	t.Helper()
 	dir := t.TempDir()
 	tb := &testbed{dir: dir}
@@ -77,18 +84,27 @@ func newTestbedConfig(t testing.TB, n int, edit func(int, *device.VNICConfig)) *
 	tb.srv = srv
 	t.Cleanup(func() { srv.Close() })
 	for i := range n {
-		g := tb.connect(t, i)
+		var gc guestsim.Config
+		if guest != nil {
+			guest(i, &gc)
+		}
+		g := tb.connectConfig(t, i, gc)
 		tb.guests = append(tb.guests, g)
 	}
 	return tb
 }
 
 func (tb *testbed) connect(t testing.TB, i int) *guestsim.Guest {
+	return tb.connectConfig(t, i, guestsim.Config{})
+}
+
+// connectConfig connects a guest to vNIC i with gc's driver settings.
+func (tb *testbed) connectConfig(t testing.TB, i int, gc guestsim.Config) *guestsim.Guest {
 	t.Helper()
 	ctx := testCtx(t)
 	c := tb.cfgs[i]
-	g, err := guestsim.Connect(ctx, guestsim.Config{Socket: c.Socket, RAMPath: c.RAMPath, RAMSize: c.RAMSize,
-		Machine: c.Machine})
+	gc.Socket, gc.RAMPath, gc.RAMSize, gc.Machine = c.Socket, c.RAMPath, c.RAMSize, c.Machine
+	g, err := guestsim.Connect(ctx, gc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1358,7 +1358,16 @@ static int hicain_post_wq(struct ibv_context *ibctx, struct hicain_ring *rq,
 	}
 	if (rq->idx != start) {
 		hicain_store_release(&dbrec->prod, rq->idx);
-		hicain_ring_db(ctx, ctx->caps.db_qp);
+		/*
+		 * ABI 1.18: no_db non-zero says the device holds enough WQEs
+		 * and fetches the ring by itself before it runs short. The
+		 * full barrier orders the store of prod before the load; the
+		 * device stores 0 before it fetches (hicain_abi.h). A kernel
+		 * or device before 1.18 leaves the word 0: ring.
+		 */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (ctx->ring_all_recv || !__atomic_load_n(&dbrec->no_db, __ATOMIC_RELAXED))
+			hicain_ring_db(ctx, ctx->caps.db_qp);
 	}
 	pthread_spin_unlock(lock);
 	if (ret)
@@ -2483,6 +2492,14 @@ static const struct verbs_context_ops hicain_ctx_ops = {
  * (alloc_ucontext's, or QUERY_CONTEXT's for an imported one) and map its
  * doorbell page; on an error the caller frees the context.
  */
+/* hicain_env_is - whether the environment's name is value. */
+static bool hicain_env_is(const char *name, const char *value)
+{
+	const char *v = getenv(name);
+
+	return v && !strcmp(v, value);
+}
+
 static int hicain_context_setup(struct hicain_context *ctx, int cmd_fd,
 				const struct hicain_ib_alloc_ucontext_resp *drv)
 {
@@ -2490,6 +2507,11 @@ static int hicain_context_setup(struct hicain_context *ctx, int cmd_fd,
 	void *page;
 
 	ctx->caps = *drv;
+	/* A doorbell for every posted receive even when the device says it
+	 * needs none (no_db): a switch to compare, documented in
+	 * docs/verbs-driver.md.
+	 */
+	ctx->ring_all_recv = hicain_env_is("HICAIN_RECV_DOORBELL", "always");
 	if (!(ctx->caps.flags & HICAIN_UCTX_MAPPED))
 		return 0;
 	key = (uint64_t)ctx->caps.db_mmap_key_hi << 32 | ctx->caps.db_mmap_key_lo;

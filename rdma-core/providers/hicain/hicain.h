@@ -29,6 +29,7 @@ struct hicain_context {
 	struct hicain_ib_alloc_ucontext_resp caps;
 	void *db_page;			/* the doorbell page; NULL: not mapped */
 	volatile uint32_t *db;		/* the doorbell register in it */
+	bool ring_all_recv;		/* HICAIN_RECV_DOORBELL=always */
 };
 
 /*
