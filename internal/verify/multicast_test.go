@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,14 +9,8 @@ import (
 // a burst (its row: 1283 MB/s, the sender's 163 MB/s) counts at the rate
 // they were sent; either side alone stands in for the other.
 func TestMulticastBW(t *testing.T) {
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join("testdata", "hicain", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	srv, cli := read("ud_multicast_burst.server.txt"), read("ud_multicast_burst.client.txt")
+	srv := readFixture(t, "testdata/hicain/ud_multicast_burst.server.txt")
+	cli := readFixture(t, "testdata/hicain/ud_multicast_burst.client.txt")
 	sb, err := ParseBW(srv)
 	if err != nil {
 		t.Fatal(err)
