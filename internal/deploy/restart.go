@@ -263,13 +263,32 @@ func replugGuest(ctx context.Context, st *State, t replugTarget, p Progress) err
 // backend's heartbeat stopped) no admin command waits for its timeout,
 // and hicain_ib's disassociate_ucontext lets it go under open verbs
 // contexts.
+//
+// It first asks the guest's PCI core to give ivshmem functions added
+// from now on a 4 KiB BAR0 (ivshmemAlignment in
+// /sys/bus/pci/resource_alignment, kept beside what is there). SeaBIOS
+// gives the functions present at boot a page each; a hot-plugged one
+// got its 256 bytes packed into a page with other BARs, so hicain_net
+// could not map its doorbell to processes ("BAR0 shares its page") and
+// the guest lost kernel bypass until it rebooted.
 func releaseScript(sysfs, bdf string) string {
 	d := sysfs + "/bus/pci/devices/" + bdf
+	a := sysfs + "/bus/pci/resource_alignment"
 	return "set -e\n" +
 		"test -e " + d + " || { echo 'no PCI function " + bdf + "'; exit 1; }\n" +
+		"if [ -w " + a + " ]; then cur=$(cat " + a + "); case \"$cur\" in\n" +
+		"  *" + ivshmemAlignment + "*) ;;\n" +
+		"  '') echo '" + ivshmemAlignment + "' > " + a + " ;;\n" +
+		"  *) echo \"$cur;" + ivshmemAlignment + "\" > " + a + " ;;\n" +
+		"esac; fi\n" +
 		"echo none > " + d + "/driver_override\n" +
 		"if [ -e " + d + "/driver ]; then echo " + bdf + " > " + d + "/driver/unbind; fi\n"
 }
+
+// ivshmemAlignment is a resource_alignment entry of the Linux PCI core
+// (Documentation/admin-guide/kernel-parameters: pci=resource_alignment):
+// 2^12-byte BARs for QEMU's ivshmem functions, vendor 1af4 device 1110.
+const ivshmemAlignment = "12@pci:1af4:1110"
 
 // waitHicainProbe waits until the guest's ACPI hotplug found the new
 // function and hicain_net bound it.

@@ -171,4 +171,22 @@ func TestReleaseScript(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "no PCI function 0000:00:09.0") {
 		t.Errorf("a missing function: %v: %s", err, out)
 	}
+	// The PCI core's resource_alignment gets the ivshmem entry, beside
+	// what is there and only once.
+	align := filepath.Join(sysfs, "bus/pci/resource_alignment")
+	for _, tc := range []struct{ before, want string }{
+		{"", ivshmemAlignment + "\n"},
+		{"pci:8086:1237\n", "pci:8086:1237;" + ivshmemAlignment + "\n"},
+		{ivshmemAlignment + "\n", ivshmemAlignment + "\n"},
+	} {
+		if err := os.WriteFile(align, []byte(tc.before), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("sh", "-c", releaseScript(sysfs, bdf)).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if b, _ := os.ReadFile(align); string(b) != tc.want {
+			t.Errorf("resource_alignment %q became %q, want %q", tc.before, b, tc.want)
+		}
+	}
 }
