@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
@@ -104,31 +105,77 @@ type logPort struct {
 	log   *frameLog
 	fromA bool
 	next  rdma.Port
+	// readWindow, when set on B's port, holds the first packet of each
+	// READ response until A has sent every READ request its window
+	// allows (responses done + readWindow, at most readTotal), or
+	// readWait passed: B, on its own goroutine, would otherwise answer
+	// the first request before A's engine sent the next, and the log
+	// would show fewer outstanding than A had.
+	readWindow, readTotal int
 }
+
+// readWait bounds logPort's hold: a requester that sends fewer READs
+// than its window allows shows as fewer outstanding.
+const readWait = 2 * time.Second
 
 func (lp *logPort) Send(f []byte) error {
 	if pkt, err := proto.Parse(f, proto.LinkEthernet); err == nil && pkt.BTH != nil {
+		op := pkt.BTH.Opcode()
+		if lp.readWindow > 0 && (op == proto.OpRCReadResponseFirst || op == proto.OpRCReadResponseOnly) {
+			lp.waitReads()
+		}
 		lp.log.mu.Lock()
-		lp.log.ents = append(lp.log.ents, logEnt{lp.fromA, pkt.BTH.Opcode(), pkt.BTH.PSN()})
+		lp.log.ents = append(lp.log.ents, logEnt{lp.fromA, op, pkt.BTH.PSN()})
 		lp.log.mu.Unlock()
 	}
 	return lp.next.Send(f)
 }
 
+// waitReads waits until the log has as many READ requests from A as its
+// window allows after the responses B finished.
+func (lp *logPort) waitReads() {
+	deadline := time.Now().Add(readWait)
+	for time.Now().Before(deadline) {
+		reqs, done := 0, 0
+		lp.log.mu.Lock()
+		for _, e := range lp.log.ents {
+			switch {
+			case e.fromA && e.op == proto.OpRCReadRequest:
+				reqs++
+			case !e.fromA && (e.op == proto.OpRCReadResponseLast || e.op == proto.OpRCReadResponseOnly):
+				done++
+			}
+		}
+		lp.log.mu.Unlock()
+		if reqs >= min(done+lp.readWindow, lp.readTotal) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func newLoggedPair(t *testing.T, o pairOpts) (*pair, *frameLog) {
+	p, lg, _ := newLoggedPairPorts(t, o)
+	return p, lg
+}
+
+// newLoggedPairPorts is newLoggedPair that also returns B's logPort.
+func newLoggedPairPorts(t *testing.T, o pairOpts) (*pair, *frameLog, *logPort) {
 	o.defaults()
 	lg := &frameLog{}
 	p, ia, ib := newInterceptPair(t, o)
 	ia.next = &logPort{log: lg, fromA: true, next: ia.next}
-	ib.next = &logPort{log: lg, fromA: false, next: ib.next}
-	return p, lg
+	lb := &logPort{log: lg, fromA: false, next: ib.next}
+	ib.next = lb
+	return p, lg, lb
 }
 
 // TestReadLimitAndFence: at most max_rd_atomic READs are outstanding, and
 // a fenced WR starts only after the READs before it completed.
 func TestReadLimitAndFence(t *testing.T) {
 	for _, limit := range []uint8{1, 3} {
-		p, lg := newLoggedPair(t, pairOpts{mtu: 1024, rdAtomic: limit})
+		p, lg, lb := newLoggedPairPorts(t, pairOpts{mtu: 1024, rdAtomic: limit})
+		lb.readWindow, lb.readTotal = int(limit), 6
 		var wrs []rdma.SendWR
 		for i := range 6 {
 			wrs = append(wrs, rdma.SendWR{WRID: uint64(i), Opcode: rdma.WRRDMARead, SGList: p.a.sge(uint64(i)*4096, 3000),
