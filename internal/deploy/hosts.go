@@ -459,14 +459,8 @@ func downHosts(st *State, p Progress) error {
 	var errs []error
 	for _, h := range st.Hosts {
 		hp := func(format string, a ...any) { p(h.Name+": "+format, a...) }
-		if h.SSH != "" {
-			if err := remoteDown(context.Background(), h, hp); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		if err := Down(h.RunDir, hp); err != nil && !errors.Is(err, ErrNotDeployed) {
-			errs = append(errs, fmt.Errorf("host %s: %w", h.Name, err))
+		if err := h.partDown(context.Background(), hp); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	st.Down = true

@@ -6,10 +6,9 @@ package deploy
 // client, in batch mode, so that the user's ~/.ssh/config, agent and
 // known_hosts apply:
 //
-//	ssh -o BatchMode=yes -o ConnectTimeout=30 [-p PORT] [USER@]HOST 'umask 077 && mkdir -p PART'
-//	ssh ... 'umask 077 && cat > PART/id_ed25519'       (stdin: the rack's key)
-//	ssh ... 'umask 077 && cat > PART/id_ed25519.pub'
-//	ssh ... 'umask 077 && cat > PART/rack.yaml'         (stdin: the rack, defaults filled in)
+//	ssh -o BatchMode=yes -o ConnectTimeout=30 [-p PORT] [USER@]HOST \
+//	    'umask 077 && mkdir -p PART && tar --no-same-owner -xf - -C PART'
+//	    (stdin: a tar of the rack's key pair and the rack, defaults filled in, as rack.yaml)
 //	ssh ... 'HINIC deploy rack PART/rack.yaml --host NAME --run-dir RUN-DIR -o json'
 //	ssh ... 'test ! -e PART/known_hosts || cat PART/known_hosts'
 //
@@ -22,17 +21,21 @@ package deploy
 // which the controller reaches over the underlay.
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -307,19 +310,19 @@ func upRemote(ctx context.Context, r *Rack, h Host, key, pub []byte, p Progress)
 		return nil, nil, err
 	}
 	p("deploying over ssh %s in %s", h.SSH, part)
-	if _, err := h.sshRun(ctx, nil, nil, "umask 077 && mkdir -p "+shellQuote(part)); err != nil {
+	// The three files in one connection: a tar stream that the
+	// remote tar unpacks under umask 077 (owner only, as the
+	// controller's).
+	files, err := tarFiles(map[string][]byte{FileKey: key, FileKey + ".pub": pub, FileRemoteSpec: spec})
+	if err != nil {
 		return nil, nil, err
 	}
-	for _, f := range []struct {
-		name string
-		b    []byte
-	}{{FileKey, key}, {FileKey + ".pub", pub}, {FileRemoteSpec, spec}} {
-		if _, err := h.sshRun(ctx, f.b, nil, "umask 077 && cat > "+shellQuote(filepath.Join(part, f.name))); err != nil {
-			return nil, nil, err
-		}
+	q := shellQuote(part)
+	if _, err := h.sshRun(ctx, files, nil, "umask 077 && mkdir -p "+q+" && tar --no-same-owner -xf - -C "+q); err != nil {
+		return nil, nil, err
 	}
 	out, upErr := h.sshRun(ctx, nil, p, shellJoin(h.hinic(), "deploy", "rack", filepath.Join(part, FileRemoteSpec),
-		"--host", h.Name, "--run-dir", cmp.Or(h.RemoteRunDir, r.RunDir), "-o", "json"))
+		"--host", h.Name, "--run-dir", filepath.Dir(part), "-o", "json"))
 	var st *State
 	if len(bytes.TrimSpace(out)) > 0 {
 		st = &State{}
@@ -338,8 +341,32 @@ func upRemote(ctx context.Context, r *Rack, h Host, key, pub []byte, p Progress)
 	return st, known, nil
 }
 
-// remoteStatus is the status of an ssh host's part, asked on that host.
-func remoteStatus(ctx context.Context, h HostState) (*RackStatus, error) {
+// tarFiles is a tar archive of regular files named by the keys, mode
+// 0600, in name order.
+func tarFiles(files map[string][]byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		b := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(b); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// partStatus is the status of host h's part: asked on that machine for
+// an ssh host, read here for the others.
+func (h HostState) partStatus(ctx context.Context) (*RackStatus, error) {
+	if h.SSH == "" {
+		return Status(ctx, h.RunDir)
+	}
 	out, err := h.Host.sshRun(ctx, nil, nil, shellJoin(h.hinic(), "deploy", "status", "--run-dir", h.RunDir, "-o", "json"))
 	if err != nil {
 		return nil, err
@@ -351,12 +378,18 @@ func remoteStatus(ctx context.Context, h HostState) (*RackStatus, error) {
 	return rs, nil
 }
 
-// remoteDown takes an ssh host's part down on that host. A part that
-// was never deployed there is not an error, as for a local part.
-func remoteDown(ctx context.Context, h HostState, p Progress) error {
+// partDown takes host h's part down: on that machine for an ssh host,
+// here for the others. A part that was never deployed is not an error.
+func (h HostState) partDown(ctx context.Context, p Progress) error {
+	if h.SSH == "" {
+		if err := Down(h.RunDir, p); err != nil && !errors.Is(err, ErrNotDeployed) {
+			return fmt.Errorf("host %s: %w", h.Name, err)
+		}
+		return nil
+	}
 	_, err := h.Host.sshRun(ctx, nil, p, shellJoin(h.hinic(), "deploy", "down", "--run-dir", h.RunDir))
 	if err != nil && strings.Contains(err.Error(), ErrNotDeployed.Error()) {
-		return nil
+		return nil // the remote hinic's text: its part was never deployed
 	}
 	return err
 }

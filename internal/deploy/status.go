@@ -193,11 +193,7 @@ func hostsStatus(ctx context.Context, st *State) (*RackStatus, error) {
 	hs := make([]*RackStatus, len(st.Hosts))
 	errs := make([]error, len(st.Hosts))
 	_ = forEach(len(st.Hosts), func(i int) error {
-		if h := st.Hosts[i]; h.SSH != "" {
-			hs[i], errs[i] = remoteStatus(ctx, h)
-		} else {
-			hs[i], errs[i] = Status(ctx, h.RunDir)
-		}
+		hs[i], errs[i] = st.Hosts[i].partStatus(ctx)
 		return nil
 	})
 	both := func(a, b string) string {
