@@ -299,8 +299,8 @@ func (s *session) modifySRQ(a *CmdModifySRQArgs) uint16 {
 			// engine must hold it all before the limit is armed, and
 			// from then on every doorbell again.
 			q.notify.off(s)
-			if prod, err := s.v.ram.Load32(q.db); err == nil && !q.fatal {
-				s.takeSRQ(q, prod)
+			if !q.fatal {
+				s.fetchSRQ(q)
 			}
 		}
 	}

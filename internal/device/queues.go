@@ -2,7 +2,6 @@ package device
 
 import (
 	"errors"
-	"github.com/PacketFive/hinic/internal/ivshmem"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -313,7 +312,7 @@ func (s *session) fetchRQ(q *gqp, engine bool) {
 // goroutine a kick that has the epoll goroutine find it.
 func (s *session) rqFault(q *gqp, engine bool, reason uint32) {
 	if engine {
-		ivshmem.Signal(s.bar.DB[DBQP])
+		s.kickQP()
 		return
 	}
 	s.qpFatal(q, reason)
@@ -335,16 +334,14 @@ func (s *session) refillRQ(q *gqp) bool {
 	})
 }
 
-// refillSRQ is refillRQ for an SRQ (its OnEmpty). A broken ring is SRQ_ERR
-// (an event, nothing the engine waits for) from any goroutine.
+// refillSRQ is refillRQ for an SRQ (its OnEmpty).
 func (s *session) refillSRQ(q *gsrq) bool {
 	return s.refill(func() bool {
-		prod, err := s.v.ram.Load32(q.db)
-		if q.fatal || err != nil {
+		if q.fatal {
 			return false
 		}
 		before := q.cons
-		s.takeSRQ(q, prod)
+		s.fetchSRQ(q)
 		return q.cons != before
 	})
 }
@@ -378,13 +375,20 @@ func (s *session) serviceSRQ(q *gsrq) {
 	if q.ops != 0 && !s.serviceTMOps(q) {
 		return
 	}
+	s.fetchSRQ(q)
+	q.notify.settle(s, q.srq.Held, q.ready)
+}
+
+// fetchSRQ takes the receive WQEs the guest posted on an SRQ ring. A
+// broken ring is SRQ_ERR, an event nothing waits for, so any goroutine
+// may fetch (the engine's too: refillSRQ).
+func (s *session) fetchSRQ(q *gsrq) {
 	prod, err := s.v.ram.Load32(q.db)
 	if err != nil {
 		s.srqFatal(q, QPFatalRing)
 		return
 	}
 	s.takeSRQ(q, prod)
-	q.notify.settle(s, q.srq.Held, q.ready)
 }
 
 // ready reports whether the SRQ may go without doorbells: the guest did

@@ -91,6 +91,13 @@ func (n *recvNotify) want(s *session) {
 		s.v.ram.Store32(at, 0)
 	}
 	s.v.stats.recvFetches.Add(1)
+	s.kickQP()
+}
+
+// kickQP rings the QP doorbell the guest rings, from the device's side:
+// the epoll goroutine wakes and fetches every ring (serviceQPs). Any
+// goroutine; the engine's uses it where it must not fetch itself.
+func (s *session) kickQP() {
 	ivshmem.Signal(s.bar.DB[DBQP])
 }
 
