@@ -64,10 +64,8 @@ type Guest struct {
 	evMu      sync.Mutex
 	evBacklog []device.EQE // read from the ring, not yet returned
 
-	// RingAllRecv makes PostRecv ring for every receive WQE, as a driver
-	// before ABI 1.18 does; set it before posting. RecvSkipped counts the
-	// receive doorbells left out because the device's no_db said so.
-	RingAllRecv bool
+	// RecvSkipped counts the receive doorbells left out (the device's
+	// no_db said so, or NoRecvDoorbells).
 	RecvSkipped atomic.Uint64
 	// NoRecvDoorbells leaves out every receive doorbell, whatever no_db
 	// says: the device finds the WQEs only when a message needs one.

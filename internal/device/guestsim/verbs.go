@@ -581,7 +581,7 @@ func (g *Guest) ringRecv(db uint64) {
 		g.RecvSkipped.Add(1)
 		return
 	}
-	if g.RingAllRecv || (g.cfg.DriverMinor != 0 && g.cfg.DriverMinor < 18) {
+	if g.cfg.DriverMinor != 0 && g.cfg.DriverMinor < 18 {
 		g.Ring(device.DBQP) // a driver before 1.18 knows no no_db
 		return
 	}
