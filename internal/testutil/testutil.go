@@ -156,3 +156,17 @@ func Perm(t testing.TB, p string) os.FileMode {
 	}
 	return fi.Mode().Perm()
 }
+
+// ShortTempDir is a directory under the system's temporary directory,
+// named prefix and a few characters, removed when the test ends. Unlike
+// t.TempDir, whose path carries the test's name, it leaves room for the
+// UNIX socket paths a rack makes below it (108 bytes at most).
+func ShortTempDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}

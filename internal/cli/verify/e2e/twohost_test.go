@@ -106,12 +106,7 @@ func runTwoHost(t *testing.T, tc twoHost) {
 		t.Fatal(err)
 	}
 	r.Image = img
-	// Short: the fabric's socket paths must stay under 108 bytes.
-	runDir, err := os.MkdirTemp("", "hn2h-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(runDir)
+	runDir := testutil.ShortTempDir(t, "hn2h-") // short: socket paths stay under 108 bytes
 	r.RunDir = runDir
 	// Two TCG guests on a 2-core machine that other racks share boot
 	// in minutes; a boot is not what this test measures.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/deploy"
+	"github.com/PacketFive/hinic/internal/testutil"
 	"github.com/PacketFive/hinic/internal/testutil/capture"
 	"github.com/PacketFive/hinic/internal/verify"
 )
@@ -107,16 +108,8 @@ StrictModes no
 func runTwoHostSSH(t *testing.T, cases []string) {
 	img, tshark, nsp, root := twoHostSetup(t, [2]string{"hn-ssh2h-a", "hn-ssh2h-b"}, "ssh", "ssh-keygen")
 	bin := buildHinic(t, root)
-	// Short: the fabric's socket paths must stay under 108 bytes.
-	tmp := func(prefix string) string {
-		d, err := os.MkdirTemp("", prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		return d
-	}
-	runDir, remoteDir, sshDir := tmp("hn2h-"), tmp("hn2r-"), tmp("hn2s-")
+	runDir, remoteDir, sshDir := testutil.ShortTempDir(t, "hn2h-"), testutil.ShortTempDir(t, "hn2r-"),
+		testutil.ShortTempDir(t, "hn2s-")
 	cfg := startSSHD(t, nsp.NS[1], nsp.Addr[1], sshDir)
 
 	// The spec: host a is the controller's machine (no netns: hinic runs
