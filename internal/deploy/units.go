@@ -66,6 +66,12 @@ func escapePath(p string) string {
 	return b.String()
 }
 
+// EnvUnitsUnderSystemd makes TestUnitsUnderSystemd run: set on a machine
+// whose PID 1 is systemd and that has the hinic package installed, as
+// root. TestHostUnits (internal/cli/verify/e2e) runs this test's binary
+// in a QEMU guest with the package it built.
+const EnvUnitsUnderSystemd = "HINIC_UNITS_UNDER_SYSTEMD"
+
 // useUnits reports whether the rack's daemons run as systemd units: a
 // libvirt host that runs systemd and has the host package's units,
 // deployed by root (the units run as root, and the run directory must
