@@ -115,13 +115,14 @@ const depsRules = `
 	cli/bench/fabric, cli/bench/rdma < cli/bench;
 
 	cli/cmdutil, deploy
-	< cli/deploy/down, cli/deploy/exec, cli/deploy/inspect,
+	< cli/deploy/cpu, cli/deploy/down, cli/deploy/exec, cli/deploy/inspect,
 	  cli/deploy/restart, cli/deploy/schema;
 	cli/deploy/shared < cli/deploy/rack;
 	cli/cmdutil, rackview < cli/deploy/status;
 	cli/deploy/shared, rackview/live < cli/deploy/graph;
-	cli/deploy/down, cli/deploy/exec, cli/deploy/graph, cli/deploy/inspect,
-	  cli/deploy/rack, cli/deploy/restart, cli/deploy/schema, cli/deploy/status
+	cli/deploy/cpu, cli/deploy/down, cli/deploy/exec, cli/deploy/graph,
+	  cli/deploy/inspect, cli/deploy/rack, cli/deploy/restart, cli/deploy/schema,
+	  cli/deploy/status
 	< cli/deploy;
 
 	cli/cmdutil, image < cli/image/build;
@@ -173,7 +174,7 @@ const testRules = `
 	# real packages, and parse deploy's argv with the serve commands'
 	# own parsers.
 	cli
-	< cli/bench/rdma, cli/deploy/exec, cli/deploy/graph, cli/deploy/inspect, cli/deploy/restart,
+	< cli/bench/rdma, cli/deploy/cpu, cli/deploy/exec, cli/deploy/graph, cli/deploy/inspect, cli/deploy/restart,
 	  cli/deploy/status, cli/proto/decode, cli/verify/compare, cli/verify/e2e,
 	  deploy, pkg;
 `

@@ -1,10 +1,13 @@
 package deploy
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // userHZ is the unit of /proc/PID/stat's utime and stime: USER_HZ, 100
@@ -26,15 +29,14 @@ func (st *State) CPUSeconds() map[string]float64 {
 		// A rack across hosts: each host's part, its daemons as
 		// "backend@HOST"; guest names are the rack's own.
 		for _, h := range st.Hosts {
+			var part map[string]float64
 			if h.SSH != "" {
-				// Another machine's processes are not this one's to read.
-				continue
+				// Another machine's processes: its hinic reads them.
+				part = h.partCPU()
+			} else if sub, err := ReadState(h.RunDir); err == nil {
+				part = sub.CPUSeconds()
 			}
-			sub, err := ReadState(h.RunDir)
-			if err != nil {
-				continue
-			}
-			for k, v := range sub.CPUSeconds() {
+			for k, v := range part {
 				if !strings.HasPrefix(k, "qemu:") {
 					k += "@" + h.Name
 				}
@@ -69,6 +71,23 @@ func (st *State) CPUSeconds() map[string]float64 {
 		add("qemu:"+g.Name, g.PID, guestProc(&g))
 	}
 	return out
+}
+
+// partCPU is CPUSeconds of an ssh host's part, read by the hinic of
+// that machine (hinic deploy cpu -o json); nil when it cannot be asked
+// within 20 s.
+func (h HostState) partCPU() map[string]float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := h.Host.sshRun(ctx, nil, nil, shellJoin(h.hinic(), "deploy", "cpu", "--run-dir", h.RunDir, "-o", "json"))
+	if err != nil {
+		return nil
+	}
+	var m map[string]float64
+	if json.Unmarshal(out, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // procCPU reads a process's utime and stime from /proc/PID/stat.

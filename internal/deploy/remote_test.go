@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,7 +166,8 @@ while [ $# -gt 1 ]; do shift; done
 exec sh -c "$1"
 `)
 	// The stand-in hinic: deploy rack SPEC --host H --run-dir R -o json,
-	// deploy status --run-dir PART -o json, deploy down --run-dir PART.
+	// deploy status --run-dir PART -o json, deploy cpu --run-dir PART -o
+	// json, deploy down --run-dir PART.
 	standIn(t, hinic, `set -e
 case "$2" in
 rack)
@@ -175,6 +177,7 @@ rack)
 	echo "[192.0.2.9]:22 ssh-ed25519 AAAA-$5" > $part/known_hosts
 	cat $part/fake-state.json ;;
 status) cat $4/fake-status.json ;;
+cpu) [ -e $4/fake-cpu.json ] && cat $4/fake-cpu.json ;;
 down) echo "vm: stopped" >&2; touch $4/down-ran ;;
 esac
 `)
@@ -274,8 +277,17 @@ guests: [{name: vm-a, nic: hicain, switch: sw-a}, {name: vm-b, nic: hicain, swit
 	if _, err := os.Stat(filepath.Join(runDir, "b")); err == nil {
 		t.Error("an ssh host's part made a directory here")
 	}
-	if c := st.CPUSeconds(); len(c) != 0 {
-		t.Errorf("CPU of another machine's processes: %v", c)
+	// The CPU meter: each ssh host's part read by its own hinic (deploy
+	// cpu), its daemons named after it; a host whose hinic fails is
+	// left out.
+	if err := os.WriteFile(filepath.Join(remoteDir, "b", "fake-cpu.json"), []byte(`{"backend": 1.5, "qemu:vm-b": 7.25}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CPUSeconds(); !maps.Equal(c, map[string]float64{"backend@b": 1.5, "qemu:vm-b": 7.25}) {
+		t.Errorf("CPU across the hosts: %v", c)
+	}
+	if calls, _ := os.ReadFile(log); !strings.Contains(string(calls), "deploy cpu --run-dir "+filepath.Join(remoteDir, "b")+" -o json") {
+		t.Errorf("no deploy cpu over ssh:\n%s", calls)
 	}
 
 	rs, err := Status(context.Background(), runDir)

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/cli/deploy/cpu"
 	"github.com/PacketFive/hinic/internal/cli/deploy/down"
 	"github.com/PacketFive/hinic/internal/cli/deploy/exec"
 	"github.com/PacketFive/hinic/internal/cli/deploy/graph"
@@ -24,6 +25,6 @@ func NewCmdDeploy(f *cmdutil.Factory) *cobra.Command {
 	}
 	cmd.AddCommand(rack.NewCmdRack(f, nil), status.NewCmdStatus(f, nil), down.NewCmdDown(f, nil),
 		exec.NewCmdExec(f, nil), restart.NewCmdRestart(f, nil), schema.NewCmdSchema(f, nil), inspect.NewCmdInspect(f, nil),
-		graph.NewCmdGraph(f, nil))
+		graph.NewCmdGraph(f, nil), cpu.NewCmdCPU(f, nil))
 	return cmd
 }
