@@ -167,7 +167,8 @@ exec sh -c "$1"
 `)
 	// The stand-in hinic: deploy rack SPEC --host H --run-dir R -o json,
 	// deploy status --run-dir PART -o json, deploy cpu --run-dir PART -o
-	// json, deploy down --run-dir PART.
+	// json, deploy restart WHAT --run-dir PART ..., deploy down --run-dir
+	// PART.
 	standIn(t, hinic, `set -e
 case "$2" in
 rack)
@@ -178,6 +179,9 @@ rack)
 	cat $part/fake-state.json ;;
 status) cat $4/fake-status.json ;;
 cpu) [ -e $4/fake-cpu.json ] && cat $4/fake-cpu.json ;;
+restart)
+	if [ -e $5/fail ]; then echo "hinic: deploy: the rack is down" >&2; exit 1; fi
+	echo "$3: restarted" >&2 ;;
 down) echo "vm: stopped" >&2; touch $4/down-ran ;;
 esac
 `)
@@ -311,10 +315,39 @@ guests: [{name: vm-a, nic: hicain, switch: sw-a}, {name: vm-b, nic: hicain, swit
 	}
 	t.Setenv(EnvSSH, ssh)
 
-	if _, _, err := runningRack(runDir, RestartOptions{}); err == nil ||
-		!strings.Contains(err.Error(), "host b: on that machine, ssh 192.0.2.2 "+hinic+" deploy restart ... --run-dir "+filepath.Join(remoteDir, "b")) {
+	// restart: the whole rack is refused, naming --host; one host's
+	// part restarts on its machine, with --kill and --hinic passed on.
+	if err := Restart(context.Background(), runDir, "device", RestartOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "spans hosts; restart one host's part with --host (a, b)") {
 		t.Errorf("restart: %v", err)
 	}
+	lines = nil
+	if err := RestartPart(context.Background(), runDir, "b", "device", RestartOptions{Kill: true, Hinic: "/opt/hinic", Progress: progress}); err != nil {
+		t.Fatal(err)
+	}
+	if calls, _ := os.ReadFile(log); !strings.Contains(string(calls), "192.0.2.2 "+hinic+" deploy restart device --run-dir "+filepath.Join(remoteDir, "b")+" --kill --hinic /opt/hinic\n") {
+		t.Errorf("restart's ssh call:\n%s", calls)
+	}
+	if !slices.Contains(lines, "b: device: restarted") || !slices.Contains(lines, "host b: restarting its device over ssh 192.0.2.2") {
+		t.Errorf("restart's progress: %q", lines)
+	}
+	for _, c := range []struct{ host, what, want string }{
+		{"c", "device", `no host "c" (its hosts: a, b)`},
+		{"b", "qemu", `restart what? fabric, device, hilink, not "qemu"`},
+	} {
+		if err := RestartPart(context.Background(), runDir, c.host, c.what, RestartOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("restart %s on %s: %v", c.what, c.host, err)
+		}
+	}
+	// A remote failure comes back with the remote hinic's own text.
+	if err := os.WriteFile(filepath.Join(remoteDir, "a", "fail"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestartPart(context.Background(), runDir, "a", "fabric", RestartOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "hinic: deploy: the rack is down") {
+		t.Errorf("a failed remote restart: %v", err)
+	}
+	os.Remove(filepath.Join(remoteDir, "a", "fail"))
 
 	lines = nil
 	if err := Down(runDir, progress); err != nil {

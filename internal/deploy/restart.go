@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -344,15 +345,81 @@ func runningRack(runDir string, o RestartOptions) (*State, Progress, error) {
 		return st, p, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
 	}
 	if len(st.Hosts) > 0 {
-		var how []string
+		var names []string
 		for _, h := range st.Hosts {
-			if h.SSH != "" {
-				how = append(how, fmt.Sprintf("host %s: on that machine, ssh %s %s deploy restart ... --run-dir %s", h.Name, h.SSH, h.hinic(), h.RunDir))
-			} else {
-				how = append(how, fmt.Sprintf("host %s: --run-dir %s", h.Name, h.RunDir))
-			}
+			names = append(names, h.Name)
 		}
-		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part: %s", runDir, strings.Join(how, "; "))
+		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part with --host (%s)", runDir, strings.Join(names, ", "))
 	}
 	return st, p, nil
+}
+
+// RestartComponents are what deploy restart restarts.
+var RestartComponents = []string{"fabric", "device", "hilink"}
+
+// Restart restarts component (RestartComponents) of the rack in runDir:
+// RestartFabric, RestartDevice or RestartHiLink.
+func Restart(ctx context.Context, runDir, component string, o RestartOptions) error {
+	var err error
+	switch component {
+	case "fabric":
+		_, err = RestartFabric(ctx, runDir, o)
+	case "device":
+		_, err = RestartDevice(ctx, runDir, o)
+	case "hilink":
+		_, err = RestartHiLink(ctx, runDir, o)
+	default:
+		err = errComponent(component)
+	}
+	return err
+}
+
+// errComponent is the error of a component deploy restart does not know.
+func errComponent(component string) error {
+	return fmt.Errorf("deploy: restart what? %s, not %q", strings.Join(RestartComponents, ", "), component)
+}
+
+// RestartPart restarts component of host's part of the rack across
+// hosts in runDir, as Restart does on that part's run directory: here
+// for a host of this machine (a netns host, or the one without either),
+// and for a host reached over SSH by that machine's own hinic (hinic
+// deploy restart COMPONENT --run-dir PART, with --kill, and with --hinic
+// when o names a binary: a path on that machine), its output passed to
+// o's progress.
+func RestartPart(ctx context.Context, runDir, host, component string, o RestartOptions) error {
+	if !slices.Contains(RestartComponents, component) {
+		return errComponent(component)
+	}
+	st, err := ReadState(runDir)
+	if err != nil {
+		return err
+	}
+	if len(st.Hosts) == 0 {
+		return fmt.Errorf("deploy: the rack in %s does not span hosts: leave out --host %s", runDir, host)
+	}
+	var names []string
+	for _, h := range st.Hosts {
+		names = append(names, h.Name)
+		if h.Name != host {
+			continue
+		}
+		if h.SSH == "" {
+			return Restart(ctx, h.RunDir, component, o)
+		}
+		args := []string{h.hinic(), "deploy", "restart", component, "--run-dir", h.RunDir}
+		if o.Kill {
+			args = append(args, "--kill")
+		}
+		if o.Hinic != "" {
+			args = append(args, "--hinic", o.Hinic)
+		}
+		p := o.Progress
+		if p == nil {
+			p = func(string, ...any) {}
+		}
+		p("host %s: restarting its %s over ssh %s", h.Name, component, h.SSH)
+		_, err := h.Host.sshRun(ctx, nil, func(format string, a ...any) { p(h.Name+": "+format, a...) }, shellJoin(args...))
+		return err
+	}
+	return fmt.Errorf("deploy: the rack in %s has no host %q (its hosts: %s)", runDir, host, strings.Join(names, ", "))
 }

@@ -19,6 +19,7 @@ type Options struct {
 	Component string // "fabric" or "device"
 	Hinic     string
 	Kill      bool
+	Host      string // a rack across hosts: the host whose part restarts
 }
 
 // NewCmdRestart returns the `deploy restart` command; runF replaces the
@@ -53,9 +54,16 @@ and start them again on the same configuration. The guests and the GPU
 backend keep running: the backend's GPU ports dial their switch again,
 and the command waits until every one is up. Peer copies that run
 meanwhile fail with EHOSTUNREACH (docs/deploy.md, "Restarting a HiLink
-switch").`,
+switch").
+
+On a rack across hosts, --host NAME restarts that host's part: on this
+machine for a host here (a netns host, or the one with neither netns
+nor ssh), and for a host with ssh by that machine's own hinic (hinic
+deploy restart COMPONENT --run-dir PART over SSH), its output shown
+here; --hinic then names a binary on that machine.`,
 		Example: "  hinic deploy restart fabric\n  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 --kill fabric\n" +
-			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device\n  hinic deploy restart --kill hilink",
+			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device\n  hinic deploy restart --kill hilink\n" +
+			"  hinic deploy restart --rack twohost --host b device",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || (args[0] != "fabric" && args[0] != "device" && args[0] != "hilink") {
 				return cmdutil.UsageErrorf("restart what? fabric, device or hilink")
@@ -76,6 +84,7 @@ switch").`,
 	rackDir = cmdutil.RackFlags(fl, &opts.RunDir, deploy.DefaultRunDir)
 	fl.StringVar(&opts.Hinic, "hinic", "", "hinic binary that runs the new fabric or backend (default: this one)")
 	fl.BoolVar(&opts.Kill, "kill", false, "stop the process with SIGKILL, as a crash would")
+	fl.StringVar(&opts.Host, "host", "", "on a rack across hosts, the host whose part restarts (over SSH for an ssh host)")
 	return cmd
 }
 
@@ -86,14 +95,8 @@ func run(opts *Options) error {
 	}
 	o := deploy.RestartOptions{Hinic: opts.Hinic, Kill: opts.Kill,
 		Progress: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }}
-	var err error
-	switch opts.Component {
-	case "device":
-		_, err = deploy.RestartDevice(ctx, opts.RunDir, o)
-	case "hilink":
-		_, err = deploy.RestartHiLink(ctx, opts.RunDir, o)
-	default:
-		_, err = deploy.RestartFabric(ctx, opts.RunDir, o)
+	if opts.Host != "" {
+		return deploy.RestartPart(ctx, opts.RunDir, opts.Host, opts.Component, o)
 	}
-	return err
+	return deploy.Restart(ctx, opts.RunDir, opts.Component, o)
 }
