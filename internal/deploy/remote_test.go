@@ -181,7 +181,8 @@ status) cat $4/fake-status.json ;;
 cpu) [ -e $4/fake-cpu.json ] && cat $4/fake-cpu.json ;;
 restart)
 	if [ -e $5/fail ]; then echo "hinic: deploy: the rack is down" >&2; exit 1; fi
-	echo "$3: restarted" >&2 ;;
+	echo "$3: restarted" >&2
+	[ ! -e $5/fake-restart.json ] || cat $5/fake-restart.json ;;
 down) echo "vm: stopped" >&2; touch $4/down-ran ;;
 esac
 `)
@@ -317,16 +318,34 @@ guests: [{name: vm-a, nic: hicain, switch: sw-a}, {name: vm-b, nic: hicain, swit
 
 	// restart: the whole rack is refused, naming --host; one host's
 	// part restarts on its machine, with --kill and --hinic passed on.
-	if err := Restart(context.Background(), runDir, "device", RestartOptions{}); err == nil ||
+	if _, err := Restart(context.Background(), runDir, "device", RestartOptions{}); err == nil ||
 		!strings.Contains(err.Error(), "spans hosts; restart one host's part with --host (a, b)") {
 		t.Errorf("restart: %v", err)
 	}
-	lines = nil
-	if err := RestartPart(context.Background(), runDir, "b", "device", RestartOptions{Kill: true, Hinic: "/opt/hinic", Progress: progress}); err != nil {
+	// The part's state after it (deploy restart -o json): vm-b on a new
+	// function, which the rack's state takes.
+	ps := State{Guests: []GuestState{{Name: "vm-b", PID: 4242, RDMADev: "rocep0s6", DataNIC: "ens6", HicainGen: 1}}}
+	if b, err := json.Marshal(&ps); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(filepath.Join(remoteDir, "b", "fake-restart.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if calls, _ := os.ReadFile(log); !strings.Contains(string(calls), "192.0.2.2 "+hinic+" deploy restart device --run-dir "+filepath.Join(remoteDir, "b")+" --kill --hinic /opt/hinic\n") {
+	lines = nil
+	st, err = RestartPart(context.Background(), runDir, "b", "device", RestartOptions{Kill: true, Hinic: "/opt/hinic", Progress: progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls, _ := os.ReadFile(log); !strings.Contains(string(calls), "192.0.2.2 "+hinic+" deploy restart device --run-dir "+filepath.Join(remoteDir, "b")+" -o json --kill --hinic /opt/hinic\n") {
 		t.Errorf("restart's ssh call:\n%s", calls)
+	}
+	saved, err := ReadState(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*State{st, saved} {
+		if g := s.Guests[1]; g.RDMADev != "rocep0s6" || g.DataNIC != "ens6" || g.HicainGen != 1 || s.Guests[0].RDMADev != "hicain0" {
+			t.Errorf("the rack's guests after restart: %+v", s.Guests)
+		}
 	}
 	if !slices.Contains(lines, "b: device: restarted") || !slices.Contains(lines, "host b: restarting its device over ssh 192.0.2.2") {
 		t.Errorf("restart's progress: %q", lines)
@@ -335,7 +354,7 @@ guests: [{name: vm-a, nic: hicain, switch: sw-a}, {name: vm-b, nic: hicain, swit
 		{"c", "device", `no host "c" (its hosts: a, b)`},
 		{"b", "qemu", `restart what? fabric, device, hilink, not "qemu"`},
 	} {
-		if err := RestartPart(context.Background(), runDir, c.host, c.what, RestartOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := RestartPart(context.Background(), runDir, c.host, c.what, RestartOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("restart %s on %s: %v", c.what, c.host, err)
 		}
 	}
@@ -343,7 +362,7 @@ guests: [{name: vm-a, nic: hicain, switch: sw-a}, {name: vm-b, nic: hicain, swit
 	if err := os.WriteFile(filepath.Join(remoteDir, "a", "fail"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := RestartPart(context.Background(), runDir, "a", "fabric", RestartOptions{}); err == nil ||
+	if _, err := RestartPart(context.Background(), runDir, "a", "fabric", RestartOptions{}); err == nil ||
 		!strings.Contains(err.Error(), "hinic: deploy: the rack is down") {
 		t.Errorf("a failed remote restart: %v", err)
 	}

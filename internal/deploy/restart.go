@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -358,20 +360,18 @@ func runningRack(runDir string, o RestartOptions) (*State, Progress, error) {
 var RestartComponents = []string{"fabric", "device", "hilink"}
 
 // Restart restarts component (RestartComponents) of the rack in runDir:
-// RestartFabric, RestartDevice or RestartHiLink.
-func Restart(ctx context.Context, runDir, component string, o RestartOptions) error {
-	var err error
+// RestartFabric, RestartDevice or RestartHiLink. It returns the rack's
+// state after it.
+func Restart(ctx context.Context, runDir, component string, o RestartOptions) (*State, error) {
 	switch component {
 	case "fabric":
-		_, err = RestartFabric(ctx, runDir, o)
+		return RestartFabric(ctx, runDir, o)
 	case "device":
-		_, err = RestartDevice(ctx, runDir, o)
+		return RestartDevice(ctx, runDir, o)
 	case "hilink":
-		_, err = RestartHiLink(ctx, runDir, o)
-	default:
-		err = errComponent(component)
+		return RestartHiLink(ctx, runDir, o)
 	}
-	return err
+	return nil, errComponent(component)
 }
 
 // errComponent is the error of a component deploy restart does not know.
@@ -383,43 +383,78 @@ func errComponent(component string) error {
 // hosts in runDir, as Restart does on that part's run directory: here
 // for a host of this machine (a netns host, or the one without either),
 // and for a host reached over SSH by that machine's own hinic (hinic
-// deploy restart COMPONENT --run-dir PART, with --kill, and with --hinic
-// when o names a binary: a path on that machine), its output passed to
-// o's progress.
-func RestartPart(ctx context.Context, runDir, host, component string, o RestartOptions) error {
+// deploy restart COMPONENT --run-dir PART -o json, with --kill, and with
+// --hinic when o names a binary: a path on that machine), its output
+// passed to o's progress. The rack's state then takes that host's
+// guests as the part's restart left them: a guest given a new HiNIC
+// function has a new RDMA device and netdev name.
+func RestartPart(ctx context.Context, runDir, host, component string, o RestartOptions) (*State, error) {
 	if !slices.Contains(RestartComponents, component) {
-		return errComponent(component)
+		return nil, errComponent(component)
 	}
 	st, err := ReadState(runDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(st.Hosts) == 0 {
-		return fmt.Errorf("deploy: the rack in %s does not span hosts: leave out --host %s", runDir, host)
+		return st, fmt.Errorf("deploy: the rack in %s does not span hosts: leave out --host %s", runDir, host)
 	}
-	var names []string
-	for _, h := range st.Hosts {
-		names = append(names, h.Name)
-		if h.Name != host {
-			continue
+	i := slices.IndexFunc(st.Hosts, func(h HostState) bool { return h.Name == host })
+	if i < 0 {
+		var names []string
+		for _, h := range st.Hosts {
+			names = append(names, h.Name)
 		}
-		if h.SSH == "" {
-			return Restart(ctx, h.RunDir, component, o)
-		}
-		args := []string{h.hinic(), "deploy", "restart", component, "--run-dir", h.RunDir}
-		if o.Kill {
-			args = append(args, "--kill")
-		}
-		if o.Hinic != "" {
-			args = append(args, "--hinic", o.Hinic)
-		}
-		p := o.Progress
-		if p == nil {
-			p = func(string, ...any) {}
-		}
-		p("host %s: restarting its %s over ssh %s", h.Name, component, h.SSH)
-		_, err := h.Host.sshRun(ctx, nil, func(format string, a ...any) { p(h.Name+": "+format, a...) }, shellJoin(args...))
-		return err
+		return st, fmt.Errorf("deploy: the rack in %s has no host %q (its hosts: %s)", runDir, host, strings.Join(names, ", "))
 	}
-	return fmt.Errorf("deploy: the rack in %s has no host %q (its hosts: %s)", runDir, host, strings.Join(names, ", "))
+	h := st.Hosts[i]
+	var part *State
+	if h.SSH == "" {
+		part, err = Restart(ctx, h.RunDir, component, o)
+	} else {
+		part, err = h.restartRemote(ctx, component, o)
+	}
+	if part != nil {
+		st.takeGuests(part)
+		if serr := st.save(); err == nil {
+			err = serr
+		}
+	}
+	return st, err
+}
+
+// restartRemote runs deploy restart on ssh host h's part and returns the
+// part's state it printed.
+func (h HostState) restartRemote(ctx context.Context, component string, o RestartOptions) (*State, error) {
+	args := []string{h.hinic(), "deploy", "restart", component, "--run-dir", h.RunDir, "-o", "json"}
+	if o.Kill {
+		args = append(args, "--kill")
+	}
+	if o.Hinic != "" {
+		args = append(args, "--hinic", o.Hinic)
+	}
+	p := o.Progress
+	if p == nil {
+		p = func(string, ...any) {}
+	}
+	p("host %s: restarting its %s over ssh %s", h.Name, component, h.SSH)
+	out, err := h.Host.sshRun(ctx, nil, func(format string, a ...any) { p(h.Name+": "+format, a...) }, shellJoin(args...))
+	if len(bytes.TrimSpace(out)) == 0 {
+		return nil, err
+	}
+	part := &State{}
+	if jerr := json.Unmarshal(out, part); jerr != nil {
+		return nil, errors.Join(err, fmt.Errorf("host %s: the state its restart printed: %w", h.Name, jerr))
+	}
+	return part, err
+}
+
+// takeGuests replaces the rack's guests that a host's part has with the
+// part's own states of them.
+func (s *State) takeGuests(part *State) {
+	for _, g := range part.Guests {
+		if i := slices.IndexFunc(s.Guests, func(x GuestState) bool { return x.Name == g.Name }); i >= 0 {
+			s.Guests[i] = g
+		}
+	}
 }

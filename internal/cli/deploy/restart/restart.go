@@ -14,6 +14,7 @@ import (
 // Options are the settings of one restart.
 type Options struct {
 	IO        *cmdutil.IOStreams
+	Printer   func() (*cmdutil.Printer, error)
 	Context   context.Context
 	RunDir    string
 	Component string // "fabric" or "device"
@@ -25,7 +26,7 @@ type Options struct {
 // NewCmdRestart returns the `deploy restart` command; runF replaces the
 // run in tests.
 func NewCmdRestart(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IOStreams}
+	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
 	var rackDir func() string
 	cmd := &cobra.Command{
 		Use:   "restart fabric|device|hilink",
@@ -60,7 +61,10 @@ On a rack across hosts, --host NAME restarts that host's part: on this
 machine for a host here (a netns host, or the one with neither netns
 nor ssh), and for a host with ssh by that machine's own hinic (hinic
 deploy restart COMPONENT --run-dir PART over SSH), its output shown
-here; --hinic then names a binary on that machine.`,
+here; --hinic then names a binary on that machine.
+
+-o json prints the rack's state after the restart (what deploy rack -o
+json prints).`,
 		Example: "  hinic deploy restart fabric\n  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 --kill fabric\n" +
 			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device\n  hinic deploy restart --kill hilink\n" +
 			"  hinic deploy restart --rack twohost --host b device",
@@ -95,8 +99,18 @@ func run(opts *Options) error {
 	}
 	o := deploy.RestartOptions{Hinic: opts.Hinic, Kill: opts.Kill,
 		Progress: func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }}
-	if opts.Host != "" {
-		return deploy.RestartPart(ctx, opts.RunDir, opts.Host, opts.Component, o)
+	printer, err := opts.Printer()
+	if err != nil {
+		return err
 	}
-	return deploy.Restart(ctx, opts.RunDir, opts.Component, o)
+	var st *deploy.State
+	if opts.Host != "" {
+		st, err = deploy.RestartPart(ctx, opts.RunDir, opts.Host, opts.Component, o)
+	} else {
+		st, err = deploy.Restart(ctx, opts.RunDir, opts.Component, o)
+	}
+	if err == nil && st != nil && printer.Format() == cmdutil.FormatJSON {
+		return printer.Object(st)
+	}
+	return err
 }
