@@ -65,26 +65,33 @@ func CaptureIn(t testing.TB, tshark, ns, dev, file string) (stop func()) {
 }
 
 // CheckVXLANCapture has tshark dissect a capture of CaptureIn: VXLAN with
-// VNI vni carrying RoCEv2 both ways, from the inner source addresses
-// src, and nothing malformed; then it checks every inner frame's ICRC.
+// VNI vni carrying RoCEv2 both ways, from the inner IPv4 source
+// addresses src (inner IPv6 RoCEv2, such as multicast to an ff0e:: GID,
+// is counted by its own source), and nothing malformed; then it checks
+// every inner frame's ICRC.
 // It returns how many VXLAN datagrams carried RoCEv2.
 func CheckVXLANCapture(t testing.TB, tshark, pcap string, vni int, src [2]string) int {
 	t.Helper()
 	run := tsharkClean(t, tshark, pcap)
 	rows := strings.Split(strings.TrimSpace(run("-r", pcap, "-Y", "vxlan && infiniband", "-T", "fields",
-		"-e", "udp.dstport", "-e", "vxlan.vni", "-e", "ip.src", "-e", "infiniband.bth.opcode")), "\n")
+		"-e", "udp.dstport", "-e", "vxlan.vni", "-e", "ip.src", "-e", "ipv6.src", "-e", "infiniband.bth.opcode")), "\n")
 	dirs := map[string]int{}
 	for _, row := range rows {
 		col := strings.Split(row, "\t")
-		if len(col) != 4 || !strings.HasPrefix(col[0], "4789") || col[1] != strconv.Itoa(vni) {
+		if len(col) != 5 || !strings.HasPrefix(col[0], "4789") || col[1] != strconv.Itoa(vni) {
 			t.Fatalf("tshark row %q: want UDP 4789 and VNI %d", row, vni)
 		}
-		// ip.src lists the outer source, then the inner one.
+		// ip.src lists the outer source, then an inner IPv4 one; an
+		// inner IPv6 header's is ipv6.src.
 		srcs := strings.Split(col[2], ",")
-		if len(srcs) != 2 {
-			t.Fatalf("tshark row %q: want an outer and an inner IP header", row)
+		switch {
+		case len(srcs) == 2 && col[3] == "":
+			dirs[srcs[1]]++
+		case len(srcs) == 1 && col[3] != "" && !strings.Contains(col[3], ","):
+			dirs[col[3]]++
+		default:
+			t.Fatalf("tshark row %q: want an outer IPv4 header and one inner IP header", row)
 		}
-		dirs[srcs[1]]++
 	}
 	if dirs[src[0]] == 0 || dirs[src[1]] == 0 {
 		t.Fatalf("RoCEv2 in VXLAN by inner source: %v; want both hosts", dirs)
@@ -122,7 +129,11 @@ func CheckVXLANCapture(t testing.TB, tshark, pcap string, vni int, src [2]string
 // many data datagrams carried an IB packet.
 func CheckIBUDPCapture(t testing.TB, tshark, pcap string, vni int, src [2]string) int {
 	t.Helper()
-	run := tsharkClean(t, tshark, pcap)
+	// tshark has no dissector for HiNIC's IB-over-UDP: its datagrams are
+	// data to it, parsed below, and not fed to UDP's heuristic
+	// dissectors, which read some payloads as another protocol's
+	// (GOOSE/CLTP) and report them malformed.
+	run := tsharkClean(t, tshark, pcap, "-d", "udp.port=="+strconv.Itoa(proto.IBUDPPort)+",data")
 	dirs := map[string]int{}
 	for _, row := range strings.Split(strings.TrimSpace(run("-r", pcap, "-Y", "udp.dstport == "+strconv.Itoa(proto.IBUDPPort),
 		"-T", "fields", "-e", "ip.src")), "\n") {
@@ -160,18 +171,24 @@ func CheckIBUDPCapture(t testing.TB, tshark, pcap string, vni int, src [2]string
 }
 
 // tsharkClean fails t when tshark finds a malformed frame or an error in
-// pcap, and returns a function that runs tshark with testutil.TsharkArgs.
-func tsharkClean(t testing.TB, tshark, pcap string) func(args ...string) string {
+// pcap, and returns a function that runs tshark with testutil.TsharkArgs
+// and opts (such as a -d decode-as rule), which this check uses too.
+func tsharkClean(t testing.TB, tshark, pcap string, opts ...string) func(args ...string) string {
 	t.Helper()
 	run := func(args ...string) string {
 		t.Helper()
-		return testutil.RunTshark(t, tshark, append(append([]string{}, testutil.TsharkArgs...), args...)...)
+		a := append(append([]string{}, testutil.TsharkArgs...), opts...)
+		return testutil.RunTshark(t, tshark, append(a, args...)...)
 	}
 	// Frames tshark reads as SSH are left out: guests' own SSH across
 	// the tunnel (the rack's mesh) has key exchanges that tshark 4.0
 	// flags as errors, which are not the tunnel's or the fabric's.
-	if m := strings.TrimSpace(run("-r", pcap, "-Y", "!ssh && (_ws.malformed || _ws.expert.severity == error)")); m != "" {
-		t.Fatalf("tshark reports malformed frames:\n%s", m[:min(len(m), 2000)])
+	const bad = "!ssh && (_ws.malformed || _ws.expert.severity == error)"
+	if m := strings.TrimSpace(run("-r", pcap, "-Y", bad)); m != "" {
+		// The first one dissected in full, with its bytes: what to
+		// look at first.
+		first := run("-r", pcap, "-Y", "frame.number == "+strings.Fields(m)[0], "-V", "-x")
+		t.Fatalf("tshark reports malformed frames:\n%s\nthe first:\n%s", m[:min(len(m), 2000)], first[:min(len(first), 8000)])
 	}
 	return run
 }
