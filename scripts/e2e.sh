@@ -25,6 +25,18 @@
 #      (testdata/racks/libvirt.yaml) through a libvirtd the test starts,
 #      three gate cases, deploy down, no domain left (go test -run
 #      TestLibvirtRack ./internal/cli/verify/e2e, about 5 minutes);
+#   6c. the host package's systemd units under a real systemd: the hinic
+#      package and internal/deploy's test binary built here, a guest of
+#      the Soft-RoCE image (its PID 1 is systemd) that installs the
+#      package and starts a libvirt host's fabric and device backend as
+#      hinic-fabric@ and hinic-device@ with deploy's own code (go test
+#      -run TestHostUnits ./internal/cli/verify/e2e, about 2 minutes);
+#   6d. only with E2E_TWOHOST=1 (or E2E_ONLY=twohost): the racks across
+#      two hosts, each the whole gate across a VXLAN link between two
+#      network namespaces (RoCEv2, host b reached over SSH) and across an
+#      IB-over-UDP link (native InfiniBand, OpenSM) (go test -run
+#      'TestTwoHost(IB)?Rack' ./internal/cli/verify/e2e, about 12
+#      minutes);
 #   7. both RoCEv2 gates' figures in one table with the HiNIC/Soft-RoCE
 #      ratio of every case, and HiNIC's RoCEv2 and InfiniBand figures in
 #      another (hinic verify compare).
@@ -62,9 +74,12 @@
 #                vm-a has the HiNIC vNIC, its vm-b Soft-RoCE
 #   E2E_GRACK    GPU rack spec (default testdata/racks/two-hicain-gpu.yaml)
 #   E2E_GPU      1: the GPU stage (the default), 0: none; outputs in gpu/
-#   E2E_ONLY     rxe, hicain, ib, roce2, mixed, libvirt or gpu: run one rack
-#                only (no comparison); gpu implies E2E_GPU=1
-#   GO           the go command of the libvirt stage (default go)
+#   E2E_ONLY     rxe, hicain, ib, roce2, mixed, libvirt, units, twohost or
+#                gpu: run one rack only (no comparison); gpu implies
+#                E2E_GPU=1
+#   E2E_TWOHOST  1: the two-host racks' stage too, 0: not (the default)
+#   GO           the go command of the libvirt, units and twohost stages
+#                (default go)
 set -euo pipefail
 
 HINIC=${HINIC:-bin/hinic}
@@ -79,8 +94,14 @@ MSPEC=${E2E_MRACK:-testdata/racks/mixed.yaml}
 GSPEC=${E2E_GRACK:-testdata/racks/two-hicain-gpu.yaml}
 ONLY=${E2E_ONLY:-}
 GPU=${E2E_GPU:-1}
-case $ONLY in "" | rxe | hicain | ib | roce2 | mixed | libvirt) ;; gpu) GPU=1 ;; *) echo "e2e: E2E_ONLY is rxe, hicain, ib, roce2, mixed, libvirt or gpu, not $ONLY" >&2; exit 2 ;; esac
+TWOHOST=${E2E_TWOHOST:-0}
+case $ONLY in "" | rxe | hicain | ib | roce2 | mixed | libvirt | units) ;; gpu) GPU=1 ;; twohost) TWOHOST=1 ;; *)
+	echo "e2e: E2E_ONLY is rxe, hicain, ib, roce2, mixed, libvirt, units, twohost or gpu, not $ONLY" >&2
+	exit 2
+	;;
+esac
 case $GPU in 0 | 1) ;; *) echo "e2e: E2E_GPU is 0 or 1, not $GPU" >&2; exit 2 ;; esac
+case $TWOHOST in 0 | 1) ;; *) echo "e2e: E2E_TWOHOST is 0 or 1, not $TWOHOST" >&2; exit 2 ;; esac
 # The cases of the GPU rack: its NICs are the HiNIC rack's, checked there.
 GPU_CASES=(hicart_smi hicart_test hicart_bandwidth hicart_smi_topo hicart_p2p hicart_allreduce)
 # The cases of the interop rack, run from each NIC to the other.
@@ -218,7 +239,7 @@ if [[ -z $ONLY || $ONLY == rxe ]]; then
 	rack_down rxe
 fi
 
-if [[ $ONLY != rxe ]]; then
+if [[ $ONLY != rxe && $ONLY != units ]]; then
 	t=$(now)
 	only=hicain-modules,libhicain
 	if ((GPU)); then only+=,libhicart1,hicart-tools,libhicart-dev; fi
@@ -284,6 +305,20 @@ if [[ -z $ONLY || $ONLY == libvirt ]]; then
 	step libvirt "$OUT/libvirt/test.log" "the libvirt rack" \
 		env HINIC_LIBVIRT_IMAGE="$(cd "$HIMAGE" && pwd)" "${GO:-go}" test -count=1 -timeout 30m -v -run 'TestLibvirtRack$' \
 		./internal/cli/verify/e2e
+fi
+
+if [[ -z $ONLY || $ONLY == units ]]; then
+	mkdir -p "$OUT/units"
+	step units "$OUT/units/test.log" "the host package's units under systemd" \
+		env HINIC_UNITS_IMAGE="$(cd "$IMAGE" && pwd)" "${GO:-go}" test -count=1 -timeout 30m -v -run 'TestHostUnits$' \
+		./internal/cli/verify/e2e
+fi
+
+if [[ ( -z $ONLY || $ONLY == twohost ) && $TWOHOST == 1 ]]; then
+	mkdir -p "$OUT/twohost"
+	step twohost "$OUT/twohost/test.log" "the racks across two hosts" \
+		env HINIC_TWOHOST_IMAGE="$(cd "$HIMAGE" && pwd)" "${GO:-go}" test -count=1 -timeout 90m -v \
+		-run 'TestTwoHost(IB)?Rack$' ./internal/cli/verify/e2e
 fi
 
 if [[ -z $ONLY ]]; then

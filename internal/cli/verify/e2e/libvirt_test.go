@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/deploy"
-	"github.com/PacketFive/hinic/internal/image"
 )
 
 // TestLibvirtRack deploys testdata/racks/libvirt.yaml through a real
@@ -29,19 +28,9 @@ import (
 // runs only as root with HINIC_LIBVIRT_IMAGE, an image with the HiNIC
 // guest packages (scripts/e2e.sh builds one).
 func TestLibvirtRack(t *testing.T) {
-	img := os.Getenv("HINIC_LIBVIRT_IMAGE")
-	if img == "" {
-		t.Skip("boots two libvirt domains for minutes; set HINIC_LIBVIRT_IMAGE to an image with the HiNIC guest packages")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: libvirt's qemu:///system")
-	}
-	if _, err := image.ReadManifest(img); err != nil {
-		t.Skipf("HINIC_LIBVIRT_IMAGE: %v", err)
-	}
-	if m := image.MissingTools("qemu-system-x86_64", "qemu-img", "virsh", "libvirtd", "virtlogd"); len(m) > 0 {
-		requireTool(t, image.ErrMissingTools(m).Error()+" (Debian's libvirt-daemon-system and libvirt-clients)")
-	}
+	img := envImage(t, "HINIC_LIBVIRT_IMAGE",
+		"boots two libvirt domains for minutes; set HINIC_LIBVIRT_IMAGE to an image with the HiNIC guest packages",
+		"needs root: libvirt's qemu:///system", " (Debian's libvirt-daemon-system and libvirt-clients)", "virsh", "libvirtd", "virtlogd")
 	const uri = "qemu:///system"
 	startLibvirtd(t, uri)
 

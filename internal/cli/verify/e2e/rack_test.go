@@ -24,6 +24,31 @@ func requireTool(t *testing.T, msg string) {
 	t.Skip(msg)
 }
 
+// envImage is the guest image that the variable env names, for a test
+// that boots QEMU guests: without it the test is skipped with why (what
+// it boots, and what image env must name), and when rootWhy is not empty and
+// the test does not run as root, with rootWhy. A manifest that cannot
+// be read skips it too. A missing tool, QEMU's or one of tools, skips
+// it, or fails it under HINIC_REQUIRE_TOOLS=1, with hint after the
+// tools' names.
+func envImage(t *testing.T, env, why, rootWhy, hint string, tools ...string) string {
+	t.Helper()
+	img := os.Getenv(env)
+	if img == "" {
+		t.Skip(why)
+	}
+	if rootWhy != "" && os.Geteuid() != 0 {
+		t.Skip(rootWhy)
+	}
+	if _, err := image.ReadManifest(img); err != nil {
+		t.Skipf("%s: %v", env, err)
+	}
+	if m := image.MissingTools(append([]string{"qemu-system-x86_64", "qemu-img"}, tools...)...); len(m) > 0 {
+		requireTool(t, image.ErrMissingTools(m).Error()+hint)
+	}
+	return img
+}
+
 // buildHinic builds the hinic binary of the module at root into the
 // test's temporary directory.
 func buildHinic(t *testing.T, root string) string {

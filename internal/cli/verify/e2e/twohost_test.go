@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/deploy"
-	"github.com/PacketFive/hinic/internal/image"
 	"github.com/PacketFive/hinic/internal/testutil"
 	"github.com/PacketFive/hinic/internal/testutil/capture"
 	"github.com/PacketFive/hinic/internal/verify"
@@ -37,27 +37,38 @@ type twoHost struct {
 // HINIC_SSH="ssh -F CONFIG". Host b's part lives in a remote run
 // directory that is not the controller's RUN-DIR/b, so its files are
 // the ones deploy made through ssh. The test checks deploy status and
-// exec across the hosts, runs the gate's RC verbs and RDMA WRITE
-// bandwidth cases from the guest on host b to the one on host a with
-// verify e2e --rack, has tshark dissect the capture of the veth (VXLAN,
+// exec across the hosts, runs the whole RoCEv2 gate (every case of
+// make e2e's HiNIC rack, pyverbs, UCX, libfabric and MPI included) from
+// the guest on host b to the one on host a with verify e2e --rack, each
+// case required to pass, restarts host b's device backend from the
+// controller (deploy restart --host b device, run on b over SSH) and
+// passes ibv_rc_pingpong again, has tshark dissect the capture of the veth (VXLAN,
 // VNI 5700, RoCEv2 inside both ways, every inner ICRC valid), and takes
 // the rack down with nothing of either part left running. It boots two
 // QEMU guests under TCG and runs only with HINIC_TWOHOST_IMAGE, an image
 // with the HiNIC guest packages (scripts/e2e.sh builds one), as root.
 func TestTwoHostRack(t *testing.T) {
-	runTwoHostSSH(t, []string{"ibv_rc_pingpong", "ib_write_bw"})
+	runTwoHostSSH(t, twoHostCases())
+}
+
+// twoHostCases is what the two-host tests run of the gate: every case
+// (nil), or the cases HINIC_TWOHOST_CASES names (blank-separated), for
+// a shorter run while developing.
+func twoHostCases() []string {
+	return strings.Fields(os.Getenv("HINIC_TWOHOST_CASES"))
 }
 
 // TestTwoHostIBRack is TestTwoHostRack for native InfiniBand
 // (two-hosts-ib-netns.yaml): the link is IB-over-UDP (UDP 4792, VNI
 // 5701), OpenSM runs in the guest on host a and brings up host b's port
-// across the tunnel; the IB gate's management cases (ibstat, sminfo,
-// ibnetdiscover across both switches, ibping) and RC verbs, RDMA WRITE
-// bandwidth, SEND latency and rdma_cm over IPoIB run across, and every
+// across the tunnel; the whole InfiniBand gate (the management cases:
+// ibstat, sminfo, ibnetdiscover across both switches, ibping; verbs,
+// perftest, rdma_cm over IPoIB, pyverbs, UCX, libfabric, MPI) runs
+// across with verify e2e --rack, each case required to pass, and every
 // IB packet in the veth's datagrams has a valid VCRC and ICRC.
 func TestTwoHostIBRack(t *testing.T) {
 	runTwoHost(t, twoHost{spec: "two-hosts-ib-netns.yaml",
-		cases: []string{"ibstat", "sminfo", "ibnetdiscover", "ibping", "ibv_rc_pingpong", "ib_write_bw", "ib_send_lat", "rping"},
+		cases: twoHostCases(),
 		check: func(t *testing.T, tshark, pcap string) int {
 			return capture.CheckIBUDPCapture(t, tshark, pcap, 5701, [2]string{"192.0.2.1", "192.0.2.2"})
 		}})
@@ -70,16 +81,8 @@ func TestTwoHostIBRack(t *testing.T) {
 // and the repository's root.
 func twoHostSetup(t *testing.T, ns [2]string, tools ...string) (img, tshark string, nsp *testutil.NetnsPair, root string) {
 	t.Helper()
-	img = os.Getenv("HINIC_TWOHOST_IMAGE")
-	if img == "" {
-		t.Skip("boots two QEMU guests for minutes; set HINIC_TWOHOST_IMAGE to an image with the HiNIC guest packages")
-	}
-	if _, err := image.ReadManifest(img); err != nil {
-		t.Skipf("HINIC_TWOHOST_IMAGE: %v", err)
-	}
-	if m := image.MissingTools(append([]string{"qemu-system-x86_64", "qemu-img"}, tools...)...); len(m) > 0 {
-		requireTool(t, image.ErrMissingTools(m).Error())
-	}
+	img = envImage(t, "HINIC_TWOHOST_IMAGE",
+		"boots two QEMU guests for minutes; set HINIC_TWOHOST_IMAGE to an image with the HiNIC guest packages", "", "", tools...)
 	tshark = testutil.Tshark(t)
 	nsp = testutil.NewNetnsPairNamed(t, ns, [2]string{"192.0.2.1", "192.0.2.2"})
 	for i := range 2 {
@@ -128,8 +131,9 @@ func runTwoHost(t *testing.T, tc twoHost) {
 	// the tunnel.
 	checkExecAcross(t, runHinic(t, bin, "deploy", "exec", "--run-dir", runDir, "vm-b", "--", execAcross(st.Guests[0].DataIP))...)
 
-	// The gate across: vm-a (host a) serves, vm-b (host b) is the client.
-	runGateCases(ctx, t, st, tc.cases, []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"})
+	// The gate across, from the controller: vm-a (host a) serves, vm-b
+	// (host b) is the client.
+	runGateCLI(t, func(args ...string) ([]byte, error) { return hinicOut(bin, args...) }, runDir, tc.cases)
 	stopCapture()
 	if n := tc.check(t, tshark, pcap); n == 0 {
 		t.Error("no RDMA traffic in the tunnel on the veth")
@@ -230,6 +234,61 @@ func runGateCases(ctx context.Context, t *testing.T, st *deploy.State, names, pr
 			}
 		}
 	}
+}
+
+// runGateCLI runs the gate across a two-host rack with hinic (a
+// controller's): verify e2e --rack RUN-DIR with a --case for each of
+// cases, or the whole gate when cases is empty. Every case it runs must
+// pass, each metered on both hosts' backends and both QEMUs.
+func runGateCLI(t *testing.T, hinic func(...string) ([]byte, error), runDir string, cases []string) {
+	t.Helper()
+	report := filepath.Join(t.TempDir(), "gate.json")
+	args := []string{"verify", "e2e", "--rack", runDir, "--json", report, "--case-timeout", "10m"}
+	for _, c := range cases {
+		args = append(args, "--case", c)
+	}
+	_, gateErr := hinic(args...)
+	var rep verify.Report
+	if b, err := os.ReadFile(report); err != nil {
+		t.Fatalf("gate: %v (%v)", err, gateErr)
+	} else if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("gate report: %v", err)
+	}
+	var ran []string
+	for _, c := range rep.Cases {
+		t.Logf("%-20s %-6s %s  %s; CPU %v", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail, c.CPU)
+		ran = append(ran, c.Case)
+		if c.Result != verify.Pass {
+			t.Errorf("case %s: %s: %s", c.Case, c.Result, c.Detail)
+		}
+		for _, p := range []string{"backend@a", "backend@b", "qemu:vm-a", "qemu:vm-b"} {
+			if _, ok := c.CPU[p]; !ok {
+				t.Errorf("case %s: no CPU for %s in %v", c.Case, p, c.CPU)
+			}
+		}
+	}
+	switch {
+	case gateErr != nil:
+		t.Errorf("gate: %v", gateErr)
+	case len(cases) > 0 && len(ran) != len(cases):
+		t.Errorf("gate: ran %v of %v", ran, cases)
+	case len(cases) == 0 && !slices.Contains(ran, "pyverbs"):
+		t.Errorf("gate: ran %v, not the whole gate", ran)
+	}
+	t.Logf("gate across the hosts: %d cases", len(ran))
+}
+
+// hinicOut runs the hinic binary and returns its standard output, or an
+// error with its standard error.
+func hinicOut(bin string, args ...string) ([]byte, error) {
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		err = fmt.Errorf("hinic %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, err
 }
 
 // runHinic runs the hinic binary and returns its standard output; a

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/PacketFive/hinic/internal/deploy"
 	"github.com/PacketFive/hinic/internal/testutil"
 	"github.com/PacketFive/hinic/internal/testutil/capture"
-	"github.com/PacketFive/hinic/internal/verify"
 )
 
 // sshdPort is the port of the test's sshd in host b's namespace.
@@ -184,33 +182,13 @@ func runTwoHostSSH(t *testing.T, cases []string) {
 
 	// The gate across, from the controller: vm-a (host a) serves, vm-b
 	// (host b) is the client.
-	report := filepath.Join(t.TempDir(), "gate.json")
-	args := []string{"verify", "e2e", "--rack", runDir, "--json", report, "--case-timeout", "10m"}
-	for _, c := range cases {
-		args = append(args, "--case", c)
-	}
-	_, gateErr := hinic(args...)
-	var rep verify.Report
-	if b, err := os.ReadFile(report); err != nil {
-		t.Errorf("gate: %v (%v)", err, gateErr)
-	} else if err := json.Unmarshal(b, &rep); err != nil {
-		t.Errorf("gate report: %v", err)
-	}
-	for _, c := range rep.Cases {
-		t.Logf("%-16s %-6s %s  %s; CPU %v", c.Case, c.Result, verify.FormatFigure(c.Figure, c.Unit), c.Detail, c.CPU)
-	}
-	var ran []string
-	for _, c := range rep.Cases {
-		if slices.Contains(cases, c.Case) {
-			ran = append(ran, c.Case)
-			if c.Result != verify.Pass {
-				t.Errorf("case %s: %s", c.Case, c.Result)
-			}
-		}
-	}
-	if len(ran) != len(cases) || gateErr != nil {
-		t.Errorf("gate: ran %v of %v; %v", ran, cases, gateErr)
-	}
+	runGateCLI(t, hinic, runDir, cases)
+
+	// Host b's device backend restarted from the controller (hinic
+	// deploy restart device on b over SSH): vm-b gets a new function,
+	// and RDMA crosses the tunnel again.
+	must("deploy", "restart", "--run-dir", runDir, "--host", "b", "device")
+	runGateCLI(t, hinic, runDir, []string{"ibv_rc_pingpong"})
 	stopCapture()
 	if n := capture.CheckVXLANCapture(t, tshark, pcap, 5700, [2]string{"10.57.0.1", "10.57.0.2"}); n == 0 {
 		t.Error("no RDMA traffic in the tunnel on the veth")

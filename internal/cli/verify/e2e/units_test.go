@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/PacketFive/hinic/internal/deploy"
-	"github.com/PacketFive/hinic/internal/image"
 	"github.com/PacketFive/hinic/internal/testutil"
 )
 
@@ -43,19 +41,8 @@ guests:
 // package is purged, leaving no hinic unit loaded. About 3 minutes
 // under TCG; root, and only with HINIC_UNITS_IMAGE.
 func TestHostUnits(t *testing.T) {
-	img := os.Getenv("HINIC_UNITS_IMAGE")
-	if img == "" {
-		t.Skip("boots a QEMU guest; set HINIC_UNITS_IMAGE to a guest image (hinic image build)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("deploys a rack and builds packages: run as root")
-	}
-	if _, err := image.ReadManifest(img); err != nil {
-		t.Skipf("HINIC_UNITS_IMAGE: %v", err)
-	}
-	if m := image.MissingTools("qemu-system-x86_64", "qemu-img", "dpkg-deb"); len(m) > 0 {
-		requireTool(t, image.ErrMissingTools(m).Error())
-	}
+	img := envImage(t, "HINIC_UNITS_IMAGE", "boots a QEMU guest; set HINIC_UNITS_IMAGE to a guest image (hinic image build)",
+		"deploys a rack and builds packages: run as root", "", "dpkg-deb")
 	root, err := filepath.Abs("../../../..")
 	if err != nil {
 		t.Fatal(err)
