@@ -9,6 +9,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,16 @@ func TestClientExec(t *testing.T) {
 	out.Reset()
 	if status, err := c.Exec(ctx, "echo ok", nil, &out, &errOut); err != nil || status != 0 || out.String() != "ok\n" {
 		t.Errorf("status %d, err %v, stdout %q", status, err, out.String())
+	}
+	// One buffer for both streams, as a caller that wants them merged
+	// passes it: every line of each arrives.
+	var both bytes.Buffer
+	if status, err := c.Exec(ctx, "i=0; while [ $i -lt 300 ]; do echo out$i; echo err$i >&2; i=$((i+1)); done", nil, &both, &both); err != nil || status != 0 {
+		t.Fatalf("status %d, err %v", status, err)
+	}
+	lines := strings.Fields(both.String())
+	if len(lines) != 600 || !slices.Contains(lines, "out299") || !slices.Contains(lines, "err299") || !slices.Contains(lines, "out0") {
+		t.Errorf("one writer for both streams: %d lines, want 600:\n%.300s", len(lines), both.String())
 	}
 	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer stop()

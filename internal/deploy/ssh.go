@@ -205,11 +205,9 @@ func (e *RunError) Error() string {
 // error combined. A non-zero exit is a *RunError; the context ending kills
 // the remote command (SIGKILL, then the session is closed).
 func (c *Client) Run(ctx context.Context, cmd string) (string, error) {
-	// One buffer behind a lock: two io.Copy calls into a bare
-	// bytes.Buffer use its ReadFrom concurrently, and the stderr copy,
-	// returning at EOF, truncates what stdout wrote meanwhile.
-	out := &lockedBuffer{}
-	status, err := c.Exec(ctx, cmd, nil, out, out)
+	// One buffer for both streams: Exec serialises their writes.
+	var out bytes.Buffer
+	status, err := c.Exec(ctx, cmd, nil, &out, &out)
 	if err != nil {
 		return out.String(), err
 	}
@@ -233,25 +231,7 @@ func (c *Client) Upload(ctx context.Context, local, remote, mode string) error {
 	return sc.CopyFromFile(ctx, *f, remote, mode)
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writers. It hides
-// ReadFrom on purpose (see Run).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
+// lastLines is the last n lines of s.
 func lastLines(s string, n int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(l) > n {
