@@ -26,17 +26,16 @@ func (st *State) CPUSeconds() map[string]float64 {
 	r := &st.Rack
 	out := map[string]float64{}
 	if len(st.Hosts) > 0 {
-		// A rack across hosts: each host's part, its daemons as
-		// "backend@HOST"; guest names are the rack's own.
-		for _, h := range st.Hosts {
-			var part map[string]float64
-			if h.SSH != "" {
-				// Another machine's processes: its hinic reads them.
-				part = h.partCPU()
-			} else if sub, err := ReadState(h.RunDir); err == nil {
-				part = sub.CPUSeconds()
-			}
-			for k, v := range part {
+		// A rack across hosts: each host's part, asked at once (an
+		// ssh host's is a round trip), its daemons as "backend@HOST";
+		// guest names are the rack's own.
+		parts := make([]map[string]float64, len(st.Hosts))
+		_ = forEach(len(st.Hosts), func(i int) error {
+			parts[i] = st.Hosts[i].partCPU()
+			return nil
+		})
+		for i, h := range st.Hosts {
+			for k, v := range parts[i] {
 				if !strings.HasPrefix(k, "qemu:") {
 					k += "@" + h.Name
 				}
@@ -73,10 +72,18 @@ func (st *State) CPUSeconds() map[string]float64 {
 	return out
 }
 
-// partCPU is CPUSeconds of an ssh host's part, read by the hinic of
-// that machine (hinic deploy cpu -o json); nil when it cannot be asked
-// within 20 s.
+// partCPU is CPUSeconds of host h's part: read here for a host of this
+// machine, and by that machine's hinic (hinic deploy cpu -o json) for an
+// ssh host; nil when the part has no state or cannot be asked within
+// 20 s.
 func (h HostState) partCPU() map[string]float64 {
+	if h.SSH == "" {
+		sub, err := ReadState(h.RunDir)
+		if err != nil {
+			return nil
+		}
+		return sub.CPUSeconds()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, err := h.Host.sshRun(ctx, nil, nil, shellJoin(h.hinic(), "deploy", "cpu", "--run-dir", h.RunDir, "-o", "json"))

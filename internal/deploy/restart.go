@@ -347,11 +347,7 @@ func runningRack(runDir string, o RestartOptions) (*State, Progress, error) {
 		return st, p, fmt.Errorf("deploy: the rack in %s is down (deploy rack brings it up)", runDir)
 	}
 	if len(st.Hosts) > 0 {
-		var names []string
-		for _, h := range st.Hosts {
-			names = append(names, h.Name)
-		}
-		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part with --host (%s)", runDir, strings.Join(names, ", "))
+		return st, p, fmt.Errorf("deploy: the rack in %s spans hosts; restart one host's part with --host (%s)", runDir, st.Rack.hostNames())
 	}
 	return st, p, nil
 }
@@ -401,11 +397,7 @@ func RestartPart(ctx context.Context, runDir, host, component string, o RestartO
 	}
 	i := slices.IndexFunc(st.Hosts, func(h HostState) bool { return h.Name == host })
 	if i < 0 {
-		var names []string
-		for _, h := range st.Hosts {
-			names = append(names, h.Name)
-		}
-		return st, fmt.Errorf("deploy: the rack in %s has no host %q (its hosts: %s)", runDir, host, strings.Join(names, ", "))
+		return st, fmt.Errorf("deploy: the rack in %s has no host %q (its hosts: %s)", runDir, host, st.Rack.hostNames())
 	}
 	h := st.Hosts[i]
 	var part *State

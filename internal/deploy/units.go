@@ -117,13 +117,18 @@ func unitEnv(d daemon) string {
 	return s
 }
 
+// unitEnvFile is the environment file of template's instance for
+// runDir: RUN-DIR/fabric.env or RUN-DIR/device.env.
+func unitEnvFile(runDir, template string) string {
+	return filepath.Join(runDir, strings.TrimSuffix(strings.TrimPrefix(template, "hinic-"), "@")+".env")
+}
+
 // spawnUnit starts d as its template unit's instance for the run
 // directory and waits until it is ready, as spawn does for a child. It
 // returns the unit's main pid and its binary.
 func spawnUnit(ctx context.Context, runDir string, d daemon) (int, string, error) {
 	name := unitName(d.unit, runDir)
-	kind := strings.TrimSuffix(strings.TrimPrefix(d.unit, "hinic-"), "@")
-	if err := writePrivate(filepath.Join(runDir, kind+".env"), []byte(unitEnv(d))); err != nil {
+	if err := writePrivate(unitEnvFile(runDir, d.unit), []byte(unitEnv(d))); err != nil {
 		return 0, "", err
 	}
 	systemctl := func(args ...string) (string, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/PacketFive/hinic/internal/device"
 	"github.com/PacketFive/hinic/internal/fabric"
+	"github.com/PacketFive/hinic/internal/testutil"
 )
 
 // unitsRack is a libvirt host's part with a split fabric and two hicain
@@ -63,11 +64,9 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	if err := r.Defaults(); err != nil {
 		t.Fatal(err)
 	}
-	// Outside /tmp's private per-test directory, whose name has no
-	// character a unit name must escape: the instance is then checked
-	// with one the test's run directory does have ('-').
-	r.RunDir = filepath.Join("/var/tmp", fmt.Sprintf("hinic-units-%d", os.Getpid()))
-	t.Cleanup(func() { os.RemoveAll(r.RunDir) })
+	// Short, for the backend's socket paths; its '-' is what a unit
+	// instance name escapes (\x2d).
+	r.RunDir = testutil.ShortTempDir(t, "hinic-units-")
 	if ok, why := r.useUnits(); !ok {
 		t.Fatalf("useUnits: %s", why)
 	}
@@ -79,13 +78,12 @@ func TestUnitsUnderSystemd(t *testing.T) {
 	defer cancel()
 	downed := false
 	t.Cleanup(func() {
-		// What a failed start left: deploy down's stop, and no failed
-		// instance kept by systemd.
+		// What a failed start left: deploy down's stop (the units'
+		// too), and no failed instance kept by systemd.
 		if !downed {
 			_ = st.save()
 			_ = Down(r.RunDir, t.Logf)
 			for _, u := range []string{UnitFabric, UnitDevice} {
-				_ = exec.Command("systemctl", "stop", unitName(u, r.RunDir)).Run()
 				_ = exec.Command("systemctl", "reset-failed", unitName(u, r.RunDir)).Run()
 			}
 		}
@@ -124,7 +122,7 @@ func TestUnitsUnderSystemd(t *testing.T) {
 			}
 		}
 		// The unit's environment file is deploy's command line.
-		env, err := os.ReadFile(filepath.Join(r.RunDir, strings.TrimSuffix(strings.TrimPrefix(u.template, "hinic-"), "@")+".env"))
+		env, err := os.ReadFile(unitEnvFile(r.RunDir, u.template))
 		if err != nil || !strings.Contains(string(env), "HINIC_ARGS=") {
 			t.Errorf("%s's env file: %v %q", name, err, env)
 		}

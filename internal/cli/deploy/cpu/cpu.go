@@ -3,6 +3,7 @@ package cpu
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -67,11 +68,7 @@ func run(opts *Options) error {
 	if printer.Format() == cmdutil.FormatJSON {
 		return printer.Object(cpu)
 	}
-	names := make([]string, 0, len(cpu))
-	for k := range cpu {
-		names = append(names, k)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(cpu))
 	w := printer.Records("PROCESS", "CPU SECONDS")
 	for _, n := range names {
 		if err := w.Write(row{n, cpu[n]}, n, strconv.FormatFloat(cpu[n], 'f', 2, 64)); err != nil {

@@ -4,6 +4,7 @@ package restart
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +70,7 @@ json prints).`,
 			"  hinic deploy restart --run-dir /tmp/hinic-rack-lab1 device\n  hinic deploy restart --kill hilink\n" +
 			"  hinic deploy restart --rack twohost --host b device",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || (args[0] != "fabric" && args[0] != "device" && args[0] != "hilink") {
+			if len(args) != 1 || !slices.Contains(deploy.RestartComponents, args[0]) {
 				return cmdutil.UsageErrorf("restart what? fabric, device or hilink")
 			}
 			return nil

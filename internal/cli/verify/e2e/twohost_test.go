@@ -295,12 +295,9 @@ func hinicOut(bin string, args ...string) ([]byte, error) {
 // failure fails the test with its standard error.
 func runHinic(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := hinicOut(bin, args...)
 	if err != nil {
-		t.Fatalf("hinic %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		t.Fatal(err)
 	}
 	return out
 }
