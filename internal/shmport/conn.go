@@ -469,6 +469,31 @@ func (c *Conn) Queue(frame []byte) error {
 	return c.queue(frame)
 }
 
+// TryQueue is Queue that never waits: it copies frame into the next slot
+// when one is free now and reports whether it did. When none is, it
+// publishes what is queued (and wakes the peer if it sleeps), so that
+// the peer can free slots, and returns false. Queue's rules apply.
+func (c *Conn) TryQueue(frame []byte) (bool, error) {
+	if !c.enter(&c.txIn) {
+		return false, ErrClosed
+	}
+	defer c.txIn.Add(-1)
+	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
+		return false, ErrTooBig
+	}
+	if c.tx.free == 0 {
+		if n, err := c.tx.space(); err != nil || n == 0 {
+			if err == nil && c.tx.pending() {
+				c.tx.publish()
+				c.kickConsumer()
+			}
+			return false, err
+		}
+	}
+	c.tx.put(frame)
+	return true, nil
+}
+
 // queue is Queue inside a call that entered the sending direction.
 func (c *Conn) queue(frame []byte) error {
 	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {

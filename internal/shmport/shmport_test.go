@@ -517,3 +517,56 @@ func inOrder(t *testing.T, next *int) func([][]byte) {
 		}
 	}
 }
+
+// TestTryQueue: TryQueue fills the ring without publishing; on a full
+// ring it publishes what it queued, wakes a sleeping consumer once and
+// reports false without waiting; once the consumer frees slots it
+// queues again, and every frame arrives once, in order.
+func TestTryQueue(t *testing.T) {
+	a, b := testPair(t)
+	n := 0
+	for ; n < int(testGeo.Entries); n++ {
+		ok, err := a.TryQueue(frameOf(n, 64))
+		if err != nil || !ok {
+			t.Fatalf("TryQueue %d into a ring with room: %v, %v", n, ok, err)
+		}
+	}
+	if got, err := b.rx.avail(); err != nil || got != 0 {
+		t.Fatalf("before the ring filled the consumer sees %d frames (%v), want 0", got, err)
+	}
+	a.tx.r.consWait.Store(1) // the consumer sleeps
+	if ok, err := a.TryQueue(frameOf(n, 64)); ok || err != nil {
+		t.Fatalf("TryQueue into a full ring: %v, %v; want false, nil", ok, err)
+	}
+	a.tx.r.consWait.Store(0)
+	if k := a.Stats().Kicks; k != 1 {
+		t.Fatalf("%d kicks for a full ring, want 1", k)
+	}
+	if got, err := b.rx.avail(); err != nil || got != testGeo.Entries {
+		t.Fatalf("after the ring filled the consumer sees %d frames (%v), want %d", got, err, testGeo.Entries)
+	}
+	next := 0
+	check := inOrder(t, &next)
+	if _, _, err := b.Recv(16, check); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.TryQueue(frameOf(n, 64)); !ok || err != nil {
+		t.Fatalf("TryQueue after the consumer freed slots: %v, %v", ok, err)
+	}
+	n++
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for next < n {
+		if _, _, err := b.Recv(64, check); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := a.TryQueue(make([]byte, testGeo.BufSize+1)); ok || !errors.Is(err, ErrTooBig) {
+		t.Errorf("TryQueue of an oversize frame: %v, %v; want ErrTooBig", ok, err)
+	}
+	a.Shutdown()
+	if ok, err := a.TryQueue([]byte{1}); ok || !errors.Is(err, ErrClosed) {
+		t.Errorf("TryQueue after Shutdown: %v, %v; want ErrClosed", ok, err)
+	}
+}
