@@ -55,8 +55,9 @@ const depsRules = `
 	# at the port socket's wire format (ARCHITECTURE.md §3).
 	fabric/ibsw, mmsg, pcapfile, rundir, shmport, unixsock < fabric;
 
-	# The device backend and its guest simulator.
-	ctlsock, guestmem, ivshmem, mmsg, rdma, unixsock < device;
+	# The device backend and its guest simulator. Its fabric link speaks
+	# the port wire (proto) and the shared-memory rings (shmport).
+	ctlsock, guestmem, ivshmem, mmsg, rdma, shmport, unixsock < device;
 	device < device/guestsim;
 
 	# The GPU plane and HiLink reach the NIC's code only through the

@@ -22,7 +22,10 @@ type VNICStatus struct {
 	RAMSize    uint64 `json:"ram_size"`
 	Machine    string `json:"machine"`
 	FabricPort string `json:"fabric_port,omitempty"`
-	MAC        string `json:"mac"`
+	// FabricTransport is how frames cross the fabric port now: "shm"
+	// (a shared-memory ring pair) or "socket"; empty without a port.
+	FabricTransport string `json:"fabric_transport,omitempty"`
+	MAC             string `json:"mac"`
 	// AllowedIPs are the addresses the host pinned to the vNIC
 	// (VNICConfig.AllowedIPs); none: any address.
 	AllowedIPs []string      `json:"allowed_ips,omitempty"`
@@ -93,6 +96,12 @@ type VNICCounters struct {
 	Fatal          uint64 `json:"fatal"`
 	CQOverflows    uint64 `json:"cq_overflows"`
 	EventsLost     uint64 `json:"events_lost"`
+	// FabricTxLost counts frames lost on a shared-memory fabric link
+	// because its ring stayed full past the backlog, or failed with
+	// frames kept; FabricRxMalformed, descriptors of the switch's ring
+	// dropped as malformed.
+	FabricTxLost      uint64 `json:"fabric_tx_lost,omitempty"`
+	FabricRxMalformed uint64 `json:"fabric_rx_malformed,omitempty"`
 }
 
 type sessionSnap struct {
@@ -141,6 +150,10 @@ func (v *VNIC) Status() VNICStatus {
 		L2TxIPSpoofed: x.l2TxIPSpoofed.Load(), SetAddrRefused: x.setAddrRefused.Load(),
 		RoCERx: x.roceRx.Load(), WQEErrors: x.wqeErrors.Load(),
 		Fatal: x.fatal.Load(), CQOverflows: x.cqOverflows.Load(), EventsLost: x.eventsLost.Load()}
+	if l := v.fabric; l != nil {
+		st.FabricTransport = l.Transport()
+		st.Counters.FabricTxLost, st.Counters.FabricRxMalformed = l.txLost.Load(), l.rxBad.Load()
+	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	s := v.sess

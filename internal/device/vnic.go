@@ -18,18 +18,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/PacketFive/hinic/internal/ctlsock"
 	"github.com/PacketFive/hinic/internal/ivshmem"
 	"github.com/PacketFive/hinic/internal/mmsg"
 	"github.com/PacketFive/hinic/internal/proto"
 	"github.com/PacketFive/hinic/internal/rdma"
+	"github.com/PacketFive/hinic/internal/shmport"
 	"github.com/PacketFive/hinic/internal/unixsock"
 )
 
@@ -73,12 +74,17 @@ type VNICConfig struct {
 	ShmSize    uint64 // BAR2 size, a power of two >= 1 MiB; 0 = 1 MiB
 	Vectors    int    // ivshmem-doorbell vectors=N; 0 = 8, at least 3
 	FabricPort string // HiSwitch port socket; "" leaves the link down
-	MAC        [6]byte
-	IPv4       []netip.Addr
-	NodeGUID   uint64
-	PortGUID   uint64
-	LinkLayer  string // "eth" (RoCEv2, the default) or "ib" (native InfiniBand: LIDs from a subnet manager)
-	MTU        int    // path MTU limit in bytes; 0 = 1024
+	// FabricTransport is how frames cross the fabric port: "shm" (the
+	// default) offers the switch a shared-memory ring pair in the port
+	// hello and falls back to the socket when the switch declines it
+	// (link.go); "socket" sends one SOCK_SEQPACKET message per frame.
+	FabricTransport string
+	MAC             [6]byte
+	IPv4            []netip.Addr
+	NodeGUID        uint64
+	PortGUID        uint64
+	LinkLayer       string // "eth" (RoCEv2, the default) or "ib" (native InfiniBand: LIDs from a subnet manager)
+	MTU             int    // path MTU limit in bytes; 0 = 1024
 	// MemBudget is the host memory the guest's verbs objects may hold
 	// (MR page lists, QP, SRQ and CQ rings, AHs); past it, creating one
 	// gets ENOMEM. 0 = DefaultMemBudget.
@@ -128,6 +134,13 @@ func (c *VNICConfig) resolve() error {
 	}
 	if c.Vectors < 3 || c.Vectors > 256 {
 		return fmt.Errorf("%d vectors: want 3 to 256", c.Vectors)
+	}
+	switch c.FabricTransport {
+	case "":
+		c.FabricTransport = TransportShm
+	case TransportShm, TransportSocket:
+	default:
+		return fmt.Errorf("fabric transport %q: want %s or %s", c.FabricTransport, TransportShm, TransportSocket)
 	}
 	switch c.LinkLayer {
 	case "", "eth", "ethernet":
@@ -333,13 +346,13 @@ func startVNIC(ctx, runCtx context.Context, cfg VNICConfig, log *slog.Logger) (*
 		if cfg.ib() {
 			hello.LinkLayer, hello.MAC = proto.HelloLinkInfiniBand, [6]byte{}
 		}
-		c, err := dialPort(ctx, cfg.FabricPort, hello)
+		l, err := newFabricLink(ctx, cfg.FabricPort, hello, cfg.FabricTransport == TransportShm)
 		if err != nil {
 			ln.Close()
 			ram.Close()
 			return nil, err
 		}
-		v.fabric = newFabricLink(cfg.FabricPort, hello, c)
+		v.fabric = l
 		v.wg.Add(1)
 		go v.receive()
 	}
@@ -447,28 +460,46 @@ func (v *VNIC) endSession(s *session) {
 // receive is the fabric rx loop: RoCEv2 frames to this NIC's MAC go to
 // the engine (as a RoCE NIC steers them to its transport), every other
 // frame to the guest's L2 RX ring, where the netdev filters as usual. It
-// reads a batch at a time (recvmmsg into fixed buffers) and hands the
-// engine's frames of a batch over in one DeliverBatch, so that the
-// engine coalesces its ACKs over them.
+// takes a batch at a time (recvmmsg into fixed buffers on a socket; on
+// rings, the frames where they lie) and hands the engine's frames of a
+// batch over in one DeliverBatch, so that the engine coalesces its ACKs
+// over them.
 func (v *VNIC) receive() {
 	defer v.wg.Done()
-	bufs, roce, raw := make([][]byte, rxBatch), make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch)
-	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
-	for i := range bufs {
-		// One byte over the largest frame, so a longer one shows: the
-		// engine and the L2 ring both drop it.
-		bufs[i] = make([]byte, maxFrame+1)
-	}
+	frames, roce, raw := make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch)
+	var bufs [][]byte
+	var sizes []int
+	var trunc []bool
 	for {
 		// The connection of the moment: relink replaces it.
-		bio, err := mmsg.New(v.fabric.conn.Load(), rxBatch)
-		for err == nil {
-			var n int
-			if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
-				// The engine handles the batch on this goroutine:
-				// no wake-up between the frame and its CQE.
-				if dev := v.deliver(bufs[:n], sizes, roce, raw); dev != nil {
-					dev.RunInline(true)
+		c := v.fabric.conn.Load()
+		var err error
+		if c.shm != nil {
+			err = v.receiveShm(c, roce, raw)
+		} else {
+			if bufs == nil {
+				bufs, sizes, trunc = make([][]byte, rxBatch), make([]int, rxBatch), make([]bool, rxBatch)
+				for i := range bufs {
+					// One byte over the largest frame, so a longer
+					// one shows: the engine and the L2 ring both
+					// drop it.
+					bufs[i] = make([]byte, maxFrame+1)
+				}
+			}
+			var bio *mmsg.Conn
+			bio, err = mmsg.New(c.uc, rxBatch)
+			for err == nil {
+				var n int
+				if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
+					frames = frames[:0]
+					for i := range n {
+						frames = append(frames, bufs[i][:min(sizes[i], len(bufs[i]))])
+					}
+					// The engine handles the batch on this goroutine:
+					// no wake-up between the frame and its CQE.
+					if dev := v.deliver(frames, roce, raw); dev != nil {
+						dev.RunInline(true)
+					}
 				}
 			}
 		}
@@ -478,12 +509,61 @@ func (v *VNIC) receive() {
 	}
 }
 
-// deliver steers a batch of frames read from the fabric (fabric rx
+// receiveShm takes the frames of a ring pair until it fails, and
+// returns why. The socket carries nothing once the rings are up; its
+// end is how the backend learns that the switch went away, so a watcher
+// reads it and shuts the rings down, which wakes Recv (and a drain
+// waiting for room). The frames are steered where they lie: the engine
+// and the L2 ring copy what they keep before the slots go back.
+func (v *VNIC) receiveShm(c *linkConn, roce, raw [][]byte) error {
+	watched := make(chan struct{})
+	var why error
+	go func() {
+		defer close(watched)
+		var b [64]byte
+		for {
+			if _, err := c.uc.Read(b[:]); err != nil {
+				why = err
+				break
+			}
+		}
+		c.shm.Shutdown()
+	}()
+	var dev *rdma.Device
+	steer := func(frames [][]byte) { dev = v.deliver(frames, roce, raw) }
+	var err error
+	for {
+		dev = nil
+		if _, bad, rerr := c.shm.Recv(rxBatch, steer); rerr != nil {
+			err = rerr
+			break
+		} else if bad > 0 {
+			v.fabric.rxBad.Add(uint64(bad))
+		}
+		if dev != nil {
+			dev.RunInline(true)
+		}
+	}
+	if dev != nil {
+		dev.RunInline(true)
+	}
+	c.uc.Close()
+	<-watched
+	if why != nil && !errors.Is(why, net.ErrClosed) {
+		return why
+	}
+	if errors.Is(err, shmport.ErrCorrupt) {
+		return fmt.Errorf("fabric ring: %w", err)
+	}
+	return io.EOF
+}
+
+// deliver steers a batch of frames from the fabric (fabric rx
 // goroutine); roce and raw are scratch for the engine's share (RoCE
 // frames, and frames a flow of a raw packet QP takes). It returns the
 // engine device it handed frames to, in a HoldKick: the caller runs them
 // with RunInline once it holds no lock.
-func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce, raw [][]byte) *rdma.Device {
+func (v *VNIC) deliver(frames [][]byte, roce, raw [][]byte) *rdma.Device {
 	roce, raw = roce[:0], raw[:0]
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -492,8 +572,7 @@ func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce, raw [][]byte) *rdma.Dev
 		return nil
 	}
 	dev := s.rxDev.Load()
-	for i, b := range bufs {
-		frame := b[:min(sizes[i], len(b))]
+	for _, frame := range frames {
 		if len(frame) == 0 {
 			continue
 		}
@@ -524,6 +603,8 @@ func (v *VNIC) deliver(bufs [][]byte, sizes []int, roce, raw [][]byte) *rdma.Dev
 			s.l2Receive(f)
 		}
 	}
+	clear(roce)
+	clear(raw)
 	return dev
 }
 
@@ -586,62 +667,23 @@ func isRoCEv2(f []byte) bool {
 	return uint16(udp[2])<<8|uint16(udp[3]) == 4791
 }
 
-// dialPort opens a HiSwitch port connection: SOCK_SEQPACKET, our hello,
-// the switch's answer (docs/fabric-wire.md). It is not fabric.DialPort
-// because device and fabric do not import each other.
-func dialPort(ctx context.Context, path string, hello *proto.HelloFields) (*net.UnixConn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unixpacket", path)
-	if err != nil {
-		return nil, fmt.Errorf("dial fabric port %s: %w", path, err)
-	}
-	uc := c.(*net.UnixConn)
-	dl := time.Now().Add(10 * time.Second)
-	if d, ok := ctx.Deadline(); ok {
-		dl = d
-	}
-	uc.SetDeadline(dl)
-	if _, err := uc.Write(proto.AppendHello(nil, hello)); err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("hello to %s: %w", path, err)
-	}
-	buf := make([]byte, proto.HelloMaxSize+1)
-	n, err := uc.Read(buf)
-	if err == nil && n == 0 {
-		err = errors.New("connection closed")
-	}
-	if err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("hello from %s: %w", path, err)
-	}
-	ans, err := proto.ParseHello(buf[:n])
-	if err != nil {
-		uc.Close()
-		return nil, fmt.Errorf("hello from %s: %w", path, err)
-	}
-	if ans.Status() != proto.HelloOK {
-		uc.Close()
-		return nil, fmt.Errorf("fabric port %s refused: %s", path, proto.HelloStatusText(ans.Status()))
-	}
-	uc.SetDeadline(time.Time{})
-	_ = uc.SetReadBuffer(nicSocketBuffer)
-	_ = uc.SetWriteBuffer(nicSocketBuffer)
-	return uc, nil
-}
-
-// fabricPort is the engine's Port: one frame per SEQPACKET message,
-// gathered over a round of the engine's work and sent with one sendmmsg
-// (an rdma.FlushPort) on the link's connection of the moment; frames
-// gathered for a connection that was replaced meanwhile are lost, as
-// any frame sent on a failed link is.
+// fabricPort is the engine's Port on the link's connection of the
+// moment; frames gathered for a connection that was replaced meanwhile
+// are lost, as any frame sent on a failed link is.
+//
+// Over a socket, one frame per SEQPACKET message, gathered over a round
+// of the engine's work and sent with one sendmmsg (an rdma.FlushPort).
+// Over rings, each frame is copied into the next free slot, and the
+// round's frames are published at Flush with at most one wake-up of the
+// switch.
 //
 // It never makes the engine wait (an rdma.BackloggedPort): what the
-// socket cannot take now is kept, in order, and a drain goroutine sends
-// it, waiting for room, while the engine goes on taking frames; it then
-// tells the engine (Device.TxReady). The engine sends no new requests
-// while the port holds a backlog. Waiting in the engine would stop the
-// goroutine that reads the link too, and on a lossless fabric two
-// backends waiting so close a cycle through the switch.
+// socket or the ring cannot take now is kept, in order, and a drain
+// goroutine sends it, waiting for room, while the engine goes on taking
+// frames; it then tells the engine (Device.TxReady). The engine sends no
+// new requests while the port holds a backlog. Waiting in the engine
+// would stop the goroutine that reads the link too, and on a lossless
+// fabric two backends waiting so close a cycle through the switch.
 type fabricPort struct {
 	link *fabricLink // nil without a fabric port
 	ctr  *portCounters
@@ -649,43 +691,51 @@ type fabricPort struct {
 	// ready is the engine's TxReady, set once the device exists.
 	ready func()
 
-	mu       sync.Mutex    // the engine's runner and the drain goroutine
-	wc       *net.UnixConn // the connection w writes to
-	w        *mmsg.Writer  // in no-wait mode
-	draining bool          // a drain goroutine sends w's oldest frames
+	mu       sync.Mutex   // the engine's runner and the drain goroutine
+	wc       *linkConn    // the connection w writes to
+	w        *mmsg.Writer // in no-wait mode; nil on rings
+	draining bool         // a drain goroutine sends w's oldest frames
 }
 
 func newFabricPort(l *fabricLink, ctr *portCounters, ib bool) *fabricPort {
 	return &fabricPort{link: l, ctr: ctr, ib: ib, ready: func() {}}
 }
 
-// writer returns the writer of the link's current connection, making
-// one when the connection changed (a redial), or nil; p.mu is held.
-func (p *fabricPort) writer() *mmsg.Writer {
+// current returns the link's connection of the moment, making a socket
+// writer when the connection changed (a redial), or nil; p.mu is held.
+func (p *fabricPort) current() *linkConn {
 	if p.link == nil {
 		return nil
 	}
 	if c := p.link.conn.Load(); c != p.wc {
 		p.wc, p.w, p.draining = c, nil, false // a drain of the old one ends on its error
-		if bio, err := mmsg.New(c, txBatch); err == nil {
-			p.w = mmsg.NewWriter(bio, rdmaMaxFrame)
-			p.w.SetNoWait(true)
+		if c.shm == nil {
+			if bio, err := mmsg.New(c.uc, txBatch); err == nil {
+				p.w = mmsg.NewWriter(bio, rdmaMaxFrame)
+				p.w.SetNoWait(true)
+			}
 		}
 	}
-	return p.w
+	return p.wc
 }
 
 func (p *fabricPort) Send(frame []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.writer()
-	if w == nil {
+	c := p.current()
+	switch {
+	case c == nil || (c.tx == nil && p.w == nil):
 		return errors.New("device: link down")
-	}
-	if p.draining {
-		w.Gather(frame) // after the frames the drain sends
-	} else if err := w.Send(frame); err != nil {
-		return err
+	case c.tx != nil:
+		if err := c.tx.send(frame, p.ready); err != nil {
+			return err
+		}
+	case p.draining:
+		p.w.Gather(frame) // after the frames the drain sends
+	default:
+		if err := p.w.Send(frame); err != nil {
+			return err
+		}
 	}
 	if !p.ib {
 		p.ctr.mcastTx.Add(groupFrame(frame))
@@ -696,7 +746,11 @@ func (p *fabricPort) Send(frame []byte) error {
 func (p *fabricPort) Flush() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.writer()
+	c := p.current()
+	if c != nil && c.tx != nil {
+		return c.tx.flush()
+	}
+	w := p.w
 	if w == nil || p.draining {
 		return nil
 	}
@@ -709,10 +763,13 @@ func (p *fabricPort) Flush() error {
 }
 
 // Backlog is rdma.BackloggedPort's: frames kept for the connection of
-// the moment that the socket has not taken yet.
+// the moment that the socket or the ring has not taken yet.
 func (p *fabricPort) Backlog() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.wc != nil && p.wc.tx != nil {
+		return p.wc.tx.backlog()
+	}
 	if p.w == nil {
 		return 0
 	}

@@ -58,9 +58,20 @@ func newTestbedConfig(t testing.TB, n int, edit func(int, *device.VNICConfig)) *
 // build).
 func newTestbedGuests(t testing.TB, n int, edit func(int, *device.VNICConfig), guest func(int, *guestsim.Config)) *testbed {
 	t.Helper()
+	return newTestbedFabric(t, n, nil, edit, guest)
+}
+
+// newTestbedFabric is newTestbedGuests whose fabric configuration
+// fabEdit edits first (nil: the defaults).
+func newTestbedFabric(t testing.TB, n int, fabEdit func(*fabric.Config), edit func(int, *device.VNICConfig), guest func(int, *guestsim.Config)) *testbed {
+	t.Helper()
 	dir := t.TempDir()
 	tb := &testbed{dir: dir}
-	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 4})
+	fc := fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 4}
+	if fabEdit != nil {
+		fabEdit(&fc)
+	}
+	fab, err := fabric.New(fc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,18 +256,18 @@ type rcEnd struct {
 
 const access = uint32(rdma.AccessLocalWrite | rdma.AccessRemoteWrite | rdma.AccessRemoteRead)
 
-func newRCEnd(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool) *rcEnd {
+func newRCEnd(t testing.TB, g *guestsim.Guest, mac [6]byte, high bool) *rcEnd {
 	return newRCEndAccess(t, g, mac, high, access)
 }
 
-func newRCEndAccess(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc uint32) *rcEnd {
+func newRCEndAccess(t testing.TB, g *guestsim.Guest, mac [6]byte, high bool, acc uint32) *rcEnd {
 	t.Helper()
 	return newEnd(t, g, mac, high, acc, guestsim.QPTypeRC)
 }
 
 // newEnd is newRCEndAccess with a QP of type typ (guestsim.QPTypeRC or
 // QPTypeUC).
-func newEnd(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc, typ uint32) *rcEnd {
+func newEnd(t testing.TB, g *guestsim.Guest, mac [6]byte, high bool, acc, typ uint32) *rcEnd {
 	t.Helper()
 	ctx := testCtx(t)
 	e := &rcEnd{g: g, size: 64 << 10, mac: mac, access: acc}
@@ -289,13 +300,13 @@ func newEnd(t *testing.T, g *guestsim.Guest, mac [6]byte, high bool, acc, typ ui
 	return e
 }
 
-func (e *rcEnd) connect(t *testing.T, r *rcEnd) {
+func (e *rcEnd) connect(t testing.TB, r *rcEnd) {
 	t.Helper()
 	e.connectTimeout(t, r, 14)
 }
 
 // connectTimeout is connect with the given local ACK timeout code.
-func (e *rcEnd) connectTimeout(t *testing.T, r *rcEnd, timeout uint8) {
+func (e *rcEnd) connectTimeout(t testing.TB, r *rcEnd, timeout uint8) {
 	t.Helper()
 	ctx := testCtx(t)
 	steps := []struct {
@@ -321,11 +332,11 @@ func (e *rcEnd) connectTimeout(t *testing.T, r *rcEnd, timeout uint8) {
 	}
 }
 
-func connectPair(t *testing.T, tb *testbed, highA bool) (*rcEnd, *rcEnd) {
+func connectPair(t testing.TB, tb *testbed, highA bool) (*rcEnd, *rcEnd) {
 	return connectPairAccess(t, tb, highA, access)
 }
 
-func connectPairAccess(t *testing.T, tb *testbed, highA bool, acc uint32) (*rcEnd, *rcEnd) {
+func connectPairAccess(t testing.TB, tb *testbed, highA bool, acc uint32) (*rcEnd, *rcEnd) {
 	a := newRCEndAccess(t, tb.guests[0], tb.cfgs[0].MAC, highA, acc)
 	b := newRCEndAccess(t, tb.guests[1], tb.cfgs[1].MAC, false, acc)
 	a.connect(t, b)

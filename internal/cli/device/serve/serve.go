@@ -70,6 +70,9 @@ A --vnic value is a comma-separated list of key=value:
   ram-size=SIZE   guest RAM, equal to QEMU's -m: bytes or with K, M, G (required)
   machine=TYPE    pc or q35 (default q35): where RAM sits below and above 4 GiB
   port=PATH       HiSwitch port socket (hinic fabric serve); none leaves the link down
+  transport=KIND  how frames cross that port: shm (default) offers the switch a
+                  shared-memory ring pair and keeps the socket when it declines;
+                  socket sends one SOCK_SEQPACKET message per frame
   mac=MAC         the NIC's MAC (required)
   ip=A.B.C.D      IPv4 address for the RoCEv2 GID ::ffff:A.B.C.D; repeat with ip=
                   (Ethernet only; the guest driver may also set them)
@@ -190,7 +193,7 @@ func Run(ctx context.Context, opts *Options) error {
 		for _, v := range srv.VNICs() {
 			c := v.Config()
 			opts.Logger.Info("vNIC serving", "name", c.Name, "ivshmem", c.Socket, "ram", c.RAMPath,
-				"machine", c.Machine, "fabric_port", c.FabricPort)
+				"machine", c.Machine, "fabric_port", c.FabricPort, "fabric_transport", v.FabricTransport())
 		}
 		opts.Logger.Info("device backend serving", "vnics", len(opts.VNICs), "status", "hinic device status --control "+opts.Control)
 		// With --fabric the one endpoint has the switches' metrics too.
@@ -242,7 +245,8 @@ func ParseVNIC(spec string) (device.VNICConfig, error) {
 	var c device.VNICConfig
 	guest := cmdutil.GuestSpec{Socket: &c.Socket, RAMPath: &c.RAMPath, RAMSize: &c.RAMSize, Machine: &c.Machine}
 	keys := guest.Keys(cmdutil.SpecKeys{
-		"port": cmdutil.StringKey(&c.FabricPort),
+		"port":      cmdutil.StringKey(&c.FabricPort),
+		"transport": cmdutil.StringKey(&c.FabricTransport),
 		"mac": func(_, val string) error {
 			hw, err := net.ParseMAC(val)
 			if err == nil && len(hw) != 6 {

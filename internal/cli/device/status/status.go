@@ -65,6 +65,9 @@ func printTables(out io.Writer, p *cmdutil.Printer, st device.Status) error {
 		link := "down"
 		if v.LinkUp {
 			link = "up"
+			if v.FabricTransport != "" {
+				link += " (" + v.FabricTransport + ")"
+			}
 		}
 		c := v.Counters
 		if err := w.Write(v, v.Name, cmdutil.GuestCell(v.Guest, v.PeerID), cmdutil.StateCell(v.State, v.FatalCode), v.MAC, link, strconv.Itoa(v.Objects.PDs),
