@@ -18,7 +18,11 @@ import (
 // every running guest again: QEMU 7.2's stream client has no reconnect,
 // but its server takes a new client once the last one has left.
 func FabricSettings(r *Rack) fabric.Config {
-	c := fabric.Config{RunDir: filepath.Join(r.RunDir, DirFabric)}
+	// No side of a shared-memory port polls (the backends' links,
+	// the inter-switch links in the process): the daemons share the
+	// host's CPUs with the guests' vCPUs, and a side that polls takes
+	// the CPU from the one that would fill its ring.
+	c := fabric.Config{RunDir: filepath.Join(r.RunDir, DirFabric), ShmNoPoll: true}
 	if r.Pcap {
 		c.Pcap = filepath.Join(r.RunDir, DirPcap)
 	}
