@@ -64,7 +64,7 @@ func TestExampleSpec(t *testing.T) {
 	if err := r.Defaults(); err != nil {
 		t.Fatal(err)
 	}
-	if r.Name != "rxe" || !r.Pcap || len(r.Guests) != 2 || r.Guests[1].IP != "10.42.0.2" || r.BootTimeout.Seconds() != 300 {
+	if r.Name != "rxe" || r.Pcap || len(r.Guests) != 2 || r.Guests[1].IP != "10.42.0.2" || r.BootTimeout.Seconds() != 300 {
 		t.Errorf("got %+v", r)
 	}
 	// Unknown keys are an error.

@@ -141,6 +141,14 @@ func runRack(opts *Options) error {
 	o.LinkCeiling = measureLinkCeiling
 	o.LinkPorts = func(ctx context.Context) ([]verify.LinkPort, error) { return linkPorts(ctx, st) }
 	cases := verify.SSHCases(hosts[0], hosts[1], o)
+	// capture_icrc checks the rack's port captures: last, once the
+	// other cases made the traffic; by name, with --case, on a rack
+	// that captures.
+	if st.Rack.Pcap {
+		cases = append(cases, verify.Case{Name: CaseCaptureICRC, Run: func(ctx context.Context) (verify.Outcome, error) {
+			return checkCaptures(ctx, opts, filepath.Join(st.Rack.RunDir, deploy.DirPcap))
+		}})
+	}
 	if len(opts.Only) > 0 {
 		var keep []verify.Case
 		for _, c := range cases {
@@ -150,21 +158,25 @@ func runRack(opts *Options) error {
 				}
 			}
 		}
+		for _, n := range opts.Only {
+			if n == CaseCaptureICRC && !st.Rack.Pcap {
+				return cmdutil.UsageErrorf("--case %s: rack %s captures no port (deploy it with --pcap)", n, st.Rack.Name)
+			}
+		}
 		if len(keep) == 0 {
 			return cmdutil.UsageErrorf("--case %v matches no case of the SSH gate", opts.Only)
 		}
 		cases = keep
-	}
-	if st.Rack.Pcap && len(opts.Only) == 0 {
-		cases = append(cases, verify.Case{Name: "capture_icrc", Run: func(ctx context.Context) (verify.Outcome, error) {
-			return checkCaptures(ctx, opts, filepath.Join(st.Rack.RunDir, deploy.DirPcap))
-		}})
 	}
 	progress := func(format string, a ...any) { fmt.Fprintf(opts.IO.ErrOut, format+"\n", a...) }
 	target := fmt.Sprintf("rack %s (%s -> %s, %s)", st.Rack.Name, cliG.Name, srvG.Name, srvG.NIC)
 	rep := verify.RunMetered(ctx, "rack:"+st.Rack.Name, cases, progress, st.CPUSeconds)
 	return report(opts, printer, rep, target)
 }
+
+// CaseCaptureICRC is the gate's case that checks the ICRC of every
+// RoCEv2 or InfiniBand packet in the rack's port captures.
+const CaseCaptureICRC = "capture_icrc"
 
 // ServerGPUs are the GPUs the rack spec gives guest name: what the GPU
 // cases of the gate check the guest's view against.
