@@ -168,7 +168,7 @@ func TestSSHGateInfiniBand(t *testing.T) {
 		names = append(names, c.Name)
 	}
 	want := "ibv_devices ibv_devinfo ibstat sminfo ibnetdiscover smpquery perfquery ibping ipoib_ping ibv_rc_pingpong"
-	if got := strings.Join(names, " "); !strings.HasPrefix(got, want) || len(cases) != 43 || names[27] != "pyverbs" || names[len(names)-1] != "mpi_allreduce" {
+	if got := strings.Join(names, " "); !strings.HasPrefix(got, want) || len(cases) != 44 || names[28] != "pyverbs" || names[len(names)-1] != "mpi_allreduce" {
 		t.Fatalf("%d cases: %s", len(cases), got)
 	}
 	g := &sshGate{srv: srv, cli: cli, o: o, ib: true, port: o.BasePort, gidSrv: -1, gidCli: -1, gid6Srv: -1, gid6Cli: -1}
@@ -179,9 +179,25 @@ func TestSSHGateInfiniBand(t *testing.T) {
 	if g.ibSrv.LID != 1 || g.ibCli.LID != 3 || g.ibSrv.NodeGUID != "0x02484efffe001020" {
 		t.Errorf("ports %+v %+v", g.ibSrv, g.ibCli)
 	}
-	pp, err := g.pingpong("ibv_rc_pingpong", "-n 1000")(context.Background())
+	pp, err := g.pingpong("ibv_rc_pingpong", "ibv_rc_pingpong", "-n 1000")(context.Background())
 	if err != nil || pp.Figure != 930.12 {
 		t.Fatalf("pingpong: %+v, %v", pp, err)
+	}
+	// The completion-channel variant runs the same tool with -e on both
+	// sides.
+	if pp, err := g.pingpong("ibv_rc_pingpong_events", "ibv_rc_pingpong", "-e -n 1000")(context.Background()); err != nil || pp.Figure != 930.12 {
+		t.Fatalf("pingpong -e: %+v, %v", pp, err)
+	}
+	for _, h := range []*ibHost{srv, cli} {
+		n := 0
+		for _, c := range h.cmds {
+			if strings.Contains(c, "ibv_rc_pingpong") && strings.Contains(c, " -e -n 1000") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s ran ibv_rc_pingpong -e %d times, want 1: %q", h.name, n, h.cmds)
+		}
 	}
 	for _, h := range []*ibHost{srv, cli} {
 		for _, c := range h.cmds {

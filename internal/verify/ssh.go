@@ -163,9 +163,12 @@ func SSHCases(server, client Host, o SSHOptions) []Case {
 		{Name: "ibv_devices", Run: g.devices},
 		{Name: "ibv_devinfo", Run: g.devinfo},
 	}, ib...), []Case{
-		{Name: "ibv_rc_pingpong", Run: g.pingpong("ibv_rc_pingpong", "-n "+pp)},
-		{Name: "ibv_ud_pingpong", Run: g.pingpong("ibv_ud_pingpong", "-s 1024 -n "+pp)},
-		{Name: "ibv_srq_pingpong", Run: g.pingpong("ibv_srq_pingpong", "-n "+pp)},
+		{Name: "ibv_rc_pingpong", Run: g.pingpong("ibv_rc_pingpong", "ibv_rc_pingpong", "-n "+pp)},
+		// -e: each side sleeps on its completion channel (req_notify_cq,
+		// the CQ event, ack) instead of polling.
+		{Name: "ibv_rc_pingpong_events", Run: g.pingpong("ibv_rc_pingpong_events", "ibv_rc_pingpong", "-e -n "+pp)},
+		{Name: "ibv_ud_pingpong", Run: g.pingpong("ibv_ud_pingpong", "ibv_ud_pingpong", "-s 1024 -n "+pp)},
+		{Name: "ibv_srq_pingpong", Run: g.pingpong("ibv_srq_pingpong", "ibv_srq_pingpong", "-n "+pp)},
 		{Name: "ib_send_bw", Run: g.perf("ib_send_bw", bw, false)},
 		{Name: "ib_write_bw", Run: g.perf("ib_write_bw", bw, false)},
 		{Name: "ib_read_bw", Run: g.perf("ib_read_bw", bw, false)},
@@ -418,13 +421,15 @@ func lastLine(s string) string {
 	return strings.TrimSpace(l[len(l)-1])
 }
 
-func (g *sshGate) pingpong(tool, args string) func(context.Context) (Outcome, error) {
+// pingpong runs one of libibverbs' pingpong examples, tool, with args
+// as case name.
+func (g *sshGate) pingpong(name, tool, args string) func(context.Context) (Outcome, error) {
 	return func(ctx context.Context) (Outcome, error) {
 		gs, gc, err := g.gids(ctx)
 		if err != nil {
 			return Outcome{}, err
 		}
-		srvOut, cliOut, err := g.pair(ctx, tool,
+		srvOut, cliOut, err := g.pair(ctx, name,
 			fmt.Sprintf("%s -d %s%s %s", tool, g.srv.Device(), gidFlag("-g", gs), args),
 			fmt.Sprintf("%s -d %s%s %s %s", tool, g.cli.Device(), gidFlag("-g", gc), args, g.srv.DataIP()))
 		if err != nil {
