@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/PacketFive/hinic/internal/device"
@@ -165,4 +166,36 @@ func BenchmarkLinkTransport(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestLinkShmAcrossProcesses: the backend in a process of its own, the
+// switch in this one, as `hinic device serve` and `hinic fabric serve`
+// with daemons: split. Their rings then wake each other through the
+// eventfds passed with the setup, not Go channels; RC and L2 traffic
+// both ways must arrive intact, and the switch must name the ports shm.
+func TestLinkShmAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	fab, err := fabric.New(fabric.Config{RunDir: filepath.Join(dir, "fabric"), Ports: 4, ShmNoPoll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fab.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fab.Close() })
+	tb := &testbed{fab: fab, dir: dir}
+	sw := fab.Switches()[0]
+	for i := 1; i <= 2; i++ {
+		tb.cfgs = append(tb.cfgs, vnicConfig(dir, i, sw.SocketPath(i)))
+	}
+	startBackendProcess(t, tb.cfgs...)
+	for i := range 2 {
+		tb.guests = append(tb.guests, tb.connect(t, i))
+	}
+	for _, p := range fab.Status().Switches[0].Ports[:2] {
+		if p.Transport != device.TransportShm {
+			t.Fatalf("switch port %d: transport %q, want shm", p.Num, p.Transport)
+		}
+	}
+	exchange(t, tb)
 }
