@@ -408,18 +408,12 @@ func (c *Conn) TrySend(frame []byte) (bool, error) {
 		return false, ErrClosed
 	}
 	defer c.txIn.Add(-1)
-	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
-		return false, ErrTooBig
+	ok, err := c.tryQueue(frame)
+	if ok {
+		c.tx.publish()
+		c.kickConsumer()
 	}
-	if c.tx.free == 0 {
-		if n, err := c.tx.space(); err != nil || n == 0 {
-			return false, err
-		}
-	}
-	c.tx.put(frame)
-	c.tx.publish()
-	c.kickConsumer()
-	return true, nil
+	return ok, err
 }
 
 // SendBatch sends every frame of frames that fits a slot, publishing as
@@ -478,6 +472,11 @@ func (c *Conn) TryQueue(frame []byte) (bool, error) {
 		return false, ErrClosed
 	}
 	defer c.txIn.Add(-1)
+	return c.tryQueue(frame)
+}
+
+// tryQueue is TryQueue inside a call that entered the sending direction.
+func (c *Conn) tryQueue(frame []byte) (bool, error) {
 	if len(frame) == 0 || len(frame) > int(c.geo.BufSize) {
 		return false, ErrTooBig
 	}

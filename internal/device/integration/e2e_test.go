@@ -198,7 +198,13 @@ func TestHandshakeAndHeader(t *testing.T) {
 }
 
 func TestL2Exchange(t *testing.T) {
-	tb := newTestbed(t, 2)
+	l2Exchange(t, newTestbed(t, 2))
+}
+
+// l2Exchange sends guest L2 frames between the testbed's first two
+// guests, three each way, and compares each.
+func l2Exchange(t *testing.T, tb *testbed) {
+	t.Helper()
 	ctx := testCtx(t)
 	a, err := tb.guests[0].NewL2()
 	if err != nil {
@@ -209,7 +215,8 @@ func TestL2Exchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	frame := func(dst, src [6]byte, payload string) []byte {
-		f := append(append(dst[:], src[:]...), 0x88, 0xb5)
+		f := append(dst[:], src[:]...)
+		f = append(f, 0x88, 0xb5)
 		return append(f, []byte(payload)...)
 	}
 	macA, macB := tb.cfgs[0].MAC, tb.cfgs[1].MAC

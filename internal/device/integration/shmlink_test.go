@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -91,39 +90,7 @@ func exchange(t *testing.T, tb *testbed) {
 		}
 	}
 
-	la, err := tb.guests[0].NewL2()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := tb.guests[1].NewL2()
-	if err != nil {
-		t.Fatal(err)
-	}
-	macA, macB := tb.cfgs[0].MAC, tb.cfgs[1].MAC
-	for i := range 3 {
-		for _, dir := range []struct {
-			from, to interface{ Send([]byte) error }
-			dst, src [6]byte
-			recvFrom func() ([]byte, error)
-			name     string
-		}{
-			{lb, la, macA, macB, func() ([]byte, error) { return la.Recv(ctx) }, "B to A"},
-			{la, lb, macB, macA, func() ([]byte, error) { return lb.Recv(ctx) }, "A to B"},
-		} {
-			f := append(append(dir.dst[:], dir.src[:]...), 0x88, 0xb5)
-			f = append(f, []byte(fmt.Sprintf("%s %d ........................................", dir.name, i))...)
-			if err := dir.from.Send(f); err != nil {
-				t.Fatal(err)
-			}
-			got, err := dir.recvFrom()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, f) {
-				t.Fatalf("%s: got %x, want %x", dir.name, got, f)
-			}
-		}
-	}
+	l2Exchange(t, tb)
 }
 
 // BenchmarkLinkTransport measures the backend's fabric link by kind, as
