@@ -293,13 +293,15 @@ func (w *shmWriter) backlog() int {
 	return len(w.kept)
 }
 
-// drain sends the kept frames, waiting for room, until none is left or
-// the rings fail (the kept frames are then lost, as on a failed link).
+// drain sends the kept frames a batch at a time, waiting for room and
+// waking the switch once per batch, until none is left or the rings
+// fail (what is kept is then lost, as on a failed link).
 func (w *shmWriter) drain() {
+	batch := make([][]byte, 0, txBatch)
 	for {
 		w.mu.Lock()
 		if len(w.kept) == 0 {
-			w.draining = false
+			w.draining, w.kept = false, nil // let the backing array go
 			ready := w.ready
 			w.mu.Unlock()
 			if ready != nil {
@@ -307,23 +309,26 @@ func (w *shmWriter) drain() {
 			}
 			return
 		}
-		f := w.kept[0]
+		batch = append(batch[:0], w.kept[:min(len(w.kept), txBatch)]...)
 		w.mu.Unlock()
-		err := w.c.Send(f) // waits for room; the only sender while draining
+		// The only sender while draining; frames stay kept (and
+		// counted in the backlog) until they are in the ring.
+		dropped, err := w.c.SendBatch(batch)
 		w.mu.Lock()
-		w.kept[0] = nil
-		w.kept = w.kept[1:]
-		if cap(f) == rdmaMaxFrame && len(w.free) < txBatch {
-			w.free = append(w.free, f[:rdmaMaxFrame])
+		clear(w.kept[:len(batch)])
+		w.kept = w.kept[len(batch):]
+		for _, f := range batch {
+			if cap(f) == rdmaMaxFrame && len(w.free) < txBatch {
+				w.free = append(w.free, f[:rdmaMaxFrame])
+			}
 		}
+		clear(batch)
+		lost := uint64(dropped) // empty or too big for a slot
 		if err != nil {
-			w.lost.Add(uint64(len(w.kept)) + 1)
-			clear(w.kept)
+			lost = uint64(len(batch) + len(w.kept))
 			w.kept = nil
 		}
-		if len(w.kept) == 0 {
-			w.kept = nil // let the backing array go
-		}
+		w.lost.Add(lost)
 		ready := w.ready
 		w.mu.Unlock()
 		if ready != nil && err == nil {

@@ -466,10 +466,7 @@ func (v *VNIC) endSession(s *session) {
 // over them.
 func (v *VNIC) receive() {
 	defer v.wg.Done()
-	frames, roce, raw := make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch)
-	var bufs [][]byte
-	var sizes []int
-	var trunc []bool
+	roce, raw := make([][]byte, 0, rxBatch), make([][]byte, 0, rxBatch)
 	for {
 		// The connection of the moment: relink replaces it.
 		c := v.fabric.conn.Load()
@@ -477,34 +474,41 @@ func (v *VNIC) receive() {
 		if c.shm != nil {
 			err = v.receiveShm(c, roce, raw)
 		} else {
-			if bufs == nil {
-				bufs, sizes, trunc = make([][]byte, rxBatch), make([]int, rxBatch), make([]bool, rxBatch)
-				for i := range bufs {
-					// One byte over the largest frame, so a longer
-					// one shows: the engine and the L2 ring both
-					// drop it.
-					bufs[i] = make([]byte, maxFrame+1)
-				}
-			}
-			var bio *mmsg.Conn
-			bio, err = mmsg.New(c.uc, rxBatch)
-			for err == nil {
-				var n int
-				if n, err = bio.ReadBatch(bufs, sizes, trunc); err == nil {
-					frames = frames[:0]
-					for i := range n {
-						frames = append(frames, bufs[i][:min(sizes[i], len(bufs[i]))])
-					}
-					// The engine handles the batch on this goroutine:
-					// no wake-up between the frame and its CQE.
-					if dev := v.deliver(frames, roce, raw); dev != nil {
-						dev.RunInline(true)
-					}
-				}
-			}
+			err = v.receiveSocket(c, roce, raw)
 		}
 		if !v.relink(err) {
 			return
+		}
+	}
+}
+
+// receiveSocket reads the frames of a socket connection, a batch per
+// recvmmsg into fixed buffers, until it fails, and returns why.
+func (v *VNIC) receiveSocket(c *linkConn, roce, raw [][]byte) error {
+	bio, err := mmsg.New(c.uc, rxBatch)
+	if err != nil {
+		return err
+	}
+	bufs, frames := make([][]byte, rxBatch), make([][]byte, 0, rxBatch)
+	sizes, trunc := make([]int, rxBatch), make([]bool, rxBatch)
+	for i := range bufs {
+		// One byte over the largest frame, so a longer one shows: the
+		// engine and the L2 ring both drop it.
+		bufs[i] = make([]byte, maxFrame+1)
+	}
+	for {
+		n, err := bio.ReadBatch(bufs, sizes, trunc)
+		if err != nil {
+			return err
+		}
+		frames = frames[:0]
+		for i := range n {
+			frames = append(frames, bufs[i][:min(sizes[i], len(bufs[i]))])
+		}
+		// The engine handles the batch on this goroutine: no wake-up
+		// between the frame and its CQE.
+		if dev := v.deliver(frames, roce, raw); dev != nil {
+			dev.RunInline(true)
 		}
 	}
 }
@@ -533,19 +537,17 @@ func (v *VNIC) receiveShm(c *linkConn, roce, raw [][]byte) error {
 	steer := func(frames [][]byte) { dev = v.deliver(frames, roce, raw) }
 	var err error
 	for {
+		// Recv calls steer only when it returns no error; the engine
+		// runs the batch once the slots are back.
 		dev = nil
-		if _, bad, rerr := c.shm.Recv(rxBatch, steer); rerr != nil {
-			err = rerr
+		var bad int
+		if _, bad, err = c.shm.Recv(rxBatch, steer); err != nil {
 			break
-		} else if bad > 0 {
-			v.fabric.rxBad.Add(uint64(bad))
 		}
+		v.fabric.rxBad.Add(uint64(bad))
 		if dev != nil {
 			dev.RunInline(true)
 		}
-	}
-	if dev != nil {
-		dev.RunInline(true)
 	}
 	c.uc.Close()
 	<-watched
