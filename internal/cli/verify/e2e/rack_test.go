@@ -166,7 +166,7 @@ func TestSoftRoCERackE2E(t *testing.T) {
 	o := verify.DefaultSSHOptions()
 	o.Save = t.TempDir()
 	cases := verify.SSHCases(hosts[0], hosts[1], o)
-	cases = append(cases, verify.Case{Name: "capture_icrc", Run: func(ctx context.Context) (verify.Outcome, error) {
+	cases = append(cases, verify.Case{Name: CaseCaptureICRC, Run: func(ctx context.Context) (verify.Outcome, error) {
 		return checkCaptures(ctx, &Options{Hinic: bin, IO: &cmdutil.IOStreams{}}, filepath.Join(runDir, deploy.DirPcap))
 	}})
 	rep := verify.RunMetered(ctx, "rack:gotest", cases, t.Logf, st.CPUSeconds)
