@@ -183,8 +183,11 @@ type BenchReport struct {
 	Raw  RawResult `json:"raw_ceiling"`
 	// RawLat is the raw ping-pong: half the round trip of a 64-byte
 	// frame host to host and back, no protocol work (µs).
-	RawLat BenchRow   `json:"raw_pingpong"`
-	Rows   []BenchRow `json:"results"`
+	RawLat BenchRow `json:"raw_pingpong"`
+	// Copy is the copy ceiling (CopyCeiling): what three copies and two
+	// CRC-32s per frame allow on this machine, with no protocol work.
+	Copy RawResult  `json:"copy_ceiling"`
+	Rows []BenchRow `json:"results"`
 }
 
 func (c *BenchConfig) defaults() {
@@ -218,8 +221,8 @@ func (c *BenchConfig) defaults() {
 // ib_write_bw and ib_read_bw over Sizes; ib_send_lat, ib_write_lat and
 // ib_read_lat over LatSizes; ib_atomic_bw and ib_atomic_lat; UD send
 // bandwidth at 64 B and the MTU and the UD ping-pong's latency), then the
-// raw ceiling in the same run, and returns each bandwidth as a ratio of
-// the ceiling.
+// raw ceiling and the copy ceiling in the same run, and returns each
+// bandwidth as a ratio of the raw ceiling.
 func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	cfg.defaults()
 	maxSize := 0
@@ -314,6 +317,11 @@ func Bench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	g := rack.ShmGeometry()
+	if rep.Copy, err = CopyCeiling(ctx, cfg.Bytes, int(g.Entries), int(g.BufSize)); err != nil {
+		return nil, err
+	}
+	cfg.Progress("copy ceiling %8d B  %6d frames %9.1f MiB/s", RawFrameSize, rep.Copy.Frames, rep.Copy.MiBps)
 	cfg.Progress("raw ceiling  %8d B  %6d frames %9.1f MiB/s", RawFrameSize, rep.Raw.Frames, rep.Raw.MiBps)
 	cfg.Progress("raw pingpong %8d B  %6d iters  typical %.2f us, 99%% %.2f us", rep.RawLat.Size, rep.RawLat.Iters, rep.RawLat.Typical, rep.RawLat.P99)
 	for i := range rep.Rows {

@@ -27,6 +27,10 @@ func TestBenchRDMAJSON(t *testing.T) {
 			Frames int     `json:"frames"`
 			MiBps  float64 `json:"mib_s"`
 		} `json:"raw_ceiling"`
+		Copy struct {
+			Frames int     `json:"frames"`
+			MiBps  float64 `json:"mib_s"`
+		} `json:"copy_ceiling"`
 		Results []struct {
 			Test    string  `json:"test"`
 			Size    int     `json:"size"`
@@ -39,7 +43,8 @@ func TestBenchRDMAJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if rep.MTU != 4096 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 || len(rep.Results) != 14 {
+	if rep.MTU != 4096 || rep.Raw.Frames != 1024 || rep.Raw.MiBps <= 0 || rep.Copy.Frames != 1024 || rep.Copy.MiBps <= 0 ||
+		len(rep.Results) != 14 {
 		t.Fatalf("%+v", rep)
 	}
 	for _, r := range rep.Results {
@@ -94,12 +99,12 @@ func TestBenchRDMATable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) < 4 || !strings.HasPrefix(lines[0], "TEST") || !strings.HasPrefix(lines[len(lines)-2], "raw ceiling") ||
-		!strings.HasPrefix(lines[len(lines)-1], "raw pingpong") {
+	if len(lines) < 5 || !strings.HasPrefix(lines[0], "TEST") || !strings.HasPrefix(lines[len(lines)-3], "copy ceiling") ||
+		!strings.HasPrefix(lines[len(lines)-2], "raw ceiling") || !strings.HasPrefix(lines[len(lines)-1], "raw pingpong") {
 		t.Fatalf("table:\n%s", out)
 	}
-	want := len(strings.Fields(lines[0])) + 1 // "raw ceiling" and "raw pingpong" are two words
-	for _, l := range lines[len(lines)-2:] {
+	want := len(strings.Fields(lines[0])) + 1 // "copy ceiling", "raw ceiling" and "raw pingpong" are two words
+	for _, l := range lines[len(lines)-3:] {
 		if got := len(strings.Fields(l)); got != want {
 			t.Errorf("row %q has %d fields, want %d:\n%s", l, got, want, out)
 		}
