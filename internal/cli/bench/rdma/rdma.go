@@ -31,14 +31,15 @@ type Options struct {
 }
 
 const long = `Measure the embedded rack (HiSwitch and two RDMA engines in this
-process, joined by SOCK_SEQPACKET sockets) as perftest would: ib_send_bw,
-ib_write_bw and ib_read_bw over a range of message sizes, ib_send_lat,
-ib_write_lat and ib_read_lat, and ib_atomic_bw (operations per second) and
-ib_atomic_lat, every byte checked.
+process, joined by SOCK_SEQPACKET sockets, or by shared-memory rings with
+--port shm) as perftest would: ib_send_bw, ib_write_bw and ib_read_bw over
+a range of message sizes, ib_send_lat, ib_write_lat and ib_read_lat, and
+ib_atomic_bw (operations per second) and ib_atomic_lat, every byte
+checked.
 
 In the same run it measures the raw ceiling: the same number of bytes moved
-from host to host as 4 KiB frames through the same two socket hops (host,
-switch, host) with no RDMA protocol work at all. Each bandwidth is also
+from host to host as 4 KiB frames through the same two hops (host, switch,
+host; sockets or rings, as --port says) with no RDMA protocol work at all. Each bandwidth is also
 given as a ratio of that ceiling (VS-RAW), the figure to compare across
 machines.
 
