@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +96,13 @@ func parseSSHDest(s string) (sshDest, error) {
 	}
 	if !sshHostRE.MatchString(d.Host) {
 		return d, fmt.Errorf("ssh %q: host %q is not a host name or address", s, d.Host)
+	}
+	if strings.Contains(d.Host, ":") {
+		// Only an IPv6 address has colons; "[0:]" is neither a name
+		// nor an address.
+		if a, err := netip.ParseAddr(d.Host); err != nil || !a.Is6() {
+			return d, fmt.Errorf("ssh %q: host %q is not a host name or address", s, d.Host)
+		}
 	}
 	if port != "" {
 		n, err := strconv.Atoi(port)

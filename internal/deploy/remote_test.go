@@ -34,7 +34,7 @@ func TestParseSSHDest(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "-oProxyCommand=x", "root@-p", "@b", "a@b@c", "b:0", "b:65536", "b:x", "a b", "b;reboot",
-		"$(id)", "b/c", "'b'", "u@[::1", "-b"} {
+		"$(id)", "b/c", "'b'", "u@[::1", "-b", "[0:]", "[b:c]", "1:2:3"} {
 		if d, err := parseSSHDest(bad); err == nil {
 			t.Errorf("%q: accepted as %+v", bad, d)
 		}
