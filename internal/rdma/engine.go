@@ -19,11 +19,11 @@ import (
 // thread). Nothing in that state has a finer lock; other goroutines reach
 // the engine only through:
 //
-//   - rxq: frames from Deliver, bounded (DeviceConfig.RxQueueLen). A full
-//     queue makes Deliver wait up to DeviceConfig.RxWait, then drop the
-//     frame like a NIC whose receive ring overflows; the bound keeps two
-//     engines that deliver to each other from inside Port.Send from
-//     deadlocking.
+//   - rx: frames from Deliver, bounded (DeviceConfig.RxQueueLen; an
+//     rxQueue, one lock per batch). A full queue makes Deliver wait up to
+//     DeviceConfig.RxWait, then drop the frame like a NIC whose receive
+//     ring overflows; the bound keeps two engines that deliver to each
+//     other from inside Port.Send from deadlocking.
 //   - QP events: PostSend/PostRecv doorbells and timer expiries set bits in
 //     QP.events and queue the QP on evList (one entry per QP however many
 //     events), then kick wake (capacity 1).
@@ -35,8 +35,8 @@ import (
 // transmit buffer (the Port copies what it keeps), or, for loopback, go to
 // the engine-owned loopback queue in a pooled buffer.
 //
-// The rxq is drained only under runMu, in order: the engine goroutine
-// learns of new frames through wake, never by taking one off rxq itself,
+// The rx queue is drained only under runMu, in order: the engine goroutine
+// learns of new frames through wake, never by taking one off rx itself,
 // so an inline runner and the engine goroutine cannot reorder a port's
 // frames.
 
@@ -64,8 +64,8 @@ const (
 )
 
 // frameBuf is a pooled frame buffer. Ownership moves with the pointer:
-// Deliver fills it and passes it to the engine through rxq; the engine
-// returns it to the free list when done.
+// Deliver fills it and passes it to the engine through the rx queue; the
+// engine returns it to the free list when done.
 type frameBuf struct {
 	n   int
 	raw bool // a frame for a raw packet QP (a flow matched it: raw.go)
@@ -80,8 +80,7 @@ type ctlReq struct {
 type engine struct {
 	d *Device
 
-	rxq  chan *frameBuf
-	free chan *frameBuf
+	rx   rxQueue
 	ctl  chan *ctlReq
 	wake chan struct{}
 	quit chan struct{}
@@ -124,8 +123,7 @@ type engine struct {
 
 func (e *engine) init(d *Device) {
 	e.d = d
-	e.rxq = make(chan *frameBuf, d.cfg.RxQueueLen)
-	e.free = make(chan *frameBuf, d.cfg.RxQueueLen+rxBatch)
+	e.rx.init(d.cfg.RxQueueLen)
 	e.ctl = make(chan *ctlReq)
 	e.wake = make(chan struct{}, 1)
 	e.quit = make(chan struct{})
@@ -135,22 +133,9 @@ func (e *engine) init(d *Device) {
 	e.mcast = make(map[[16]byte][]*QP)
 }
 
-func (e *engine) getBuf() *frameBuf {
-	select {
-	case b := <-e.free:
-		b.raw = false
-		return b
-	default:
-		return new(frameBuf)
-	}
-}
+func (e *engine) getBuf() *frameBuf { return e.rx.get() }
 
-func (e *engine) putBuf(b *frameBuf) {
-	select {
-	case e.free <- b:
-	default:
-	}
-}
+func (e *engine) putBuf(b *frameBuf) { e.rx.put(b) }
 
 // Deliver hands the engine a frame that arrived from the fabric. The frame
 // is copied; the caller keeps its buffer. When the receive queue is full,
@@ -176,29 +161,54 @@ func (d *Device) deliver(frame []byte, raw bool) {
 	b := e.getBuf()
 	b.n = copy(b.b[:], frame)
 	b.raw = raw
-	select {
-	case e.rxq <- b:
-		e.kick()
-		return
-	default:
-	}
-	// Full: the frames queued must be handled for room to come, by
-	// the engine goroutine even in a HoldKick (its holder waits here).
-	e.pend.Store(true)
-	e.wakeEngine()
-	if w := d.cfg.RxWait; w > 0 {
-		t := time.NewTimer(w)
-		defer t.Stop()
-		select {
-		case e.rxq <- b:
+	one := [1]*frameBuf{b}
+	e.enqueue(one[:])
+}
+
+// enqueue puts filled buffers on the receive queue, in order, waiting up
+// to DeviceConfig.RxWait for room each time it is full; what still finds
+// no room is dropped and counted.
+func (e *engine) enqueue(bufs []*frameBuf) {
+	for len(bufs) > 0 {
+		k, room := e.rx.push(bufs)
+		if k > 0 {
 			e.kick()
+		}
+		bufs = bufs[k:]
+		if room == nil {
 			return
-		case <-t.C:
-		case <-e.done:
+		}
+		// Full: the frames queued must be handled for room to come,
+		// by the engine goroutine even in a HoldKick (its holder waits
+		// here).
+		e.pend.Store(true)
+		e.wakeEngine()
+		ok := e.waitRoom(room)
+		e.rx.doneWaiting()
+		if !ok {
+			e.rx.put(bufs...)
+			e.d.ctr.rxDropped.Add(uint64(len(bufs)))
+			return
 		}
 	}
-	e.putBuf(b)
-	d.ctr.rxDropped.Add(1)
+}
+
+// waitRoom waits up to DeviceConfig.RxWait for room to be closed; false
+// when the time ran out or the engine stopped.
+func (e *engine) waitRoom(room <-chan struct{}) bool {
+	w := e.d.cfg.RxWait
+	if w <= 0 {
+		return false
+	}
+	t := time.NewTimer(w)
+	defer t.Stop()
+	select {
+	case <-room:
+		return true
+	case <-t.C:
+	case <-e.done:
+	}
+	return false
 }
 
 // DeliverBatch hands the engine the frames a port read in one batch
@@ -207,8 +217,30 @@ func (d *Device) deliver(frame []byte, raw bool) {
 // rxBatch) and sends one coalesced ACK per QP for the lot. Safe for
 // concurrent use; it allocates only when it has to wait.
 func (d *Device) DeliverBatch(frames [][]byte) {
-	for _, f := range frames {
-		d.Deliver(f)
+	if d.closed.Load() {
+		d.ctr.rxDropped.Add(uint64(len(frames)))
+		return
+	}
+	e := &d.eng
+	var bufs [rxBatch]*frameBuf
+	for len(frames) > 0 {
+		chunk := frames[:min(len(frames), rxBatch)]
+		frames = frames[len(chunk):]
+		e.rx.getN(bufs[:len(chunk)])
+		n := 0
+		for _, f := range chunk {
+			if len(f) > maxFrameSize {
+				d.ctr.rxMalformed.Add(1)
+				continue
+			}
+			bufs[n].n = copy(bufs[n].b[:], f)
+			n++
+		}
+		if n < len(chunk) {
+			e.rx.put(bufs[n:len(chunk)]...)
+		}
+		e.enqueue(bufs[:n])
+		clear(bufs[:len(chunk)])
 	}
 }
 
@@ -379,7 +411,7 @@ func (e *engine) check() {
 	e.evMu.Lock()
 	events := len(e.evList)
 	e.evMu.Unlock()
-	if e.pend.Load() || events > 0 || len(e.rxq) > 0 {
+	if e.pend.Load() || events > 0 || e.rx.len() > 0 {
 		e.d.ctr.stallRecoveries.Add(1)
 		e.pend.Store(true)
 	}
@@ -436,7 +468,7 @@ func (e *engine) drainCtl() bool {
 func (e *engine) notifyIdle() {
 	e.idleMu.Lock()
 	defer e.idleMu.Unlock()
-	if len(e.idleWaiters) == 0 || len(e.rxq) > 0 {
+	if len(e.idleWaiters) == 0 || e.rx.len() > 0 {
 		return
 	}
 	e.evMu.Lock()
@@ -469,29 +501,33 @@ func (e *engine) drainEvents() bool {
 }
 
 // drainRx handles up to rxBatch frames (loopback first), then sends the
-// coalesced ACKs of the batch.
+// coalesced ACKs of the batch. The buffers it is done with go back to the
+// free list together.
 func (e *engine) drainRx() bool {
-	n := 0
-	for n < rxBatch {
-		var b *frameBuf
-		switch {
-		case e.loopHead < len(e.loopQ):
-			b = e.loopQ[e.loopHead]
-			e.loopQ[e.loopHead] = nil
-			e.loopHead++
-		default:
-			select {
-			case b = <-e.rxq:
-			default:
-			}
-		}
-		if b == nil {
-			break
-		}
+	var done, in [rxBatch]*frameBuf
+	n, nd := 0, 0
+	for n < rxBatch && e.loopHead < len(e.loopQ) {
+		b := e.loopQ[e.loopHead]
+		e.loopQ[e.loopHead] = nil
+		e.loopHead++
 		if !e.rxFrame(b) {
-			e.putBuf(b)
+			done[nd] = b
+			nd++
 		}
 		n++
+	}
+	if n < rxBatch {
+		k := e.rx.pop(in[:rxBatch-n])
+		for i := range k {
+			if !e.rxFrame(in[i]) {
+				done[nd] = in[i]
+				nd++
+			}
+		}
+		n += k
+	}
+	if nd > 0 {
+		e.rx.put(done[:nd]...)
 	}
 	if e.loopHead == len(e.loopQ) {
 		e.loopQ = e.loopQ[:0]
