@@ -267,14 +267,17 @@ type Device struct {
 	nXRCD   int
 	xrcdID  uint32
 
-	// Memory-region key table, read by the engine on every DMA lookup.
-	mrMu    sync.RWMutex
+	// Memory-region key table. mrMu orders its writers; the engine reads
+	// mrTab, the same slots, on every DMA lookup without a lock.
+	mrMu    sync.Mutex
 	mrs     []*MR // index = key >> 8; slot 0 unused
+	mrTab   ptrTable[MR]
 	mrFree  []uint32
 	mrKeyGn []uint8 // the key byte each slot last had (insertMR)
 	nMR     int
 	// Memory-window table, under mrMu as well (mw.go).
 	mws     []*MW // index = (key &^ mwKeyBit) >> 8
+	mwTab   ptrTable[MW]
 	mwFree  []uint32
 	mwKeyGn []uint8
 	nMW     int

@@ -170,6 +170,7 @@ func (d *Device) ReregMRPages(old *MR, pd *PD, iova, length, pageSize uint64, pa
 	mr.LKey, mr.RKey = old.LKey, old.RKey
 	mr.valid.Store(true)
 	d.mrs[idx] = mr
+	d.mrTab.store(idx, mr)
 	old.valid.Store(false)
 	old.pd.refs.Add(-1)
 	mr.pd.refs.Add(1)
@@ -250,6 +251,7 @@ func (d *Device) insertMR(mr *MR) error {
 	mr.LKey, mr.RKey = key, key
 	mr.valid.Store(true)
 	d.mrs[idx] = mr
+	d.mrTab.store(idx, mr)
 	d.nMR++
 	mr.pd.refs.Add(1)
 	return nil
@@ -269,6 +271,7 @@ func (mr *MR) Dereg() error {
 	}
 	mr.valid.Store(false)
 	d.mrs[idx] = nil
+	d.mrTab.store(idx, nil)
 	d.mrFree = append(d.mrFree, idx)
 	d.nMR--
 	mr.pd.refs.Add(-1)
@@ -278,13 +281,7 @@ func (mr *MR) Dereg() error {
 // lookupMR returns the valid MR with this key, or nil. Engine hot path: no
 // allocation.
 func (d *Device) lookupMR(key uint32) *MR {
-	idx := key >> 8
-	d.mrMu.RLock()
-	var mr *MR
-	if int(idx) < len(d.mrs) {
-		mr = d.mrs[idx]
-	}
-	d.mrMu.RUnlock()
+	mr := d.mrTab.load(key >> 8)
 	if mr == nil || mr.LKey != key || !mr.valid.Load() {
 		return nil
 	}

@@ -101,6 +101,7 @@ func (d *Device) AllocMW(pd *PD, typ MWType) (*MW, error) {
 	mw := &MW{dev: d, pd: pd, typ: typ, index: idx}
 	mw.bind.Store(&mwBinding{rkey: mwKeyBit | idx<<8 | uint32(d.mwKeyGn[idx])})
 	d.mws[idx] = mw
+	d.mwTab.store(idx, mw)
 	d.nMW++
 	pd.refs.Add(1)
 	return mw, nil
@@ -119,6 +120,7 @@ func (mw *MW) Dealloc() error {
 	}
 	mw.bind.Store(nil)
 	d.mws[mw.index] = nil
+	d.mwTab.store(mw.index, nil)
 	d.mwFree = append(d.mwFree, mw.index)
 	d.nMW--
 	mw.pd.refs.Add(-1)
@@ -131,14 +133,7 @@ func (d *Device) lookupMW(key uint32) *MW {
 	if key&mwKeyBit == 0 {
 		return nil
 	}
-	idx := (key &^ mwKeyBit) >> 8
-	d.mrMu.RLock()
-	var mw *MW
-	if int(idx) < len(d.mws) {
-		mw = d.mws[idx]
-	}
-	d.mrMu.RUnlock()
-	return mw
+	return d.mwTab.load((key &^ mwKeyBit) >> 8)
 }
 
 // remoteMR checks an R_Key of a request against the responder QP (IBA
