@@ -30,19 +30,21 @@ type fdbEntry struct {
 
 // fdb is the filtering database (IEEE 802.1Q 8.8): learnt and static
 // entries keyed by VLAN and MAC. Lookups and refreshes of existing
-// entries take the read lock only (the entry's fields are atomic); a new
-// entry, a sweep or a flush take the write lock. Safe for concurrent use.
+// entries take no lock (a sync.Map's loads write nothing shared, where an
+// RWMutex's reader count is a cache line every rx goroutine writes per
+// frame; the entry's fields are atomic); a new entry, a sweep or a flush
+// take mu. Safe for concurrent use.
 type fdb struct {
-	mu      sync.RWMutex
-	m       map[fdbKey]*fdbEntry
-	learned int   // dynamic entries, bounded by max
-	max     int   // bound on dynamic entries
-	aging   int64 // ns
+	mu      sync.Mutex
+	m       sync.Map // fdbKey -> *fdbEntry
+	learned int      // dynamic entries, bounded by max; under mu
+	max     int      // bound on dynamic entries
+	aging   int64    // ns
 	full    atomic.Uint64
 }
 
 func newFDB(maxEntries int, agingNS int64) *fdb {
-	return &fdb{m: make(map[fdbKey]*fdbEntry), max: maxEntries, aging: agingNS}
+	return &fdb{max: maxEntries, aging: agingNS}
 }
 
 func (d *fdb) addStatic(k fdbKey, port int) {
@@ -50,15 +52,22 @@ func (d *fdb) addStatic(k fdbKey, port int) {
 	defer d.mu.Unlock()
 	e := &fdbEntry{static: true}
 	e.port.Store(int32(port))
-	d.m[k] = e
+	if old, loaded := d.m.Swap(k, e); loaded && !old.(*fdbEntry).static {
+		d.learned--
+	}
+}
+
+// get returns the entry of k, or nil.
+func (d *fdb) get(k fdbKey) *fdbEntry {
+	if v, ok := d.m.Load(k); ok {
+		return v.(*fdbEntry)
+	}
+	return nil
 }
 
 // learn records that k was seen on port at now.
 func (d *fdb) learn(k fdbKey, port int, now int64) {
-	d.mu.RLock()
-	e := d.m[k]
-	d.mu.RUnlock()
-	if e != nil {
+	if e := d.get(k); e != nil {
 		if e.static {
 			return
 		}
@@ -72,7 +81,7 @@ func (d *fdb) learn(k fdbKey, port int, now int64) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.m[k]; e != nil { // learnt meanwhile by another port
+	if e := d.get(k); e != nil { // learnt meanwhile by another port
 		if !e.static {
 			e.port.Store(int32(port))
 			e.last.Store(now)
@@ -83,19 +92,17 @@ func (d *fdb) learn(k fdbKey, port int, now int64) {
 		d.full.Add(1)
 		return
 	}
-	e = &fdbEntry{}
+	e := &fdbEntry{}
 	e.port.Store(int32(port))
 	e.last.Store(now)
-	d.m[k] = e
+	d.m.Store(k, e)
 	d.learned++
 }
 
 // lookup returns the port k was learnt on, ignoring entries older than
 // the aging time (the sweep deletes them later).
 func (d *fdb) lookup(k fdbKey, now int64) (int, bool) {
-	d.mu.RLock()
-	e := d.m[k]
-	d.mu.RUnlock()
+	e := d.get(k)
 	if e == nil || (!e.static && now-e.last.Load() >= d.aging) {
 		return -1, false
 	}
@@ -106,24 +113,26 @@ func (d *fdb) lookup(k fdbKey, now int64) (int, bool) {
 func (d *fdb) sweep(now int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for k, e := range d.m {
-		if !e.static && now-e.last.Load() >= d.aging {
-			delete(d.m, k)
+	d.m.Range(func(k, v any) bool {
+		if e := v.(*fdbEntry); !e.static && now-e.last.Load() >= d.aging {
+			d.m.Delete(k)
 			d.learned--
 		}
-	}
+		return true
+	})
 }
 
 // flushPort deletes the dynamic entries of a port (it went down).
 func (d *fdb) flushPort(port int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for k, e := range d.m {
-		if !e.static && int(e.port.Load()) == port {
-			delete(d.m, k)
+	d.m.Range(func(k, v any) bool {
+		if e := v.(*fdbEntry); !e.static && int(e.port.Load()) == port {
+			d.m.Delete(k)
 			d.learned--
 		}
-	}
+		return true
+	})
 }
 
 // FDBEntry is one entry of a switch's FDB in status output.
@@ -136,19 +145,21 @@ type FDBEntry struct {
 }
 
 func (d *fdb) snapshot(now int64) []FDBEntry {
-	d.mu.RLock()
-	out := make([]FDBEntry, 0, len(d.m))
-	for k, e := range d.m {
+	d.mu.Lock()
+	var out []FDBEntry
+	d.m.Range(func(kv, v any) bool {
+		k, e := kv.(fdbKey), v.(*fdbEntry)
 		if !e.static && now-e.last.Load() >= d.aging {
-			continue
+			return true
 		}
 		fe := FDBEntry{VLAN: int(k.vlan()), MAC: k.mac().String(), Port: int(e.port.Load()) + 1, Static: e.static}
 		if !e.static {
 			fe.Age = float64(now-e.last.Load()) / 1e9
 		}
 		out = append(out, fe)
-	}
-	d.mu.RUnlock()
+		return true
+	})
+	d.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].VLAN != out[j].VLAN {
 			return out[i].VLAN < out[j].VLAN
