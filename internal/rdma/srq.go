@@ -338,6 +338,15 @@ func (s *SRQ) take(dst *recvWQE) bool {
 	copy(dst.sge, w.sge)
 	s.cons++
 	left := int(s.prod - s.cons)
+	if s.limit > 0 && left < s.limit && s.onEmpty != nil {
+		// The limit counts what the consumer posted: WRs that OnEmpty
+		// can still bring (a device that has not fetched its guest's
+		// ring yet) count too, so they are brought first.
+		s.mu.Unlock()
+		s.refill()
+		s.mu.Lock()
+		left = int(s.prod - s.cons)
+	}
 	fire := s.limit > 0 && left < s.limit
 	if fire {
 		s.limit = 0 // one event per arming (IBA 11.5.2.4)

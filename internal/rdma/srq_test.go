@@ -2,6 +2,7 @@ package rdma_test
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +265,54 @@ func TestWriteImmOnlyRNRRetry(t *testing.T) {
 		if wc.ImmData != 5 || wc.ByteLen != n {
 			t.Fatalf("%d B: wc %+v", n, wc)
 		}
+	}
+}
+
+// TestSRQLimitCountsOnEmpty: WRs that OnEmpty can still bring (a device's
+// guest ring it has not fetched) count toward the limit, so the event
+// waits until they too run short.
+func TestSRQLimitCountsOnEmpty(t *testing.T) {
+	var srq atomic.Pointer[rdma.SRQ]
+	var pending atomic.Int32
+	pending.Store(4)
+	onEmpty := func() bool {
+		q := srq.Load()
+		n := int(pending.Swap(0))
+		if q == nil || n == 0 {
+			return false
+		}
+		for i := range n {
+			if err := q.PostRecv([]rdma.RecvWR{{WRID: uint64(200 + i), SGList: []rdma.SGE{}}}); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	s := newSRQSetup(t, pairOpts{}, rdma.SRQInitAttr{MaxWR: 16, MaxSGE: 1, Limit: 4, OnEmpty: onEmpty})
+	srq.Store(s.srq)
+	s.postSRQ(t, 0, 4)
+	send := func(n int) {
+		for range n {
+			mustPost(t, s.s1.PostSend([]rdma.SendWR{{Opcode: rdma.WRSend}}))
+		}
+		s.poll(s.b.rcq, n)
+	}
+	send(1) // 3 held, 4 more to bring: 7 left
+	select {
+	case ev := <-s.b.dev.AsyncEvents():
+		t.Fatalf("event %v with 7 WRs left counting OnEmpty's, limit 4", ev.Type)
+	default:
+	}
+	if s.srq.Held() != 7 {
+		t.Fatalf("%d WRs held, want 7", s.srq.Held())
+	}
+	send(4) // 3 left and nothing more to bring
+	select {
+	case ev := <-s.b.dev.AsyncEvents():
+		if ev.Type != rdma.EventSRQLimitReached || ev.SRQ != s.srq {
+			t.Fatalf("event %v (SRQ %v), want SRQ_LIMIT_REACHED", ev.Type, ev.SRQ)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no SRQ limit event")
 	}
 }
