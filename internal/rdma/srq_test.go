@@ -118,6 +118,19 @@ func TestSRQWriteWithImmTakesAWR(t *testing.T) {
 	}
 }
 
+// wantLimitEvent waits for the SRQ's limit event.
+func (s *srqSetup) wantLimitEvent(t *testing.T) {
+	t.Helper()
+	select {
+	case ev := <-s.b.dev.AsyncEvents():
+		if ev.Type != rdma.EventSRQLimitReached || ev.SRQ != s.srq {
+			t.Fatalf("event %v (SRQ %v), want SRQ_LIMIT_REACHED", ev.Type, ev.SRQ)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no SRQ limit event")
+	}
+}
+
 func TestSRQLimitEvent(t *testing.T) {
 	s := newSRQSetup(t, pairOpts{}, rdma.SRQInitAttr{MaxWR: 16, MaxSGE: 1})
 	s.postSRQ(t, 0, 10)
@@ -140,14 +153,7 @@ func TestSRQLimitEvent(t *testing.T) {
 	default:
 	}
 	send(1) // 3 left
-	select {
-	case ev := <-s.b.dev.AsyncEvents():
-		if ev.Type != rdma.EventSRQLimitReached || ev.SRQ != s.srq {
-			t.Fatalf("event %v (SRQ %v), want SRQ_LIMIT_REACHED", ev.Type, ev.SRQ)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no SRQ limit event")
-	}
+	s.wantLimitEvent(t)
 	if a := s.srq.Query(); a.Limit != 0 || a.MaxWR != 16 {
 		t.Errorf("after the event: %+v, want limit 0 (disarmed)", a)
 	}
@@ -307,12 +313,5 @@ func TestSRQLimitCountsOnEmpty(t *testing.T) {
 		t.Fatalf("%d WRs held, want 7", s.srq.Held())
 	}
 	send(4) // 3 left and nothing more to bring
-	select {
-	case ev := <-s.b.dev.AsyncEvents():
-		if ev.Type != rdma.EventSRQLimitReached || ev.SRQ != s.srq {
-			t.Fatalf("event %v (SRQ %v), want SRQ_LIMIT_REACHED", ev.Type, ev.SRQ)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no SRQ limit event")
-	}
+	s.wantLimitEvent(t)
 }
