@@ -267,19 +267,19 @@ type Device struct {
 	nXRCD   int
 	xrcdID  uint32
 
-	// Memory-region key table. mrMu orders its writers; the engine reads
-	// mrTab, the same slots, on every DMA lookup without a lock.
+	// Memory-region key table: slot index = key >> 8, slot 0 unused.
+	// mrMu orders its writers; the engine reads mrTab on every DMA
+	// lookup without a lock.
 	mrMu    sync.Mutex
-	mrs     []*MR // index = key >> 8; slot 0 unused
 	mrTab   ptrTable[MR]
 	mrFree  []uint32
-	mrKeyGn []uint8 // the key byte each slot last had (insertMR)
+	mrKeyGn []uint8 // the key byte each slot last had (insertMR); one per slot
 	nMR     int
-	// Memory-window table, under mrMu as well (mw.go).
-	mws     []*MW // index = (key &^ mwKeyBit) >> 8
+	// Memory-window table, under mrMu as well (mw.go): slot index =
+	// (key &^ mwKeyBit) >> 8.
 	mwTab   ptrTable[MW]
 	mwFree  []uint32
-	mwKeyGn []uint8
+	mwKeyGn []uint8 // one per slot
 	nMW     int
 
 	// The engine: see engine.go.
@@ -387,7 +387,7 @@ func NewDevice(cfg DeviceConfig, port Port) (*Device, error) {
 		activeMTU: mtu,
 		nextQPN:   firstQPN,
 		qpnUsed:   make(map[uint32]bool),
-		mrs:       make([]*MR, 1, 64),
+		mrKeyGn:   make([]uint8, 1, 64), // slot 0 unused
 		async:     make(chan AsyncEvent, asyncQueueLen),
 	}
 	d.flushPort, _ = port.(FlushPort)

@@ -161,7 +161,7 @@ func (d *Device) ReregMRPages(old *MR, pd *PD, iova, length, pageSize uint64, pa
 	d.mrMu.Lock()
 	defer d.mrMu.Unlock()
 	idx := old.LKey >> 8
-	if !old.valid.Load() || int(idx) >= len(d.mrs) || d.mrs[idx] != old {
+	if !old.valid.Load() || d.mrTab.load(idx) != old {
 		return nil, fmt.Errorf("rdma: rereg MR %#x: not registered: %w", old.LKey, ErrInvalid)
 	}
 	if pd.dead.Load() {
@@ -169,7 +169,6 @@ func (d *Device) ReregMRPages(old *MR, pd *PD, iova, length, pageSize uint64, pa
 	}
 	mr.LKey, mr.RKey = old.LKey, old.RKey
 	mr.valid.Store(true)
-	d.mrs[idx] = mr
 	d.mrTab.store(idx, mr)
 	old.valid.Store(false)
 	old.pd.refs.Add(-1)
@@ -238,10 +237,7 @@ func (d *Device) insertMR(mr *MR) error {
 	if n := len(d.mrFree); n > 0 {
 		idx, d.mrFree = d.mrFree[n-1], d.mrFree[:n-1]
 	} else {
-		idx = uint32(len(d.mrs))
-		d.mrs = append(d.mrs, nil)
-	}
-	for len(d.mrKeyGn) <= int(idx) {
+		idx = uint32(len(d.mrKeyGn))
 		d.mrKeyGn = append(d.mrKeyGn, 0)
 	}
 	// 1 to 255 added: any byte but the slot's last. The global
@@ -250,7 +246,6 @@ func (d *Device) insertMR(mr *MR) error {
 	key := idx<<8 | uint32(d.mrKeyGn[idx])
 	mr.LKey, mr.RKey = key, key
 	mr.valid.Store(true)
-	d.mrs[idx] = mr
 	d.mrTab.store(idx, mr)
 	d.nMR++
 	mr.pd.refs.Add(1)
@@ -266,11 +261,10 @@ func (mr *MR) Dereg() error {
 	d.mrMu.Lock()
 	defer d.mrMu.Unlock()
 	idx := mr.LKey >> 8
-	if !mr.valid.Load() || int(idx) >= len(d.mrs) || d.mrs[idx] != mr {
+	if !mr.valid.Load() || d.mrTab.load(idx) != mr {
 		return fmt.Errorf("rdma: dereg MR %#x: not registered: %w", mr.LKey, ErrInvalid)
 	}
 	mr.valid.Store(false)
-	d.mrs[idx] = nil
 	d.mrTab.store(idx, nil)
 	d.mrFree = append(d.mrFree, idx)
 	d.nMR--

@@ -91,16 +91,12 @@ func (d *Device) AllocMW(pd *PD, typ MWType) (*MW, error) {
 	if n := len(d.mwFree); n > 0 {
 		idx, d.mwFree = d.mwFree[n-1], d.mwFree[:n-1]
 	} else {
-		idx = uint32(len(d.mws))
-		d.mws = append(d.mws, nil)
-	}
-	for len(d.mwKeyGn) <= int(idx) {
+		idx = uint32(len(d.mwKeyGn))
 		d.mwKeyGn = append(d.mwKeyGn, 0)
 	}
 	d.mwKeyGn[idx] += 1 + uint8(rand.N(255))
 	mw := &MW{dev: d, pd: pd, typ: typ, index: idx}
 	mw.bind.Store(&mwBinding{rkey: mwKeyBit | idx<<8 | uint32(d.mwKeyGn[idx])})
-	d.mws[idx] = mw
 	d.mwTab.store(idx, mw)
 	d.nMW++
 	pd.refs.Add(1)
@@ -115,11 +111,10 @@ func (mw *MW) Dealloc() error {
 	defer d.mu.Unlock()
 	d.mrMu.Lock()
 	defer d.mrMu.Unlock()
-	if int(mw.index) >= len(d.mws) || d.mws[mw.index] != mw {
+	if d.mwTab.load(mw.index) != mw {
 		return fmt.Errorf("rdma: dealloc MW %d: not allocated: %w", mw.index, ErrInvalid)
 	}
 	mw.bind.Store(nil)
-	d.mws[mw.index] = nil
 	d.mwTab.store(mw.index, nil)
 	d.mwFree = append(d.mwFree, mw.index)
 	d.nMW--
