@@ -149,20 +149,8 @@ func (d *Device) Deliver(frame []byte) { d.deliver(frame, false) }
 // deliver is Deliver; raw marks a frame for the raw packet QPs
 // (DeliverRaw).
 func (d *Device) deliver(frame []byte, raw bool) {
-	if d.closed.Load() {
-		d.ctr.rxDropped.Add(1)
-		return
-	}
-	if len(frame) > maxFrameSize {
-		d.ctr.rxMalformed.Add(1)
-		return
-	}
-	e := &d.eng
-	b := e.getBuf()
-	b.n = copy(b.b[:], frame)
-	b.raw = raw
-	one := [1]*frameBuf{b}
-	e.enqueue(one[:])
+	one := [1][]byte{frame}
+	d.deliverBatch(one[:], raw)
 }
 
 // enqueue puts filled buffers on the receive queue, in order, waiting up
@@ -216,7 +204,12 @@ func (e *engine) waitRoom(room <-chan struct{}) bool {
 // queue back to back, so the engine takes them in one drain (up to
 // rxBatch) and sends one coalesced ACK per QP for the lot. Safe for
 // concurrent use; it allocates only when it has to wait.
-func (d *Device) DeliverBatch(frames [][]byte) {
+func (d *Device) DeliverBatch(frames [][]byte) { d.deliverBatch(frames, false) }
+
+// deliverBatch is DeliverBatch; raw marks the frames for the raw packet
+// QPs. The frames go in chunks of up to rxBatch: one lock for their
+// buffers, one to queue them.
+func (d *Device) deliverBatch(frames [][]byte, raw bool) {
 	if d.closed.Load() {
 		d.ctr.rxDropped.Add(uint64(len(frames)))
 		return
@@ -234,6 +227,7 @@ func (d *Device) DeliverBatch(frames [][]byte) {
 				continue
 			}
 			bufs[n].n = copy(bufs[n].b[:], f)
+			bufs[n].raw = raw
 			n++
 		}
 		if n < len(chunk) {

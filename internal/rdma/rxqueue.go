@@ -34,13 +34,9 @@ func (q *rxQueue) len() int { return int(q.length.Load()) }
 
 // get returns a free buffer, or a new one.
 func (q *rxQueue) get() *frameBuf {
-	q.mu.Lock()
-	b := q.popFreeLocked()
-	q.mu.Unlock()
-	if b == nil {
-		return new(frameBuf)
-	}
-	return b
+	var one [1]*frameBuf
+	q.getN(one[:])
+	return one[0]
 }
 
 // getN fills bufs with free buffers (new ones when the list runs out).
