@@ -145,9 +145,8 @@ type FDBEntry struct {
 }
 
 func (d *fdb) snapshot(now int64) []FDBEntry {
-	d.mu.Lock()
 	var out []FDBEntry
-	d.m.Range(func(kv, v any) bool {
+	d.m.Range(func(kv, v any) bool { // safe beside writers; no lock
 		k, e := kv.(fdbKey), v.(*fdbEntry)
 		if !e.static && now-e.last.Load() >= d.aging {
 			return true
@@ -159,7 +158,6 @@ func (d *fdb) snapshot(now int64) []FDBEntry {
 		out = append(out, fe)
 		return true
 	})
-	d.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].VLAN != out[j].VLAN {
 			return out[i].VLAN < out[j].VLAN
