@@ -516,13 +516,17 @@ func (s *session) txLoop() {
 				wire.Header(creditMsg).Encode(&wire.Fields{Type: wire.TypeCredit, Credits: uint16(ret)})
 				out = append(out, creditMsg)
 			}
-			err := s.mc.WriteBatch(out)
-			if p.cap != nil && err == nil {
+			// Captured before the write: once written, the peer's answer
+			// (its credit for these frames) can reach the rx goroutine's
+			// capture first, and the file would show the answer before
+			// the question.
+			if p.cap != nil {
 				now := time.Now()
 				for _, m := range out {
 					p.cap.Write(now, m)
 				}
 			}
+			err := s.mc.WriteBatch(out)
 			for _, f := range sent {
 				f.src.release(1)
 				sw.putFrame(f)
