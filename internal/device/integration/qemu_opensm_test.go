@@ -76,7 +76,7 @@ echo HICAIN-LID $(cat $port/lid)
 [ $n = 2 ] && echo HICAIN-SM-CAPMASK $(smpquery portinfo $(($(cat $port/sm_lid))) 1 2>&1 | sed -n 's/^CapMask:\.*//p')
 peer=10.43.0.1
 tmo=90
-` + guestRunFuncs + `run=connect runbw=connect
+` + guestRunFuncs + `run=connect runbw=connectbw
 [ $n = 1 ] && run=serve runbw=servebw
 $run rc ibv_rc_pingpong -d hicain_0 -n 100 -c -p 18600
 if [ "$full" = 1 ]; then
@@ -413,17 +413,18 @@ func calibrationFailed(out string) bool {
 
 // checkPerftestByLID checks TestQEMUOpenSM's perftest runs, server on
 // guest 1 and client on guest 2, addressed by LID (lids in decimal):
-// each run exited 0 on both sides, connected to the peer's LID and
-// completed its 100 iterations. A run whose figures perftest could not
-// measure (calibrationFailed) is logged, not failed; but of the three
+// each run exited 0 on both sides (but see perftestBWClient), connected
+// to the peer's LID and completed its 100 iterations. A run whose
+// figures perftest could not measure (calibrationFailed) is logged, not
+// failed; but of the three
 // bandwidth runs, and of the two latency runs, one side at least must
 // have measured.
 func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
 	runs := [2]map[string]suiteRun{suiteRuns(c1), suiteRuns(c2)}
 	getRun := runGetter(runs)
-	get := func(t *testing.T, g int, name string) string {
+	// byLID checks that guest g's run of name went to the peer by LID.
+	byLID := func(t *testing.T, g int, name, out string) {
 		t.Helper()
-		out := getRun(t, g, name)
 		// The peer's LID, not a GID: perftest reads the link layer
 		// and addresses an InfiniBand port by LID, with no GRH.
 		if !regexp.MustCompile(`(?m)^\s*Link type\s*: IB\s*$`).MatchString(out) || strings.Contains(out, "GID:") {
@@ -436,21 +437,23 @@ func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
 		} else if v, err := strconv.ParseUint(m[len(m)-1][1], 0, 16); err != nil || strconv.FormatUint(v, 10) != peer {
 			t.Errorf("guest %d: %s connected to LID %s, want guest %d's, %s", g+1, name, m[len(m)-1][1], 2-g, peer)
 		}
+	}
+	get := func(t *testing.T, g int, name string) string {
+		t.Helper()
+		out := getRun(t, g, name)
+		byLID(t, g, name, out)
 		return out
 	}
 	t.Run("perftest_bw", func(t *testing.T) {
 		measured := 0
 		for _, name := range []string{"send_bw", "write_bw", "read_bw"} {
 			get(t, 0, name)
-			client := get(t, 1, name)
-			// The client reports the figures. A retried run holds
-			// every attempt: the last row is the run that exited.
-			rows := perftestBW.FindAllStringSubmatch(client, -1)
-			if rows == nil {
-				t.Errorf("ib_%s client printed no result line:\n%s", name, client)
+			// The client reports the figures.
+			client, m := perftestBWClient(t, runs, name)
+			byLID(t, 1, name, client)
+			if m == nil {
 				continue
 			}
-			m := rows[len(rows)-1]
 			if m[2] != "100" {
 				t.Errorf("ib_%s ran %s iterations, want 100", name, m[2])
 			}
