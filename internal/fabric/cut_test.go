@@ -25,7 +25,7 @@ func TestCutThrough(t *testing.T) {
 			return false
 		}
 		cut = append(cut, len(f.buf))
-		sw.ports[1].sent(f, now)
+		sw.ports[1].sent(f)
 		return true
 	})
 	sw.ports[0].lone = true
@@ -74,7 +74,7 @@ func TestCutThrough(t *testing.T) {
 		t.Fatalf("while tx writes: cut %v, take %d", cut, m)
 	}
 	for _, f := range out[:n] {
-		sw.ports[1].sent(f, now)
+		sw.ports[1].sent(f)
 	}
 	eg.txDone()
 	if m, _ := eg.dequeue(out, now); m != 1 {

@@ -16,6 +16,10 @@ type frame struct {
 	// frame (ECT(0) or ECT(1)), or 0 when the frame cannot be CE-marked.
 	ipOff uint16
 	ipv6  bool
+	// captured is set once the egress port's capture holds the frame
+	// (port.capture), so that a frame that failed to cut through is not
+	// captured again from the queue.
+	captured bool
 }
 
 // framePool hands out frames with buffers of one size. It is safe for
@@ -35,7 +39,7 @@ func newFramePool(size int) *framePool {
 func (fp *framePool) get() *frame {
 	f := fp.p.Get().(*frame)
 	f.buf = f.buf[:fp.size]
-	f.in, f.tc, f.lossless, f.ipOff, f.ipv6 = -1, 0, false, 0, false
+	f.in, f.tc, f.lossless, f.ipOff, f.ipv6, f.captured = -1, 0, false, 0, false, false
 	return f
 }
 

@@ -362,10 +362,11 @@ func (p *port) txLoop(s *session) {
 		// cannot take now, or that fails, goes to the queue, where
 		// the tx goroutine's write meets the error.
 		p.eg.setCut(func(f *frame) bool {
+			p.capture(f, sw.clock.Now())
 			if ok, err := try(f.buf); !ok || err != nil {
 				return false
 			}
-			p.sent(f, sw.clock.Now())
+			p.sent(f)
 			return true
 		})
 		defer p.eg.setCut(nil)
@@ -394,15 +395,16 @@ func (p *port) txLoop(s *session) {
 			}
 			continue
 		}
+		now := sw.clock.Now()
 		for i := range got {
 			bufs[i] = out[i].buf
+			p.capture(out[i], now)
 		}
 		err := write(bufs[:got])
-		now := sw.clock.Now()
 		for i := range got {
 			f := out[i]
 			if err == nil {
-				p.sent(f, now)
+				p.sent(f)
 			} else {
 				if f.in >= 0 {
 					p.ctr.drops[DropLinkDown].Add(1)
@@ -418,9 +420,20 @@ func (p *port) txLoop(s *session) {
 	}
 }
 
-// sent counts a frame written to the peer, captures it and releases it
-// (the tx goroutine, or an rx goroutine cutting it through).
-func (p *port) sent(f *frame, now time.Time) {
+// capture records a frame about to be written to the peer in the port's
+// capture, once. It runs before the write: after it, the peer's answer
+// could reach the rx goroutine's capture first, and the file would show
+// the answer before the question.
+func (p *port) capture(f *frame, now time.Time) {
+	if p.cap != nil && !f.captured {
+		f.captured = true
+		p.cap.write(now, f.buf)
+	}
+}
+
+// sent counts a frame written to the peer and releases it (the tx
+// goroutine, or an rx goroutine cutting it through).
+func (p *port) sent(f *frame) {
 	if f.in < 0 {
 		p.ctr.pfcTxClass[f.tc&(NumTC-1)].Add(1)
 		p.ctr.pfcTxBytes.Add(uint64(len(f.buf)))
@@ -428,7 +441,6 @@ func (p *port) sent(f *frame, now time.Time) {
 		p.ctr.txClassFrames[f.tc&(NumTC-1)].Add(1)
 		p.ctr.txClassBytes[f.tc&(NumTC-1)].Add(uint64(len(f.buf)))
 	}
-	p.cap.write(now, f.buf)
 	p.sw.release(f)
 }
 
