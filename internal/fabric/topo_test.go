@@ -168,31 +168,17 @@ func TestPcap(t *testing.T) {
 	for port := range 2 {
 		port++
 		path := filepath.Join(dir, "sw0-port"+string(rune('0'+port))+".pcap")
-		fh, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
+		lt, pkts := readPcap(t, path)
+		if lt != 1 {
+			t.Errorf("%s: link type %d", path, lt)
 		}
-		r, err := pcapgo.NewReader(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.LinkType() != 1 {
-			t.Errorf("%s: link type %d", path, r.LinkType())
-		}
-		n := 0
-		for {
-			data, _, err := r.ReadPacketData()
-			if err != nil {
-				break
-			}
+		for n, data := range pkts {
 			if want := [][]byte{roce, reply}[min(n, 1)]; string(data) != string(want) {
 				t.Errorf("%s: packet %d differs", path, n)
 			}
-			n++
 		}
-		fh.Close()
-		if n != 2 {
-			t.Errorf("%s: %d packets, want 2", path, n)
+		if len(pkts) != 2 {
+			t.Errorf("%s: %d packets, want 2", path, len(pkts))
 		}
 		if tshark, err := exec.LookPath("tshark"); err == nil {
 			out, err := exec.CommandContext(context.Background(), tshark, "-r", path, "-T", "fields", "-e", "infiniband.bth.psn").CombinedOutput()
@@ -227,23 +213,8 @@ func TestCaptureOnce(t *testing.T) {
 		t.Error("a frame from the pool is marked captured")
 	}
 	p.cap.close()
-	fh, err := os.Open(filepath.Join(dir, "sw0-port1.pcap"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	r, err := pcapgo.NewReader(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for ; ; n++ {
-		if _, _, err := r.ReadPacketData(); err != nil {
-			break
-		}
-	}
-	if n != 2 {
-		t.Errorf("%d packets captured, want 2", n)
+	if _, pkts := readPcap(t, filepath.Join(dir, "sw0-port1.pcap")); len(pkts) != 2 {
+		t.Errorf("%d packets captured, want 2", len(pkts))
 	}
 }
 
@@ -393,6 +364,18 @@ func TestControlStatus(t *testing.T) {
 
 func checkPcapLinkType(t *testing.T, path string, want int) {
 	t.Helper()
+	lt, pkts := readPcap(t, path)
+	if lt != want {
+		t.Errorf("%s: link type %d, want %d", path, lt, want)
+	}
+	if len(pkts) == 0 {
+		t.Errorf("%s: no packet", path)
+	}
+}
+
+// readPcap returns a capture's link type and packets.
+func readPcap(t *testing.T, path string) (linkType int, pkts [][]byte) {
+	t.Helper()
 	fh, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -402,10 +385,11 @@ func checkPcapLinkType(t *testing.T, path string, want int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int(r.LinkType()) != want {
-		t.Errorf("%s: link type %d, want %d", path, r.LinkType(), want)
-	}
-	if _, _, err := r.ReadPacketData(); err != nil {
-		t.Errorf("%s: no packet: %v", path, err)
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			return int(r.LinkType()), pkts
+		}
+		pkts = append(pkts, data)
 	}
 }
