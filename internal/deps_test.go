@@ -131,7 +131,7 @@ const depsRules = `
 	cli/cmdutil, accel, deploy < cli/image/doctor;
 	cli/cmdutil, image, pkg < cli/pkg/build;
 	cli/pkg/build < cli/pkg;
-	cli/cmdutil, proto < cli/proto/decode;
+	cli/cmdutil, hilink/wire, proto < cli/proto/decode;
 	cli/proto/decode < cli/proto;
 	cli/cmdutil, verify < cli/verify/compare;
 	cli/cmdutil, deploy, verify < cli/verify/e2e;
@@ -168,6 +168,9 @@ const testRules = `
 	# The fabric noun's tests check what deploy writes into a rack's
 	# fabric config.
 	deploy < cli/fabric;
+
+	# The link noun's tests decode the switch's capture as a user would.
+	cli/proto/decode < cli/link;
 
 	# Tests that run the whole command tree, as main does: commands
 	# checked end to end, and deploy's and pkg's tests, which run the

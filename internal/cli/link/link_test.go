@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/PacketFive/hinic/internal/cli/clitest"
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
 	clilink "github.com/PacketFive/hinic/internal/cli/link"
 	"github.com/PacketFive/hinic/internal/cli/link/serve"
+	"github.com/PacketFive/hinic/internal/cli/proto/decode"
 	"github.com/PacketFive/hinic/internal/hilink"
 	"github.com/PacketFive/hinic/internal/hilink/wire"
 )
@@ -133,10 +136,27 @@ func TestServeAndStatus(t *testing.T) {
 			t.Errorf("%s left after serve stopped", path)
 		}
 	}
-	// The message port 1 received is in its capture (24-byte file
-	// header, 16-byte record header, the 25-byte frame).
-	if fi, err := os.Stat(filepath.Join(pcap, "hilink-port1.pcap")); err != nil || fi.Size() < 24+16+25 {
-		t.Errorf("capture: %v", err)
+	// The message port 1 received is in its capture, and `hinic proto
+	// decode` reads it as HiLink; anything after it is the credit the
+	// switch returned for it. (HINIC_OUTPUT is still json.)
+	decoded := clitest.Output(t, func(f *cmdutil.Factory) *cobra.Command { return decode.NewCmdDecode(f, nil) },
+		filepath.Join(pcap, "hilink-port1.pcap"))
+	var rows []decode.Record
+	for _, l := range strings.Split(strings.TrimSpace(decoded), "\n") {
+		var r decode.Record
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("%v: %s", err, decoded)
+		}
+		rows = append(rows, r)
+	}
+	if h := rows[0].HiLink; h == nil || rows[0].Link != "hilink" || rows[0].Error != "" || h.Type != "write" ||
+		h.SrcGPU != 3 || h.DstGPU != 9 || *rows[0].PayloadLen != 1 {
+		t.Errorf("capture, first message: %s", decoded)
+	}
+	for _, r := range rows[1:] {
+		if r.HiLink == nil || r.HiLink.Type != "credit" || r.Error != "" {
+			t.Errorf("capture, message %d: %+v", r.Frame, r)
+		}
 	}
 }
 

@@ -118,7 +118,7 @@ func TestPcapngEthernet(t *testing.T) {
 func TestUnsupportedLinkType(t *testing.T) {
 	path := writeCapture(t, false, layers.LinkTypeLinuxSLL, [][]byte{{1, 2, 3}})
 	_, errOut, code := run(t, "", "proto", "decode", path)
-	if code != 1 || !strings.Contains(errOut, "neither Ethernet nor InfiniBand") {
+	if code != 1 || !strings.Contains(errOut, "neither Ethernet, InfiniBand nor HiLink") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

@@ -1,6 +1,7 @@
 // Package decode implements `hinic proto decode`: it reads frames from a
 // pcap or pcapng capture, or as hex, and prints one row per frame with the
-// RoCEv2 / InfiniBand headers, their fields and whether the ICRC holds.
+// RoCEv2 / InfiniBand headers, their fields and whether the ICRC holds,
+// or with the header of a HiLink message.
 package decode
 
 import (
@@ -29,8 +30,12 @@ type Options struct {
 	Input string
 	// Hex holds frames given with --hex; when set, Input is not read.
 	Hex []string
-	// Link is the link layer of hex frames: "ethernet" or "ib".
+	// Link is the link layer of hex frames: "ethernet", "ib" or
+	// "hilink". With LinkSet, it also replaces a capture's user link type
+	// (147-162).
 	Link string
+	// LinkSet says --link was given.
+	LinkSet bool
 	// Count stops after this many frames; 0 reads them all.
 	Count int
 	// CheckICRC fails the command (exit 3) when a transport frame's ICRC
@@ -38,7 +43,8 @@ type Options struct {
 	CheckICRC bool
 }
 
-const long = `Decode RoCEv2 and native InfiniBand frames and check their ICRC.
+const long = `Decode RoCEv2 and native InfiniBand frames and check their ICRC, or
+decode HiLink messages.
 
 The input is a pcap or pcapng capture, or text with one frame per line in
 hex (spaces, colons and a leading 0x are ignored; # starts a comment). It
@@ -47,8 +53,12 @@ may also be given on the command line with --hex.
 
 Link types: Ethernet captures (link type 1) carry RoCEv2 and RoCEv1;
 native InfiniBand captures use LINKTYPE_INFINIBAND (247), a user link type
-(147-162, as tshark reads them with the user_dlts setting) or ERF (197)
-records of type InfiniBand. Hex frames are Ethernet unless --link ib.
+(147 or 149-162, as tshark reads them with the user_dlts setting) or ERF
+(197) records of type InfiniBand. Link type 148 (LINKTYPE_USER1) is
+HiLink's: each record is one message between a GPU and the HiLink switch
+(hinic link serve --pcap). Hex frames are Ethernet unless --link says
+otherwise; --link also overrides a capture's user link type, for example
+--link ib for an InfiniBand capture made with link type 148.
 
 Every frame gets a row, even a malformed one (its error is shown); the
 command fails only when the input cannot be read.`
@@ -56,6 +66,7 @@ command fails only when the input cannot be read.`
 const example = `  hinic proto decode capture.pcap
   hinic proto decode -o json capture.pcapng | jq 'select(.icrc_ok == false)'
   hinic proto decode --link ib --hex '0002 0001 ...'
+  hinic proto decode pcap/hilink-port0.pcap
   tcpdump -w - -i veth0 udp port 4791 | hinic proto decode -`
 
 // NewCmdDecode returns the `proto decode` command. runF replaces the work
@@ -64,7 +75,7 @@ func NewCmdDecode(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 	opts := &Options{IO: f.IOStreams, Printer: f.Printer}
 	cmd := &cobra.Command{
 		Use:     "decode [FILE]",
-		Short:   "Decode RoCEv2 and InfiniBand frames from a capture or hex",
+		Short:   "Decode RoCEv2, InfiniBand and HiLink frames from a capture or hex",
 		Long:    long,
 		Example: example,
 		Args:    cobra.MaximumNArgs(1),
@@ -72,9 +83,10 @@ func NewCmdDecode(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 			if len(args) == 1 {
 				opts.Input = args[0]
 			}
-			if opts.Link != "ethernet" && opts.Link != "ib" {
-				return cmdutil.UsageErrorf("invalid --link %q: valid values are ethernet, ib", opts.Link)
+			if linkOf(opts.Link) == linkInvalid {
+				return cmdutil.UsageErrorf("invalid --link %q: valid values are ethernet, ib, hilink", opts.Link)
 			}
+			opts.LinkSet = cmd.Flags().Changed("link")
 			if opts.Count < 0 {
 				return cmdutil.UsageErrorf("--count must not be negative")
 			}
@@ -88,7 +100,8 @@ func NewCmdDecode(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 		},
 	}
 	cmd.Flags().StringArrayVar(&opts.Hex, "hex", nil, "decode this hex `FRAME` (repeatable)")
-	cmd.Flags().StringVar(&opts.Link, "link", "ethernet", "link layer of hex frames: ethernet or ib")
+	cmd.Flags().StringVar(&opts.Link, "link", "ethernet",
+		"link layer of hex frames (ethernet, ib or hilink); given, it also overrides a capture's user link type (147-162)")
 	cmd.Flags().IntVarP(&opts.Count, "count", "c", 0, "stop after `N` frames (0: all)")
 	cmd.Flags().BoolVar(&opts.CheckICRC, "check-icrc", false, "exit 3 if any RoCE/IB frame has a bad ICRC or VCRC; print a summary")
 	return cmd
@@ -133,10 +146,13 @@ func run(opts *Options) error {
 }
 
 // summary counts what --check-icrc reports.
-type summary struct{ frames, transport, badCRC, malformed int }
+type summary struct{ frames, transport, badCRC, malformed, hilink int }
 
 func (s *summary) add(r *Record) {
 	s.frames++
+	if r.HiLink != nil {
+		s.hilink++
+	}
 	if r.Error != "" {
 		s.malformed++
 	}
@@ -149,20 +165,51 @@ func (s *summary) add(r *Record) {
 }
 
 func (s *summary) String() string {
-	return fmt.Sprintf("decoded %d frames: %d RoCE/IB transport frames, %d with a bad ICRC or VCRC, %d malformed",
-		s.frames, s.transport, s.badCRC, s.malformed)
+	hl := ""
+	if s.hilink > 0 {
+		hl = fmt.Sprintf(", %d HiLink messages (no ICRC)", s.hilink)
+	}
+	return fmt.Sprintf("decoded %d frames: %d RoCE/IB transport frames, %d with a bad ICRC or VCRC%s, %d malformed",
+		s.frames, s.transport, s.badCRC, hl, s.malformed)
 }
 
-// source yields frames with the link layer each arrived on.
-type source interface {
-	next() ([]byte, proto.LinkType, error)
-}
+// Link is what a frame arrived on: one of proto's link layers, or a
+// HiLink port.
+type Link uint8
 
-func linkOf(s string) proto.LinkType {
-	if s == "ib" {
+// The links of frames. LinkEthernet and LinkIB are proto's.
+const (
+	LinkEthernet Link = iota
+	LinkIB
+	LinkHiLink
+	linkInvalid
+)
+
+// protoLink is the proto link layer of l (Ethernet for HiLink, which
+// proto does not parse).
+func (l Link) protoLink() proto.LinkType {
+	if l == LinkIB {
 		return proto.LinkIB
 	}
 	return proto.LinkEthernet
+}
+
+// source yields frames with the link each arrived on.
+type source interface {
+	next() ([]byte, Link, error)
+}
+
+// linkOf is the Link a --link value names, or linkInvalid.
+func linkOf(s string) Link {
+	switch s {
+	case "ethernet":
+		return LinkEthernet
+	case "ib":
+		return LinkIB
+	case "hilink":
+		return LinkHiLink
+	}
+	return linkInvalid
 }
 
 func openSource(opts *Options) (source, error) {
@@ -192,13 +239,13 @@ func openSource(opts *Options) (source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: pcapng: %w", name, err)
 		}
-		return &ngSource{r: r}, nil
+		return &ngSource{r: r, opts: opts}, nil
 	case len(magic) == 4 && isPcapMagic(magic):
 		r, err := pcapgo.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%s: pcap: %w", name, err)
 		}
-		lt, err := linkFromCapture(uint32(r.LinkType()))
+		lt, err := linkFromCapture(uint32(r.LinkType()), opts)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -219,6 +266,7 @@ func isPcapMagic(m []byte) bool {
 const (
 	linkTypeEthernet   = 1
 	linkTypeUser0      = 147
+	linkTypeHiLink     = 148 // LINKTYPE_USER1, hilink.LinkTypeHiLink
 	linkTypeUser15     = 162
 	linkTypeERF        = 197
 	linkTypeInfiniBand = 247
@@ -226,29 +274,36 @@ const (
 	erfHeaderSize      = 16
 )
 
-func linkFromCapture(lt uint32) (proto.LinkType, error) {
+// linkFromCapture is the Link of a capture's link type lt: --link, when
+// given, decides for the user link types.
+func linkFromCapture(lt uint32, opts *Options) (Link, error) {
+	user := lt >= linkTypeUser0 && lt <= linkTypeUser15
 	switch {
+	case user && opts.LinkSet:
+		return linkOf(opts.Link), nil
 	case lt == linkTypeEthernet:
-		return proto.LinkEthernet, nil
-	case lt == linkTypeInfiniBand, lt == linkTypeERF, lt >= linkTypeUser0 && lt <= linkTypeUser15:
-		return proto.LinkIB, nil
+		return LinkEthernet, nil
+	case lt == linkTypeHiLink:
+		return LinkHiLink, nil
+	case lt == linkTypeInfiniBand, lt == linkTypeERF, user:
+		return LinkIB, nil
 	}
-	return 0, fmt.Errorf("link type %d is neither Ethernet nor InfiniBand", lt)
+	return 0, fmt.Errorf("link type %d is neither Ethernet, InfiniBand nor HiLink", lt)
 }
 
 type pcapSource struct {
 	r    *pcapgo.Reader
-	link proto.LinkType
+	link Link
 	erf  bool
 }
 
-func (s *pcapSource) next() ([]byte, proto.LinkType, error) {
+func (s *pcapSource) next() ([]byte, Link, error) {
 	data, _, err := s.r.ReadPacketData()
 	if err != nil {
 		return nil, 0, err
 	}
 	if s.erf {
-		return erfPayload(data), proto.LinkIB, nil
+		return erfPayload(data), LinkIB, nil
 	}
 	return data, s.link, nil
 }
@@ -269,10 +324,11 @@ func erfPayload(rec []byte) []byte {
 }
 
 type ngSource struct {
-	r *pcapgo.NgReader
+	r    *pcapgo.NgReader
+	opts *Options
 }
 
-func (s *ngSource) next() ([]byte, proto.LinkType, error) {
+func (s *ngSource) next() ([]byte, Link, error) {
 	data, ci, err := s.r.ReadPacketData()
 	if err != nil {
 		return nil, 0, err
@@ -281,12 +337,12 @@ func (s *ngSource) next() ([]byte, proto.LinkType, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	link, err := linkFromCapture(uint32(intf.LinkType))
+	link, err := linkFromCapture(uint32(intf.LinkType), s.opts)
 	if err != nil {
 		return nil, 0, err
 	}
 	if uint32(intf.LinkType) == linkTypeERF {
-		data = erfPayload(data)
+		data, link = erfPayload(data), LinkIB
 	}
 	return data, link, nil
 }
@@ -294,17 +350,17 @@ func (s *ngSource) next() ([]byte, proto.LinkType, error) {
 // hexSource reads one hex frame per line.
 type hexSource struct {
 	sc   *bufio.Scanner
-	link proto.LinkType
+	link Link
 	line int
 }
 
-func newHexSource(r io.Reader, link proto.LinkType) *hexSource {
+func newHexSource(r io.Reader, link Link) *hexSource {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	return &hexSource{sc: sc, link: link}
 }
 
-func (s *hexSource) next() ([]byte, proto.LinkType, error) {
+func (s *hexSource) next() ([]byte, Link, error) {
 	for s.sc.Scan() {
 		s.line++
 		text := s.sc.Text()

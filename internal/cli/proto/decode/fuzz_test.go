@@ -11,6 +11,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/PacketFive/hinic/internal/cli/cmdutil"
+	"github.com/PacketFive/hinic/internal/hilink/wire"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -50,7 +51,8 @@ func CaptureBytes(f testing.TB, ng bool, lt layers.LinkType, frames ...[]byte) [
 }
 
 // FuzzDecodeInput feeds arbitrary bytes to `hinic proto decode` as its
-// input file: pcap (both byte orders, ERF records), pcapng, or hex lines.
+// input file: pcap (both byte orders, ERF records, HiLink's link type),
+// pcapng, or hex lines, read as each --link would.
 // Property: no panic and no runaway; every record is described.
 func FuzzDecodeInput(f *testing.F) {
 	ib := proto.PacketFields{Link: proto.LinkIB, LRH: proto.LRHFields{SL: 2, DLID: 7, SLID: 3},
@@ -73,9 +75,14 @@ func FuzzDecodeInput(f *testing.F) {
 	f.Add(CaptureBytes(f, true, layers.LinkType(linkTypeInfiniBand), ibPkt))
 	f.Add(CaptureBytes(f, true, layers.LinkType(linkTypeERF), erf))
 	f.Add([]byte("0x00112233445566778899aabb0800 # a comment\n\nzz\n"))
+	write := wire.Append(nil, &wire.Fields{Type: wire.TypeWrite, Flags: wire.FlagLast, Credits: 1, DstGPU: 1,
+		Tag: 7, Address: 0x1000}, []byte("payload!"))
+	f.Add(CaptureBytes(f, false, layers.LinkType(linkTypeHiLink), write, write[:20]))
+	f.Add(CaptureBytes(f, true, layers.LinkType(linkTypeHiLink), write))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, link := range []string{"ethernet", "ib"} {
-			src, err := openSource(&Options{IO: &cmdutil.IOStreams{In: bytes.NewReader(data)}, Link: link})
+		for _, o := range []Options{{Link: "ethernet"}, {Link: "ib"}, {Link: "hilink", LinkSet: true}} {
+			o.IO = &cmdutil.IOStreams{In: bytes.NewReader(data)}
+			src, err := openSource(&o)
 			if err != nil {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/PacketFive/hinic/internal/hilink/wire"
 	"github.com/PacketFive/hinic/internal/proto"
 )
 
@@ -15,7 +16,7 @@ import (
 type Record struct {
 	Frame int    `json:"frame"`
 	Len   int    `json:"len"`
-	Link  string `json:"link"` // roce-v2, roce-v1, ib or other
+	Link  string `json:"link"` // roce-v2, roce-v1, ib, hilink or other
 	// FrameType refines Link: "ib-raw" and "mac-control" frames have Link
 	// "ib" and "other".
 	FrameType string `json:"frame_type"`
@@ -64,6 +65,23 @@ type Record struct {
 
 	MAD *MAD `json:"mad,omitempty"`
 	PFC *PFC `json:"pfc,omitempty"`
+
+	HiLink *HiLink `json:"hilink,omitempty"`
+}
+
+// HiLink is the header of a HiLink message (docs/hilink-wire.md). It is
+// shown whenever the message holds a whole header, valid or not.
+type HiLink struct {
+	Version int    `json:"version"`
+	Type    string `json:"type"` // hello, credit, write, write-resp, read-req, read-resp or unknown
+	Last    bool   `json:"last"`
+	Status  int    `json:"status"`
+	Credits int    `json:"credits"`
+	SrcGPU  int    `json:"src_gpu"`
+	DstGPU  int    `json:"dst_gpu"`
+	Tag     uint32 `json:"tag"`
+	Length  uint32 `json:"length"`
+	Address uint64 `json:"address"`
 }
 
 // LRH is the native IB local route header.
@@ -163,8 +181,11 @@ func errorName(err error) string {
 
 // Describe turns one frame into a Record. It parses frame as arriving on
 // link; index is the 1-based frame number.
-func Describe(index int, frame []byte, link proto.LinkType) Record {
-	p, err := proto.Parse(frame, link)
+func Describe(index int, frame []byte, link Link) Record {
+	if link == LinkHiLink {
+		return describeHiLink(index, frame)
+	}
+	p, err := proto.Parse(frame, link.protoLink())
 	r := Record{Frame: index, Len: len(frame), FrameType: p.Type.String()}
 	switch p.Type {
 	case proto.FrameRoCEv2, proto.FrameRoCEv1:
@@ -173,7 +194,7 @@ func Describe(index int, frame []byte, link proto.LinkType) Record {
 		r.Link = "ib"
 	default:
 		r.Link = "other"
-		if link == proto.LinkIB {
+		if link == LinkIB {
 			r.Link = "ib"
 		}
 	}
@@ -208,6 +229,58 @@ func Describe(index int, frame []byte, link proto.LinkType) Record {
 		r.VCRCOK = ptr(p.VCRCValid())
 	}
 	return r
+}
+
+// describeHiLink describes a HiLink message: its header's fields when it
+// holds a whole header, and wire.Parse's verdict as the error.
+func describeHiLink(index int, msg []byte) Record {
+	r := Record{Frame: index, Len: len(msg), Link: "hilink", FrameType: "hilink"}
+	_, err := wire.Parse(msg)
+	switch {
+	case errors.Is(err, wire.ErrTruncated):
+		r.Error = "truncated"
+	case errors.Is(err, wire.ErrVersion):
+		r.Error = "unsupported version"
+	case errors.Is(err, wire.ErrType):
+		r.Error = "unknown type"
+	case err != nil:
+		r.Error = "malformed"
+	}
+	if len(msg) < wire.HeaderSize {
+		return r
+	}
+	h := wire.Header(msg)
+	r.HiLink = &HiLink{Version: int(h.Version()), Type: h.Type().String(), Last: h.Last(), Status: int(h.Status()),
+		Credits: int(h.Credits()), SrcGPU: int(h.SrcGPU()), DstGPU: int(h.DstGPU()), Tag: h.Tag(),
+		Length: h.Length(), Address: h.Address()}
+	r.Opcode = r.HiLink.Type
+	r.PayloadLen = ptr(len(msg) - wire.HeaderSize)
+	return r
+}
+
+// hilinkSummary is the DETAIL of a HiLink message: the fields its type
+// uses (a credit has only Credits).
+func (h *HiLink) summary() []string {
+	var s []string
+	if h.Type != "credit" {
+		s = append(s, fmt.Sprintf("gpu %d->%d tag=%d", h.SrcGPU, h.DstGPU, h.Tag))
+		switch h.Type {
+		case "write", "read-req", "read-resp":
+			s = append(s, fmt.Sprintf("addr=%#x len=%d", h.Address, h.Length))
+		case "write-resp":
+			s = append(s, fmt.Sprintf("len=%d", h.Length))
+		}
+		if h.Last {
+			s = append(s, "last")
+		}
+		if h.Status != 0 {
+			s = append(s, fmt.Sprintf("status=%d", h.Status))
+		}
+	}
+	if h.Credits != 0 || h.Type == "credit" {
+		s = append(s, fmt.Sprintf("credits=%d", h.Credits))
+	}
+	return s
 }
 
 func describeL2L3(r *Record, p *proto.Packet) {
@@ -347,6 +420,9 @@ func (r *Record) summary() string {
 	}
 	if r.VCRCOK != nil && !*r.VCRCOK {
 		add("BAD-VCRC")
+	}
+	if r.HiLink != nil {
+		s = append(s, r.HiLink.summary()...)
 	}
 	return strings.Join(s, " ")
 }
