@@ -73,18 +73,7 @@ func TestNativeIBCaptures(t *testing.T) {
 		{"pcap erf", false, 197, erf},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := run(t, "", "proto", "decode", "-o", "json", writeCapture(t, tc.ng, tc.lt, tc.frames))
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
-			var rows []map[string]any
-			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-				var r map[string]any
-				if err := json.Unmarshal([]byte(l), &r); err != nil {
-					t.Fatal(err)
-				}
-				rows = append(rows, r)
-			}
+			rows := decodeJSON(t, writeCapture(t, tc.ng, tc.lt, tc.frames))
 			if len(rows) != 2 {
 				t.Fatalf("%d rows", len(rows))
 			}

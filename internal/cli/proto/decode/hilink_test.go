@@ -26,6 +26,8 @@ func hilinkFrames() [][]byte {
 	return [][]byte{write, resp, read, credit, write[:10], v2, fat}
 }
 
+// decodeJSON runs `hinic proto decode -o json` with args, which must
+// succeed, and returns its records.
 func decodeJSON(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
 	out, errOut, code := run(t, "", append([]string{"proto", "decode", "-o", "json"}, args...)...)
