@@ -362,7 +362,7 @@ func (p *port) txLoop(s *session) {
 		// cannot take now, or that fails, goes to the queue, where
 		// the tx goroutine's write meets the error.
 		p.eg.setCut(func(f *frame) bool {
-			p.capture(f, sw.clock.Now())
+			p.capture(f)
 			if ok, err := try(f.buf); !ok || err != nil {
 				return false
 			}
@@ -395,10 +395,9 @@ func (p *port) txLoop(s *session) {
 			}
 			continue
 		}
-		now := sw.clock.Now()
 		for i := range got {
 			bufs[i] = out[i].buf
-			p.capture(out[i], now)
+			p.capture(out[i])
 		}
 		err := write(bufs[:got])
 		for i := range got {
@@ -423,11 +422,11 @@ func (p *port) txLoop(s *session) {
 // capture records a frame about to be written to the peer in the port's
 // capture, once. It runs before the write: after it, the peer's answer
 // could reach the rx goroutine's capture first, and the file would show
-// the answer before the question.
-func (p *port) capture(f *frame, now time.Time) {
+// the answer before the question. Without a capture it reads no clock.
+func (p *port) capture(f *frame) {
 	if p.cap != nil && !f.captured {
 		f.captured = true
-		p.cap.write(now, f.buf)
+		p.cap.write(p.sw.clock.Now(), f.buf)
 	}
 }
 

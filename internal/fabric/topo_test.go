@@ -199,13 +199,12 @@ func TestCaptureOnce(t *testing.T) {
 	if err := p.openCapture(dir, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Unix(0, 0)
 	f := sw.pool.get()
 	f.buf = f.buf[:copy(f.buf, ethFrame(bcast, macN(1), -1, 0, 60, 1))]
 	c := sw.pool.clone(f)
 	for range 2 {
-		p.capture(f, now)
-		p.capture(c, now)
+		p.capture(f)
+		p.capture(c)
 	}
 	sw.release(f)
 	sw.release(c)
