@@ -342,7 +342,7 @@ func (s *ngSource) next() ([]byte, Link, error) {
 		return nil, 0, err
 	}
 	if uint32(intf.LinkType) == linkTypeERF {
-		data, link = erfPayload(data), LinkIB
+		data = erfPayload(data)
 	}
 	return data, link, nil
 }

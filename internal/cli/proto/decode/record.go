@@ -82,6 +82,8 @@ type HiLink struct {
 	Tag     uint32 `json:"tag"`
 	Length  uint32 `json:"length"`
 	Address uint64 `json:"address"`
+
+	typ wire.Type // Type, for summary
 }
 
 // LRH is the native IB local route header.
@@ -165,16 +167,20 @@ type PFC struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// errorName maps the parser's sentinel errors to the short names printed in
-// the error column.
+// errorName maps the parsers' sentinel errors (proto's and HiLink's
+// wire) to the short names printed in the error column.
 func errorName(err error) string {
 	switch {
-	case errors.Is(err, proto.ErrTruncated):
+	case errors.Is(err, proto.ErrTruncated), errors.Is(err, wire.ErrTruncated):
 		return "truncated"
-	case errors.Is(err, proto.ErrMalformed):
+	case errors.Is(err, proto.ErrMalformed), errors.Is(err, wire.ErrMalformed):
 		return "malformed"
 	case errors.Is(err, proto.ErrUnknownOpcode):
 		return "unknown opcode"
+	case errors.Is(err, wire.ErrVersion):
+		return "unsupported version"
+	case errors.Is(err, wire.ErrType):
+		return "unknown type"
 	}
 	return err.Error()
 }
@@ -235,16 +241,8 @@ func Describe(index int, frame []byte, link Link) Record {
 // holds a whole header, and wire.Parse's verdict as the error.
 func describeHiLink(index int, msg []byte) Record {
 	r := Record{Frame: index, Len: len(msg), Link: "hilink", FrameType: "hilink"}
-	_, err := wire.Parse(msg)
-	switch {
-	case errors.Is(err, wire.ErrTruncated):
-		r.Error = "truncated"
-	case errors.Is(err, wire.ErrVersion):
-		r.Error = "unsupported version"
-	case errors.Is(err, wire.ErrType):
-		r.Error = "unknown type"
-	case err != nil:
-		r.Error = "malformed"
+	if _, err := wire.Parse(msg); err != nil {
+		r.Error = errorName(err)
 	}
 	if len(msg) < wire.HeaderSize {
 		return r
@@ -252,22 +250,22 @@ func describeHiLink(index int, msg []byte) Record {
 	h := wire.Header(msg)
 	r.HiLink = &HiLink{Version: int(h.Version()), Type: h.Type().String(), Last: h.Last(), Status: int(h.Status()),
 		Credits: int(h.Credits()), SrcGPU: int(h.SrcGPU()), DstGPU: int(h.DstGPU()), Tag: h.Tag(),
-		Length: h.Length(), Address: h.Address()}
+		Length: h.Length(), Address: h.Address(), typ: h.Type()}
 	r.Opcode = r.HiLink.Type
 	r.PayloadLen = ptr(len(msg) - wire.HeaderSize)
 	return r
 }
 
-// hilinkSummary is the DETAIL of a HiLink message: the fields its type
-// uses (a credit has only Credits).
+// summary is the DETAIL of a HiLink message: the fields its type uses
+// (a credit has only Credits).
 func (h *HiLink) summary() []string {
 	var s []string
-	if h.Type != "credit" {
+	if h.typ != wire.TypeCredit {
 		s = append(s, fmt.Sprintf("gpu %d->%d tag=%d", h.SrcGPU, h.DstGPU, h.Tag))
-		switch h.Type {
-		case "write", "read-req", "read-resp":
+		switch h.typ {
+		case wire.TypeWrite, wire.TypeReadReq, wire.TypeReadResp:
 			s = append(s, fmt.Sprintf("addr=%#x len=%d", h.Address, h.Length))
-		case "write-resp":
+		case wire.TypeWriteResp:
 			s = append(s, fmt.Sprintf("len=%d", h.Length))
 		}
 		if h.Last {
@@ -277,7 +275,7 @@ func (h *HiLink) summary() []string {
 			s = append(s, fmt.Sprintf("status=%d", h.Status))
 		}
 	}
-	if h.Credits != 0 || h.Type == "credit" {
+	if h.Credits != 0 || h.typ == wire.TypeCredit {
 		s = append(s, fmt.Sprintf("credits=%d", h.Credits))
 	}
 	return s
