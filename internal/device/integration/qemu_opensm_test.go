@@ -416,9 +416,8 @@ func calibrationFailed(out string) bool {
 // each run exited 0 on both sides (but see perftestBWClient), connected
 // to the peer's LID and completed its 100 iterations. A run whose
 // figures perftest could not measure (calibrationFailed) is logged, not
-// failed; but of the three
-// bandwidth runs, and of the two latency runs, one side at least must
-// have measured.
+// failed; but of the three bandwidth runs, and of the two latency runs,
+// one side at least must have measured.
 func checkPerftestByLID(t *testing.T, c1, c2 string, lids [2]string) {
 	runs := [2]map[string]suiteRun{suiteRuns(c1), suiteRuns(c2)}
 	getRun := runGetter(runs)
